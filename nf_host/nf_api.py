@@ -1,0 +1,146 @@
+"""The NF API: what an NF author writes, separated from what the runtime does (after NFactor).
+
+An NF declares its per-flow state as plain data (`FlowState`: dicts, lists, ints, bytes, strings;
+anything msgpack serialises) through `initial_state()`, and its logic as
+`process(packet, flow_state, context) -> Verdict`. The runtime owns the state: it creates it, keys it
+by the canonical flow, marks it dirty when `process` runs, ships the dirty part as a delta to the
+backup and the cluster peers, and moves it between instances. An NF never serialises or sends state
+itself. Global state (shared by many flows, e.g. a NAT's port pool) is reached through
+`context.global_state`, a linearizable store (etcd in production).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from nf_host.shim import Shim
+
+FlowState = dict[str, Any]
+"""Per-flow state: plain, msgpack-serialisable data."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowKey:
+    """An IPv4 5-tuple. Addresses are 32-bit integers; ports are 0 for protocols without ports."""
+
+    src: int
+    dst: int
+    sport: int
+    dport: int
+    proto: int
+
+    def reversed(self) -> FlowKey:
+        return FlowKey(self.dst, self.src, self.dport, self.sport, self.proto)
+
+    def canonical(self) -> tuple[FlowKey, bool]:
+        """The direction-independent key of the connection, and whether this key is its reverse."""
+        if (self.src, self.sport) <= (self.dst, self.dport):
+            return self, False
+        return self.reversed(), True
+
+
+class Verdict(IntEnum):
+    FORWARD = 0
+    DROP = 1
+
+
+@dataclass(slots=True)
+class Packet:
+    """One packet handed to an NF: the Ethernet frame without the shim, and what the runtime parsed.
+
+    `frame` may be modified in place (a NAT rewrites addresses); the runtime sends the frame as it is
+    after `process` returns `Verdict.FORWARD`. Offsets are -1 where the header is absent.
+    """
+
+    frame: bytearray
+    shim: Shim
+    flow: FlowKey | None
+    l3_offset: int = 14
+    l4_offset: int = -1
+    payload_offset: int = -1
+
+    @property
+    def payload(self) -> memoryview:
+        start = self.payload_offset if self.payload_offset >= 0 else len(self.frame)
+        return memoryview(self.frame)[start:]
+
+
+class GlobalStore(Protocol):
+    """Strongly consistent key-value store for global NF state (etcd; in memory for unit tests)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def put(self, key: str, value: bytes) -> None: ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def compare_and_swap(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        """Set `key` to `value` only if it currently holds `expected` (None: absent)."""
+        ...
+
+    def increment(self, key: str, delta: int = 1) -> int:
+        """Atomically add `delta` to the integer at `key` (absent counts as 0); return the new value."""
+        ...
+
+
+@dataclass(slots=True)
+class Context:
+    """What `process` may know besides the packet and its flow's state."""
+
+    slot: int
+    seq: int
+    nf_id: int
+    flow_key: FlowKey | None
+    reverse: bool
+    global_state: GlobalStore
+    now: float
+
+
+class NetworkFunction(ABC):
+    """Base class of every NF. Subclasses set `name` and register with `@register_nf`."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, params: Mapping[str, Any] | None = None) -> None:
+        self.params: dict[str, Any] = dict(params or {})
+
+    @abstractmethod
+    def initial_state(self) -> FlowState:
+        """The state of a flow the NF has not seen before."""
+
+    @abstractmethod
+    def process(self, packet: Packet, state: FlowState, context: Context) -> Verdict:
+        """Process one packet of a flow, in stamp order; update `state` in place."""
+
+
+NF_TYPES: dict[str, type[NetworkFunction]] = {}
+
+_N = TypeVar("_N", bound=type[NetworkFunction])
+
+
+def register_nf(cls: _N) -> _N:
+    """Class decorator: make an NF available by its `name` (e.g. to `nf-host run --nf NAME`)."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no name")
+    if cls.name in NF_TYPES and NF_TYPES[cls.name] is not cls:
+        raise ValueError(f"two NFs are named {cls.name!r}")
+    NF_TYPES[cls.name] = cls
+    return cls
+
+
+def make_nf(name: str, params: Mapping[str, Any] | None = None) -> NetworkFunction:
+    """Instantiate a registered NF by name, with a clear error naming the unknown one."""
+    import nf_host.nfs  # noqa: F401  (registers the example NFs)
+
+    try:
+        cls = NF_TYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown NF type {name!r}; known: {', '.join(sorted(NF_TYPES))}") from None
+    return cls(params)
+
+
+StateFactory = Callable[[], FlowState]

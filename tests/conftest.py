@@ -1,0 +1,32 @@
+"""Fixtures shared by every test package."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.etcd import EtcdServer, etcd_binary, run_etcd
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Namespace tests need root; etcd tests need the etcd binary. Say so instead of failing."""
+    skip_root = pytest.mark.skip(reason="needs root for network namespaces")
+    skip_etcd = pytest.mark.skip(reason="needs etcd (apt-get install etcd-server / make setup)")
+    for item in items:
+        if "netns" in item.keywords and not _is_root():
+            item.add_marker(skip_root)
+        if "etcd" in item.keywords and etcd_binary() is None:
+            item.add_marker(skip_etcd)
+
+
+@pytest.fixture(scope="session")
+def etcd_server() -> Iterator[EtcdServer]:
+    """One real etcd for the whole test session (tests use distinct key prefixes)."""
+    with run_etcd() as server:
+        yield server

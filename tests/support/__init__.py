@@ -1,0 +1,1 @@
+"""Test support shared by all test packages: real processes started and always cleaned up."""
