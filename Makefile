@@ -1,0 +1,74 @@
+# nfcluster: the one documented entry point. `make help` lists the targets.
+#
+# Every target that needs the environment depends on `setup`, which is idempotent: the second run
+# checks two stamps and does nothing.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+PIP        := $(VENV)/bin/pip
+TARGET     ?= p4sim
+PYTEST_ARGS ?=
+# Debian packages the project needs at run time and in tests.
+APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool
+SETUP_STAMP  := $(VENV)/.nfcluster-setup
+APT_STAMP    := .apt-stamp
+
+.PHONY: help setup apt venv test lint unit run bench clean distclean
+
+help: ## list the targets
+	@echo "nfcluster: make TARGET [VAR=value]"
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) \
+	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
+
+setup: $(SETUP_STAMP) ## install Debian packages and the Python environment (idempotent)
+
+$(APT_STAMP):
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "setup: need root to install$$missing (run as root or install them)"; exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "setup: Debian packages present"; fi
+	@touch $@
+
+$(SETUP_STAMP): $(APT_STAMP) requirements.txt pyproject.toml
+	@test -x $(PY) || { echo "setup: creating $(VENV) from /usr/bin/python3 (with system site packages, for mininet)"; \
+	  /usr/bin/python3 -m venv --system-site-packages $(VENV); }
+	$(PIP) install -q --upgrade "pip>=24"
+	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-deps -e .
+	@touch $@
+
+test: setup ## lint (ruff, mypy), then every test (pytest)
+	$(MAKE) --no-print-directory lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: setup ## only the fast in-process tests
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+lint: setup ## ruff and mypy (strict) over the project
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+run: setup ## the main job on p4sim (TARGET=bmv2 for BMv2)
+	$(PY) -m topo run --target $(TARGET)
+
+bench: setup ## run every benchmark in bench/ (prints tables)
+	@set -e; for b in bench/*.py; do \
+	  case $$b in */__init__.py) continue;; esac; \
+	  echo "== $$b"; $(PY) $$b; done
+
+clean: ## remove build outputs and caches (keeps the venv)
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache results
+	find . -name __pycache__ -not -path './.venv*' -prune -exec rm -rf {} +
+
+distclean: clean ## also remove the virtual environments and stamps
+	rm -rf $(VENV) .venv-* $(APT_STAMP)
+
+-include $(sort $(wildcard mk/*.mk))

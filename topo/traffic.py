@@ -1,0 +1,198 @@
+"""Numbered traffic for end-to-end proofs: a sender on the client host, an echoing sink on the server.
+
+The sender opens one UDP socket per flow and sends packets carrying a `Record` (flow id, packet
+number per flow and direction, count 0). The sink records each arrival and answers it with a packet
+of its own numbering in the reverse direction, so both directions of every connection cross the
+switch and the NFs. Each side writes what it sent and received to a JSON file; `topo.verify` judges.
+
+    python -m topo.traffic sink --listen 10.0.0.2:9000 --out server.json --idle 3
+    python -m topo.traffic send --dst 10.0.0.2:9000 --flows 16 --packets 200 --rate 2000 --out client.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topo.records import RECORD_LEN, Record
+
+MAX_DATAGRAM = 2048
+
+
+@dataclass
+class SideReport:
+    """What one end sent and received, per flow; `received` keeps arrival order."""
+
+    sent: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    received: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    malformed: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "sent": {str(k): v for k, v in self.sent.items()},
+            "received": {str(k): v for k, v in self.received.items()},
+            "malformed": self.malformed,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> SideReport:
+        rep = cls()
+        sent = data.get("sent", {})
+        received = data.get("received", {})
+        assert isinstance(sent, dict) and isinstance(received, dict)
+        for k, v in sent.items():
+            rep.sent[int(k)] = int(v)
+        for k, arrivals in received.items():
+            rep.received[int(k)] = [(int(n), int(c)) for n, c in arrivals]
+        malformed = data.get("malformed", 0)
+        rep.malformed = int(malformed) if isinstance(malformed, int) else 0
+        return rep
+
+
+def _parse_addr(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"address {text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def _record_arrival(report: SideReport, payload: bytes) -> Record | None:
+    try:
+        rec = Record.unpack(payload)
+    except ValueError:
+        report.malformed += 1
+        return None
+    report.received[rec.flow_id].append((rec.pkt_no, rec.count))
+    return rec
+
+
+def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> SideReport:
+    """Receive, record and answer until nothing arrived for `idle` seconds after the first packet."""
+    report = SideReport()
+    stop = False
+
+    def _stop(_sig: int, _frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(listen)
+        sock.settimeout(0.1)
+        last = None
+        while not stop and (last is None or time.monotonic() - last < idle):
+            try:
+                payload, peer = sock.recvfrom(MAX_DATAGRAM)
+            except TimeoutError:
+                continue
+            last = time.monotonic()
+            rec = _record_arrival(report, payload)
+            if rec is None:
+                continue
+            report.sent[rec.flow_id] += 1
+            reply = Record(rec.flow_id, report.sent[rec.flow_id]).pack(size)
+            sock.sendto(reply, peer)
+    out.write_text(json.dumps(report.to_json()))
+    return report
+
+
+def run_sender(
+    dst: tuple[str, int], flows: int, packets: int, rate: float, size: int, wait: float, out: Path
+) -> SideReport:
+    """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies."""
+    report = SideReport()
+    sel = selectors.DefaultSelector()
+    socks: list[socket.socket] = []
+    for flow_id in range(flows):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setblocking(False)
+        s.connect(dst)
+        sel.register(s, selectors.EVENT_READ, flow_id)
+        socks.append(s)
+
+    def drain(timeout: float) -> None:
+        for key, _ in sel.select(timeout):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            while True:
+                try:
+                    payload = sock.recv(MAX_DATAGRAM)
+                except BlockingIOError:
+                    break
+                except ConnectionRefusedError:
+                    report.malformed += 1
+                    break
+                _record_arrival(report, payload)
+
+    interval = 1.0 / rate if rate > 0 else 0.0
+    start = time.monotonic()
+    total = flows * packets
+    try:
+        for i in range(total):
+            flow_id, pkt_no = i % flows, i // flows + 1
+            due = start + i * interval
+            while (now := time.monotonic()) < due:
+                drain(due - now)
+            socks[flow_id].send(Record(flow_id, pkt_no).pack(size))
+            report.sent[flow_id] += 1
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            got = sum(len(v) for v in report.received.values())
+            if got >= total:
+                break
+            drain(0.05)
+    finally:
+        for s in socks:
+            sel.unregister(s)
+            s.close()
+    out.write_text(json.dumps(report.to_json()))
+    return report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m topo.traffic", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sink = sub.add_parser("sink", help="receive, record and answer numbered packets")
+    sink.add_argument("--listen", type=_parse_addr, required=True, help="HOST:PORT to bind")
+    sink.add_argument("--idle", type=float, default=3.0, help="stop after this many idle seconds")
+    sink.add_argument("--out", type=Path, required=True, help="JSON report to write")
+    sink.add_argument("--size", type=int, default=64, help="reply payload size in bytes")
+    send = sub.add_parser("send", help="send numbered packets on many flows and collect replies")
+    send.add_argument("--dst", type=_parse_addr, required=True, help="the sink's HOST:PORT")
+    send.add_argument("--flows", type=int, default=16, help="number of flows (UDP sockets)")
+    send.add_argument("--packets", type=int, default=100, help="packets per flow")
+    send.add_argument("--rate", type=float, default=2000.0, help="packets/s over all flows (0: flat out)")
+    send.add_argument("--size", type=int, default=64, help="payload size in bytes")
+    send.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the last replies")
+    send.add_argument("--out", type=Path, required=True, help="JSON report to write")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.size < RECORD_LEN:
+        print(f"--size must be at least {RECORD_LEN} bytes (the record)", file=sys.stderr)
+        return 2
+    if args.command == "sink":
+        run_sink(args.listen, args.idle, args.size, args.out)
+    else:
+        if args.flows < 1 or args.packets < 1:
+            print("--flows and --packets must be at least 1", file=sys.stderr)
+            return 2
+        run_sender(args.dst, args.flows, args.packets, args.rate, args.size, args.wait, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
