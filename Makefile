@@ -61,8 +61,8 @@ run: setup ## the main job on p4sim (TARGET=bmv2 for BMv2)
 
 bench: setup ## run every benchmark in bench/ (prints tables)
 	@set -e; for b in bench/*.py; do \
-	  case $$b in */__init__.py) continue;; esac; \
-	  echo "== $$b"; $(PY) $$b; done
+	  m=$$(basename $$b .py); case $$m in __init__|_*) continue;; esac; \
+	  echo "== bench.$$m"; $(PY) -m bench.$$m; done
 
 clean: ## remove build outputs and caches (keeps the venv)
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache results
