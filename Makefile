@@ -12,7 +12,7 @@ PIP        := $(VENV)/bin/pip
 TARGET     ?= p4sim
 PYTEST_ARGS ?=
 # Debian packages the project needs at run time and in tests.
-APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool
+APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
 APT_STAMP    := .apt-stamp
 

@@ -40,7 +40,6 @@ def survey(target: str) -> list[Part]:
         Part("data-plane program", program.exists(), str(program.relative_to(REPO))),
         Part("NF runtime", _module("nf_host.worker"), "nf_host/ (nf-host run)"),
         Part("controller", _module("controlplane.switch_session"), "controlplane/ (nfc-controller)"),
-        Part("end-to-end scenario", _module("topo.scenario"), "topo/scenario.py (the make run job)"),
         Part("etcd", shutil.which("etcd") is not None, "Debian etcd-server"),
         Part("mininet", _module("mininet"), "Debian mininet"),
     ]
@@ -53,32 +52,33 @@ def survey(target: str) -> list[Part]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     parts = survey(args.target)
-    width = max(len(p.name) for p in parts)
-    print(f"nfcluster on {args.target}: status of the parts")
-    for p in parts:
-        mark = "ready  " if p.present else "missing"
-        print(f"  {p.name:<{width}}  {mark}  {p.detail}")
-    missing = [p.name for p in parts if not p.present]
-    if "end-to-end scenario" in missing:
-        print(
-            "\nThe end-to-end run (switch, 2 clusters of NFs, controller, numbered traffic, sink) is not"
-            " built yet: it arrives with the controller issue (#7). Nothing was started."
-        )
-        return 0
-    from topo import scenario  # type: ignore[attr-defined]  # present once issue #7 lands
+    missing = [p for p in parts if not p.present]
+    if missing:
+        width = max(len(p.name) for p in parts)
+        print(f"nfcluster on {args.target}: status of the parts")
+        for p in parts:
+            mark = "ready  " if p.present else "missing"
+            print(f"  {p.name:<{width}}  {mark}  {p.detail}")
+        print(f"\nCannot run: {', '.join(p.name for p in missing)} missing. Nothing was started.")
+        return 1
+    from topo import scenario
 
-    return int(scenario.main(args))
+    return scenario.main(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from topo import scenario
+
     parser = argparse.ArgumentParser(
         prog="nfc-topo", description="Bring the nfcluster system up in Mininet and run its scenario."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the main scenario (what `make run` does)")
+    run = sub.add_parser("run", help="run the main scenario (what `make run` does)",
+                         description=scenario.__doc__)
     run.add_argument(
         "--target", choices=["p4sim", "bmv2"], default="p4sim", help="switch target (default p4sim)"
     )
+    scenario.add_arguments(run)
     run.set_defaults(func=cmd_run)
     return parser
 

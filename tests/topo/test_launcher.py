@@ -1,10 +1,11 @@
-"""The launcher behind `make run` reports every part's status."""
+"""The launcher behind `make run` reports every part's status, and refuses to run without them."""
 
 from __future__ import annotations
 
 import pytest
 
-from topo.__main__ import main, survey
+from topo import __main__ as launcher
+from topo.__main__ import Part, main, survey
 
 
 @pytest.mark.unit
@@ -15,12 +16,14 @@ def test_survey_names_every_part() -> None:
 
 
 @pytest.mark.unit
-def test_run_prints_status_table(capsys: pytest.CaptureFixture[str]) -> None:
-    parts = survey("p4sim")
-    if all(p.present for p in parts):
-        pytest.skip("every part is present: `run` starts the real scenario, tested elsewhere")
-    assert main(["run", "--target", "p4sim"]) == 0
+def test_run_with_a_missing_part_prints_status_and_starts_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = survey("p4sim")
+    fake = [*real[:-1], Part(real[-1].name, False, real[-1].detail)]
+    monkeypatch.setattr(launcher, "survey", lambda target: fake)
+    assert main(["run", "--target", "p4sim"]) == 1
     out = capsys.readouterr().out
-    for p in parts:
+    for p in fake:
         assert p.name in out
-    assert "missing" in out
+    assert f"Cannot run: {real[-1].name} missing" in out

@@ -1,0 +1,275 @@
+"""The main job behind `make run`: the whole nfcluster system in Mininet, proven end to end.
+
+It brings up a private etcd, a Mininet network (one P4 switch on the chosen target, the client and
+server hosts, one host per NF node, and a management bridge shared with the root namespace), one
+`nf-host` process per NF running the checker NF, and the controller; it waits until the controller is
+the switch's primary and has configured every NF; it sends numbered traffic on many flows in both
+directions while showing a live table of the NFs; and it ends with a summary and the sink's verdict
+(every packet delivered exactly once and in order, with an unbroken per-flow count). Everything it
+started is stopped on the way out, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from controlplane.config import ControllerConfig, load_config
+from topo.etcd import run_etcd
+from topo.procs import free_port, stop_process, wait_for
+from topo.topology import MGMT_BRIDGE, Topology, build_topology
+from topo.traffic import SideReport
+from topo.verify import Verdict, verify
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
+SINK_PORT = 9000
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    target: str
+    config: Path
+    flows: int
+    packets: int
+    rate: float
+    workers: int
+    out_dir: Path
+    ready_timeout: float
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scenario's options, shared by `python -m topo run` and the tests."""
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="controller YAML config")
+    parser.add_argument("--flows", type=int, default=32, help="number of flows (default 32)")
+    parser.add_argument("--packets", type=int, default=100, help="packets per flow and direction")
+    parser.add_argument("--rate", type=float, default=400.0, help="packets/s sent by the client")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes per NF")
+    parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "run",
+                        help="where logs and traffic reports go (default results/run)")
+    parser.add_argument("--ready-timeout", type=float, default=60.0,
+                        help="seconds to wait for the controller to configure everything")
+
+
+def options_from(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
+                      args.out_dir, args.ready_timeout)
+
+
+# -- network ---------------------------------------------------------------------------------------
+
+@contextmanager
+def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) -> Iterator[Any]:
+    """Build and start the Mininet network; stop it and remove what it left behind afterwards."""
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.nodelib import LinuxBridge
+
+    from topo.switches import switch_class
+
+    setLogLevel("warning")
+    net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
+    try:
+        sw = net.addSwitch(topo.switch_name, cls=switch_class(target), grpc_port=grpc_port,
+                           cpu_port=topo.cpu_port, log_dir=str(log_dir))
+        mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
+        for h in topo.edge:
+            host = net.addHost(h.name, ip=h.ip, mac=h.mac)
+            net.addLink(host, sw, port2=h.port)
+        prefix = topo.mgmt_network.prefixlen
+        for node in topo.nodes:
+            host = net.addHost(node.name, ip=f"{node.mgmt_ip}/{prefix}")
+            net.addLink(host, mgmt, intfName1=f"{node.name}-m")
+            for link in node.nfs:
+                net.addLink(host, sw, port2=link.port, intfName1=link.intf, addr1=link.mac)
+        net.build()
+        net.start()
+        subprocess.run(["ip", "addr", "add", f"{topo.mgmt_gateway}/{prefix}", "dev", MGMT_BRIDGE],
+                       check=True)
+        for host in net.hosts:
+            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+            for intf in host.intfList():
+                # the switch reads frames off veths: checksums must be complete, not offloaded
+                host.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        client, server = net.get("client"), net.get("server")
+        client_ip, server_ip = client.IP(), server.IP()
+        client.cmd(f"ip neigh replace {server_ip} lladdr {server.MAC()} dev {client.defaultIntf()}")
+        server.cmd(f"ip neigh replace {client_ip} lladdr {client.MAC()} dev {server.defaultIntf()}")
+        yield net
+    finally:
+        with contextlib.suppress(Exception):
+            net.stop()
+        subprocess.run(["ip", "link", "del", MGMT_BRIDGE], stderr=subprocess.DEVNULL, check=False)
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+@contextmanager
+def started(procs: list[subprocess.Popen[bytes]]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            stop_process(p)
+
+
+def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
+              log_dir: Path) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for nf in sorted(cfg.nfs, key=lambda n: n.id):
+        node = net.get(topo.node_of(nf.id).name)
+        cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id), "--cluster", nf.cluster,
+               "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
+               "--replication", nf.replication_address(), "--role", nf.role if nf.role != "spare" else "idle",
+               "--nf", "checker", "--workers", str(opts.workers),
+               "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us)]
+        log = open(log_dir / f"nf{nf.id}.log", "wb")  # noqa: SIM115  (closed with the process)
+        procs.append(node.popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO)))
+        log.close()
+    return procs
+
+
+def runtime_config(cfg_path: Path, switch_addr: str, etcd_endpoint: str, api: str, out: Path) -> Path:
+    """The configuration with this run's addresses (switch, etcd, API) filled in."""
+    data = yaml.safe_load(cfg_path.read_text())
+    data.setdefault("switch", {})["address"] = switch_addr
+    for key in ("p4info", "device_config"):
+        if key in data["switch"] and not Path(data["switch"][key]).is_absolute():
+            data["switch"][key] = str(REPO / data["switch"][key])
+    data["switch"].setdefault("p4info", str(REPO / "build" / "nfcluster.p4info.txtpb"))
+    data.setdefault("etcd", {})["endpoints"] = [etcd_endpoint]
+    data.setdefault("api", {})["listen"] = api
+    path = out / "controller.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def http_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return json.loads(resp.read())
+
+
+# -- the live view and the summary -----------------------------------------------------------------
+
+def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("NF", "node", "cluster", "role", "alive", "slots", "pkt/s", "packets", "queue",
+                "drops", "gaps"):
+        table.add_column(col, justify="right" if col not in ("node", "cluster", "role") else "left")
+    for r in rows:
+        table.add_row(str(r["id"]), str(r["node"]), str(r["cluster"]), str(r["role"]),
+                      "yes" if r["alive"] else "NO", str(r.get("slots_owned", r.get("slots", ""))),
+                      f"{r.get('packet_rate', 0):.0f}", str(r.get("packets", 0)),
+                      str(r.get("queue_depth", 0)), str(r.get("drops", 0)), str(r.get("gaps", 0)))
+    return table
+
+
+def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
+              nfs: list[dict[str, Any]]) -> None:
+    sent = sum(client.sent.values()) + sum(server.sent.values())
+    console.print(nf_table(nfs, "NF load at the end"))
+    console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
+                  f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
+                  f"   received: {verdict.packets_received}")
+    if verdict.ok:
+        console.print("[bold green]verified: every packet delivered exactly once and in order, "
+                      "and every flow's checker count unbroken[/]")
+    else:
+        console.print(f"[bold red]NOT verified: {sum(not f.ok for f in verdict.flows)} flows wrong[/]")
+        for line in verdict.problems():
+            console.print(f"  {line}")
+
+
+# -- the job ---------------------------------------------------------------------------------------
+
+def run(opts: RunOptions, console: Console | None = None) -> Verdict:
+    """Run the scenario and return the sink's verdict (raises on a failure to start)."""
+    console = console or Console()
+    if os.geteuid() != 0:
+        raise PermissionError("the scenario creates network namespaces: run it as root")
+    cfg = load_config(opts.config)
+    topo = build_topology(cfg)
+    p4info = REPO / cfg.switch.p4info if not cfg.switch.p4info.is_absolute() else cfg.switch.p4info
+    if not p4info.exists():
+        raise FileNotFoundError(f"{p4info} is missing: run `make build` first")
+    log_dir = opts.out_dir
+    log_dir.mkdir(parents=True, exist_ok=True)
+    grpc_port, api_port = free_port(), free_port()
+    api = f"http://127.0.0.1:{api_port}"
+    with ExitStack() as stack:
+        console.print("starting etcd ...")
+        etcd = stack.enter_context(run_etcd())
+        console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
+        net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
+        stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
+        cfg_path = runtime_config(opts.config, f"127.0.0.1:{grpc_port}", etcd.endpoint,
+                                  f"127.0.0.1:{api_port}", log_dir)
+        ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
+        stack.callback(ctl_log.close)
+        ctl = subprocess.Popen([sys.executable, "-m", "controlplane", "run", "--config", str(cfg_path)],
+                               stdout=ctl_log, stderr=subprocess.STDOUT, cwd=str(REPO))
+        stack.enter_context(started([ctl]))
+        console.print("waiting for the controller to push the pipeline and configure every NF ...")
+
+        def ready() -> bool:
+            if ctl.poll() is not None:
+                raise RuntimeError(f"the controller exited; see {log_dir / 'controller.log'}")
+            st = http_json(f"{api}/status")
+            return bool(st["switch"]["primary"] and st["switch"]["last_reconcile"] is not None
+                        and st["nfs"]["configured"] == st["nfs"]["total"])
+
+        wait_for(ready, timeout=opts.ready_timeout, interval=0.2, what="controller ready")
+        client, server = net.get("client"), net.get("server")
+        server_ip = server.IP()
+        sink = server.popen([sys.executable, "-m", "topo.traffic", "sink", "--listen",
+                             f"{server_ip}:{SINK_PORT}", "--idle", "4", "--out",
+                             str(log_dir / "server.json")], cwd=str(REPO))
+        stack.enter_context(started([sink]))
+        wait_for(lambda: f":{SINK_PORT}" in server.cmd("ss -uln"), timeout=10, what="sink bound")
+        sender = client.popen([sys.executable, "-m", "topo.traffic", "send", "--dst",
+                               f"{server_ip}:{SINK_PORT}", "--flows", str(opts.flows), "--packets",
+                               str(opts.packets), "--rate", str(opts.rate), "--wait", "10",
+                               "--out", str(log_dir / "client.json")], cwd=str(REPO))
+        stack.enter_context(started([sender]))
+        console.print(f"sending {opts.flows} flows x {opts.packets} packets each way ...")
+        with Live(console=console, refresh_per_second=4) as live:
+            while sender.poll() is None:
+                with contextlib.suppress(Exception):
+                    live.update(nf_table(http_json(f"{api}/nfs"), "NFs (live)"))
+                time.sleep(0.25)  # display refresh cadence, not synchronisation
+        wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
+        nfs = http_json(f"{api}/nfs")
+    client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
+    server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
+    verdict = verify(server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
+    summarise(console, verdict, client_rep, server_rep, nfs)
+    return verdict
+
+
+def main(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        verdict = run(options_from(args), console)
+    except KeyboardInterrupt:
+        console.print("interrupted: everything started was stopped")
+        return 130
+    except (PermissionError, FileNotFoundError, RuntimeError, TimeoutError) as exc:
+        console.print(f"[bold red]make run failed:[/] {exc}")
+        return 1
+    return 0 if verdict.ok else 1
