@@ -56,7 +56,7 @@ lint: setup ## ruff and mypy (strict) over the project
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-run: setup ## the main job on p4sim (TARGET=bmv2 for BMv2)
+run: setup build ## the main job on p4sim (TARGET=bmv2 for BMv2)
 	$(PY) -m topo run --target $(TARGET)
 
 bench: setup ## run every benchmark in bench/ (prints tables)

@@ -32,6 +32,7 @@ def wait_for(
             value = condition()
             if value:
                 return value
+            last_exc = None
         except Exception as exc:  # the condition may fail until the thing it polls is up
             last_exc = exc
         time.sleep(interval)

@@ -132,9 +132,10 @@ def started(procs: list[subprocess.Popen[bytes]]) -> Iterator[list[subprocess.Po
 def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
               log_dir: Path) -> list[subprocess.Popen[bytes]]:
     procs = []
+    cluster_no = cfg.cluster_numbers()
     for nf in sorted(cfg.nfs, key=lambda n: n.id):
         node = net.get(topo.node_of(nf.id).name)
-        cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id), "--cluster", nf.cluster,
+        cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id), "--cluster", str(cluster_no[nf.cluster]),
                "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
                "--replication", nf.replication_address(), "--role", nf.role if nf.role != "spare" else "idle",
                "--nf", "checker", "--workers", str(opts.workers),
@@ -263,7 +264,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
 
 
 def main(args: argparse.Namespace) -> int:
-    console = Console()
+    console = Console(width=max(Console().width, 110))
     try:
         verdict = run(options_from(args), console)
     except KeyboardInterrupt:

@@ -1,0 +1,270 @@
+"""Benchmarks of the p4sim P4Runtime server (not tests): table writes per second over P4Runtime
+(batches of 1 and of 100) and packets per second between two veth interfaces through a `p4sim run`
+process running tests/p4sim/programs/ipv4_forward.p4.
+
+    .venv/bin/python -m bench.p4sim_server [--writes 1000] [--duration 5] [--no-veth]
+
+The veth part needs root (network namespaces). Prints one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+from finsy.proto import U128, p4i, p4r, p4r_grpc
+
+from p4sim.server.device import Device, real_engine
+from p4sim.server.service import serve
+from tests.p4sim.server.netns import VethTopology
+from tests.support.procs import free_port, wait_for
+
+PROGRAM = Path(__file__).resolve().parents[1] / "tests" / "p4sim" / "programs" / "ipv4_forward.p4"
+
+SENDER = r"""
+import socket, sys, time
+iface, frame, seconds = sys.argv[1], bytes.fromhex(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+n, end = 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    for _ in range(100):
+        try:
+            s.send(frame); n += 1
+        except OSError:
+            pass
+print(n, flush=True)
+"""
+
+RECEIVER = r"""
+import socket, sys, time, select
+iface, dst, seconds = sys.argv[1], bytes.fromhex(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((iface, 0))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+print("ready", flush=True)
+n, end = 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    r, _, _ = select.select([s], [], [], 0.1)
+    if r:
+        data = s.recv(65536)
+        if data[:6] == dst:
+            n += 1
+print(n, flush=True)
+"""
+
+
+def _route(p4info: p4i.P4Info, i: int, prefix_len: int = 32) -> p4r.Update:
+    table = next(t for t in p4info.tables if t.preamble.name.endswith("ipv4_lpm"))
+    action = next(a for a in p4info.actions if a.preamble.name.endswith("ipv4_forward"))
+    params = {p.name: p.id for p in action.params}
+    value = (0x0A000000 + i) if prefix_len == 32 else 0x0A000200
+    te = p4r.TableEntry(
+        table_id=table.preamble.id,
+        match=[
+            p4r.FieldMatch(
+                field_id=table.match_fields[0].id,
+                lpm=p4r.FieldMatch.LPM(value=value.to_bytes(4, "big"), prefix_len=prefix_len),
+            )
+        ],
+    )
+    te.action.action.CopyFrom(
+        p4r.Action(
+            action_id=action.preamble.id,
+            params=[
+                p4r.Action.Param(param_id=params["dst_addr"], value=b"\x02\x00\x00\x00\x00\x02"),
+                p4r.Action.Param(param_id=params["port"], value=b"\x02"),
+            ],
+        )
+    )
+    return p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=te))
+
+
+def _arbitrate(channel: grpc.Channel) -> tuple[object, list[p4r.StreamMessageRequest]]:
+    """Open a stream as primary with election id 1; returns the call (keep it alive)."""
+    import queue
+
+    q: queue.Queue[p4r.StreamMessageRequest | None] = queue.Queue()
+    q.put(
+        p4r.StreamMessageRequest(
+            arbitration=p4r.MasterArbitrationUpdate(device_id=1, election_id=U128.encode(1))
+        )
+    )
+
+    def requests() -> Iterator[p4r.StreamMessageRequest]:
+        while (m := q.get()) is not None:
+            yield m
+
+    call = p4r_grpc.P4RuntimeStub(channel).StreamChannel(requests())
+    next(iter(call))
+    return call, []
+
+
+def bench_writes(n: int) -> dict[str, float]:
+    from p4sim.switch import Switch
+
+    sw = Switch.load(str(PROGRAM), cpu_port=510)
+    device = Device(1, 510, real_engine)
+    server = serve(device, f"127.0.0.1:{free_port()}")
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = p4r_grpc.P4RuntimeStub(channel)
+    call, _ = _arbitrate(channel)
+    req = p4r.SetForwardingPipelineConfigRequest(
+        device_id=1,
+        action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        election_id=U128.encode(1),
+    )
+    req.config.p4info.CopyFrom(sw.p4info)
+    req.config.p4_device_config = sw.device_config()
+    stub.SetForwardingPipelineConfig(req)
+    results: dict[str, float] = {}
+    try:
+        t0 = time.perf_counter()
+        for i in range(n):
+            stub.Write(
+                p4r.WriteRequest(
+                    device_id=1, election_id=U128.encode(1), updates=[_route(sw.p4info, i)]
+                )
+            )
+        results["writes/s, batch 1"] = n / (time.perf_counter() - t0)
+        stub.SetForwardingPipelineConfig(req)  # empty tables again (ipv4_lpm holds 1024)
+        t0 = time.perf_counter()
+        for b in range(n // 100):
+            stub.Write(
+                p4r.WriteRequest(
+                    device_id=1,
+                    election_id=U128.encode(1),
+                    updates=[_route(sw.p4info, n + b * 100 + k) for k in range(100)],
+                )
+            )
+        results["writes/s, batch 100"] = (n // 100) * 100 / (time.perf_counter() - t0)
+    finally:
+        call.cancel()  # type: ignore[attr-defined]
+        channel.close()
+        server.stop(0)
+    return results
+
+
+def bench_veth(seconds: float) -> dict[str, float]:
+    topo = VethTopology.create(2)
+    h1, h2 = topo.hosts
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "p4sim.server.cli",
+            str(PROGRAM),
+            "--grpc-addr",
+            f"127.0.0.1:{port}",
+            "-i",
+            f"1@{h1.switch_intf}",
+            "-i",
+            f"2@{h2.switch_intf}",
+            "--cpu-port",
+            "510",
+            "--log-level",
+            "warn",
+        ],
+    )
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        from p4sim.switch import Switch
+
+        p4info = Switch.load(str(PROGRAM), cpu_port=510).p4info
+        stub = p4r_grpc.P4RuntimeStub(channel)
+        wait_for(
+            lambda: stub.Capabilities(p4r.CapabilitiesRequest(), timeout=1),
+            timeout=30,
+            what="p4sim up",
+        )
+        call, _ = _arbitrate(channel)
+        stub.Write(
+            p4r.WriteRequest(
+                device_id=1, election_id=U128.encode(1), updates=[_route(p4info, 0, 24)]
+            )
+        )
+        from scapy.layers.inet import IP, UDP
+        from scapy.layers.l2 import Ether
+
+        frame = bytes(
+            Ether(src=h1.mac, dst="02:00:00:00:00:fe")
+            / IP(src="10.0.1.1", dst="10.0.2.2")
+            / UDP(sport=1, dport=2)
+            / bytes(18)
+        )
+        rx = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                h2.ns,
+                sys.executable,
+                "-c",
+                RECEIVER,
+                h2.intf,
+                "020000000002",
+                str(seconds + 2),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert rx.stdout is not None and rx.stdout.readline().strip() == "ready"
+        tx = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                h1.ns,
+                sys.executable,
+                "-c",
+                SENDER,
+                h1.intf,
+                frame.hex(),
+                str(seconds),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        sent = int(tx.stdout.strip())
+        received = int(rx.communicate(timeout=seconds + 10)[0].strip().splitlines()[-1])
+        call.cancel()  # type: ignore[attr-defined]
+        return {
+            "offered pkt/s": sent / seconds,
+            "forwarded pkt/s (veth to veth)": received / seconds,
+        }
+    finally:
+        channel.close()
+        proc.terminate()
+        proc.wait(10)
+        topo.teardown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--writes", type=int, default=2000, help="entries per write benchmark (default 2000)"
+    )
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds of traffic (default 5)")
+    ap.add_argument("--no-veth", action="store_true", help="skip the packet benchmark (needs root)")
+    args = ap.parse_args(argv)
+    results = bench_writes(args.writes)
+    if not args.no_veth:
+        results.update(bench_veth(args.duration))
+    width = max(len(k) for k in results)
+    print(f"{'p4sim P4Runtime server':<{width}}  value")
+    for k, v in results.items():
+        print(f"{k:<{width}}  {v:10.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""`nfc-controller`: run the nfcluster controller, or check a configuration file.
+
+    nfc-controller check --config topo/nfcluster.yaml
+    nfc-controller run --config topo/nfcluster.yaml [--election-id N] [--no-etcd] [--api HOST:PORT]
+
+`run` connects to the switch (arbitration, pipeline push, reconciliation), resumes or creates the slot
+map in etcd, configures and heartbeats the NFs, and serves the HTTP API (and /metrics) until SIGINT or
+SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from controlplane.api import serve
+from controlplane.config import ConfigError, ControllerConfig, load_config, split_hostport
+from controlplane.controller import Controller
+
+LOG = logging.getLogger("nfc-controller")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nfc-controller", description="the nfcluster P4Runtime controller")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="validate a configuration file and print a summary")
+    c.add_argument("--config", required=True, type=Path, help="controller YAML configuration")
+    r = sub.add_parser("run", help="run the controller until SIGINT/SIGTERM")
+    r.add_argument("--config", required=True, type=Path, help="controller YAML configuration")
+    r.add_argument("--election-id", type=int, help="P4Runtime election id (default: switch.election_id)")
+    r.add_argument("--no-etcd", action="store_true", help="keep the slot map in memory only")
+    r.add_argument("--api", metavar="HOST:PORT", help="HTTP API listen address (default: api.listen)")
+    r.add_argument("--p4info", type=Path, help="P4Info text file (default: switch.p4info)")
+    r.add_argument("--device-config", type=Path, help="device config (default: by switch.target)")
+    r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def summary(cfg: ControllerConfig) -> str:
+    lines = [f"switch {cfg.switch.address} target={cfg.switch.target} device={cfg.switch.device_id} "
+             f"slots={cfg.switch.slot_count}"]
+    for cluster in cfg.clusters:
+        members = ", ".join(f"{nf.name}({nf.role} port {nf.port} on {nf.node})"
+                            for nf in cfg.cluster_members(cluster.name))
+        lines.append(f"cluster {cluster.name}: {members}")
+    lines.append("pairs: " + ", ".join(f"{p.id}->{p.backup}" for p in cfg.primaries()))
+    return "\n".join(lines)
+
+
+async def run(cfg: ControllerConfig, args: argparse.Namespace) -> None:
+    controller = Controller(cfg, election_id=args.election_id, use_etcd=not args.no_etcd,
+                            p4info=args.p4info, device_config=args.device_config)
+    host, port = split_hostport(args.api or cfg.api.listen)
+    runner = await serve(controller, host, port)
+    LOG.info("API on http://%s:%d", host, port)
+    task = asyncio.create_task(controller.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        await runner.cleanup()
+        LOG.info("stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"cannot read {args.config}: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "check":
+        print(summary(cfg))
+        return 0
+    p4info = args.p4info or cfg.switch.p4info
+    if not p4info.exists():
+        print(f"no P4Info at {p4info}: run `make build` first, or pass --p4info", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(run(cfg, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""`nfc`: the operator's command line, a client of the controller's HTTP API.
+
+    nfc status            the switch session, slot map, NF and flow counts
+    nfc nfs               one row per NF: role, liveness, load, slots
+    nfc slots [--nf ID] [--all] [--limit N]   per-NF slot summary, or individual slots
+    nfc flows [--limit N] flows learned from digests
+    --watch S             refresh every S seconds (a live view); --json prints the raw JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+
+DEFAULT_API = "http://127.0.0.1:8080"
+
+
+def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: float = 3.0) -> Any:
+    query = {k: v for k, v in (params or {}).items() if v is not None}
+    url = api.rstrip("/") + path + (("?" + urllib.parse.urlencode(query)) if query else "")
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read(16 * 1024 * 1024))
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def status_table(data: dict[str, Any]) -> RenderableType:
+    sw = data["switch"]
+    t = Table(title="nfcluster controller", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    role = "[green]primary[/]" if sw["primary"] else "[yellow]standby[/]"
+    t.add_row("switch", f"{sw['address']} ({sw['target']}, device {sw['device_id']}) {role} "
+                        f"election id {sw['election_id']}")
+    t.add_row("last reconcile", _fmt(sw.get("last_reconcile")))
+    sm = data["slot_map"]
+    per_nf = ", ".join(f"{k}:{v}" for k, v in sm["per_nf"].items())
+    t.add_row("slots", f"{data['slots']} ({'resumed' if sm['resumed'] else 'new'}"
+                       f"{', etcd' if sm['persisted'] else ''}) {per_nf}")
+    t.add_row("pairs", ", ".join(f"{p}->{b}" for p, b in data["pairs"].items()))
+    n = data["nfs"]
+    t.add_row("NFs", f"{n['alive']}/{n['total']} alive, {n['configured']} configured")
+    t.add_row("flows", f"{data['flows']['known']} known ({data['flows']['total']} seen)")
+    t.add_row("packets", _fmt(data.get("packets")))
+    t.add_row("uptime", f"{data['uptime_s']} s")
+    return t
+
+
+NF_COLUMNS = [("id", "id"), ("name", "name"), ("node", "node"), ("cluster", "cl"),
+              ("role", "role"), ("backup", "bkp"), ("alive", "alive"),
+              ("slots_owned", "slots"), ("packet_rate", "pkt/s"), ("queue_depth", "queue"),
+              ("cpu_percent", "cpu%"), ("drops", "drops"), ("gaps", "gaps"), ("packets", "packets")]
+# the columns left out of the table (misses, rtt, mgmt) are in `nfc --json nfs`
+TEXT_COLUMNS = {"name", "node", "cl", "role"}
+
+
+def nfs_table(rows: list[dict[str, Any]]) -> RenderableType:
+    t = Table(title="NFs", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+              pad_edge=False, collapse_padding=True)
+    for _, head in NF_COLUMNS:
+        t.add_column(head, justify="left" if head in TEXT_COLUMNS else "right", no_wrap=True)
+    for row in rows:
+        cells = [_fmt(row.get(key)) for key, _ in NF_COLUMNS]
+        alive = row.get("alive")
+        cells[6] = "[green]yes[/]" if alive else "[red]no[/]" if alive is False else "?"
+        cells[8] = f"{row.get('packet_rate', 0.0):.0f}"
+        t.add_row(*cells)
+    return t
+
+
+def slots_summary_table(rows: list[dict[str, Any]]) -> RenderableType:
+    per: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        s = per.setdefault(r["owner"], {"backup": r.get("backup"), "slots": 0, "max_epoch": 0,
+                                        "packets": 0, "bytes": 0})
+        s["slots"] += 1
+        s["max_epoch"] = max(s["max_epoch"], r["epoch"])
+        s["packets"] += r.get("packets", 0)
+        s["bytes"] += r.get("bytes", 0)
+    t = Table(title=f"slots ({len(rows)}) by owner", title_justify="left")
+    for head in ("owner", "backup", "slots", "max epoch", "packets", "bytes"):
+        t.add_column(head, justify="right")
+    for owner in sorted(per):
+        s = per[owner]
+        t.add_row(str(owner), _fmt(s["backup"]), str(s["slots"]), str(s["max_epoch"]),
+                  str(s["packets"]), str(s["bytes"]))
+    return t
+
+
+def slots_table(rows: list[dict[str, Any]]) -> RenderableType:
+    t = Table(title=f"slots ({len(rows)})", title_justify="left")
+    for head in ("slot", "owner", "backup", "epoch", "packets", "bytes"):
+        t.add_column(head, justify="right")
+    for r in rows:
+        t.add_row(*(_fmt(r.get(k)) for k in ("slot", "owner", "backup", "epoch", "packets", "bytes")))
+    return t
+
+
+def flows_table(rows: list[dict[str, Any]]) -> RenderableType:
+    t = Table(title=f"flows ({len(rows)})", title_justify="left")
+    for head in ("slot", "src", "dst", "protocol", "owner", "digests", "age s"):
+        t.add_column(head, justify="left" if head in ("src", "dst", "protocol") else "right")
+    for r in rows:
+        t.add_row(*(_fmt(r.get(k)) for k in ("slot", "src", "dst", "protocol", "owner", "digests", "age_s")))
+    return t
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nfc", description="nfcluster operator CLI (talks to the controller's HTTP API)")
+    p.add_argument("--api", default=DEFAULT_API, help=f"controller API base URL (default {DEFAULT_API})")
+    p.add_argument("--json", action="store_true", help="print the raw JSON instead of tables")
+    p.add_argument("--watch", type=float, metavar="S", help="refresh every S seconds until Ctrl-C")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", help="switch session, slot map, NF and flow counts")
+    sub.add_parser("nfs", help="one row per NF: role, liveness, load, slots")
+    sp = sub.add_parser("slots", help="slot ownership: a summary per NF, or individual slots")
+    sp.add_argument("--nf", type=int, help="only slots owned by this NF (lists them)")
+    sp.add_argument("--all", action="store_true", help="list every slot instead of the summary")
+    sp.add_argument("--limit", type=int, help="at most this many rows")
+    fp = sub.add_parser("flows", help="flows learned from new-flow digests")
+    fp.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    return p
+
+
+def render(args: argparse.Namespace) -> tuple[Any, RenderableType]:
+    """Fetch what the command needs; return (JSON, table)."""
+    if args.command == "status":
+        data = fetch(args.api, "/status")
+        return data, status_table(data)
+    if args.command == "nfs":
+        data = fetch(args.api, "/nfs")
+        return data, nfs_table(data)
+    if args.command == "slots":
+        data = fetch(args.api, "/slots", {"nf": args.nf, "limit": args.limit})
+        listing = args.all or args.nf is not None
+        return data, slots_table(data) if listing else slots_summary_table(data)
+    data = fetch(args.api, "/flows", {"limit": args.limit})
+    return data, flows_table(data)
+
+
+def main(argv: Sequence[str] | None = None, console: Console | None = None,
+         sleep: Callable[[float], None] = time.sleep) -> int:
+    args = build_parser().parse_args(argv)
+    # piped output gets 120 columns instead of rich's 80, so the NF table is not squeezed
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
+    try:
+        if args.watch:
+            with Live(console=console, refresh_per_second=4) as live:
+                while True:
+                    _, table = render(args)
+                    live.update(Group(table))
+                    sleep(args.watch)
+        data, table = render(args)
+    except KeyboardInterrupt:
+        return 0
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        print(f"nfc: cannot reach the controller API at {args.api}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        console.print_json(json.dumps(data))
+    else:
+        console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

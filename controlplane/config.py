@@ -1,0 +1,355 @@
+"""The controller's configuration: one YAML file, validated with pydantic.
+
+This module owns the schema (switch, edge hosts, clusters, NF instances, thresholds, batch settings,
+heartbeats, etcd, API) and its cross-field rules (unique ids, ports and MACs; every primary has a
+backup on another node in the same cluster; referenced clusters exist; low < high water mark).
+Every problem is reported as `path: reason`, where `path` names the field, e.g. `nfs[2].backup`.
+`docs/controller.md` describes every field.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+MAX_PORT = 510  # bit<9> port numbers; 511 is the v1model drop port
+Port = Annotated[int, Field(ge=0, le=MAX_PORT)]
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; `problems` is a list of (field path, reason)."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "") -> None:
+        self.problems = problems
+        self.source = source
+        head = f"invalid configuration{f' in {source}' if source else ''}:"
+        super().__init__("\n".join([head, *(f"  {path}: {why}" for path, why in problems)]))
+
+
+def _check_hostport(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{value!r} is not HOST:PORT")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"port {port!r} in {value!r} is not a TCP port (1..65535)")
+    return value
+
+
+def split_hostport(value: str) -> tuple[str, int]:
+    """`"10.99.0.11:7101"` -> `("10.99.0.11", 7101)`."""
+    host, _, port = value.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def mac_to_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SwitchConfig(_Model):
+    """The P4 switch and how the controller talks to it."""
+
+    target: Literal["p4sim", "bmv2", "tofino"] = "p4sim"
+    address: str = "127.0.0.1:9559"
+    device_id: int = Field(default=1, ge=0)
+    election_id: int = Field(default=10, ge=1)
+    p4info: Path = Path("build/nfcluster.p4info.txtpb")
+    device_config: Path | None = None
+    cpu_port: Port = 510
+    slot_bits: int = Field(default=12, ge=1, le=16)
+
+    @field_validator("address")
+    @classmethod
+    def _hostport(cls, value: str) -> str:
+        return _check_hostport(value)
+
+    @property
+    def slot_count(self) -> int:
+        return 1 << self.slot_bits
+
+    def device_config_path(self) -> Path:
+        """The device config pushed with the P4Info; defaults by target."""
+        if self.device_config is not None:
+            return self.device_config
+        # the names `make build` writes (mk/dataplane.mk): p4sim's next to the P4Info, p4c's in bmv2/
+        name = {"p4sim": "nfcluster.p4sim", "bmv2": "bmv2/nfcluster.json",
+                "tofino": "tofino/nfcluster.bin"}[self.target]
+        return self.p4info.parent / name
+
+
+class EdgeHostConfig(_Model):
+    """A host on an edge port (client, server): packets to its prefixes leave on its port."""
+
+    name: str = Field(min_length=1)
+    port: Port
+    mac: str
+    prefixes: list[str] = Field(min_length=1)
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, value: str) -> str:
+        if not MAC_RE.match(value):
+            raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:00:01")
+        return value.lower()
+
+    @field_validator("prefixes")
+    @classmethod
+    def _prefixes(cls, values: list[str]) -> list[str]:
+        out = []
+        for value in values:
+            try:
+                out.append(str(ipaddress.IPv4Network(value, strict=True)))
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not an IPv4 prefix: {exc}") from exc
+        return out
+
+
+class ClusterConfig(_Model):
+    """A cluster: NFs that replicate state among themselves, so moves within it ship deltas."""
+
+    name: str = Field(min_length=1)
+
+
+class NfConfig(_Model):
+    """One NF instance (one nf-host process) on a node."""
+
+    id: int = Field(ge=1, le=0xFFFF)
+    name: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+    cluster: str = Field(min_length=1)
+    role: Literal["primary", "backup", "spare"]
+    backup: int | None = None
+    port: Port
+    mac: str
+    mgmt: str
+    replication: str | None = None
+    interface: str | None = None
+    capacity_pps: float = Field(default=10000.0, gt=0)
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, value: str) -> str:
+        if not MAC_RE.match(value):
+            raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:01:01")
+        return value.lower()
+
+    @field_validator("mgmt", "replication")
+    @classmethod
+    def _hostport(cls, value: str | None) -> str | None:
+        return None if value is None else _check_hostport(value)
+
+    def replication_address(self) -> str:
+        """Where peers send state; defaults to the management host, control port + 100."""
+        if self.replication is not None:
+            return self.replication
+        host, port = split_hostport(self.mgmt)
+        return f"{host}:{port + 100}"
+
+
+class ThresholdConfig(_Model):
+    """Load-balancer water marks, as fractions of an NF's `capacity_pps`."""
+
+    low_water: float = Field(default=0.3, ge=0.0, le=1.0)
+    high_water: float = Field(default=0.8, gt=0.0, le=2.0)
+    max_slots_per_move: int = Field(default=16, ge=1)
+
+
+class BatchConfig(_Model):
+    """Output-commit batches the NF runtimes use: B packets or T microseconds."""
+
+    size: int = Field(default=32, ge=1, le=65536)
+    timeout_us: int = Field(default=500, ge=1)
+
+
+class HeartbeatConfig(_Model):
+    """Failure detection: one heartbeat per interval; dead after `misses` in a row."""
+
+    interval_ms: int = Field(default=50, ge=1)
+    misses: int = Field(default=3, ge=1)
+    timeout_ms: int = Field(default=40, ge=1)
+
+
+class EtcdConfig(_Model):
+    endpoints: list[str] = Field(default_factory=lambda: ["127.0.0.1:2379"], min_length=1)
+    prefix: str = "/nfcluster"
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, values: list[str]) -> list[str]:
+        return [_check_hostport(v) for v in values]
+
+
+class ApiConfig(_Model):
+    listen: str = "127.0.0.1:8080"
+
+    @field_validator("listen")
+    @classmethod
+    def _hostport(cls, value: str) -> str:
+        return _check_hostport(value)
+
+
+class ControllerConfig(_Model):
+    """The whole file."""
+
+    switch: SwitchConfig = Field(default_factory=SwitchConfig)
+    edge: list[EdgeHostConfig] = Field(default_factory=list)
+    clusters: list[ClusterConfig] = Field(min_length=1)
+    nfs: list[NfConfig] = Field(min_length=1)
+    thresholds: ThresholdConfig = Field(default_factory=ThresholdConfig)
+    batch: BatchConfig = Field(default_factory=BatchConfig)
+    heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+    etcd: EtcdConfig = Field(default_factory=EtcdConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+
+    # -- views used by the rest of the controller -------------------------------------------------
+    def nf(self, nf_id: int) -> NfConfig:
+        for nf in self.nfs:
+            if nf.id == nf_id:
+                return nf
+        raise KeyError(f"no NF with id {nf_id}")
+
+    def primaries(self) -> list[NfConfig]:
+        return sorted((nf for nf in self.nfs if nf.role == "primary"), key=lambda n: n.id)
+
+    def backup_of(self, primary_id: int) -> NfConfig | None:
+        backup = self.nf(primary_id).backup
+        return None if backup is None else self.nf(backup)
+
+    def cluster_numbers(self) -> dict[str, int]:
+        """Cluster name -> its number on the NF control API: 1, 2, ... in configuration order."""
+        return {c.name: i + 1 for i, c in enumerate(self.clusters)}
+
+    def cluster_members(self, cluster: str) -> list[NfConfig]:
+        return sorted((nf for nf in self.nfs if nf.cluster == cluster), key=lambda n: n.id)
+
+
+def _path(loc: Iterable[int | str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _unique(problems: list[tuple[str, str]], items: list[Any], section: str, attr: str) -> None:
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(items):
+        value = getattr(item, attr)
+        if value is None:
+            continue
+        if value in seen:
+            problems.append(
+                (f"{section}[{index}].{attr}", f"{value!r} is already used by {section}[{seen[value]}]")
+            )
+        else:
+            seen[value] = index
+
+
+def cross_check(cfg: ControllerConfig) -> list[tuple[str, str]]:
+    """The rules that span fields; returns (path, reason) for each violation."""
+    problems: list[tuple[str, str]] = []
+    _unique(problems, cfg.clusters, "clusters", "name")
+    for attr in ("id", "name", "port", "mac", "mgmt"):
+        _unique(problems, cfg.nfs, "nfs", attr)
+    _unique(problems, cfg.edge, "edge", "name")
+    _unique(problems, cfg.edge, "edge", "port")
+    nf_ports = {nf.port: i for i, nf in enumerate(cfg.nfs)}
+    for i, host in enumerate(cfg.edge):
+        if host.port in nf_ports:
+            problems.append((f"edge[{i}].port", f"port {host.port} is also nfs[{nf_ports[host.port]}].port"))
+        if host.port == cfg.switch.cpu_port:
+            problems.append((f"edge[{i}].port", f"port {host.port} is the CPU port"))
+    for i, nf in enumerate(cfg.nfs):
+        if nf.port == cfg.switch.cpu_port:
+            problems.append((f"nfs[{i}].port", f"port {nf.port} is the CPU port"))
+    clusters = {c.name for c in cfg.clusters}
+    by_id = {nf.id: nf for nf in cfg.nfs}
+    backed_by: dict[int, int] = {}
+    referenced = {nf.backup for nf in cfg.nfs if nf.role == "primary"}
+    for i, nf in enumerate(cfg.nfs):
+        if nf.cluster not in clusters:
+            problems.append((f"nfs[{i}].cluster", f"cluster {nf.cluster!r} is not in clusters"))
+        if nf.role != "primary":
+            if nf.backup is not None:
+                problems.append((f"nfs[{i}].backup", f"only a primary has a backup (role is {nf.role})"))
+            continue
+        if nf.backup is None:
+            problems.append((f"nfs[{i}].backup", "a primary needs a backup NF id"))
+            continue
+        backup = by_id.get(nf.backup)
+        if backup is None:
+            problems.append((f"nfs[{i}].backup", f"NF {nf.backup} does not exist"))
+            continue
+        if backup.id == nf.id:
+            problems.append((f"nfs[{i}].backup", "an NF cannot back itself up"))
+        elif backup.role != "backup":
+            problems.append((f"nfs[{i}].backup", f"NF {backup.id} has role {backup.role}, not backup"))
+        elif backup.node == nf.node:
+            problems.append(
+                (f"nfs[{i}].backup", f"backup NF {backup.id} is on the same node {nf.node!r}")
+            )
+        elif backup.cluster != nf.cluster:
+            problems.append(
+                (f"nfs[{i}].backup", f"backup NF {backup.id} is in cluster {backup.cluster!r}, "
+                 f"not {nf.cluster!r}")
+            )
+        elif backup.id in backed_by:
+            problems.append(
+                (f"nfs[{i}].backup", f"NF {backup.id} already backs up NF {backed_by[backup.id]}")
+            )
+        else:
+            backed_by[backup.id] = nf.id
+    for i, nf in enumerate(cfg.nfs):
+        if nf.role == "backup" and nf.id not in referenced:
+            problems.append((f"nfs[{i}].role", f"backup NF {nf.id} is no primary's backup"))
+    if not any(nf.role == "primary" for nf in cfg.nfs):
+        problems.append(("nfs", "no NF has role primary"))
+    if cfg.thresholds.low_water >= cfg.thresholds.high_water:
+        problems.append(
+            ("thresholds.low_water", f"{cfg.thresholds.low_water} is not below high_water "
+             f"{cfg.thresholds.high_water}")
+        )
+    if cfg.heartbeat.timeout_ms > cfg.heartbeat.interval_ms:
+        problems.append(("heartbeat.timeout_ms", "must not exceed heartbeat.interval_ms"))
+    return problems
+
+
+def parse_config(data: Any, source: str = "") -> ControllerConfig:
+    """Validate already-loaded YAML data; raise ConfigError naming every bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError([("(top level)", "the file must hold a mapping")], source)
+    try:
+        cfg = ControllerConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field"
+            elif msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            problems.append((_path(err["loc"]), msg))
+        raise ConfigError(problems, source) from None
+    problems = cross_check(cfg)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+def load_config(path: str | Path) -> ControllerConfig:
+    """Read and validate a YAML configuration file."""
+    text = Path(path).read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([("(yaml)", str(exc))], str(path)) from None
+    return parse_config(data, str(path))

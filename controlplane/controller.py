@@ -1,0 +1,263 @@
+"""The controller: wires configuration, slot map (etcd), switch session, NF registry and metrics.
+
+`Controller` owns the live state (current primary/backup pairs, the slot map, learned flows, the
+last switch counters) and the building blocks later steps use: `move_slot()` (one `slot_owner`
+write + one etcd write, epoch + 1) and `set_pair()` (a primary's multicast group). Migration,
+fail-over and the load balancer are to be built on these and on `NfRegistry` events.
+It also answers the northbound views (`status()`, `nf_rows()`, `slot_rows()`, `flow_rows()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from controlplane.config import ControllerConfig
+from controlplane.flow_table import FlowTable
+from controlplane.metrics import ControllerMetrics
+from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.slot_map import SlotEntry, SlotMap
+from controlplane.slot_store import SlotStore, load_or_build
+from controlplane.switch_session import SwitchSession
+
+LOG = logging.getLogger(__name__)
+
+
+class Controller:
+    """One controller instance (primary or standby for the switch)."""
+
+    def __init__(
+        self,
+        cfg: ControllerConfig,
+        *,
+        election_id: int | None = None,
+        use_etcd: bool = True,
+        p4info: Path | None = None,
+        device_config: Path | bytes | None = None,
+        counter_interval: float = 1.0,
+        load_interval: float = 1.0,
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = ControllerMetrics()
+        self.flows = FlowTable()
+        self.registry = NfRegistry(cfg)
+        self.registry.add_listener(self._nf_event)
+        self.pairs: dict[int, int | None] = {p.id: p.backup for p in cfg.primaries()}
+        self.slot_map = SlotMap.build(sorted(self.pairs), cfg.switch.slot_count)
+        self.resumed = False
+        self.use_etcd = use_etcd
+        self.store: SlotStore | None = None
+        self.session = SwitchSession(
+            cfg.switch,
+            election_id=election_id,
+            p4info=p4info,
+            device_config=device_config,
+            on_primary=self._on_primary,
+            on_write=self.metrics.count_write,
+        )
+        self.slot_counters: dict[int, tuple[int, int]] = {}
+        self.last_reconcile: dict[str, int] | None = None
+        self.nfs_configured: set[int] = set()
+        self.started = time.time()
+        self.counter_interval = counter_interval
+        self.load_interval = load_interval
+        self._digest_task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- start-up ---------------------------------------------------------------------------------
+    async def load_slot_map(self) -> None:
+        """Resume the slot map from etcd, or build and persist a fresh one."""
+        if not self.use_etcd:
+            return
+        endpoint = self.cfg.etcd.endpoints[0]
+        self.store = SlotStore(endpoint, self.cfg.etcd.prefix)
+        self.slot_map, self.resumed = await load_or_build(
+            self.store, sorted(self.pairs), self.cfg.switch.slot_count
+        )
+        LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created", endpoint)
+        self.metrics.update_slot_counts(self.slot_map.counts())
+
+    async def _on_primary(self, session: SwitchSession) -> None:
+        """Runs each time we become the switch's primary: make the switch equal to our state."""
+        async with self._lock:
+            self.metrics.is_primary.set(1)
+            if self.store is not None:
+                # a standby taking over: the previous primary may have moved slots since we loaded
+                stored = await self.store.load(self.cfg.switch.slot_count)
+                if stored is not None:
+                    self.slot_map = stored
+            desired = session.builder.desired(self.cfg, self.pairs, self.slot_map)
+            changes = await session.reconcile(desired)
+            self.last_reconcile = changes.counts()
+            self.metrics.reconciles.inc()
+            try:
+                await session.enable_new_flow_digest()
+            except Exception as exc:  # a target without digest support still forwards
+                LOG.warning("new-flow digest not enabled: %s", exc)
+            if self._digest_task is None or self._digest_task.done():
+                self._digest_task = asyncio.create_task(self._digest_loop())
+
+    async def _digest_loop(self) -> None:
+        async for flows in self.session.new_flows():
+            self.metrics.digests.inc()
+            self.metrics.new_flows.inc(self.flows.add(flows))
+
+    async def configure_nfs(self, retry: float = 1.0) -> None:
+        """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
+        while len(self.nfs_configured) < len(self.registry.nfs):
+            await self.session.wait_primary()
+            for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
+                try:
+                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map)
+                    self.nfs_configured.add(nf_id)
+                    LOG.info("NF %d configured", nf_id)
+                except NfControlError as exc:
+                    LOG.debug("NF %d not configured yet: %s", nf_id, exc)
+            if len(self.nfs_configured) < len(self.registry.nfs):
+                await asyncio.sleep(retry)
+
+    async def _nf_event(self, event: NfEvent) -> None:
+        self.metrics.nf_events.labels(kind=event.kind).inc()
+        if not self.session.is_primary:
+            return  # a standby watches but does not act
+        if event.kind in ("up", "restarted"):
+            # an NF that comes back has lost its configuration: give it its role and slots again
+            self.nfs_configured.discard(event.nf_id)
+            self._spawn(self._reconfigure(event.nf_id))
+        # Fail-over of a "down" primary (promote the backup, move its slots, pick a new backup)
+        # plugs in here.
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _reconfigure(self, nf_id: int) -> None:
+        try:
+            await self.registry.configure_nf(nf_id, self.pairs, self.slot_map)
+            self.nfs_configured.add(nf_id)
+            LOG.info("NF %d reconfigured", nf_id)
+        except NfControlError as exc:
+            LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
+
+    # -- building blocks for migration / fail-over / load balancing -------------------------------
+    async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:
+        """Give `slot` to primary `to_nf`: epoch + 1, one slot_owner write, persisted in etcd."""
+        if to_nf not in self.pairs:
+            raise ValueError(f"NF {to_nf} is not a primary")
+        async with self._lock:
+            entry = self.slot_map.move(slot, to_nf)
+            if self.session.is_primary:
+                await self.session.write_slot(entry)
+            if self.store is not None:
+                await self.store.save_entry(entry)
+            self.metrics.slot_moves.inc()
+            self.metrics.update_slot_counts(self.slot_map.counts())
+            return entry
+
+    async def set_pair(self, primary: int, backup: int | None) -> None:
+        """Make `primary` a primary with `backup`; writes its multicast group."""
+        async with self._lock:
+            insert = primary not in self.pairs
+            self.pairs[primary] = backup
+            if self.session.is_primary:
+                backup_port = None if backup is None else self.cfg.nf(backup).port
+                await self.session.set_group(primary, self.cfg.nf(primary).port, backup_port,
+                                             insert=insert)
+
+    # -- periodic work ----------------------------------------------------------------------------
+    async def _counter_loop(self) -> None:
+        while True:
+            if self.session.is_primary:
+                try:
+                    self.slot_counters = await self.session.read_counter("slot_traffic")
+                    self.metrics.update_slot_traffic(self.slot_counters)
+                except Exception as exc:
+                    LOG.debug("counter read failed: %s", exc)
+            else:
+                self.metrics.is_primary.set(0)
+            self.metrics.update_nfs(self.registry.summaries())
+            await asyncio.sleep(self.counter_interval)
+
+    async def run(self) -> None:
+        """Run until cancelled: switch session, NF configuration, heartbeats, load, counters."""
+        await self.load_slot_map()
+        tasks = [
+            asyncio.create_task(self.session.run(), name="switch"),
+            asyncio.create_task(self.configure_nfs(), name="configure"),
+            asyncio.create_task(self.registry.heartbeat_loop(), name="heartbeats"),
+            asyncio.create_task(self.registry.load_loop(self.load_interval), name="load"),
+            asyncio.create_task(self._counter_loop(), name="counters"),
+        ]
+        try:
+            done, _ = await asyncio.wait(
+                [t for t in tasks if t.get_name() != "configure"], return_when=asyncio.FIRST_EXCEPTION
+            )
+            for t in done:
+                t.result()
+        finally:
+            for t in tasks:
+                t.cancel()
+            if self._digest_task is not None:
+                self._digest_task.cancel()
+            for bg in list(self._background):
+                bg.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            await self.close()
+
+    async def close(self) -> None:
+        await self.registry.close()
+        if self.store is not None:
+            await self.store.close()
+
+    # -- northbound views -------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        alive = sum(1 for s in self.registry.nfs.values() if s.alive)
+        return {
+            "switch": {
+                "address": self.cfg.switch.address,
+                "target": self.cfg.switch.target,
+                "device_id": self.cfg.switch.device_id,
+                "primary": self.session.is_primary,
+                "election_id": self.session.switch.election_id,
+                "last_reconcile": self.last_reconcile,
+            },
+            "slots": self.cfg.switch.slot_count,
+            "slot_map": {"resumed": self.resumed, "persisted": self.store is not None,
+                         "per_nf": {str(k): v for k, v in sorted(self.slot_map.counts().items())}},
+            "pairs": {str(p): b for p, b in sorted(self.pairs.items())},
+            "nfs": {"total": len(self.registry.nfs), "alive": alive,
+                    "configured": len(self.nfs_configured)},
+            "flows": {"known": len(self.flows), "total": self.flows.total},
+            "packets": sum(p for p, _ in self.slot_counters.values()),
+            "uptime_s": round(time.time() - self.started, 1),
+        }
+
+    def nf_rows(self) -> list[dict[str, Any]]:
+        counts = self.slot_map.counts()
+        rows = self.registry.summaries()
+        for row in rows:
+            row["slots_owned"] = counts.get(row["id"], 0)
+            row["backup"] = self.pairs.get(row["id"])
+        return rows
+
+    def slot_rows(self, nf: int | None = None) -> list[dict[str, Any]]:
+        rows = []
+        for e in self.slot_map.entries():
+            if nf is not None and e.owner != nf:
+                continue
+            packets, nbytes = self.slot_counters.get(e.slot, (0, 0))
+            rows.append({"slot": e.slot, "owner": e.owner, "backup": self.pairs.get(e.owner),
+                         "epoch": e.epoch, "packets": packets, "bytes": nbytes})
+        return rows
+
+    def flow_rows(self) -> list[dict[str, Any]]:
+        return [r.to_json(self.slot_map.owner(r.flow.slot)) for r in self.flows.records()]

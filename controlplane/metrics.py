@@ -1,0 +1,65 @@
+"""Prometheus metrics of the controller, in their own registry (served at /metrics by the API)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "ControllerMetrics"]
+
+
+class ControllerMetrics:
+    """Every metric the controller exports; names start with `nfc_`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.is_primary = Gauge("nfc_switch_primary", "1 when this controller is the switch's primary", registry=r)
+        self.writes = Counter("nfc_p4rt_writes", "P4Runtime updates written", ["op"], registry=r)
+        self.reconciles = Counter("nfc_reconciles", "Reconciliations of the switch state", registry=r)
+        self.digests = Counter("nfc_digest_lists", "Digest lists received (and acknowledged)", registry=r)
+        self.new_flows = Counter("nfc_new_flows", "Flows first reported by a digest", registry=r)
+        self.slot_moves = Counter("nfc_slot_moves", "slot_owner rewrites (migrations, fail-overs)", registry=r)
+        self.nf_events = Counter("nfc_nf_events", "NF liveness changes", ["kind"], registry=r)
+        self.slots_owned = Gauge("nfc_nf_slots", "Slots owned by an NF as primary", ["nf"], registry=r)
+        self.nf_alive = Gauge("nfc_nf_alive", "1 alive, 0 declared dead, -1 unknown", ["nf"], registry=r)
+        self.nf_misses = Gauge("nfc_nf_heartbeat_misses", "Heartbeats missed in a row", ["nf"], registry=r)
+        self.nf_rate = Gauge("nfc_nf_packet_rate", "Packets/s an NF reports", ["nf"], registry=r)
+        self.nf_queue = Gauge("nfc_nf_queue_depth", "Packets waiting in an NF", ["nf"], registry=r)
+        self.nf_cpu = Gauge("nfc_nf_cpu_percent", "CPU of an NF (100 = one core)", ["nf"], registry=r)
+        self.nf_drops = Gauge("nfc_nf_drops", "Packets an NF dropped since start", ["nf"], registry=r)
+        self.nf_gaps = Gauge("nfc_nf_gaps", "Sequence gaps an NF skipped since start", ["nf"], registry=r)
+        self.slot_packets = Gauge("nfc_slot_packets", "Packets the switch counted per slot", ["slot"], registry=r)
+        self.slot_bytes = Gauge("nfc_slot_bytes", "Bytes the switch counted per slot", ["slot"], registry=r)
+
+    def count_write(self, op: str, n: int) -> None:
+        self.writes.labels(op=op).inc(n)
+
+    def update_nfs(self, summaries: Sequence[Mapping[str, Any]]) -> None:
+        for s in summaries:
+            nf = str(s["id"])
+            alive = s.get("alive")
+            self.nf_alive.labels(nf=nf).set(-1 if alive is None else int(bool(alive)))
+            self.nf_misses.labels(nf=nf).set(s.get("misses", 0))
+            self.nf_rate.labels(nf=nf).set(s.get("packet_rate", 0.0))
+            self.nf_queue.labels(nf=nf).set(s.get("queue_depth", 0))
+            self.nf_cpu.labels(nf=nf).set(s.get("cpu_percent", 0.0))
+            self.nf_drops.labels(nf=nf).set(s.get("drops", 0))
+            self.nf_gaps.labels(nf=nf).set(s.get("gaps", 0))
+
+    def update_slot_counts(self, owners: Mapping[int, int]) -> None:
+        for nf, count in owners.items():
+            self.slots_owned.labels(nf=str(nf)).set(count)
+
+    def update_slot_traffic(self, counters: Mapping[int, tuple[int, int]]) -> None:
+        """Per-slot switch counters; only slots that saw traffic get a series."""
+        for slot, (packets, nbytes) in counters.items():
+            if packets:
+                self.slot_packets.labels(slot=str(slot)).set(packets)
+                self.slot_bytes.labels(slot=str(slot)).set(nbytes)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

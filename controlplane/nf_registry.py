@@ -1,0 +1,273 @@
+"""The NF registry: one NfControl gRPC client per NF instance, heartbeats and load collection.
+
+It owns the controller's view of every NF (configured role, liveness, last load report) and talks
+to the NF runtimes through `nf_host/proto/nf_control.proto`:
+
+* `configure()` pushes role, backup, cluster peers and the slots each NF owns or backs up;
+* `heartbeat_loop()` sends a `Heartbeat` to every NF each `heartbeat.interval_ms`; after
+  `heartbeat.misses` misses in a row it emits `NfEvent("down")` (once), and `NfEvent("up")` when the
+  NF answers again; an uptime that went backwards without a failure is `NfEvent("restarted")`. The failure detection unit and fail-over subscribe to these events;
+* `load_loop()` polls `Status` and keeps each NF's last `NfLoad` for the load balancer and the API.
+
+Cluster names from the configuration are sent as 1-based indexes (the proto's `cluster` is a number).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import grpc
+
+from controlplane.config import ControllerConfig, NfConfig
+from controlplane.slot_map import SlotMap
+from nf_host.proto import nf_control_pb2 as pb
+from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+
+LOG = logging.getLogger(__name__)
+
+# reconnect quickly after an NF restarts, so heartbeats see it again within a few intervals
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 500),
+]
+ROLE_TO_PB = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "spare": pb.IDLE}
+
+
+class NfControlError(Exception):
+    """An NF answered a control call with ok=false, or could not be reached."""
+
+    def __init__(self, nf_id: int, call: str, error: str) -> None:
+        self.nf_id, self.call, self.error = nf_id, call, error
+        super().__init__(f"NF {nf_id} {call}: {error}")
+
+
+@dataclass(frozen=True)
+class NfLoad:
+    """One load report of an NF (from `Status`)."""
+
+    packet_rate: float = 0.0
+    queue_depth: int = 0
+    cpu_percent: float = 0.0
+    drops: int = 0
+    gaps: int = 0
+    packets: int = 0
+    slots: int = 0
+    at: float = 0.0  # time.monotonic() of the report
+
+
+@dataclass(frozen=True)
+class NfEvent:
+    """Liveness change of an NF, as the failure detection unit sees it."""
+
+    kind: Literal["down", "up", "restarted"]
+    nf_id: int
+    misses: int = 0
+
+
+@dataclass
+class NfState:
+    """What the controller knows about one NF."""
+
+    cfg: NfConfig
+    role: str
+    alive: bool | None = None  # None until the first heartbeat answer or declared failure
+    misses: int = 0
+    heartbeats: int = 0
+    last_seen: float | None = None
+    rtt_ms: float | None = None
+    load: NfLoad | None = None
+    declared_down: bool = False
+    uptime_ms: int | None = None  # from the last heartbeat; a decrease means the NF restarted
+
+    def summary(self) -> dict[str, Any]:
+        load = self.load or NfLoad()
+        return {
+            "id": self.cfg.id, "name": self.cfg.name, "node": self.cfg.node,
+            "cluster": self.cfg.cluster, "role": self.role, "port": self.cfg.port,
+            "mgmt": self.cfg.mgmt,
+            "alive": self.alive, "misses": self.misses, "rtt_ms": self.rtt_ms,
+            "packet_rate": load.packet_rate, "queue_depth": load.queue_depth,
+            "cpu_percent": load.cpu_percent, "drops": load.drops, "gaps": load.gaps,
+            "packets": load.packets, "slots": load.slots,
+        }
+
+
+EventListener = Callable[[NfEvent], Awaitable[None] | None]
+
+
+@dataclass
+class _Conn:
+    channel: Any
+    stub: Any
+    counter: int = 0
+
+
+class NfRegistry:
+    """Every NF of the configuration, its gRPC client and its last known state."""
+
+    def __init__(self, cfg: ControllerConfig) -> None:
+        self.cfg = cfg
+        self.clusters = cfg.cluster_numbers()
+        self.nfs: dict[int, NfState] = {nf.id: NfState(nf, nf.role) for nf in cfg.nfs}
+        self._conns: dict[int, _Conn] = {}
+        self._listeners: list[EventListener] = []
+        self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
+
+    # -- connections ------------------------------------------------------------------------------
+    def _conn(self, nf_id: int) -> _Conn:
+        conn = self._conns.get(nf_id)
+        if conn is None:
+            channel = grpc.aio.insecure_channel(self.nfs[nf_id].cfg.mgmt, options=CHANNEL_OPTIONS)
+            conn = _Conn(channel, pb_grpc.NfControlStub(channel))  # type: ignore[no-untyped-call]
+            self._conns[nf_id] = conn
+        return conn
+
+    async def close(self) -> None:
+        conns, self._conns = self._conns, {}
+        for conn in conns.values():
+            await conn.channel.close()
+
+    def add_listener(self, listener: EventListener) -> None:
+        self._listeners.append(listener)
+
+    async def _emit(self, event: NfEvent) -> None:
+        level = logging.WARNING if event.kind == "down" else logging.INFO
+        LOG.log(level, "NF %d is %s (misses %d)", event.nf_id, event.kind, event.misses)
+        with contextlib.suppress(asyncio.QueueFull):
+            self.events.put_nowait(event)
+        for listener in self._listeners:
+            result = listener(event)
+            if result is not None:
+                await result
+
+    async def _call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
+        try:
+            reply = await getattr(self._conn(nf_id).stub, name)(request, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise NfControlError(nf_id, name, f"{exc.code().name}: {exc.details()}") from None
+        if hasattr(reply, "ok") and not reply.ok:
+            raise NfControlError(nf_id, name, reply.error or "failed")
+        return reply
+
+    # -- configuration ----------------------------------------------------------------------------
+    async def configure(self, pairs: Mapping[int, int | None], slot_map: SlotMap) -> None:
+        """Push roles, backups, cluster peers and slot assignments to every NF."""
+        await asyncio.gather(*(self.configure_nf(nf_id, pairs, slot_map) for nf_id in self.nfs))
+
+    async def configure_nf(self, nf_id: int, pairs: Mapping[int, int | None], slot_map: SlotMap) -> None:
+        state = self.nfs[nf_id]
+        primaries = set(pairs)
+        backs_up = {b: p for p, b in pairs.items() if b is not None}
+        role = "primary" if nf_id in primaries else "backup" if nf_id in backs_up else "spare"
+        state.role = role
+        await self._call(nf_id, "SetRole", pb.SetRoleRequest(role=ROLE_TO_PB[role]))
+        if role == "primary":
+            backup = pairs[nf_id]
+            if backup is None:
+                await self._call(nf_id, "SetBackup", pb.SetBackupRequest(backup_nf_id=0))
+            else:
+                await self._call(nf_id, "SetBackup", pb.SetBackupRequest(
+                    backup_nf_id=backup, address=self.nfs[backup].cfg.replication_address()))
+        peers = [
+            pb.Peer(nf_id=p.id, address=p.replication_address())
+            for p in self.cfg.cluster_members(state.cfg.cluster) if p.id != nf_id
+        ]
+        await self._call(nf_id, "SetClusterPeers", pb.SetClusterPeersRequest(peers=peers))
+        if role == "primary":
+            await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
+                slots=_slot_epochs(slot_map, slot_map.slots_of(nf_id))))
+        elif role == "backup":
+            primary = backs_up[nf_id]
+            await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
+                slots=_slot_epochs(slot_map, slot_map.slots_of(primary)),
+                as_backup=True, primary_nf_id=primary))
+
+    # -- failure detection ------------------------------------------------------------------------
+    async def heartbeat(self, nf_id: int) -> bool:
+        """One heartbeat; updates the NF's state and emits an event on a liveness change."""
+        state = self.nfs[nf_id]
+        conn = self._conn(nf_id)
+        conn.counter += 1
+        start = time.monotonic()
+        try:
+            reply = await conn.stub.Heartbeat(
+                pb.HeartbeatRequest(counter=conn.counter),
+                timeout=self.cfg.heartbeat.timeout_ms / 1000,
+            )
+            ok = reply.counter == conn.counter and reply.nf_id in (0, nf_id)
+        except grpc.aio.AioRpcError:
+            ok = False
+        if ok:
+            restarted = state.uptime_ms is not None and reply.uptime_ms < state.uptime_ms
+            state.uptime_ms = reply.uptime_ms
+            state.heartbeats += 1
+            state.misses = 0
+            state.last_seen = time.monotonic()
+            state.rtt_ms = (state.last_seen - start) * 1000
+            state.alive = True
+            if state.declared_down:
+                state.declared_down = False
+                await self._emit(NfEvent("up", nf_id))
+            elif restarted:  # back before it was missed: it lost its configuration all the same
+                await self._emit(NfEvent("restarted", nf_id))
+            return True
+        state.misses += 1
+        if state.misses >= self.cfg.heartbeat.misses and not state.declared_down:
+            state.declared_down = True
+            state.alive = False
+            await self._emit(NfEvent("down", nf_id, state.misses))
+        return False
+
+    async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
+        ids = list(self.nfs if nf_ids is None else nf_ids)
+        results = await asyncio.gather(*(self.heartbeat(i) for i in ids))
+        return dict(zip(ids, results, strict=True))
+
+    async def heartbeat_loop(self) -> None:
+        """Heartbeat every NF each interval, forever (cancel to stop)."""
+        interval = self.cfg.heartbeat.interval_ms / 1000
+        while True:
+            started = time.monotonic()
+            await self.heartbeat_round()
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    # -- load -------------------------------------------------------------------------------------
+    async def poll_load(self, nf_id: int) -> NfLoad | None:
+        try:
+            reply = await self._call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+        except NfControlError as exc:
+            LOG.debug("status of NF %d: %s", nf_id, exc)
+            return None
+        load = NfLoad(
+            packet_rate=reply.load.packet_rate, queue_depth=reply.load.queue_depth,
+            cpu_percent=reply.load.cpu_percent, drops=reply.load.drops, gaps=reply.load.gaps,
+            packets=reply.load.packets,
+            slots=sum(1 for s in reply.slots if s.role == pb.SLOT_PRIMARY),
+            at=time.monotonic(),
+        )
+        self.nfs[nf_id].load = load
+        return load
+
+    async def poll_all(self) -> dict[int, NfLoad | None]:
+        ids = [i for i, s in self.nfs.items() if not s.declared_down]
+        loads = await asyncio.gather(*(self.poll_load(i) for i in ids))
+        return dict(zip(ids, loads, strict=True))
+
+    async def load_loop(self, interval: float = 1.0) -> None:
+        while True:
+            await self.poll_all()
+            await asyncio.sleep(interval)
+
+    def summaries(self) -> list[dict[str, Any]]:
+        return [self.nfs[i].summary() for i in sorted(self.nfs)]
+
+
+def _slot_epochs(slot_map: SlotMap, slots: Iterable[int]) -> list[Any]:
+    return [pb.SlotEpoch(slot=s, epoch=slot_map.epoch(s)) for s in slots]

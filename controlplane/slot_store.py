@@ -1,0 +1,121 @@
+"""Persistence of the slot map in etcd, so a restarted controller resumes with the same ownership.
+
+Layout under the configured prefix (default `/nfcluster`):
+
+    {prefix}/slots/meta          JSON {"slot_count": S}
+    {prefix}/slots/s/{slot:05d}  "owner:epoch"   (one key per slot, so a move is one small write)
+
+A whole map is written in transactions of `TXN_OPS` puts (etcd's default limit is 128 per txn).
+The store speaks to etcd through aetcd (asyncio).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from types import TracebackType
+
+import aetcd
+
+from controlplane.slot_map import SlotEntry, SlotMap
+
+TXN_OPS = 100
+
+
+class SlotStoreError(Exception):
+    """Persisted data that cannot be used (wrong slot count, malformed value)."""
+
+
+class SlotStore:
+    """Reads and writes the slot map under `prefix` in etcd."""
+
+    def __init__(self, endpoint: str, prefix: str = "/nfcluster", timeout: float = 5.0) -> None:
+        host, _, port = endpoint.rpartition(":")
+        self.prefix = prefix.rstrip("/")
+        self._client = aetcd.Client(host=host, port=int(port), timeout=timeout)
+
+    async def __aenter__(self) -> SlotStore:
+        await self._client.connect()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def _meta_key(self) -> bytes:
+        return f"{self.prefix}/slots/meta".encode()
+
+    def _slot_prefix(self) -> bytes:
+        return f"{self.prefix}/slots/s/".encode()
+
+    def _slot_key(self, slot: int) -> bytes:
+        return f"{self.prefix}/slots/s/{slot:05d}".encode()
+
+    async def save(self, slot_map: SlotMap) -> None:
+        """Write the whole map: every slot, then the meta key, so that a save interrupted half-way
+        looks like no map at all (the next start builds a fresh one) rather than a broken one."""
+        await self.save_entries(slot_map.entries())
+        await self._client.put(self._meta_key(), json.dumps({"slot_count": slot_map.slot_count}).encode())
+
+    async def save_entries(self, entries: Iterable[SlotEntry]) -> None:
+        """Write changed slots; each transaction holds at most TXN_OPS puts."""
+        tx = self._client.transactions
+        ops = [tx.put(self._slot_key(e.slot), f"{e.owner}:{e.epoch}".encode()) for e in entries]
+        for start in range(0, len(ops), TXN_OPS):
+            await self._client.transaction(compare=[], success=ops[start : start + TXN_OPS], failure=[])
+
+    async def save_entry(self, entry: SlotEntry) -> None:
+        await self._client.put(self._slot_key(entry.slot), f"{entry.owner}:{entry.epoch}".encode())
+
+    async def load(self, slot_count: int) -> SlotMap | None:
+        """The persisted map, or None when nothing is stored; fails if it does not fit `slot_count`."""
+        meta = await self._client.get(self._meta_key())
+        if meta is None:
+            return None
+        try:
+            stored = int(json.loads(meta.value)["slot_count"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SlotStoreError(f"{self._meta_key().decode()}: malformed ({exc})") from None
+        if stored != slot_count:
+            raise SlotStoreError(
+                f"{self._meta_key().decode()}: stored map has {stored} slots, the switch has {slot_count}"
+            )
+        owners = [-1] * slot_count
+        epochs = [0] * slot_count
+        result = await self._client.get_prefix(self._slot_prefix())
+        for kv in result:
+            key = kv.key.decode(errors="replace")
+            try:
+                slot = int(key.rsplit("/", 1)[1])
+                owner_s, epoch_s = kv.value.decode().split(":")
+                owner, epoch = int(owner_s), int(epoch_s)
+            except ValueError:
+                raise SlotStoreError(f"{key}: malformed value {kv.value!r}") from None
+            if not 0 <= slot < slot_count:
+                raise SlotStoreError(f"{key}: slot outside 0..{slot_count - 1}")
+            owners[slot], epochs[slot] = owner, epoch
+        missing = [s for s, o in enumerate(owners) if o < 0]
+        if missing:
+            raise SlotStoreError(f"{len(missing)} slots missing from etcd (first: {missing[0]})")
+        return SlotMap(slot_count, owners, epochs)
+
+    async def clear(self) -> None:
+        await self._client.delete_prefix(f"{self.prefix}/slots/".encode())
+
+
+async def load_or_build(store: SlotStore, primaries: Iterable[int], slot_count: int) -> tuple[SlotMap, bool]:
+    """The persisted map if there is one (resumed=True), else a fresh Maglev map saved to etcd.
+
+    A resumed map whose owners are not all among `primaries` is kept as it is: reconciling it
+    with the configuration is the orchestrator's job (fail-over of the missing owners).
+    """
+    stored = await store.load(slot_count)
+    if stored is not None:
+        return stored, True
+    fresh = SlotMap.build(primaries, slot_count)
+    await store.save(fresh)
+    return fresh, False

@@ -1,0 +1,19 @@
+# nfcluster controller (controlplane/): configuration check, tests, running it (docs/controller.md).
+
+PY ?= .venv/bin/python
+NFC_CONFIG ?= topo/nfcluster.yaml
+NFC_ARGS   ?=
+
+.PHONY: controller-check controller-test controller-test-unit controller
+
+controller-check: ## validate the controller configuration NFC_CONFIG (default topo/nfcluster.yaml)
+	$(PY) -m controlplane check --config $(NFC_CONFIG)
+
+controller-test-unit: ## controller unit tests (in-process, no etcd)
+	$(PY) -m pytest -q -m unit tests/controlplane
+
+controller-test: ## all controller tests (starts a real etcd on loopback)
+	$(PY) -m pytest -q tests/controlplane
+
+controller: ## run the controller with NFC_CONFIG (extra flags: NFC_ARGS="--no-etcd ...")
+	$(PY) -m controlplane run --config $(NFC_CONFIG) $(NFC_ARGS)

@@ -1,0 +1,60 @@
+/*
+ * nfcluster data plane: target-neutral constants.
+ *
+ * Everything a controller or an NF must agree on with the switch is defined here once:
+ * EtherTypes, shim kinds and flags, port roles, replication ids and the slot width.
+ * The Python side mirrors these values (nf_host/shim.py for the shim, the P4Info for names).
+ */
+#ifndef NFC_DEFINE_P4
+#define NFC_DEFINE_P4
+
+/* Slot width: a slot index has SLOT_BITS bits (1..16); there are SLOT_COUNT slots. */
+#ifndef SLOT_BITS
+#define SLOT_BITS 12
+#endif
+#define SLOT_COUNT (1 << SLOT_BITS)
+
+typedef bit<9>  port_num_t;
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<16> slot_id_t;
+typedef bit<16> epoch_t;
+typedef bit<16> nf_id_t;
+typedef bit<32> seq_num_t;
+
+/* EtherTypes and IP protocols the parser knows. */
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_NFC  = 0x88B5;   /* the nfcluster shim (local experimental EtherType) */
+const bit<8>  IP_PROTO_TCP   = 6;
+const bit<8>  IP_PROTO_UDP   = 17;
+
+/* TCP flag bits (in tcp_h.flags). */
+const bit<8> TCP_FLAG_SYN = 0x02;
+const bit<8> TCP_FLAG_ACK = 0x10;
+
+/* Shim kinds (nfc_shim_h.kind); same values as nf_host.shim.Kind. */
+const bit<8> SHIM_KIND_PRIMARY = 1;
+const bit<8> SHIM_KIND_BACKUP  = 2;
+const bit<8> SHIM_KIND_OUTPUT  = 3;
+const bit<8> SHIM_KIND_CONTROL = 4;
+
+/* Shim flag bits (nfc_shim_h.flags). */
+const bit<8> SHIM_FLAG_FIRST_OF_EPOCH = 0x01;
+
+/* Port roles, written by the controller into table port_role. 0 means "not classified". */
+const bit<8> PORT_ROLE_UNKNOWN = 0;
+const bit<8> PORT_ROLE_EDGE    = 1;
+const bit<8> PORT_ROLE_NF      = 2;
+const bit<8> PORT_ROLE_CPU     = 3;
+
+/* Replication ids of the two copies in a primary's multicast group. */
+const bit<16> REPLICA_RID_PRIMARY = 1;
+const bit<16> REPLICA_RID_BACKUP  = 2;
+
+/* The port that carries packet-in/packet-out to and from the controller. */
+const port_num_t CPU_PORT = 510;
+
+/* Receiver id passed to digest() for new-flow reports. */
+const bit<32> DIGEST_RECEIVER_NEW_FLOW = 1;
+
+#endif /* NFC_DEFINE_P4 */

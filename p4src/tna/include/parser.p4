@@ -1,0 +1,113 @@
+/* nfcluster TNA parsers and deparsers (NOT compiled here: no Tofino SDE). */
+#ifndef NFC_TNA_PARSER_P4
+#define NFC_TNA_PARSER_P4
+
+parser NfcIngressParser(packet_in pkt,
+                        out headers_t hdr,
+                        out local_metadata_t meta,
+                        out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        meta.l4_src_port = 0;
+        meta.l4_dst_port = 0;
+        transition select(ig_intr_md.ingress_port) {
+            TNA_CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_NFC: parse_nfc_shim;
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_nfc_shim {
+        pkt.extract(hdr.nfc_shim);
+        transition select(hdr.nfc_shim.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_TCP): parse_tcp;
+            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_tcp {
+        pkt.extract(hdr.tcp);
+        meta.l4_src_port = hdr.tcp.src_port;
+        meta.l4_dst_port = hdr.tcp.dst_port;
+        transition accept;
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        meta.l4_src_port = hdr.udp.src_port;
+        meta.l4_dst_port = hdr.udp.dst_port;
+        transition accept;
+    }
+}
+
+control NfcIngressDeparser(packet_out pkt,
+                           inout headers_t hdr,
+                           in local_metadata_t meta,
+                           in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    @name("new_flow_t") Digest<new_flow_t>(DIGEST_TYPE_NEW_FLOW) new_flow_digest;
+    apply {
+        if (ig_dprsr_md.digest_type == DIGEST_TYPE_NEW_FLOW) {
+            new_flow_digest.pack(meta.new_flow);
+        }
+        pkt.emit(hdr.packet_in);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.nfc_shim);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.tcp);
+        pkt.emit(hdr.udp);
+    }
+}
+
+/* Egress parses only what it rewrites: Ethernet and the shim (nothing toward the CPU port). */
+parser NfcEgressParser(packet_in pkt,
+                       out headers_t hdr,
+                       out local_metadata_t meta,
+                       out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        transition select(eg_intr_md.egress_port) {
+            TNA_CPU_PORT: accept;
+            default: parse_ethernet;
+        }
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_NFC: parse_nfc_shim;
+            default: accept;
+        }
+    }
+    state parse_nfc_shim {
+        pkt.extract(hdr.nfc_shim);
+        transition accept;
+    }
+}
+
+control NfcEgressDeparser(packet_out pkt,
+                          inout headers_t hdr,
+                          in local_metadata_t meta,
+                          in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    apply {
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.nfc_shim);
+    }
+}
+
+#endif /* NFC_TNA_PARSER_P4 */

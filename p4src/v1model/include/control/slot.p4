@@ -1,0 +1,75 @@
+/*
+ * Slot computation and ownership.
+ *
+ * The slot is a CRC-16 of the 5-tuple with the two endpoints put in a canonical order
+ * (the smaller (address, port) first), so both directions of a connection share a slot:
+ *   slot = crc16(lo_addr, hi_addr, lo_port, hi_port, protocol) mod SLOT_COUNT
+ * Ports are 0 when the packet has no parsed TCP/UDP header.
+ */
+#ifndef NFC_V1MODEL_SLOT_P4
+#define NFC_V1MODEL_SLOT_P4
+
+control SlotMap(inout headers_t hdr,
+                inout local_metadata_t meta,
+                inout standard_metadata_t standard_metadata) {
+
+    /* Edge packets dropped because their slot has no owner, per slot. */
+    counter(SLOT_COUNT, CounterType.packets_and_bytes) unowned_drops;
+
+    action set_replica_group(bit<16> group, bit<16> epoch, bit<16> primary) {
+        meta.owned = true;
+        meta.group = group;
+        meta.epoch = epoch;
+        meta.primary = primary;
+    }
+
+    action drop_unowned() {
+        meta.owned = false;
+        meta.bypass = true;
+        unowned_drops.count((bit<32>)meta.slot);
+        mark_to_drop(standard_metadata);
+    }
+
+    /*
+     * slot_owner: exact on the slot -> the multicast group of the slot's primary (group id =
+     * the primary's nf_id), the slot's epoch and the primary's nf_id.
+     * Written by the controller for every slot at start-up, and rewritten (one atomic MODIFY,
+     * epoch + 1) on every migration and fail-over. A miss drops and counts the packet.
+     */
+    table slot_owner {
+        key = {
+            meta.slot: exact @name("slot");
+        }
+        actions = {
+            set_replica_group;
+            @defaultonly drop_unowned;
+        }
+        const default_action = drop_unowned();
+        size = SLOT_OWNER_TABLE_SIZE;
+    }
+
+    apply {
+        if (!meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid()) {
+            ipv4_addr_t lo_addr = hdr.ipv4.src_addr;
+            ipv4_addr_t hi_addr = hdr.ipv4.dst_addr;
+            bit<16> lo_port = meta.l4_src_port;
+            bit<16> hi_port = meta.l4_dst_port;
+            if (hdr.ipv4.src_addr > hdr.ipv4.dst_addr
+                    || (hdr.ipv4.src_addr == hdr.ipv4.dst_addr
+                        && meta.l4_src_port > meta.l4_dst_port)) {
+                lo_addr = hdr.ipv4.dst_addr;
+                hi_addr = hdr.ipv4.src_addr;
+                lo_port = meta.l4_dst_port;
+                hi_port = meta.l4_src_port;
+            }
+            hash(meta.slot,
+                 HashAlgorithm.crc16,
+                 (bit<16>)0,
+                 { lo_addr, hi_addr, lo_port, hi_port, hdr.ipv4.protocol },
+                 (bit<32>)SLOT_COUNT);
+            slot_owner.apply();
+        }
+    }
+}
+
+#endif /* NFC_V1MODEL_SLOT_P4 */

@@ -1,0 +1,60 @@
+/*
+ * nfcluster switch program for v1model (BMv2 simple_switch_grpc and p4sim).
+ *
+ * Top level only: includes, control instances and their order. Each concern lives in its own
+ * file under include/control/; target-neutral definitions in p4src/shared/ (-I p4src/shared).
+ * The pipeline and its tables are described in docs/dataplane.md.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "define.p4"
+#include "size.p4"
+#include "header.p4"
+
+#include "include/parser.p4"
+#include "include/control/port_role.p4"
+#include "include/control/packetio.p4"
+#include "include/control/slot.p4"
+#include "include/control/stamping.p4"
+#include "include/control/replication.p4"
+#include "include/control/forwarding.p4"
+
+control NfcIngress(inout headers_t hdr,
+                   inout local_metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    PortClassifier() port_classifier;
+    PacketIoIngress() packetio;
+    SlotMap() slot_map;
+    Stamping() stamping;
+    ReplicationIngress() replication;
+    NfOutputForwarding() forwarding;
+
+    apply {
+        port_classifier.apply(hdr, meta, standard_metadata);
+        packetio.apply(hdr, meta, standard_metadata);
+        slot_map.apply(hdr, meta, standard_metadata);
+        stamping.apply(hdr, meta, standard_metadata);
+        replication.apply(hdr, meta, standard_metadata);
+        forwarding.apply(hdr, meta, standard_metadata);
+    }
+}
+
+control NfcEgress(inout headers_t hdr,
+                  inout local_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    ReplicationEgress() replication;
+    PacketIoEgress() packetio;
+
+    apply {
+        replication.apply(hdr, meta, standard_metadata);
+        packetio.apply(hdr, meta, standard_metadata);
+    }
+}
+
+V1Switch(NfcParser(),
+         NfcVerifyChecksum(),
+         NfcIngress(),
+         NfcEgress(),
+         NfcComputeChecksum(),
+         NfcDeparser()) main;

@@ -1,0 +1,1 @@
+"""Library of the nfcluster PTF suite: P4Runtime client, base test, table helpers, packets."""

@@ -1,0 +1,56 @@
+"""A Python model of the switch's symmetric slot hash (p4src/v1model/include/control/slot.p4).
+
+The switch orders the two endpoints of the 5-tuple canonically (the smaller (address, port)
+first), then takes CRC-16 (the BMv2 `crc16`: polynomial 0x8005, reflected, initial value 0,
+no final XOR, also known as CRC-16/ARC) of
+`lo_addr(32) hi_addr(32) lo_port(16) hi_port(16) protocol(8)` modulo the slot count.
+Tests use it to know which slot a packet lands in before sending it; one test checks that
+the model agrees with the switch.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+DEFAULT_SLOT_BITS = 12
+
+_CRC16_TABLE: list[int] = []
+for _byte in range(256):
+    _crc = _byte
+    for _ in range(8):
+        _crc = (_crc >> 1) ^ 0xA001 if _crc & 1 else _crc >> 1
+    _CRC16_TABLE.append(_crc)
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/ARC of `data`, as BMv2's `HashAlgorithm.crc16` computes it."""
+    crc = 0
+    for byte in data:
+        crc = (crc >> 8) ^ _CRC16_TABLE[(crc ^ byte) & 0xFF]
+    return crc
+
+
+def _addr(value: str | int) -> int:
+    return int(ipaddress.IPv4Address(value))
+
+
+def slot_of(
+    src_addr: str | int,
+    dst_addr: str | int,
+    src_port: int = 0,
+    dst_port: int = 0,
+    protocol: int = 0,
+    slot_bits: int = DEFAULT_SLOT_BITS,
+) -> int:
+    """The slot the switch gives a packet with this 5-tuple (ports 0 when it has no TCP/UDP)."""
+    src, dst = _addr(src_addr), _addr(dst_addr)
+    if (src, src_port) > (dst, dst_port):
+        src, dst, src_port, dst_port = dst, src, dst_port, src_port
+    data = (
+        src.to_bytes(4, "big")
+        + dst.to_bytes(4, "big")
+        + src_port.to_bytes(2, "big")
+        + dst_port.to_bytes(2, "big")
+        + protocol.to_bytes(1, "big")
+    )
+    return crc16(data) % (1 << slot_bits)

@@ -1,0 +1,99 @@
+"""A fake NF runtime control server (NfControl over gRPC on loopback) that records what it is told."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from nf_host.proto import nf_control_pb2 as pb
+from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from tests.support.procs import free_port
+
+
+@dataclass
+class FakeNf(pb_grpc.NfControlServicer):
+    nf_id: int
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    role: Any = 0
+    backup: int = 0
+    peers: list[int] = field(default_factory=list)
+    slots: dict[int, int] = field(default_factory=dict)
+    backed_up_for: int = 0
+    packet_rate: float = 0.0
+    mute: bool = False  # heartbeats hang (a stuck NF)
+    uptime_ms: int = 1000  # set lower to play a restarted NF
+
+    async def Status(self, request, context):
+        self.calls.append(("Status", request))
+        role = pb.SLOT_BACKUP if self.backed_up_for else pb.SLOT_PRIMARY
+        return pb.StatusReply(
+            nf_id=self.nf_id, role=self.role, backup_nf_id=self.backup,
+            slots=[pb.SlotStatus(slot=s, epoch=e, role=role) for s, e in sorted(self.slots.items())],
+            load=pb.Load(packet_rate=self.packet_rate, queue_depth=3, packets=1000, drops=1),
+        )
+
+    async def Heartbeat(self, request, context):
+        self.calls.append(("Heartbeat", request.counter))
+        if self.mute:
+            await asyncio.sleep(5)
+        self.uptime_ms += 1
+        return pb.HeartbeatReply(nf_id=self.nf_id, counter=request.counter, uptime_ms=self.uptime_ms)
+
+    def restart(self) -> None:
+        """Forget everything, as a restarted NF runtime would."""
+        self.role, self.backup, self.peers, self.slots, self.backed_up_for = 0, 0, [], {}, 0
+        self.uptime_ms = 0
+
+    async def SetRole(self, request, context):
+        self.calls.append(("SetRole", request.role))
+        self.role = request.role
+        return pb.Result(ok=True)
+
+    async def SetBackup(self, request, context):
+        self.calls.append(("SetBackup", (request.backup_nf_id, request.address)))
+        self.backup = request.backup_nf_id
+        return pb.Result(ok=True)
+
+    async def SetClusterPeers(self, request, context):
+        self.calls.append(("SetClusterPeers", [(p.nf_id, p.address) for p in request.peers]))
+        self.peers = [p.nf_id for p in request.peers]
+        return pb.Result(ok=True)
+
+    async def AssignSlots(self, request, context):
+        self.calls.append(("AssignSlots", len(request.slots)))
+        if request.as_backup:
+            self.backed_up_for = request.primary_nf_id
+        self.slots = {s.slot: s.epoch for s in request.slots}
+        return pb.Result(ok=True)
+
+
+def distinct_ports(n: int) -> list[int]:
+    """`n` different free loopback ports (free_port alone may hand out the same one twice)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+class FakeNfServer:
+    """One FakeNf served on 127.0.0.1:port; start/stop to simulate a crash and a restart."""
+
+    def __init__(self, nf: FakeNf, port: int) -> None:
+        self.nf, self.port = nf, port
+        self.server: Any = None
+
+    async def start(self) -> None:
+        self.server = grpc.aio.server()
+        pb_grpc.add_NfControlServicer_to_server(self.nf, self.server)  # type: ignore[no-untyped-call]
+        self.server.add_insecure_port(f"127.0.0.1:{self.port}")
+        await self.server.start()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace=None)
+            self.server = None

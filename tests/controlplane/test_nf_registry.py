@@ -1,0 +1,128 @@
+"""NF registry against fake NfControl servers: configuration pushed, heartbeats, failure events, load."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from controlplane.config import parse_config
+from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.slot_map import SlotMap
+from nf_host.proto import nf_control_pb2 as pb
+from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
+
+pytestmark = pytest.mark.unit
+
+
+def small_config(ports: dict[int, int]) -> Any:
+    def nf(i: int, node: str, role: str, backup: int | None = None) -> dict[str, Any]:
+        return {"id": i, "name": f"nf{i}", "node": node, "cluster": "c1", "role": role,
+                "backup": backup, "port": 2 + i, "mac": f"02:00:00:00:01:0{i}",
+                "mgmt": f"127.0.0.1:{ports[i]}", "replication": f"127.0.0.1:{9000 + i}"}
+    return parse_config({
+        "clusters": [{"name": "c1"}],
+        "nfs": [nf(1, "a", "primary", 3), nf(2, "b", "primary", 4), nf(3, "b", "backup"),
+                nf(4, "a", "backup")],
+        "heartbeat": {"interval_ms": 100, "misses": 3, "timeout_ms": 100},
+    })
+
+
+async def with_fakes(body: Any) -> None:
+    ports = dict(zip((1, 2, 3, 4), distinct_ports(4), strict=True))
+    fakes = {i: FakeNf(i) for i in ports}
+    servers = {i: FakeNfServer(fakes[i], ports[i]) for i in ports}
+    for s in servers.values():
+        await s.start()
+    registry = NfRegistry(small_config(ports))
+    try:
+        await body(registry, fakes, servers)
+    finally:
+        await registry.close()
+        for s in servers.values():
+            await s.stop()
+
+
+async def wait_until(cond: Any, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.01)
+
+
+def test_configure_pushes_roles_backups_peers_and_slots():
+    async def body(registry, fakes, servers):
+        slot_map = SlotMap.build([1, 2], 256)
+        await registry.configure({1: 3, 2: 4}, slot_map)
+        assert fakes[1].role == pb.PRIMARY and fakes[3].role == pb.BACKUP
+        assert fakes[1].backup == 3 and fakes[2].backup == 4
+        assert ("SetBackup", (3, "127.0.0.1:9003")) in fakes[1].calls
+        assert sorted(fakes[1].peers) == [2, 3, 4]
+        assert set(fakes[1].slots) == set(slot_map.slots_of(1))
+        assert set(fakes[3].slots) == set(slot_map.slots_of(1)) and fakes[3].backed_up_for == 1
+        assert set(fakes[4].slots) == set(slot_map.slots_of(2)) and fakes[4].backed_up_for == 2
+        assert all(e == 1 for e in fakes[2].slots.values())
+
+    asyncio.run(with_fakes(body))
+
+
+def test_heartbeats_detect_failure_after_n_misses_and_recovery():
+    async def body(registry, fakes, servers):
+        events: list[NfEvent] = []
+        registry.add_listener(events.append)
+        assert await registry.heartbeat_round() == {1: True, 2: True, 3: True, 4: True}
+        assert all(s.alive for s in registry.nfs.values())
+        loop = asyncio.create_task(registry.heartbeat_loop())
+        try:
+            await servers[2].stop()
+            await wait_until(lambda: any(e.kind == "down" for e in events))
+            assert events == [NfEvent("down", 2, 3)]
+            assert registry.nfs[2].alive is False and registry.nfs[1].alive
+            # the stuck NF: answers too late count as misses too
+            fakes[4].mute = True
+            await wait_until(lambda: len(events) >= 2)
+            assert events[1] == NfEvent("down", 4, 3)
+            fakes[4].mute = False
+            await servers[2].start()
+            await wait_until(lambda: sum(e.kind == "up" for e in events) == 2, timeout=10)
+            assert {e.nf_id for e in events if e.kind == "up"} == {2, 4}
+            assert registry.events.qsize() == 4
+        finally:
+            loop.cancel()
+
+    asyncio.run(with_fakes(body))
+
+
+def test_load_collection_and_errors():
+    async def body(registry, fakes, servers):
+        await registry.configure({1: 3, 2: 4}, SlotMap.build([1, 2], 64))
+        fakes[1].packet_rate = 1234.5
+        loads = await registry.poll_all()
+        assert loads[1] is not None and loads[1].packet_rate == 1234.5
+        assert loads[1].slots == len(fakes[1].slots) and loads[1].queue_depth == 3
+        summary = {s["id"]: s for s in registry.summaries()}
+        assert summary[1]["packet_rate"] == 1234.5 and summary[1]["role"] == "primary"
+        await servers[3].stop()
+        assert (await registry.poll_all())[3] is None
+        with pytest.raises(NfControlError, match="NF 3 SetRole: UNAVAILABLE"):
+            await registry._call(3, "SetRole", pb.SetRoleRequest(role=pb.IDLE), timeout=0.5)
+
+    asyncio.run(with_fakes(body))
+
+
+def test_fast_restart_is_reported_from_the_uptime():
+    async def body(registry, fakes, servers):
+        events: list[NfEvent] = []
+        registry.add_listener(events.append)
+        await registry.heartbeat_round()
+        await registry.heartbeat_round()
+        assert events == []
+        fakes[3].restart()
+        await registry.heartbeat_round()
+        assert events == [NfEvent("restarted", 3)]
+        await registry.heartbeat_round()
+        assert len(events) == 1
+
+    asyncio.run(with_fakes(body))

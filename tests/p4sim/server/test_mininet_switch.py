@@ -1,0 +1,134 @@
+"""The Mininet switch classes of topo/switches.py: a Mininet network with one `P4simSwitch` running
+ipv4_forward.p4 and two hosts; routes written over P4Runtime; UDP datagrams from h1 reach h2.
+`Bmv2Switch` is checked only for its command line (BMv2 is not installed here).
+
+Run: sudo .venv/bin/pytest tests/p4sim/server/test_mininet_switch.py
+"""
+
+from __future__ import annotations
+
+import sys
+
+import grpc
+import pytest
+from finsy.proto import U128, p4r, p4r_grpc
+
+from tests.p4sim.server.conftest import PROGRAM, RealProgram
+from tests.p4sim.server.entity_builders import INSERT, enc, update
+from tests.p4sim.server.p4rt_client import StreamClient
+from tests.support.procs import free_port
+from topo.switches import Bmv2Switch, P4Host, P4simSwitch, bmv2_available, switch_class
+
+UDP_RECEIVER = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 9999))
+s.settimeout(10)
+print("ready", flush=True)
+n = 0
+try:
+    while n < int(sys.argv[2]):
+        s.recv(2048)
+        n += 1
+except TimeoutError:
+    pass
+print(n, flush=True)
+"""
+
+UDP_SENDER = "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); " + (
+    "[s.sendto(b'p4sim', (sys.argv[1], 9999)) for _ in range(int(sys.argv[2]))]"
+)
+
+
+def _route(prog: RealProgram, ip: int, mac: int, port: int) -> p4r.Update:
+    table_id = prog.id_of("tables", "ipv4_lpm")
+    table = next(t for t in prog.p4info.tables if t.preamble.id == table_id)
+    aid = prog.id_of("actions", "ipv4_forward")
+    action = next(a for a in prog.p4info.actions if a.preamble.id == aid)
+    params = {p.name: p.id for p in action.params}
+    te = p4r.TableEntry(
+        table_id=table_id,
+        match=[
+            p4r.FieldMatch(
+                field_id=table.match_fields[0].id,
+                lpm=p4r.FieldMatch.LPM(value=enc(ip), prefix_len=32),
+            )
+        ],
+    )
+    te.action.action.CopyFrom(
+        p4r.Action(
+            action_id=aid,
+            params=[
+                p4r.Action.Param(param_id=params["dst_addr"], value=enc(mac)),
+                p4r.Action.Param(param_id=params["port"], value=enc(port)),
+            ],
+        )
+    )
+    return update(INSERT, table_entry=te)
+
+
+@pytest.mark.unit
+def test_switch_class_by_target() -> None:
+    assert switch_class("p4sim") is P4simSwitch
+    assert switch_class("bmv2") is Bmv2Switch
+    with pytest.raises(ValueError):
+        switch_class("tofino")
+    if not bmv2_available():
+        with pytest.raises(RuntimeError, match="simple_switch_grpc"):
+            Bmv2Switch("s9")
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_mininet_hosts_ping_through_p4sim(real_program: RealProgram) -> None:
+    from mininet.net import Mininet
+    from mininet.topo import SingleSwitchTopo
+
+    port = free_port()
+    net = Mininet(
+        topo=SingleSwitchTopo(2),
+        switch=lambda name, **kw: P4simSwitch(
+            name, program=str(PROGRAM), grpc_port=port, device_id=1, **kw
+        ),
+        host=P4Host,
+        controller=None,
+        autoSetMacs=True,
+        autoStaticArp=True,
+        waitConnected=False,
+    )
+    channel: grpc.Channel | None = None
+    stream: StreamClient | None = None
+    try:
+        net.start()
+        h1, h2 = net.get("h1", "h2")
+        s1 = net.get("s1")
+        ports = {}
+        for h in (h1, h2):
+            link = h.intf().link
+            ports[h] = s1.ports[link.intf1 if link.intf1.node is s1 else link.intf2]
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stream = StreamClient(channel)
+        stream.arbitrate(1)
+        assert stream.receive("arbitration").arbitration.status.code == 0
+        routes = [
+            _route(
+                real_program,
+                int.from_bytes(bytes(map(int, h.IP().split("."))), "big"),
+                int(h.MAC().replace(":", ""), 16),
+                ports[h],
+            )
+            for h in (h1, h2)
+        ]
+        req = p4r.WriteRequest(device_id=1, election_id=U128.encode(1), updates=routes)
+        p4r_grpc.P4RuntimeStub(channel).Write(req)
+        receiver = h2.popen([sys.executable, "-c", UDP_RECEIVER, h2.IP(), "5"], text=True)
+        assert receiver.stdout.readline().strip() == "ready"
+        h1.cmd(sys.executable, "-c", repr(UDP_SENDER), h2.IP(), "5")
+        out, _ = receiver.communicate(timeout=20)
+        assert out.split() == ["5"]
+    finally:
+        if stream is not None:
+            stream.close()
+        if channel is not None:
+            channel.close()
+        net.stop()

@@ -1,0 +1,199 @@
+"""Mininet switch classes for P4Runtime targets: `P4simSwitch` (p4sim, always available) and
+`Bmv2Switch` (BMv2 `simple_switch_grpc`, when that binary is on PATH).
+
+`P4Host` is a host with checksum offloads off, as software switches need.
+They are the counterpart of the P4Switch/BMv2 classes of the P4 tutorials: each Mininet interface
+of the switch becomes a data-plane port (`-i N@iface`, N = Mininet's port number), the switch serves
+P4Runtime on 127.0.0.1:`grpc_port` with `device_id`, and `start()` returns only once the gRPC port
+accepts connections. Processes are started with Popen and stopped by their own handle.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mininet.node import Host, Switch
+
+BMV2_BINARY = "simple_switch_grpc"
+
+
+def bmv2_available() -> bool:
+    return shutil.which(BMV2_BINARY) is not None
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class _GrpcSwitch(Switch):  # type: ignore[misc]
+    """Common part: ports from Mininet interfaces, a child process, a readiness wait."""
+
+    next_grpc_port = 50051
+    next_device_id = 1
+
+    def __init__(
+        self,
+        name: str,
+        program: str | None = None,
+        grpc_port: int | None = None,
+        device_id: int | None = None,
+        cpu_port: int | None = 510,
+        log_level: str = "info",
+        log_dir: str = "/tmp",
+        pcap_dir: str | None = None,
+        start_timeout: float = 20.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name, **kwargs)
+        if grpc_port is None:
+            grpc_port = _GrpcSwitch.next_grpc_port
+            _GrpcSwitch.next_grpc_port += 1
+        if device_id is None:
+            device_id = _GrpcSwitch.next_device_id
+            _GrpcSwitch.next_device_id += 1
+        self.program = program
+        self.grpc_port = grpc_port
+        self.device_id = device_id
+        self.cpu_port = cpu_port
+        self.log_level = log_level
+        self.log_path = Path(log_dir) / f"{name}.log"
+        self.pcap_dir = pcap_dir
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def port_args(self) -> list[str]:
+        args: list[str] = []
+        for port, intf in sorted(self.intfs.items()):
+            if intf.name == "lo" or port == 0:
+                continue
+            args += ["-i", f"{port}@{intf.name}"]
+        return args
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, controllers: list[Any]) -> None:
+        if _listening(self.grpc_port):
+            raise RuntimeError(f"{self.name}: port {self.grpc_port} is already in use")
+        cmd = self.command()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout
+        while not _listening(self.grpc_port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited at start; see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.stop_process()
+                raise RuntimeError(f"{self.name} did not listen on {self.grpc_address}")
+            time.sleep(0.05)
+
+    def stop_process(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        self.stop_process()
+        super().stop(deleteIntfs)
+
+    def defaultIntf(self) -> Any:
+        return None
+
+
+class P4simSwitch(_GrpcSwitch):
+    """A Mininet switch run by `p4sim run` (with `program`, or `--no-p4` to wait for a push)."""
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "p4sim.server.cli",
+            "--grpc-addr",
+            self.grpc_address,
+            "--device-id",
+            str(self.device_id),
+            "--log-level",
+            self.log_level,
+        ]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
+        if self.pcap_dir:
+            cmd += ["--pcap", self.pcap_dir]
+        cmd += self.port_args()
+        cmd += [self.program] if self.program else ["--no-p4"]
+        return cmd
+
+
+class Bmv2Switch(_GrpcSwitch):
+    """A Mininet switch run by BMv2 `simple_switch_grpc`; `program` is the p4c JSON, if any.
+
+    Each switch also gets its own Thrift port (BMv2's CLI), 9090 upwards unless given.
+    """
+
+    next_thrift_port = 9090
+
+    def __init__(self, name: str, thrift_port: int | None = None, **kwargs: Any) -> None:
+        if not bmv2_available():
+            raise RuntimeError(f"{BMV2_BINARY} is not on PATH")
+        super().__init__(name, **kwargs)
+        if thrift_port is None:
+            thrift_port = Bmv2Switch.next_thrift_port
+            Bmv2Switch.next_thrift_port += 1
+        self.thrift_port = thrift_port
+
+    def command(self) -> list[str]:
+        cmd = [shutil.which(BMV2_BINARY) or BMV2_BINARY, "--device-id", str(self.device_id)]
+        cmd += ["--thrift-port", str(self.thrift_port)]
+        cmd += self.port_args()
+        if self.pcap_dir:
+            cmd += ["--pcap", self.pcap_dir]
+        cmd += ["--log-console", "-L", self.log_level] if self.log_level != "info" else []
+        cmd += [self.program] if self.program else ["--no-p4"]
+        cmd += ["--", "--grpc-server-addr", self.grpc_address]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
+        return cmd
+
+
+class P4Host(Host):  # type: ignore[misc]
+    """A Mininet host with checksum/segmentation offloads off on its interface.
+
+    A software switch reads frames with AF_PACKET before the kernel fills in offloaded checksums,
+    so without this a host's TCP/UDP packets would reach the other host with bad checksums.
+    """
+
+    def config(self, **params: Any) -> Any:
+        r = super().config(**params)
+        for feature in ("rx", "tx", "sg"):
+            self.cmd("ethtool", "--offload", self.defaultIntf().name, feature, "off")
+        self.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        return r
+
+
+def switch_class(target: str) -> type[_GrpcSwitch]:
+    """The switch class for a target name: 'p4sim' or 'bmv2'."""
+    if target == "p4sim":
+        return P4simSwitch
+    if target == "bmv2":
+        return Bmv2Switch
+    raise ValueError(f"unknown target {target!r} (p4sim or bmv2)")
+
+
+__all__ = ["Bmv2Switch", "P4Host", "P4simSwitch", "bmv2_available", "switch_class"]
