@@ -45,7 +45,7 @@ $(SETUP_STAMP): $(APT_STAMP) requirements.txt pyproject.toml
 	$(PIP) install -q --no-deps -e .
 	@touch $@
 
-test: setup build ## lint (ruff, mypy), build the P4 program, then every test (pytest)
+test: setup build p4rt-shell-venv ## lint (ruff, mypy), build the P4 program, then every test (pytest)
 	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 

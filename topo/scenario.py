@@ -146,10 +146,16 @@ def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
     return procs
 
 
-def runtime_config(cfg_path: Path, switch_addr: str, etcd_endpoint: str, api: str, out: Path) -> Path:
-    """The configuration with this run's addresses (switch, etcd, API) filled in."""
+def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint: str, api: str,
+                   out: Path) -> Path:
+    """The configuration with this run's target and addresses (switch, etcd, API) filled in."""
     data = yaml.safe_load(cfg_path.read_text())
     data.setdefault("switch", {})["address"] = switch_addr
+    if target != data["switch"].get("target", "p4sim"):
+        data["switch"]["target"] = target
+        data["switch"].pop("device_config", None)
+        if target == "bmv2":  # p4c's outputs, as `make build` writes them
+            data["switch"]["p4info"] = str(REPO / "build" / "bmv2" / "nfcluster.p4info.txt")
     for key in ("p4info", "device_config"):
         if key in data["switch"] and not Path(data["switch"][key]).is_absolute():
             data["switch"][key] = str(REPO / data["switch"][key])
@@ -219,7 +225,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
         stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
-        cfg_path = runtime_config(opts.config, f"127.0.0.1:{grpc_port}", etcd.endpoint,
+        cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoint,
                                   f"127.0.0.1:{api_port}", log_dir)
         ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
         stack.callback(ctl_log.close)

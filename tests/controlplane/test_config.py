@@ -134,5 +134,7 @@ def test_defaults_by_target():
     data = example()
     data["switch"]["target"] = "bmv2"
     cfg = parse_config(data)
-    assert cfg.switch.device_config_path() == Path("build/nfcluster.json")
+    assert cfg.switch.device_config_path() == Path("build/bmv2/nfcluster.json")
+    data["switch"]["target"] = "p4sim"
+    assert parse_config(data).switch.device_config_path() == Path("build/nfcluster.p4sim")
     assert cfg.nf(1).replication_address() == "10.99.0.11:7201"
