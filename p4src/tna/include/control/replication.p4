@@ -39,11 +39,16 @@ control ReplicationEgress(inout headers_t hdr,
     apply {
         /* only replicas carry rid 1/2; packet-outs (rid 0) pass untouched */
         if (hdr.nfc_shim.isValid()) {
+            bool known_replica = true;
             if (eg_intr_md.egress_rid == REPLICA_RID_PRIMARY) {
                 hdr.nfc_shim.kind = SHIM_KIND_PRIMARY;
-                nf_port.apply();
             } else if (eg_intr_md.egress_rid == REPLICA_RID_BACKUP) {
                 hdr.nfc_shim.kind = SHIM_KIND_BACKUP;
+            } else {
+                known_replica = false;
+            }
+            /* one application of nf_port: a table is applied in one place of the control graph */
+            if (known_replica) {
                 nf_port.apply();
             }
         }

@@ -51,11 +51,17 @@ control ReplicationEgress(inout headers_t hdr,
 
     apply {
         if (meta.owned && hdr.nfc_shim.isValid()) {
+            bool known_replica = true;
             if (standard_metadata.egress_rid == REPLICA_RID_PRIMARY) {
                 hdr.nfc_shim.kind = SHIM_KIND_PRIMARY;
-                nf_port.apply();
             } else if (standard_metadata.egress_rid == REPLICA_RID_BACKUP) {
                 hdr.nfc_shim.kind = SHIM_KIND_BACKUP;
+            } else {
+                known_replica = false;
+            }
+            /* nf_port is applied in one place only: p4c's BMv2 back end rejects a table
+               applied on two paths of the control graph */
+            if (known_replica) {
                 nf_port.apply();
             } else {
                 /* a group replica without a known rid: never send a stamp anywhere by accident */

@@ -1,0 +1,25 @@
+"""The whole front end in one call: preprocess, parse, check and compile a P4 file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from p4sim.checker import check
+from p4sim.compiler import compile_program
+from p4sim.model import Program
+from p4sim.parser import parse
+from p4sim.preprocess import preprocess
+
+
+def build(path: str, include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None) -> Program:
+    """Compile ``path``; raises ``CompileError`` (``file:line:col: error: ...``) on a bad program."""
+    text, lines = preprocess(path, include_dirs, defines)
+    return build_text(text, lines)
+
+
+def build_text(text: str, lines: object) -> Program:
+    from p4sim.diagnostics import LineMap
+
+    assert isinstance(lines, LineMap)
+    prog = parse(text, lines)
+    return compile_program(check(prog))

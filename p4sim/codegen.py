@@ -1,0 +1,580 @@
+"""Code generation of expressions, places and assignments for the p4sim compiler.
+
+Per-packet state is one flat list ``s``: every scalar (header field, metadata field, validity bit,
+local variable) has a fixed slot. An expression compiles to a Python expression string over ``s``
+and the Python locals that hold action data; an l-value compiles to a slot index (or, below a
+variable header stack index, to slot code plus a bounds guard).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from p4sim import ast as A
+from p4sim import runtime as R
+from p4sim import types as T
+from p4sim.checker import Checker
+from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
+from p4sim.model import (
+    ActionInfo,
+    CounterInfo,
+    DigestInfo,
+    DirectCounterInfo,
+    ProfileInfo,
+    RegisterInfo,
+    TableInfo,
+)
+from p4sim.symbols import Var
+
+HIDDEN = ["clone_type", "clone_session", "clone_fl", "resubmit", "resubmit_fl", "recirculate",
+          "recirculate_fl", "truncate"]
+DROP_PORT = 511
+
+
+@dataclass(frozen=True)
+class Slot:
+    base: int
+
+
+@dataclass(frozen=True)
+class Py:
+    name: str
+
+
+@dataclass(frozen=True)
+class PacketParam:
+    kind: str  # "in" or "out"
+
+
+Binding = Slot | Py | PacketParam
+
+
+class Ctx:
+    """Compile context of one block instance (parser, control or action)."""
+
+    def __init__(self, path: str, env: dict[Var, Binding], objs: dict[Any, str], kind: str,
+                 ret: T.Type | None = None) -> None:
+        self.path = path
+        self.env = env
+        self.objs = objs
+        self.kind = kind
+        self.ret = ret  # return type inside a function
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.ind = 1
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("    " * self.ind + line)
+
+    def block(self) -> _Indent:
+        return _Indent(self)
+
+
+class _Indent:
+    def __init__(self, w: Writer) -> None:
+        self.w = w
+
+    def __enter__(self) -> None:
+        self.w.ind += 1
+
+    def __exit__(self, *a: object) -> None:
+        self.w.ind -= 1
+
+
+def size_of(t: T.Type) -> int:
+    if isinstance(t, T.StructLike):
+        n = sum(size_of(ft) for _, ft in t.fields)
+        return n + 1 if t.kind == "header" else n
+    if isinstance(t, T.Stack):
+        return 1 + t.size * size_of(t.elem)
+    return 1
+
+
+def field_offset(t: T.StructLike, name: str) -> int:
+    off = 1 if t.kind == "header" else 0
+    for n, ft in t.fields:
+        if n == name:
+            return off
+        off += size_of(ft)
+    raise KeyError(name)
+
+
+def defaults(t: T.Type) -> list[Any]:
+    if isinstance(t, T.StructLike):
+        out: list[Any] = [False] if t.kind == "header" else []
+        for _, ft in t.fields:
+            out += defaults(ft)
+        return out
+    if isinstance(t, T.Stack):
+        return [0] + defaults(t.elem) * t.size
+    if t is T.BOOL:
+        return [False]
+    return [0]
+
+
+def scalar_width(t: T.Type) -> int:
+    st = T.strip(t)
+    if isinstance(st, T.Bits):
+        return st.width
+    if st is T.BOOL:
+        return 1
+    if isinstance(st, T.Enum) and st.underlying is not None:
+        return st.underlying.width
+    if st is T.ERROR:
+        return 8
+    if isinstance(st, T.Enum):
+        return 32
+    raise CompileError(None, f"type {t} has no bit width")
+
+
+def lit(v: Any) -> str:
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    return repr(v)
+
+
+def expr_text(e: A.Expr) -> str:
+    """The source-like text p4c uses to name a key field."""
+    if isinstance(e, A.Name):
+        return e.name
+    if isinstance(e, A.Member):
+        return f"{expr_text(e.expr)}.{e.name}"
+    if isinstance(e, A.Index):
+        return f"{expr_text(e.expr)}[{e.index.const}]"
+    if isinstance(e, A.Slice):
+        return f"{expr_text(e.expr)}[{e.hi.const}:{e.lo.const}]"
+    if isinstance(e, A.Call) and isinstance(e.func, A.Member) and e.func.name == "isValid":
+        return f"{expr_text(e.func.expr)}.$valid$"
+    return "key"
+
+
+class ExprCompiler:
+    """State of one compilation and the expression/assignment code generator."""
+
+    def __init__(self, ck: Checker) -> None:
+        self.ck = ck
+        self.funcs: list[str] = []
+        self.tail: list[str] = []
+        self.ns: dict[str, Any] = {
+            "_PErr": R.ParserError, "_Exit": R.ExitBlock, "_sx": R.sx, "_div": R.div, "_mod": R.mod,
+            "_shl": R.shl, "_sat": R.sat, "_peek": R.peek, "_csum16": R.csum16, "_csum16i": R.csum16i, "_H": R.HASHES,
+            "_rnd": R.rnd, "_T": None,
+        }
+        self.template: list[Any] = [0] * len(HIDDEN)
+        self.hidden = {n: i for i, n in enumerate(HIDDEN)}
+        self.ids = itertools.count()
+        self.tables: dict[str, TableInfo] = {}
+        self.actions: dict[str, ActionInfo] = {}
+        self.counters: dict[str, CounterInfo] = {}
+        self.direct_counters: dict[str, DirectCounterInfo] = {}
+        self.registers: dict[str, RegisterInfo] = {}
+        self.profiles: dict[str, ProfileInfo] = {}
+        self.digests: dict[str, DigestInfo] = {}
+        self.variants: dict[Any, str] = {}
+        self.applied: set[Any] = set()
+        self.sm_base = -1
+        self.sm_type: T.StructLike | None = None
+        self.pktlen = -1
+        self.sm: dict[str, int] = {}  # standard_metadata field -> slot (set by the compiler)
+        self.err = {n: i for i, n in enumerate(ck.errors)}
+        self.ctx_obj = RunCtx()
+        self.apply_sites: dict[str, list[Loc]] = {}
+        self.warnings: list[Warning_] = []
+        self.ns["CTX"] = self.ctx_obj
+
+    # ------------------------------------------------------------------ helpers
+    def uid(self, prefix: str) -> str:
+        return f"{prefix}{next(self.ids)}"
+
+    def alloc(self, t: T.Type) -> int:
+        base = len(self.template)
+        self.template.extend(defaults(t))
+        return base
+
+    def fq(self, path: str, name: str, anns: list[A.Annotation]) -> str:
+        a = A.find_annotation(anns, "name")
+        if a and a.args and isinstance(a.args[0], A.StringLit):
+            n = a.args[0].value
+            if n.startswith("."):
+                return n[1:]
+            name = n
+        return f"{path}.{name}" if path else name
+
+    def errcode(self, name: str) -> int:
+        return self.err[name]
+
+    def const_as(self, e: A.Expr, t: T.Type) -> Any:
+        v = e.const
+        st = T.strip(t)
+        if isinstance(st, T.Bits) and isinstance(v, int) and not isinstance(v, bool):
+            return self.ck.convert_const(v, e.ty, st)
+        return v
+
+    # ------------------------------------------------------------------ places
+    def is_place(self, e: A.Expr, ctx: Ctx) -> bool:
+        if isinstance(e, A.Name):
+            return isinstance(ctx.env.get(e.ref), Slot)
+        if isinstance(e, A.Member):
+            return not isinstance(e.expr.ty, T.Stack) and self.is_place(e.expr, ctx)
+        if isinstance(e, A.Index):
+            return e.index.const is not None and self.is_place(e.expr, ctx)
+        return False
+
+    def place(self, e: A.Expr, ctx: Ctx) -> int:
+        if isinstance(e, A.Name):
+            b = ctx.env.get(e.ref)
+            if isinstance(b, Slot):
+                return b.base
+            raise CompileError(e.loc, f"{e.name} has no storage")
+        if isinstance(e, A.Member):
+            t = e.expr.ty
+            if isinstance(t, T.Stack):
+                raise Unsupported(e.loc, f"header stack member {e.name} outside extract")
+            assert isinstance(t, T.StructLike)
+            return self.place(e.expr, ctx) + field_offset(t, e.name)
+        if isinstance(e, A.Index):
+            t = e.expr.ty
+            assert isinstance(t, T.Stack)
+            return self.place(e.expr, ctx) + 1 + int(e.index.const) * size_of(t.elem)
+        raise CompileError(e.loc, "expression is not an l-value")
+
+    def dyn_place(self, e: A.Expr, ctx: Ctx) -> tuple[str, list[str]]:
+        """Slot index code for a place known only at run time (``stack.last``, ``stack[i]``
+        with a variable ``i``) and the conditions under which it is in bounds."""
+        if self.is_place(e, ctx):
+            return str(self.place(e, ctx)), []
+        if isinstance(e, A.Member) and isinstance(e.expr.ty, T.Stack) and e.name == "last":
+            st = e.expr.ty
+            sb = self.place(e.expr, ctx)
+            return f"({sb + 1} + (s[{sb}] - 1) * {size_of(st.elem)})", [f"s[{sb}] > 0"]
+        if isinstance(e, A.Index) and isinstance(e.expr.ty, T.Stack):
+            st = e.expr.ty
+            scode, guards = self.dyn_place(e.expr, ctx)
+            idx = self.ex(e.index, ctx)
+            return f"({scode} + 1 + {idx} * {size_of(st.elem)})", [*guards, f"{idx} < {st.size}"]
+        if isinstance(e, A.Member) and isinstance(e.expr.ty, T.StructLike):
+            code, guards = self.dyn_place(e.expr, ctx)
+            return f"{code} + {field_offset(e.expr.ty, e.name)}", guards
+        raise Unsupported(e.loc, "this header stack access")
+
+    def union_siblings(self, e: A.Expr, ctx: Ctx) -> list[int]:
+        """Validity slots of the other members if ``e`` is a member of a header union."""
+        if isinstance(e, A.Member) and isinstance(e.expr.ty, T.StructLike) and e.expr.ty.kind == "header_union":
+            if not self.is_place(e.expr, ctx):
+                raise Unsupported(e.loc, "header union inside a header stack indexed at run time")
+            base = self.place(e.expr, ctx)
+            u = e.expr.ty
+            return [base + field_offset(u, n) for n, _ in u.fields if n != e.name]
+        return []
+
+    def invalidate_siblings(self, e: A.Expr, ctx: Ctx, w: Writer, when: str | None = None) -> None:
+        """A union member became valid: the other members become invalid (P4 semantics)."""
+        sib = self.union_siblings(e, ctx)
+        if not sib:
+            return
+        if when is not None:
+            w(f"if {when}:")
+            with w.block():
+                for b in sib:
+                    w(f"s[{b}] = False")
+        else:
+            for b in sib:
+                w(f"s[{b}] = False")
+
+    def load(self, e: A.Expr, ctx: Ctx) -> str:
+        """Read a scalar place; out-of-bounds stack reads give 0 (undefined in P4)."""
+        code, guards = self.dyn_place(e, ctx)
+        if not guards:
+            return f"s[{code}]"
+        return f"(s[{code}] if {' and '.join(guards)} else 0)"
+
+    def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
+        """Write a scalar place; out-of-bounds stack writes are ignored (as P4 specifies)."""
+        slot, guards = self.dyn_place(target, ctx)
+        if not guards:
+            w(f"s[{slot}] = {code}")
+            return
+        w(f"if {' and '.join(guards)}:")
+        with w.block():
+            w(f"s[{slot}] = {code}")
+
+    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
+        tt = target.ty
+        if isinstance(target, A.Slice):
+            base = target.expr
+            bt = T.strip(base.ty)
+            assert isinstance(bt, T.Bits)
+            hi, lo = int(target.hi.const), int(target.lo.const)
+            m = ((1 << (hi - lo + 1)) - 1) << lo
+            cur = self.ex(base, ctx)
+            v = self.ex_as(value, tt, ctx)
+            newv = f"(({cur} & {bt.mask ^ m}) | (({v} << {lo}) & {m}))"
+            if bt.signed:
+                newv = f"_sx({newv}, {bt.width})"
+            self.assign_code(base, newv, ctx, w)
+            return
+        if isinstance(tt, (T.StructLike, T.Stack)):
+            slot = self.place(target, ctx)
+            self.assign_to(slot, tt, value, ctx, w)
+            if isinstance(tt, T.StructLike) and tt.kind == "header":
+                self.invalidate_siblings(target, ctx, w, when=f"s[{slot}]")
+            return
+        self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
+
+    def assign_code(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
+        self.store(target, code, ctx, w)
+
+    def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
+        """Store ``value`` into the storage of type ``t`` at ``base``."""
+        if isinstance(t, (T.StructLike, T.Stack)):
+            v = value
+            while isinstance(v, A.Cast):
+                v = v.expr
+            if isinstance(v, A.ListExpr) and isinstance(t, T.StructLike):
+                if t.kind == "header":
+                    w(f"s[{base}] = True")
+                for (n, ft), item in zip(t.fields, v.items, strict=True):
+                    self.assign_to(base + field_offset(t, n), ft, item, ctx, w)
+                return
+            if isinstance(v, A.StructExpr) and isinstance(t, T.StructLike):
+                if t.kind == "header":
+                    w(f"s[{base}] = True")
+                vals = dict(v.fields)
+                for n, ft in t.fields:
+                    self.assign_to(base + field_offset(t, n), ft, vals[n], ctx, w)
+                return
+            if self.is_place(v, ctx):
+                src = self.place(v, ctx)
+                nslots = size_of(t)
+                if src != base:
+                    w(f"s[{base}:{base + nslots}] = s[{src}:{src + nslots}]")
+                return
+            if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
+                nbits = T.width_of(t)
+                w(f"v = _peek(pk, {nbits})")
+                for n, ft in t.fields:
+                    shift, fw = self.field_bits(t, n)
+                    w(f"s[{base + field_offset(t, n)}] = {self.field_code('v', shift, fw, ft)}")
+                w(f"s[{base}] = True")
+                return
+            raise Unsupported(value.loc, f"this kind of {t} value")
+        w(f"s[{base}] = {self.ex_as(value, t, ctx)}")
+
+    @staticmethod
+    def is_header_lookahead(e: A.Expr) -> bool:
+        """``pkt.lookahead<H>()`` with a header type H."""
+        ref = e.ref if isinstance(e, A.Call) else None
+        return (isinstance(ref, tuple) and ref[0] == "method" and ref[1] == "packet_in"
+                and ref[2] == "lookahead" and isinstance(e.ty, T.StructLike))
+
+    @staticmethod
+    def field_bits(t: T.StructLike, name: str) -> tuple[int, int]:
+        """(shift from the least significant bit, width) of a header field in the header's bits."""
+        shift = T.width_of(t)
+        for n, ft in t.fields:
+            fw = scalar_width(ft)
+            shift -= fw
+            if n == name:
+                return shift, fw
+        raise KeyError(name)
+
+    @staticmethod
+    def field_code(var: str, shift: int, fw: int, ft: T.Type) -> str:
+        code = f"(({var} >> {shift}) & {(1 << fw) - 1})" if shift else f"({var} & {(1 << fw) - 1})"
+        st = T.strip(ft)
+        if st is T.BOOL:
+            return f"bool({code})"
+        if isinstance(st, T.Bits) and st.signed:
+            return f"_sx({code}, {fw})"
+        return code
+
+    # ------------------------------------------------------------------ expressions
+    def ex_as(self, e: A.Expr, t: T.Type, ctx: Ctx) -> str:
+        """Code for ``e`` converted (only integer literals are ever converted) to type ``t``."""
+        if e.const is not None and not isinstance(e.const, str):
+            v = e.const
+            st = T.strip(t)
+            if isinstance(st, T.Bits) and not isinstance(v, bool):
+                v = self.ck.convert_const(int(v), e.ty, st)
+            return lit(v)
+        return self.ex(e, ctx)
+
+    def ex(self, e: A.Expr, ctx: Ctx) -> str:
+        if e.const is not None and not isinstance(e.const, str) and not isinstance(e, A.Call):
+            return lit(e.const)
+        if isinstance(e, A.Name):
+            b = ctx.env.get(e.ref)
+            if isinstance(b, Slot):
+                if isinstance(e.ty, (T.StructLike, T.Stack)):
+                    raise Unsupported(e.loc, f"{e.ty} value used as an expression")
+                return f"s[{b.base}]"
+            if isinstance(b, Py):
+                return b.name
+            raise CompileError(e.loc, f"{e.name} cannot be used here")
+        if isinstance(e, A.Member) and self.is_header_lookahead(e.expr):
+            ht = e.expr.ty
+            assert isinstance(ht, T.StructLike)
+            shift, fw = self.field_bits(ht, e.name)
+            return self.field_code(f"_peek(pk, {T.width_of(ht)})", shift, fw, e.ty)
+        if isinstance(e, (A.Member, A.Index)):
+            if isinstance(e, A.Member) and isinstance(e.expr.ty, T.ApplyResult):
+                r = self.ex(e.expr, ctx)
+                if e.name == "hit":
+                    return f"{r}[0]"
+                if e.name == "miss":
+                    return f"(not {r}[0])"
+                return f"{r}[1]"
+            if isinstance(e, A.Member) and isinstance(e.expr.ty, T.Stack):
+                sb = self.place(e.expr, ctx)
+                if e.name == "lastIndex":
+                    return f"((s[{sb}] - 1) & 0xffffffff)"
+                if e.name == "nextIndex":
+                    return f"s[{sb}]"
+                raise Unsupported(e.loc, f"header stack member {e.name} as a value")
+            if isinstance(e.ty, (T.StructLike, T.Stack)):
+                raise Unsupported(e.loc, f"{e.ty} value used as an expression")
+            return self.load(e, ctx)
+        if isinstance(e, A.Slice):
+            hi, lo = int(e.hi.const), int(e.lo.const)
+            return f"(({self.ex(e.expr, ctx)} >> {lo}) & {(1 << (hi - lo + 1)) - 1})"
+        if isinstance(e, A.Call):
+            return self.call_expr(e, ctx)
+        if isinstance(e, A.Unary):
+            return self.unary(e, ctx)
+        if isinstance(e, A.Binary):
+            return self.binary(e, ctx)
+        if isinstance(e, A.Cond):
+            t = e.ty
+            return f"({self.ex_as(e.then, t, ctx)} if {self.ex(e.cond, ctx)} else {self.ex_as(e.other, t, ctx)})"
+        if isinstance(e, A.Cast):
+            return self.cast(e, ctx)
+        raise Unsupported(e.loc, f"expression {type(e).__name__}")
+
+    def unary(self, e: A.Unary, ctx: Ctx) -> str:
+        a = self.ex(e.expr, ctx)
+        t = T.strip(e.ty)
+        if e.op == "!":
+            return f"(not {a})"
+        assert isinstance(t, T.Bits)
+        if e.op == "~":
+            return f"({a} ^ {t.mask})" if not t.signed else f"(~{a})"
+        if t.signed:
+            return f"_sx(-{a}, {t.width})"
+        return f"(-{a} & {t.mask})"
+
+    def wrap(self, code: str, t: T.Bits) -> str:
+        if t.signed:
+            return f"_sx({code}, {t.width})"
+        return f"({code} & {t.mask})"
+
+    def binary(self, e: A.Binary, ctx: Ctx) -> str:
+        op = e.op
+        if op in ("&&", "||"):
+            return f"({self.ex(e.left, ctx)} {'and' if op == '&&' else 'or'} {self.ex(e.right, ctx)})"
+        lt, rt = e.left.ty, e.right.ty
+        if op == "++":
+            ls, rs = T.strip(lt), T.strip(rt)
+            assert isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
+            a, b = self.ex(e.left, ctx), self.ex(e.right, ctx)
+            if ls.signed:
+                a = f"({a} & {ls.mask})"
+            if rs.signed:
+                b = f"({b} & {rs.mask})"
+            code = f"(({a} << {rs.width}) | {b})"
+            res = T.strip(e.ty)
+            assert isinstance(res, T.Bits)
+            return f"_sx({code}, {res.width})" if res.signed else code
+        if op in ("<<", ">>"):
+            t = T.strip(e.ty)
+            assert isinstance(t, T.Bits)
+            a = self.ex(e.left, ctx)
+            if e.right.const is not None:
+                n = int(e.right.const)
+                if op == ">>":
+                    return f"({a} >> {n})"
+                if n >= t.width:
+                    return "0"
+                return self.wrap(f"({a} << {n})", t)
+            b = self.ex(e.right, ctx)
+            if op == ">>":
+                return f"({a} >> {b})"
+            code = f"_shl({a}, {b}, {t.width})"
+            return f"_sx({code}, {t.width})" if t.signed else code
+        ot = lt if lt is not T.INT else rt
+        a, b = self.ex_as(e.left, ot, ctx), self.ex_as(e.right, ot, ctx)
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return f"({a} {op} {b})"
+        t = T.strip(e.ty)
+        if not isinstance(t, T.Bits):
+            raise Unsupported(e.loc, f"{op} on {e.ty} at run time")
+        if op in ("+", "-", "*"):
+            return self.wrap(f"({a} {op} {b})", t)
+        if op == "/":
+            return f"_div({a}, {b})"
+        if op == "%":
+            return f"_mod({a}, {b})"
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op in ("|+|", "|-|"):
+            sign = "+" if op == "|+|" else "-"
+            if not t.signed:
+                return f"min({a} + {b}, {t.mask})" if op == "|+|" else f"max({a} - {b}, 0)"
+            lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+            return f"_sat({a} {sign} {b}, {lo}, {hi})"
+        raise Unsupported(e.loc, f"operator {op}")
+
+    def cast(self, e: A.Cast, ctx: Ctx) -> str:
+        dst, src = T.strip(e.ty), T.strip(e.expr.ty)
+        a = self.ex(e.expr, ctx)
+        if dst is T.BOOL:
+            return f"({a} != 0)" if src is not T.BOOL else a
+        if isinstance(dst, T.Bits):
+            if src is T.BOOL:
+                return f"int({a})"
+            sw = src.width if isinstance(src, T.Bits) else scalar_width(src) if isinstance(src, T.Enum) else 10**9
+            ssigned = isinstance(src, T.Bits) and src.signed
+            if dst.signed:
+                if isinstance(src, T.Bits) and src.signed and src.width <= dst.width:
+                    return a
+                return f"_sx({a}, {dst.width})"
+            if not ssigned and sw <= dst.width:
+                return a
+            return f"({a} & {dst.mask})"
+        if isinstance(dst, T.Enum):
+            if dst.underlying is not None and isinstance(src, T.Bits) and src.signed:
+                return f"({a} & {dst.underlying.mask})"
+            return a
+        return a
+
+    def call_expr(self, e: A.Call, ctx: Ctx) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class RunCtx:
+    """Side channel of the generated code: queued digests, the current payload, log messages."""
+
+    MAX_DIGESTS = 65536  # queued digests beyond this (nobody taking them) are dropped and counted
+
+    def __init__(self) -> None:
+        self.digests: list[tuple[str, tuple[int, ...]]] = []
+        self.digests_dropped = 0
+        self.payload = b""
+        self.trace: Callable[[str], None] | None = None
+
+    def digest(self, name: str, values: tuple[int, ...]) -> None:
+        if len(self.digests) < self.MAX_DIGESTS:
+            self.digests.append((name, values))
+        else:
+            self.digests_dropped += 1
+
+    def log(self, msg: str, *vals: Any) -> None:
+        if self.trace is not None:
+            self.trace("log: " + msg + ("" if not vals else " " + " ".join(str(v) for v in vals)))
+
+

@@ -1,0 +1,348 @@
+"""Code generation of v1model and core extern calls: packet I/O, checksums, hashes, registers,
+counters, digests, clone/resubmit/recirculate, header stack operations."""
+
+from __future__ import annotations
+
+from p4sim import ast as A
+from p4sim import runtime as R
+from p4sim import types as T
+from p4sim.codegen import (
+    DROP_PORT,
+    Ctx,
+    ExprCompiler,
+    Writer,
+    defaults,
+    field_offset,
+    lit,
+    scalar_width,
+    size_of,
+)
+from p4sim.diagnostics import CompileError, Unsupported
+from p4sim.model import (
+    DigestInfo,
+    ParamInfo,
+)
+
+
+class ExternCompiler(ExprCompiler):
+    """Adds extern calls to the expression code generator."""
+
+    def stack_op(self, stk: A.Expr, op: str, n: int, ctx: Ctx, w: Writer) -> None:
+        t = stk.ty
+        assert isinstance(t, T.Stack)
+        b = self.place(stk, ctx)
+        es = size_of(t.elem)
+        first = b + 1
+        total = t.size * es
+        n = min(n, t.size)
+        empty = defaults(t.elem) * n
+        if op == "push_front":
+            w(f"s[{first + n * es}:{first + total}] = s[{first}:{first + total - n * es}]")
+            w(f"s[{first}:{first + n * es}] = {empty!r}")
+            w(f"s[{b}] = min(s[{b}] + {n}, {t.size})")
+        else:
+            w(f"s[{first}:{first + total - n * es}] = s[{first + n * es}:{first + total}]")
+            w(f"s[{first + total - n * es}:{first + total}] = {empty!r}")
+            w(f"s[{b}] = max(s[{b}] - {n}, 0)")
+
+    # ------------------------------------------------------------------ externs
+    def concat(self, data: A.Expr, ctx: Ctx) -> tuple[str, int]:
+        """An integer made of the bits of a field list / header / struct, and its width."""
+        parts: list[tuple[str, int]] = []
+
+        def add(x: A.Expr | None, t: T.Type, base: int | None) -> None:
+            if isinstance(t, T.StructLike):
+                b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
+                for n, ft in t.fields:
+                    add(None, ft, b + field_offset(t, n))
+                return
+            w = scalar_width(t)
+            code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
+            st = T.strip(t)
+            if st is T.BOOL:
+                code = f"int({code})"
+            elif isinstance(st, T.Bits) and st.signed:
+                code = f"({code} & {st.mask})"
+            parts.append((code, w))
+
+        items = data.items if isinstance(data, A.ListExpr) else [data]
+        for it in items:
+            if it.ty is T.INT:
+                raise CompileError(it.loc, "field list elements need a width (cast the literal)")
+            add(it, it.ty, None)
+        total = sum(w for _, w in parts)
+        if not parts:
+            return "0", 0
+        code = []
+        shift = total
+        for c, wd in parts:
+            shift -= wd
+            code.append(f"({c} << {shift})" if shift else c)
+        return "(" + " | ".join(code) + ")", total
+
+    def algo_name(self, e: A.Expr) -> str:
+        en = e.ty
+        if not isinstance(en, T.Enum) or e.const is None:
+            raise CompileError(e.loc, "the hash algorithm must be a constant HashAlgorithm")
+        name = en.members[int(e.const)]
+        if name not in R.HASHES:
+            raise Unsupported(e.loc, f"HashAlgorithm.{name}")
+        return name
+
+    def sm_slot(self, arg: A.Expr, field: str, ctx: Ctx) -> int:
+        assert self.sm_type is not None
+        return self.place(arg, ctx) + field_offset(self.sm_type, field)
+
+    def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
+        args = e.args
+        h = self.hidden
+        if name == "verify":
+            w(f"if not {self.ex(args[0], ctx)}:")
+            with w.block():
+                w(f"raise _PErr({self.ex(args[1], ctx)})")
+        elif name == "mark_to_drop":
+            w(f"s[{self.sm_slot(args[0], 'egress_spec', ctx)}] = {DROP_PORT}")
+            w(f"s[{self.sm_slot(args[0], 'mcast_grp', ctx)}] = 0")
+        elif name == "hash":
+            out, algo, base, data, mx = args
+            ot = T.strip(out.ty)
+            if not isinstance(ot, T.Bits):
+                raise CompileError(out.loc, "hash result must be a bit<> field")
+            code, width = self.concat(data, ctx)
+            fn = self.algo_name(algo)
+            h_ = f"_H[{fn!r}](({code}).to_bytes({(width + 7) // 8}, 'big'))"
+            b = self.ex_as(base, ot, ctx)
+            m = lit(mx.const) if mx.const is not None else self.ex(mx, ctx)
+            if mx.const is not None and int(mx.const) == 0:
+                val = f"({b} + {h_})"
+            elif mx.const is not None:
+                val = f"({b} + {h_} % {m})"
+            else:
+                val = f"({b} + _mod({h_}, {m}))"
+            self.assign_code(out, f"({val} & {ot.mask})", ctx, w)
+        elif name == "random":
+            out = args[0]
+            ot = T.strip(out.ty)
+            assert isinstance(ot, T.Bits)
+            self.assign_code(out, f"_rnd({self.ex_as(args[1], ot, ctx)}, {self.ex_as(args[2], ot, ctx)})", ctx, w)
+        elif name == "digest":
+            data = args[1]
+            dt = data.ty
+            if not isinstance(dt, T.StructLike):
+                raise Unsupported(data.loc, "digest of a value that is not a struct")
+            members = [ParamInfo(n, scalar_width(ft)) for n, ft in dt.fields]
+            old = self.digests.get(dt.name)
+            if old is None:
+                self.digests[dt.name] = DigestInfo(dt.name, members)
+            vals = []
+            if self.is_place(data, ctx):
+                db = self.place(data, ctx)
+                for n, ft in dt.fields:
+                    code = f"s[{db + field_offset(dt, n)}]"
+                    vals.append(f"int({code})" if ft is T.BOOL else code)
+            else:
+                raise Unsupported(data.loc, "digest of a struct expression (use a metadata struct)")
+            w(f"CTX.digest({dt.name!r}, ({''.join(v + ', ' for v in vals)}))")
+        elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
+                      "update_checksum_with_payload"):
+            cond, data, ck, algo = args
+            code, width = self.concat(data, ctx)
+            fn = self.algo_name(algo)
+            nbytes = (width + 7) // 8
+            payload = " + CTX.payload" if name.endswith("_with_payload") else ""
+            ct = T.strip(ck.ty)
+            assert isinstance(ct, T.Bits)
+            if fn == "csum16" and not payload:
+                val = f"_csum16i({code}{' << 8' if nbytes % 2 else ''})"
+            else:
+                val = f"(_H[{fn!r}](({code}).to_bytes({nbytes}, 'big'){payload}) & {ct.mask})"
+            w(f"if {self.ex(cond, ctx)}:")
+            with w.block():
+                if name.startswith("verify"):
+                    w(f"if {val} != {self.ex(ck, ctx)}:")
+                    with w.block():
+                        w(f"s[{self.sm['checksum_error']}] = 1")
+                else:
+                    self.assign_code(ck, val, ctx, w)
+        elif name in ("clone3", "resubmit", "recirculate") and not (
+                isinstance(args[-1], A.ListExpr) and not args[-1].items):
+            alt = "clone_preserving_field_list" if name == "clone3" else f"{name}_preserving_field_list"
+            raise Unsupported(e.loc, f"{name} with a list of fields to preserve (use {alt} and @field_list)")
+        elif name in ("clone", "clone3", "clone_preserving_field_list"):
+            ctype = args[0]
+            en = ctype.ty
+            assert isinstance(en, T.Enum)
+            kind = en.members[int(ctype.const)]
+            w(f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2}")
+            w(f"s[{h['clone_session']}] = {self.ex(args[1], ctx)}")
+            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else "-1"
+            w(f"s[{h['clone_fl']}] = {fl}")
+        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
+                      "recirculate_preserving_field_list"):
+            which = "resubmit" if name.startswith("resubmit") else "recirculate"
+            fl = self.ex(args[0], ctx) if name.endswith("field_list") else "-1"
+            w(f"s[{h[which]}] = 1")
+            w(f"s[{h[which + '_fl']}] = {fl}")
+        elif name == "truncate":
+            w(f"s[{h['truncate']}] = {self.ex(args[0], ctx)}")
+        elif name in ("assert", "assume"):
+            w(f"if not {self.ex(args[0], ctx)}:")
+            with w.block():
+                w(f"CTX.log({name + ' failed at ' + str(e.loc)!r})")
+        elif name == "log_msg":
+            extra = ""
+            if len(args) > 1:
+                code, _ = self.concat(args[1], ctx) if isinstance(args[1], A.ListExpr) else (self.ex(args[1], ctx), 0)
+                extra = f", {code}"
+            w(f"CTX.log({self.ex(args[0], ctx) if args[0].const is None else repr(args[0].const)}{extra})")
+        else:
+            raise Unsupported(e.loc, f"extern function {name}")
+
+    def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
+        _, ext, m, obj, _proto, tv = e.ref
+        args = e.args
+        if ext == "packet_in":
+            if m == "extract":
+                if len(args) != 1:
+                    raise Unsupported(e.loc, "two-argument extract (varbit headers)")
+                self.extract(args[0], ctx, w)
+            elif m == "advance":
+                n = self.ex(args[0], ctx)
+                if args[0].const is not None and int(args[0].const) % 8:
+                    raise Unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
+                w(f"pk.off += {n} >> 3")
+                w("if pk.off > pk.n:")
+                with w.block():
+                    w(f"raise _PErr({self.errcode('PacketTooShort')})")
+            elif m == "lookahead":
+                pass
+            else:
+                raise Unsupported(e.loc, f"packet_in.{m}")
+            return
+        if ext == "packet_out":
+            self.emit(args[0], args[0].ty, None, ctx, w)
+            return
+        assert isinstance(obj, A.Expr)
+        inst = obj.ref
+        oname = ctx.objs.get(inst)
+        if oname is None:
+            raise CompileError(e.loc, f"{ext} instance is not visible here")
+        if ext == "counter" and m == "count":
+            i = self.uid("_i")
+            ci = self.counters[next(k for k, c in self.counters.items() if self.ns.get(oname + "p") is c.packets)]
+            w(f"{i} = {self.ex_as(args[0], T.Bits(32), ctx)}")
+            w(f"if {i} < {ci.size}:")
+            with w.block():
+                w(f"{oname}p[{i}] += 1")
+                w(f"{oname}b[{i}] += s[{self.pktlen}]")
+            return
+        if ext == "direct_counter" and m == "count":
+            return  # direct counters count every hit of their table
+        if ext == "register":
+            ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
+            if m == "read":
+                out, idx = args
+                i = self.uid("_i")
+                w(f"{i} = {self.ex_as(idx, T.Bits(32), ctx)}")
+                code = f"({oname}[{i}] if {i} < {ri.size} else 0)"
+                if T.strip(out.ty) is T.BOOL:
+                    code = f"bool{code}"
+                self.assign_code(out, code, ctx, w)
+            elif m == "write":
+                idx, val = args
+                i = self.uid("_i")
+                w(f"{i} = {self.ex_as(idx, T.Bits(32), ctx)}")
+                w(f"if {i} < {ri.size}:")
+                with w.block():
+                    v = self.ex_as(val, tv.get("T", val.ty), ctx)
+                    st = T.strip(tv.get("T", val.ty))
+                    if isinstance(st, T.Bits) and st.signed:
+                        v = f"({v} & {st.mask})"
+                    w(f"{oname}[{i}] = {v}")
+            return
+        raise Unsupported(e.loc, f"{ext}.{m}")
+
+    def extract(self, target: A.Expr, ctx: Ctx, w: Writer) -> None:
+        t = target.ty
+        if not (isinstance(t, T.StructLike) and t.kind == "header"):
+            raise CompileError(target.loc, f"extract needs a header, not {t}")
+        nbits = T.width_of(t)
+        nb = nbits // 8
+        if isinstance(target, A.Member) and isinstance(target.expr.ty, T.Stack) and target.name == "next":
+            stk_t = target.expr.ty
+            sb = self.place(target.expr, ctx)
+            es = size_of(stk_t.elem)
+            w(f"i = s[{sb}]")
+            w(f"if i >= {stk_t.size}:")
+            with w.block():
+                w(f"raise _PErr({self.errcode('StackOutOfBounds')})")
+            w(f"b = {sb + 1} + i * {es}")
+            base = "b"
+            after = f"s[{sb}] = i + 1"
+        else:
+            base = str(self.place(target, ctx))
+            after = ""
+        w("o = pk.off")
+        w(f"e = o + {nb}")
+        w("if e > pk.n:")
+        with w.block():
+            w(f"raise _PErr({self.errcode('PacketTooShort')})")
+        w("v = int.from_bytes(pk.data[o:e], 'big')")
+        w("pk.off = e")
+        off = 1
+        shift = nbits
+        for _, ft in t.fields:
+            fw = scalar_width(ft)
+            shift -= fw
+            code = f"(v >> {shift})" if shift else "v"
+            if shift:
+                code = f"({code} & {(1 << fw) - 1})"
+            elif fw != nbits:
+                code = f"(v & {(1 << fw) - 1})"
+            st = T.strip(ft)
+            if st is T.BOOL:
+                code = f"bool({code})"
+            elif isinstance(st, T.Bits) and st.signed:
+                code = f"_sx({code}, {fw})"
+            w(f"s[{base} + {off}] = {code}" if base == "b" else f"s[{int(base) + off}] = {code}")
+            off += 1
+        w(f"s[{base}] = True")
+        if after:
+            w(after)
+        else:
+            self.invalidate_siblings(target, ctx, w)
+
+    def emit(self, x: A.Expr | None, t: T.Type, base: int | None, ctx: Ctx, w: Writer) -> None:
+        b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
+        if isinstance(t, T.StructLike) and t.kind == "header":
+            nbits = T.width_of(t)
+            parts = []
+            shift = nbits
+            off = 1
+            for _, ft in t.fields:
+                fw = scalar_width(ft)
+                shift -= fw
+                c = f"s[{b + off}]"
+                st = T.strip(ft)
+                if st is T.BOOL:
+                    c = f"int({c})"
+                elif isinstance(st, T.Bits) and st.signed:
+                    c = f"({c} & {st.mask})"
+                parts.append(f"({c} << {shift})" if shift else c)
+                off += 1
+            w(f"if s[{b}]:")
+            with w.block():
+                w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")
+        elif isinstance(t, T.StructLike):
+            for n, ft in t.fields:
+                if not isinstance(ft, (T.StructLike, T.Stack)):
+                    raise CompileError(x.loc if x else None, f"emit: {t.name}.{n} is not a header")
+                self.emit(None, ft, b + field_offset(t, n), ctx, w)
+        elif isinstance(t, T.Stack):
+            es = size_of(t.elem)
+            for i in range(t.size):
+                self.emit(None, t.elem, b + 1 + i * es, ctx, w)
+        else:
+            raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
+
+

@@ -1,0 +1,67 @@
+"""Helpers of the p4sim tests: load a program from tests/p4sim/programs, build test packets, write entries by name."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from scapy.layers.l2 import Ether
+
+from p4sim.switch import ActionCall, Match, Switch, TableEntry
+
+PROGRAMS = Path(__file__).parent / "programs"
+ETH_TEST = 0x88B6
+CPU_PORT = 510
+
+
+def load(name: str, **defines: str) -> Switch:
+    return Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], defines, cpu_port=CPU_PORT)
+
+
+@dataclass
+class Scratch:
+    op: int = 0
+    a: int = 0
+    b: int = 0
+    r8: int = 0
+    r16: int = 0
+    r32: int = 0
+
+    def pack(self) -> bytes:
+        return struct.pack("!BBBBHI", self.op, self.a, self.b, self.r8, self.r16, self.r32)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> Scratch:
+        return cls(*struct.unpack("!BBBBHI", data[:10]))
+
+
+def scratch_packet(h: Scratch, payload: bytes = b"payload!") -> bytes:
+    return bytes(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01", type=ETH_TEST)) + h.pack() + payload
+
+
+def result(out: list[tuple[int, bytes]]) -> tuple[int, Scratch]:
+    """The single output packet's port and decoded test header."""
+    assert len(out) == 1, out
+    port, data = out[0]
+    assert int.from_bytes(data[12:14], "big") == ETH_TEST
+    return port, Scratch.unpack(data[14:])
+
+
+def run_scratch(sw: Switch, h: Scratch, port: int = 1) -> Scratch:
+    _, r = result(sw.process(port, scratch_packet(h)))
+    return r
+
+
+def add(sw: Switch, table: str, match: dict[str, Match], action: str, params: dict[str, int] | None = None,
+        priority: int = 0) -> TableEntry:
+    tid = sw.table_id(table)
+    aid = sw.action_id(action)
+    e = TableEntry(
+        tid,
+        {sw.field_id(tid, k): m for k, m in match.items()},
+        ActionCall(aid, {sw.param_id(aid, k): v for k, v in (params or {}).items()}),
+        priority=priority,
+    )
+    sw.table_insert(e)
+    return e

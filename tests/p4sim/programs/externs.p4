@@ -1,0 +1,89 @@
+/* v1model externs: register read/write, indexed counter, digest, hash (crc16, crc32, csum16,
+ * identity), random, and ipv4 checksum verify/update. */
+#include "include/base.p4"
+
+struct learn_t {
+    bit<8> op;
+    bit<8> a;
+    bit<16> l4_dst;
+}
+
+control MyVerify(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        verify_checksum_with_payload(hdr.udp.isValid() && hdr.udp.checksum != 0,
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
+              hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length },
+            hdr.udp.checksum, HashAlgorithm.csum16);
+    }
+}
+
+control MyCompute(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        update_checksum_with_payload(hdr.udp.isValid() && hdr.udp.checksum != 0,
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
+              hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length },
+            hdr.udp.checksum, HashAlgorithm.csum16);
+    }
+}
+
+control MyIngress(inout headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    register<bit<32>>(16) totals;
+    counter(8, CounterType.packets) op_packets;
+    learn_t learn;
+
+    apply {
+        standard_metadata.egress_spec = 1;
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            if (standard_metadata.checksum_error == 1) {
+                standard_metadata.egress_spec = 9;
+            }
+            exit;
+        }
+        if (!hdr.test.isValid()) {
+            exit;
+        }
+        op_packets.count((bit<32>)hdr.test.op);
+        bit<32> idx = (bit<32>)hdr.test.a;
+        if (hdr.test.op == 1) {
+            bit<32> cur;
+            @atomic {
+                totals.read(cur, idx);
+                cur = cur + (bit<32>)hdr.test.b;
+                totals.write(idx, cur);
+            }
+            hdr.test.r32 = cur;
+        } else if (hdr.test.op == 2) {
+            learn.op = hdr.test.op;
+            learn.a = hdr.test.a;
+            learn.l4_dst = 0xBEEF;
+            digest<learn_t>(1, learn);
+        } else if (hdr.test.op == 3) {
+            hash(hdr.test.r16, HashAlgorithm.crc16, 16w0, { hdr.test.a, hdr.test.b }, 17w65536);
+            hash(hdr.test.r32, HashAlgorithm.crc32, 32w0, { hdr.test.a, hdr.test.b }, 33w0x100000000);
+        } else if (hdr.test.op == 4) {
+            hash(hdr.test.r16, HashAlgorithm.csum16, 16w0, { hdr.test.a, hdr.test.b }, 32w0);
+            hash(hdr.test.r32, HashAlgorithm.identity, 32w100, { hdr.test.a, hdr.test.b }, 32w1000);
+        } else if (hdr.test.op == 5) {
+            random(hdr.test.r8, 8w10, 8w20);
+        }
+    }
+}
+
+control MyEgress(inout headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+
+V1Switch(BaseParser(), MyVerify(), MyIngress(), MyEgress(), MyCompute(), BaseDeparser()) main;
