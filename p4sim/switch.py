@@ -361,6 +361,18 @@ class Switch:
             ref.table.remove(key)
             ref.api.pop(key, None)
 
+    def table_get(self, e: TableEntry) -> TableEntry | None:
+        """The installed entry with the key (match and priority) of `e`, or None; O(1)."""
+        with self._lock:
+            ref = self._table(e.table_id)
+            key = (self._specs(ref, e), e.priority)
+            api = ref.api.get(key)
+            if api is None:
+                return None
+            ent = ref.table.entries[key]
+            return TableEntry(api.table_id, dict(api.match), api.action, api.member_id, api.group_id,
+                              api.priority, ent.packets, ent.bytes)
+
     def table_entries(self, table_id: int) -> list[TableEntry]:
         with self._lock:
             ref = self._table(table_id)

@@ -90,11 +90,6 @@ class Pipeline:
             raise invalid("empty entity")
         raise unimplemented(f"writing {kind} is not supported by p4sim")
 
-    def _find_entry(self, table_id: int, key: entities.EntryKey) -> TableEntry | None:
-        for e in self.switch.table_entries(table_id):
-            if entities.entry_key(e.match, e.priority) == key:
-                return e
-        return None
 
     def _write_table(self, op: int, te: p4r.TableEntry) -> Undo:
         table = self.schema.table(te.table_id)
@@ -117,7 +112,7 @@ class Pipeline:
                 self._set_meta(mkey, None)
 
             return undo_insert
-        old = self._find_entry(te.table_id, key)
+        old = sw.table_get(entry)
         if old is None:
             raise not_found(f"table {table.name}: no such entry")
         if op == _MODIFY:
@@ -303,7 +298,7 @@ class Pipeline:
         if not table.direct_counter_id:
             raise invalid(f"table {table.name} has no direct counter")
         probe = entities.table_entry_from_p4(self.schema, d.table_entry, with_action=False)
-        old = self._find_entry(table.id, entities.entry_key(probe.match, probe.priority))
+        old = self.switch.table_get(probe)
         if old is None:
             raise not_found(f"table {table.name}: no such entry")
         sw = self.switch

@@ -54,6 +54,9 @@ class FakeEngine:
     def table_delete(self, e: TableEntry) -> None:
         self.tables.get(e.table_id, {}).pop(self._key(e), None)
 
+    def table_get(self, e: TableEntry) -> TableEntry | None:
+        return self.tables.get(e.table_id, {}).get(self._key(e))
+
     def table_entries(self, table_id: int) -> list[TableEntry]:
         return list(self.tables.get(table_id, {}).values())
 

@@ -142,3 +142,12 @@ def test_device_config_with_a_foreign_p4info_is_refused(sw):
     with pytest.raises(P4simError) as ei:
         Switch.from_device_config(sw.device_config(), other.p4info)
     assert ei.value.code == "INVALID_ARGUMENT"
+
+
+def test_table_get_finds_an_entry_by_key(sw):
+    e = add(sw, "ipv4_lpm", {"dst_addr": Match("lpm", 0x0A000000, prefix_len=8)}, "ipv4_forward",
+            {"dst_addr": 1, "port": 3})
+    got = sw.table_get(TableEntry(e.table_id, dict(e.match)))
+    assert got is not None and got.action == e.action
+    other = {fid: Match("lpm", 0x0B000000, prefix_len=8) for fid in e.match}
+    assert sw.table_get(TableEntry(e.table_id, other)) is None

@@ -138,6 +138,10 @@ class FakeSwitch:
                 raise P4simError("NOT_FOUND", "no such entry")
             del t[_key(e)]
 
+    def table_get(self, e: TableEntry) -> TableEntry | None:
+        with self.lock:
+            return self.tables[e.table_id].get(_key(e))
+
     def table_entries(self, table_id: int) -> list[TableEntry]:
         with self.lock:
             return list(self.tables[table_id].values())
