@@ -22,6 +22,18 @@ def find_annotation(anns: list[Annotation], name: str) -> Annotation | None:
     return None
 
 
+def qualified_name(prefix: str, name: str, anns: list[Annotation]) -> str:
+    """The control-plane name of `name` declared under `prefix`, as p4c forms it: `@name("x")`
+    renames the last part, `@name(".x")` makes it absolute."""
+    a = find_annotation(anns, "name")
+    if a and a.args and isinstance(a.args[0], StringLit):
+        n = a.args[0].value
+        if n.startswith("."):
+            return n[1:]
+        name = n
+    return f"{prefix}.{name}" if prefix else name
+
+
 # ---------------------------------------------------------------- type references
 
 

@@ -230,13 +230,7 @@ class Checker(ExprChecker):
             raise Unsupported(d.loc, type(d).__name__)
 
     def fq(self, name: str, anns: list[A.Annotation]) -> str:
-        a = A.find_annotation(anns, "name")
-        if a and a.args and isinstance(a.args[0], A.StringLit):
-            n = a.args[0].value
-            if n.startswith("."):
-                return n[1:]
-            name = n
-        return f"{self.owner}.{name}" if self.owner else name
+        return A.qualified_name(self.owner, name, anns)
 
     def action(self, d: A.ActionDecl, scope: Scope) -> None:
         sc = Scope(scope)

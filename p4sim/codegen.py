@@ -198,13 +198,7 @@ class ExprCompiler:
         return base
 
     def fq(self, path: str, name: str, anns: list[A.Annotation]) -> str:
-        a = A.find_annotation(anns, "name")
-        if a and a.args and isinstance(a.args[0], A.StringLit):
-            n = a.args[0].value
-            if n.startswith("."):
-                return n[1:]
-            name = n
-        return f"{path}.{name}" if path else name
+        return A.qualified_name(path, name, anns)
 
     def errcode(self, name: str) -> int:
         return self.err[name]
