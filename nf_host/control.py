@@ -1,0 +1,226 @@
+"""The gRPC `NfControl` server (nf_host/proto/nf_control.proto): the controller's handle on an NF.
+
+Runs in the parent process of an NF instance, on a thread pool, and turns each call into commands
+for the worker processes (`WorkerPool`): slot commands go to the worker that owns the slot
+(slot % workers), instance-wide ones to every worker. Errors never escape as RPC failures: every
+reply carries `ok` and an `error` message (an unknown slot, an unreachable adopter, a value out of
+range), so malformed control messages are answered, counted and logged, never a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any, TypeVar
+
+import grpc
+import msgpack
+import psutil
+
+from nf_host.config import NfHostConfig
+from nf_host.proto import nf_control_pb2 as pb
+from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from nf_host.worker import CommandError
+from nf_host.worker_process import WorkerPool
+
+log = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
+U16 = 0xFFFF
+HEARTBEAT_WORKER_TIMEOUT = 0.5
+
+
+class BadRequest(ValueError):
+    """A control message with a value out of range."""
+
+
+def _check16(what: str, value: int) -> int:
+    if not 0 <= value <= U16:
+        raise BadRequest(f"{what} {value} does not fit 16 bits")
+    return value
+
+
+class NfControlServicer(pb_grpc.NfControlServicer):
+    def __init__(self, cfg: NfHostConfig, pool: WorkerPool) -> None:
+        self.cfg, self.pool = cfg, pool
+        self.role = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "idle": pb.IDLE}[cfg.role]
+        self.backup_id = 0
+        self.started = time.monotonic()
+        self.errors = 0
+        self._rate_lock = threading.Lock()
+        self._last_sample: tuple[float, int] = (self.started, 0)
+        self._procs = [psutil.Process()] + [psutil.Process(p.pid) for p in pool.procs if p.pid]
+        for p in self._procs:
+            p.cpu_percent(None)
+
+    def _guard(self, reply: Callable[[str], _R], fn: Callable[[], _R]) -> _R:
+        try:
+            return fn()
+        except (CommandError, BadRequest, ValueError) as exc:
+            self.errors += 1
+            log.warning("control call failed: %s", exc)
+            return reply(str(exc) or type(exc).__name__)
+
+    def _all(self, name: str, args: dict[str, Any]) -> list[Any]:
+        return self.pool.broadcast(name, args)
+
+    # ---------------------------------------------------------------- RPCs
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:
+        parts = self._all("status", {})
+        now = time.monotonic()
+        packets = sum(p["packets"] for p in parts)
+        with self._rate_lock:
+            t0, n0 = self._last_sample
+            rate = (packets - n0) / (now - t0) if now > t0 else 0.0
+            self._last_sample = (now, packets)
+        cpu = 0.0
+        for p in self._procs:
+            with contextlib.suppress(psutil.Error):
+                cpu += p.cpu_percent(None)
+        load = pb.Load(
+            packet_rate=rate, queue_depth=sum(p["queue_depth"] for p in parts), cpu_percent=cpu,
+            drops=sum(p["drops"] for p in parts), gaps=sum(p["gaps"] for p in parts),
+            packets=packets, malformed=sum(p["malformed"] for p in parts),
+            duplicates=sum(p["duplicates"] for p in parts),
+        )
+        slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
+        slots.sort(key=lambda s: s.slot)
+        return pb.StatusReply(
+            nf_id=self.cfg.nf_id, role=self.role, cluster=self.cfg.cluster, slots=slots, load=load,
+            nf_type=self.cfg.nf, workers=self.cfg.workers, backup_nf_id=self.backup_id,
+        )
+
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatReply:
+        if not self.pool.alive():
+            context.abort(grpc.StatusCode.UNAVAILABLE, "a worker process of this NF has exited")
+        try:  # every worker's event loop must answer, not just exist
+            for w in range(self.cfg.workers):
+                self.pool.request(w, "ping", {}, timeout=HEARTBEAT_WORKER_TIMEOUT)
+        except CommandError as exc:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"worker not answering: {exc}")
+        return pb.HeartbeatReply(
+            nf_id=self.cfg.nf_id, counter=request.counter,
+            uptime_ms=int((time.monotonic() - self.started) * 1000),
+        )
+
+    def SetRole(self, request: pb.SetRoleRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            if request.role not in (pb.PRIMARY, pb.BACKUP, pb.IDLE):
+                raise BadRequest(f"role {request.role} is not PRIMARY, BACKUP or IDLE")
+            self._all("set_role", {"role": request.role})
+            self.role = request.role
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
+    def SetBackup(self, request: pb.SetBackupRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            _check16("backup_nf_id", request.backup_nf_id)
+            if request.backup_nf_id == self.cfg.nf_id:
+                raise BadRequest("an NF cannot be its own backup")
+            if request.backup_nf_id and not request.address:
+                raise BadRequest("a backup needs a replication address")
+            self._all("set_backup", {"nf_id": request.backup_nf_id, "address": request.address})
+            self.backup_id = request.backup_nf_id
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
+    def SetClusterPeers(
+        self, request: pb.SetClusterPeersRequest, context: grpc.ServicerContext
+    ) -> pb.Result:
+        def run() -> pb.Result:
+            peers = []
+            for p in request.peers:
+                _check16("peer nf_id", p.nf_id)
+                if not p.address:
+                    raise BadRequest(f"peer {p.nf_id} has no replication address")
+                peers.append((p.nf_id, p.address))
+            self._all("set_peers", {"peers": peers})
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
+    def AssignSlots(self, request: pb.AssignSlotsRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            per: dict[int, list[tuple[int, int, int | None]]] = {}
+            for s in request.slots:
+                _check16("slot", s.slot)
+                _check16("epoch", s.epoch)
+                nxt = s.next_seq if s.HasField("next_seq") else None
+                per.setdefault(self.pool.worker_of(s.slot), []).append((s.slot, s.epoch, nxt))
+            for w, slots in per.items():
+                self.pool.request(w, "assign", {"slots": slots, "as_backup": request.as_backup})
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
+    def Adopt(self, request: pb.AdoptRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            _check16("slot", request.slot)
+            _check16("epoch", request.epoch)
+            self.pool.request(
+                self.pool.worker_of(request.slot), "adopt", {"slot": request.slot, "epoch": request.epoch}
+            )
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
+    def Release(self, request: pb.ReleaseRequest, context: grpc.ServicerContext) -> pb.ReleaseReply:
+        def run() -> pb.ReleaseReply:
+            _check16("slot", request.slot)
+            _check16("to_nf_id", request.to_nf_id)
+            if not request.to_address:
+                raise BadRequest("release needs the adopter's replication address")
+            res = self.pool.request(
+                self.pool.worker_of(request.slot), "release",
+                {"slot": request.slot, "to_nf": request.to_nf_id, "to_address": request.to_address,
+                 "same_cluster": request.same_cluster},
+                timeout=15.0,
+            )
+            return pb.ReleaseReply(ok=True, **res)
+
+        return self._guard(lambda e: pb.ReleaseReply(ok=False, error=e), run)
+
+    def Promote(self, request: pb.PromoteRequest, context: grpc.ServicerContext) -> pb.PromoteReply:
+        def run() -> pb.PromoteReply:
+            for s in request.slots:
+                _check16("slot", s)
+            replayed = 0
+            slots: list[int] = []
+            for w in range(self.cfg.workers):
+                mine = [s for s in request.slots if self.pool.worker_of(s) == w]
+                if request.slots and not mine:
+                    continue
+                res = self.pool.request(w, "promote", {"slots": mine})
+                replayed += res["replayed"]
+                slots += res["slots"]
+            self.role = pb.PRIMARY
+            return pb.PromoteReply(ok=True, replayed=replayed, slots=sorted(slots))
+
+        return self._guard(lambda e: pb.PromoteReply(ok=False, error=e), run)
+
+    def DumpSlot(self, request: pb.DumpSlotRequest, context: grpc.ServicerContext) -> pb.DumpSlotReply:
+        def run() -> pb.DumpSlotReply:
+            _check16("slot", request.slot)
+            res = self.pool.request(self.pool.worker_of(request.slot), "flows", {"slot": request.slot})
+            return pb.DumpSlotReply(
+                ok=True, version=res["version"], last_seq=res["last_seq"],
+                flows=msgpack.packb(res["flows"], use_bin_type=True),
+            )
+
+        return self._guard(lambda e: pb.DumpSlotReply(ok=False, error=e), run)
+
+
+def serve(cfg: NfHostConfig, pool: WorkerPool) -> grpc.Server:
+    """Start the control server on `cfg.control`; the caller waits on it and stops it."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    pb_grpc.add_NfControlServicer_to_server(NfControlServicer(cfg, pool), server)  # type: ignore[no-untyped-call]
+    if server.add_insecure_port(cfg.control) == 0 and not cfg.control.startswith("unix:"):
+        raise OSError(f"cannot listen on control address {cfg.control}")
+    server.start()
+    return server

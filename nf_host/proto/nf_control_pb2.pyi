@@ -1,0 +1,259 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    PRIMARY: _ClassVar[Role]
+    BACKUP: _ClassVar[Role]
+    IDLE: _ClassVar[Role]
+
+class SlotRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SLOT_ROLE_UNSPECIFIED: _ClassVar[SlotRole]
+    SLOT_PRIMARY: _ClassVar[SlotRole]
+    SLOT_BACKUP: _ClassVar[SlotRole]
+    SLOT_ADOPTING: _ClassVar[SlotRole]
+    SLOT_RELEASED: _ClassVar[SlotRole]
+    SLOT_REPLICA: _ClassVar[SlotRole]
+ROLE_UNSPECIFIED: Role
+PRIMARY: Role
+BACKUP: Role
+IDLE: Role
+SLOT_ROLE_UNSPECIFIED: SlotRole
+SLOT_PRIMARY: SlotRole
+SLOT_BACKUP: SlotRole
+SLOT_ADOPTING: SlotRole
+SLOT_RELEASED: SlotRole
+SLOT_REPLICA: SlotRole
+
+class Result(_message.Message):
+    __slots__ = ("ok", "error")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Load(_message.Message):
+    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates")
+    PACKET_RATE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    DROPS_FIELD_NUMBER: _ClassVar[int]
+    GAPS_FIELD_NUMBER: _ClassVar[int]
+    PACKETS_FIELD_NUMBER: _ClassVar[int]
+    MALFORMED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    packet_rate: float
+    queue_depth: int
+    cpu_percent: float
+    drops: int
+    gaps: int
+    packets: int
+    malformed: int
+    duplicates: int
+    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class SlotStatus(_message.Message):
+    __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions")
+    class PeerVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    PACKETS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEXT_EXPECTED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_FIELD_NUMBER: _ClassVar[int]
+    PEER_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    role: SlotRole
+    packets: int
+    committed_seq: int
+    next_expected: int
+    version: int
+    flows: int
+    peer_versions: _containers.ScalarMap[int, int]
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[_Union[SlotRole, str]] = ..., packets: _Optional[int] = ..., committed_seq: _Optional[int] = ..., next_expected: _Optional[int] = ..., version: _Optional[int] = ..., flows: _Optional[int] = ..., peer_versions: _Optional[_Mapping[int, int]] = ...) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("nf_id", "role", "cluster", "slots", "load", "nf_type", "workers", "backup_nf_id")
+    NF_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    NF_TYPE_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    nf_id: int
+    role: Role
+    cluster: int
+    slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
+    load: Load
+    nf_type: str
+    workers: int
+    backup_nf_id: int
+    def __init__(self, nf_id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., cluster: _Optional[int] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., nf_type: _Optional[str] = ..., workers: _Optional[int] = ..., backup_nf_id: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("counter",)
+    COUNTER_FIELD_NUMBER: _ClassVar[int]
+    counter: int
+    def __init__(self, counter: _Optional[int] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("nf_id", "counter", "uptime_ms")
+    NF_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    nf_id: int
+    counter: int
+    uptime_ms: int
+    def __init__(self, nf_id: _Optional[int] = ..., counter: _Optional[int] = ..., uptime_ms: _Optional[int] = ...) -> None: ...
+
+class SetRoleRequest(_message.Message):
+    __slots__ = ("role",)
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    role: Role
+    def __init__(self, role: _Optional[_Union[Role, str]] = ...) -> None: ...
+
+class SetBackupRequest(_message.Message):
+    __slots__ = ("backup_nf_id", "address")
+    BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    backup_nf_id: int
+    address: str
+    def __init__(self, backup_nf_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class Peer(_message.Message):
+    __slots__ = ("nf_id", "address")
+    NF_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    nf_id: int
+    address: str
+    def __init__(self, nf_id: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class SetClusterPeersRequest(_message.Message):
+    __slots__ = ("peers",)
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    def __init__(self, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ...) -> None: ...
+
+class SlotEpoch(_message.Message):
+    __slots__ = ("slot", "epoch", "next_seq")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    next_seq: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., next_seq: _Optional[int] = ...) -> None: ...
+
+class AssignSlotsRequest(_message.Message):
+    __slots__ = ("slots", "as_backup", "primary_nf_id")
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    AS_BACKUP_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedCompositeFieldContainer[SlotEpoch]
+    as_backup: bool
+    primary_nf_id: int
+    def __init__(self, slots: _Optional[_Iterable[_Union[SlotEpoch, _Mapping]]] = ..., as_backup: _Optional[bool] = ..., primary_nf_id: _Optional[int] = ...) -> None: ...
+
+class AdoptRequest(_message.Message):
+    __slots__ = ("slot", "epoch", "from_nf_id", "from_address")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FROM_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    from_nf_id: int
+    from_address: str
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., from_nf_id: _Optional[int] = ..., from_address: _Optional[str] = ...) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("slot", "to_nf_id", "to_address", "same_cluster")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    TO_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SAME_CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    to_nf_id: int
+    to_address: str
+    same_cluster: bool
+    def __init__(self, slot: _Optional[int] = ..., to_nf_id: _Optional[int] = ..., to_address: _Optional[str] = ..., same_cluster: _Optional[bool] = ...) -> None: ...
+
+class ReleaseReply(_message.Message):
+    __slots__ = ("ok", "error", "bytes_shipped", "last_seq", "flows_shipped", "delta")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    BYTES_SHIPPED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_SHIPPED_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    bytes_shipped: int
+    last_seq: int
+    flows_shipped: int
+    delta: bool
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., last_seq: _Optional[int] = ..., flows_shipped: _Optional[int] = ..., delta: _Optional[bool] = ...) -> None: ...
+
+class PromoteRequest(_message.Message):
+    __slots__ = ("slots", "dead_nf_id")
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedScalarFieldContainer[int]
+    dead_nf_id: int
+    def __init__(self, slots: _Optional[_Iterable[int]] = ..., dead_nf_id: _Optional[int] = ...) -> None: ...
+
+class PromoteReply(_message.Message):
+    __slots__ = ("ok", "error", "replayed", "slots")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    replayed: int
+    slots: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., replayed: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DumpSlotRequest(_message.Message):
+    __slots__ = ("slot",)
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    def __init__(self, slot: _Optional[int] = ...) -> None: ...
+
+class DumpSlotReply(_message.Message):
+    __slots__ = ("ok", "error", "version", "last_seq", "flows")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    version: int
+    last_seq: int
+    flows: bytes
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., version: _Optional[int] = ..., last_seq: _Optional[int] = ..., flows: _Optional[bytes] = ...) -> None: ...

@@ -1,0 +1,157 @@
+"""Per-slot NF state with versions and dirty tracking: what replication ships and moves carry.
+
+The owner of a slot keeps a `SlotState`: the per-flow state of every flow hashed to the slot, the
+last sequence number processed, and a version. `process` runs against a flow's state and the
+runtime marks the flow dirty; when a batch closes, `SlotState.seal` bumps the slot's version,
+stamps the dirty flows with it and returns them: that list is the batch's delta. Because each
+flow remembers the version that last changed it, `since(v)` yields exactly the flows a peer
+holding version `v` lacks (an intra-cluster move), and `everything()` the full state (an
+inter-cluster move, or a brand-new backup).
+
+A receiver (backup or cluster peer) keeps a `Replica` per slot and applies deltas to it in the
+order the owner sealed them. On the wire a flow key is 13 bytes (`!IIHHB`: src, dst, sport,
+dport, proto) or nil for packets without a flow, and a state is plain msgpack data. A replica keeps
+the keys in wire form (applying a delta is then one `dict.update`) and decodes and validates them
+only when the replica becomes an owned slot (promotion, adoption).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nf_host.nf_api import FlowKey, FlowState
+from nf_host.reorder import seq_after
+
+FlowId = tuple[int, int, int, int, int] | None
+"""The canonical flow of a packet as (src, dst, sport, dport, proto), or None for packets without
+an IPv4 flow. A plain tuple, not a `FlowKey`: it is hashed several times per packet, and tuples
+hash and compare in C."""
+
+WireKey = bytes | None
+WireEntry = list[Any]
+"""[wire key, state] on the wire."""
+
+_KEY = struct.Struct("!IIHHB")
+
+
+def flow_id(key: FlowKey | None) -> FlowId:
+    if key is None:
+        return None
+    return (key.src, key.dst, key.sport, key.dport, key.proto)
+
+
+def key_to_wire(key: FlowId) -> WireKey:
+    return None if key is None else _KEY.pack(*key)
+
+
+def key_from_wire(raw: Any) -> FlowId:
+    """Decode a flow key from the wire; raises ValueError on anything but nil or 13 bytes."""
+    if raw is None:
+        return None
+    if not isinstance(raw, bytes) or len(raw) != _KEY.size:
+        raise ValueError(f"bad flow key on the wire: {raw!r}")
+    a, b, c, d, e = _KEY.unpack(raw)
+    return (a, b, c, d, e)
+
+
+def entries_from_wire(raw: Any) -> list[tuple[FlowId, FlowState]]:
+    """Decode and validate [[key, state], ...]; raises ValueError on a malformed list."""
+    if not isinstance(raw, list):
+        raise ValueError("flow entries must be a list")
+    out: list[tuple[FlowId, FlowState]] = []
+    for item in raw:
+        if not isinstance(item, list | tuple) or len(item) != 2 or not isinstance(item[1], dict):
+            raise ValueError(f"bad flow entry on the wire: {item!r}")
+        out.append((key_from_wire(item[0]), item[1]))
+    return out
+
+
+@dataclass
+class SlotState:
+    """The owner's state of one slot."""
+
+    slot: int
+    flows: dict[FlowId, FlowState] = field(default_factory=dict)
+    flow_versions: dict[FlowId, int] = field(default_factory=dict)
+    wire_keys: dict[FlowId, WireKey] = field(default_factory=dict)
+    dirty: set[FlowId] = field(default_factory=set)
+    version: int = 0
+    last_seq: int = 0
+
+    def _wire(self, key: FlowId) -> WireKey:
+        wk = self.wire_keys.get(key)
+        if wk is None and key is not None:
+            wk = self.wire_keys[key] = _KEY.pack(*key)
+        return wk
+
+    def seal(self) -> list[WireEntry]:
+        """Close the slot's part of a batch: bump the version, return the dirty flows as a delta."""
+        self.version += 1
+        v = self.version
+        fv, flows, wire = self.flow_versions, self.flows, self._wire
+        entries: list[WireEntry] = []
+        for key in self.dirty:
+            fv[key] = v
+            entries.append([wire(key), flows[key]])
+        self.dirty.clear()
+        return entries
+
+    def since(self, version: int) -> list[WireEntry]:
+        """Flows changed after `version` (a peer holding `version` needs only these)."""
+        fv = self.flow_versions
+        return [[self._wire(k), s] for k, s in self.flows.items() if fv.get(k, 0) > version]
+
+    def everything(self) -> list[WireEntry]:
+        return [[self._wire(k), s] for k, s in self.flows.items()]
+
+    def load(self, entries: Iterable[tuple[FlowId, FlowState]], version: int) -> None:
+        """Install received flows (all stamped with `version`)."""
+        for key, state in entries:
+            self.flows[key] = state
+            self.flow_versions[key] = version
+
+
+@dataclass
+class Replica:
+    """A receiver's copy of one slot owned elsewhere, at the version of the last delta applied.
+
+    `flows` is keyed by wire keys; `to_slot_state` decodes them."""
+
+    slot: int
+    flows: dict[WireKey, FlowState] = field(default_factory=dict)
+    version: int = 0
+    last_seq: int = 0
+    epoch: int = 0
+
+    def apply(self, raw_entries: Any, version: int, last_seq: int) -> None:
+        """Apply a delta as received ([[wire key, state], ...]); TypeError/ValueError if malformed."""
+        if not isinstance(raw_entries, list):
+            raise ValueError("flow entries must be a list")
+        self.flows.update(raw_entries)
+        if version > self.version:
+            self.version = version
+        if not self.last_seq or seq_after(last_seq, self.last_seq):
+            self.last_seq = last_seq
+
+    def to_slot_state(self) -> tuple[SlotState, int]:
+        """Become the owner's state (promotion or adoption), every flow at the replica's version.
+
+        Returns the state and the number of entries dropped because their key or state was
+        malformed (counted by the caller, never fatal)."""
+        st = SlotState(self.slot, version=self.version, last_seq=self.last_seq)
+        bad = 0
+        for wk, state in self.flows.items():
+            try:
+                key = key_from_wire(wk)
+            except ValueError:
+                bad += 1
+                continue
+            if not isinstance(state, dict):
+                bad += 1
+                continue
+            st.flows[key] = state
+            st.flow_versions[key] = self.version
+        return st, bad

@@ -1,0 +1,749 @@
+"""One worker of an NF instance: in-order processing, output commit, replication, backup and moves.
+
+A worker owns a disjoint set of slots (slot % workers == index) and everything about them: the
+sequencers, the slot states, the open batch and the batches waiting for the backup's ack, the input
+copies it holds as a backup, the replicas it holds as a cluster peer, and its replication links.
+It runs on one asyncio loop: frames come from `on_frame` (the data socket, or packets forwarded by
+a releasing NF), replication messages from `on_replication`, commands from `command`. Between two
+calls nothing else runs, so every control action happens at a packet boundary.
+
+The worker never touches a socket for data itself: it hands output frames to `tx`, which lets the
+same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from nf_host.backup import InputBuffer
+from nf_host.commit import Batch, OutputCommit
+from nf_host.nf_api import Context, GlobalStore, NetworkFunction, Verdict
+from nf_host.parse import parse_frame
+from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
+from nf_host.replication import Link, Message, ReplicationServer, encode, worker_address
+from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError
+from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
+
+log = logging.getLogger(__name__)
+
+_OUT_SHIM = struct.Struct("!BBBBHHHI")  # the shim without its trailing ether_type
+_OUT_PREFIX = b"\x88\xb5"
+_HDR = ETH_HDR_LEN + SHIM_LEN
+_SLOT_SEQ = struct.Struct("!H4xI")  # slot and seq, from shim offset 4
+
+
+class SlotRole(IntEnum):
+    """Mirrors `SlotRole` in nf_control.proto."""
+
+    PRIMARY = 1
+    BACKUP = 2
+    ADOPTING = 3
+    RELEASED = 4
+    REPLICA = 5
+
+
+class Role(IntEnum):
+    """Mirrors `Role` in nf_control.proto."""
+
+    PRIMARY = 1
+    BACKUP = 2
+    IDLE = 3
+
+
+class CommandError(Exception):
+    """A control command that cannot be carried out; its message goes back to the controller."""
+
+
+@dataclass
+class WorkerConfig:
+    nf_id: int
+    cluster: int = 0
+    index: int = 0
+    workers: int = 1
+    batch_size: int = 32
+    batch_time: float = 0.0005
+    gap_timeout: float = 0.05
+    reorder_capacity: int = 4096
+    adopt_capacity: int = 65536
+    backup_buffer_bytes: int = 64 * 1024 * 1024
+    repl_host: str = "127.0.0.1"
+    repl_port: int = 0
+    transfer_timeout: float = 5.0
+    max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
+    peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
+
+
+@dataclass
+class SlotRuntime:
+    slot: int
+    epoch: int
+    role: SlotRole
+    seq: Sequencer[tuple[Shim, bytes]]
+    state: SlotState
+    packets: int = 0
+    committed_seq: int = 0
+    forward: Link | None = None
+    pending: list[tuple[Shim, bytes]] = field(default_factory=list)  # while adopting
+
+
+@dataclass
+class Counters:
+    packets: int = 0
+    malformed: int = 0
+    unowned: int = 0
+    duplicates: int = 0
+    overflows: int = 0
+    nf_errors: int = 0
+    forwarded: int = 0
+    outputs: int = 0
+    replayed: int = 0
+    repl_errors: int = 0
+    transfer_bytes: int = 0
+    backup_copies: int = 0
+
+
+class Worker:
+    """The per-worker engine (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        nf: NetworkFunction,
+        store: GlobalStore,
+        tx: Callable[[bytes | bytearray], None],
+    ) -> None:
+        self.cfg, self.nf, self.store, self.tx = cfg, nf, store, tx
+        self.role = Role.PRIMARY
+        self.slots: dict[int, SlotRuntime] = {}
+        self.replicas: dict[int, Replica] = {}
+        self.backed_up: set[int] = set()
+        self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
+        self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
+        self.commit = OutputCommit()
+        self.batch: Batch | None = None
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self.links: dict[int, Link] = {}
+        self.backup_id = 0
+        self.peer_ids: set[int] = set()
+        self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
+        self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
+        self.c = Counters()
+        self.server: ReplicationServer | None = None
+        self._xfer_id = 0
+        self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
+        self._tick_task: asyncio.Task[None] | None = None
+        self._waiting: set[int] = set()  # slots whose sequencer holds early packets
+        self.input_paused = False
+        self.on_pause: Callable[[bool], None] | None = None  # stop/resume reading the data socket
+        self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
+        self.kernel_drops = 0
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self.server = ReplicationServer(self.cfg.repl_host, self.cfg.repl_port, self.on_replication)
+        await self.server.start()
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        for link in list(self.links.values()):
+            await link.close()
+        if self.server is not None:
+            await self.server.close()
+
+    async def _tick(self) -> None:
+        period = max(0.001, self.cfg.gap_timeout / 4)
+        while True:
+            await asyncio.sleep(period)
+            self.expire_gaps(time.monotonic())
+
+    # ------------------------------------------------------------------ data path
+    def on_frame(self, frame: bytes) -> None:
+        """A frame from the switch (or forwarded by a releasing NF)."""
+        if len(frame) < _HDR or frame[12] != 0x88 or frame[13] != 0xB5:
+            self.c.malformed += 1
+            return
+        if frame[14] == Kind.BACKUP:  # fast path: a backup only files the copy away
+            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
+            self._backup_copy(slot, seq, frame)
+            return
+        try:
+            shim = Shim.unpack(frame, ETH_HDR_LEN)
+        except ShimError:
+            self.c.malformed += 1
+            return
+        kind = shim.kind
+        if kind == Kind.PRIMARY:
+            self._primary_input(shim, frame)
+        else:  # OUTPUT/CONTROL frames are not for an NF's data path
+            self.c.malformed += 1
+
+    def _backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
+        rep = self.replicas.get(slot)
+        if rep is None and slot not in self.backed_up:
+            self.c.unowned += 1
+            return
+        if rep is not None and rep.last_seq and not seq_after(seq, rep.last_seq):
+            return  # already committed by the primary: nothing to keep
+        if self.inbuf.add(slot, seq, frame):
+            self.c.backup_copies += 1
+
+    def _primary_input(self, shim: Shim, frame: bytes) -> None:
+        rt = self.slots.get(shim.slot)
+        if rt is None:
+            if shim.slot in self.backed_up:  # switch already points at us; promotion will replay it
+                self._backup_copy(shim.slot, shim.seq, frame)
+            else:
+                self.c.unowned += 1
+            return
+        role = rt.role
+        if role == SlotRole.RELEASED:
+            if rt.forward is not None:
+                rt.forward.send({"t": "f", "f": frame})
+                self.c.forwarded += 1
+            elif len(rt.pending) < self.cfg.adopt_capacity:  # the transfer is not answered yet
+                rt.pending.append((shim, frame))
+            else:
+                self.c.overflows += 1
+            return
+        if role == SlotRole.ADOPTING:
+            if len(rt.pending) < self.cfg.adopt_capacity:
+                rt.pending.append((shim, frame))
+            else:
+                self.c.overflows += 1
+            return
+        if role != SlotRole.PRIMARY:
+            self.c.unowned += 1
+            return
+        self._offer(rt, shim, frame, time.monotonic())
+
+    def _offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+        ready: list[tuple[int, tuple[Shim, bytes]]] = []
+        res = rt.seq.offer(shim.seq, (shim, frame), now, ready)
+        if res == Offer.DUPLICATE:
+            self.c.duplicates += 1
+        elif res == Offer.OVERFLOW:
+            self.c.overflows += 1
+        elif res == Offer.BUFFERED:
+            self._waiting.add(rt.slot)
+        for _seq, (s, f) in ready:
+            self._process(rt, s, f, now)
+        if rt.seq.waiting_since is None:
+            self._waiting.discard(rt.slot)
+
+    def expire_gaps(self, now: float) -> None:
+        for slot in list(self._waiting):
+            rt = self.slots.get(slot)
+            if rt is None or rt.role != SlotRole.PRIMARY:
+                self._waiting.discard(slot)
+                continue
+            ready: list[tuple[int, tuple[Shim, bytes]]] = []
+            if rt.seq.expire(now, ready):
+                log.info("slot %d: gap skipped, now at %s", slot, rt.seq.next_expected)
+            for _seq, (s, f) in ready:
+                self._process(rt, s, f, now)
+            if rt.seq.waiting_since is None:
+                self._waiting.discard(slot)
+
+    def _process(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+        inner = bytearray(frame[:12])
+        inner += frame[28:]  # the shim's ether_type field, then the original payload
+        pkt = parse_frame(inner, shim)
+        flow = pkt.flow
+        if flow is not None:
+            ckey, rev = flow.canonical()
+            key: FlowId = (ckey.src, ckey.dst, ckey.sport, ckey.dport, ckey.proto)
+        else:
+            ckey, rev, key = None, False, None
+        st = rt.state
+        fs = st.flows.get(key)
+        if fs is None:
+            fs = st.flows[key] = self.nf.initial_state()
+        try:
+            verdict = self.nf.process(
+                pkt, fs, Context(rt.slot, shim.seq, self.cfg.nf_id, ckey, rev, self.store, now)
+            )
+        except Exception:
+            log.exception("NF %s failed on slot %d seq %d", self.nf.name, rt.slot, shim.seq)
+            self.c.nf_errors += 1
+            verdict = Verdict.DROP
+        st.dirty.add(key)
+        st.last_seq = shim.seq
+        rt.packets += 1
+        self.c.packets += 1
+        batch = self.batch
+        if batch is None:
+            batch = self._open_batch(now)
+        batch.packets += 1
+        batch.slot_seqs[rt.slot] = shim.seq
+        if verdict == Verdict.FORWARD:
+            out = pkt.frame
+            # insert EtherType 0x88B5 and the shim up to (not including) its ether_type field: the
+            # frame's own EtherType, now right after it, becomes the shim's ether_type
+            out[12:12] = _OUT_PREFIX + _OUT_SHIM.pack(
+                Kind.OUTPUT, 0, shim.stage, 0, rt.slot, rt.epoch, self.cfg.nf_id, shim.seq
+            )
+            batch.outputs.append(out)
+        if batch.packets >= self.cfg.batch_size:
+            self.close_batch()
+
+    # ------------------------------------------------------------------ output commit
+    def _open_batch(self, now: float) -> Batch:
+        batch = self.batch = self.commit.new_batch(now)
+        if self.cfg.batch_time > 0:
+            self._batch_timer = asyncio.get_running_loop().call_later(
+                self.cfg.batch_time, self._batch_due, batch.id
+            )
+        return batch
+
+    def _batch_due(self, batch_id: int) -> None:
+        if self.batch is not None and self.batch.id == batch_id:
+            self.close_batch()
+
+    def close_batch(self) -> None:
+        """Seal the open batch: send its delta, hold its output until the backup acknowledges."""
+        batch = self.batch
+        if batch is None:
+            return
+        self.batch = None
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        slots_wire: list[list[Any]] = []
+        versions: dict[int, int] = {}
+        for slot, last in batch.slot_seqs.items():
+            rt = self.slots[slot]
+            entries = rt.state.seal()
+            versions[slot] = rt.state.version
+            slots_wire.append([slot, rt.epoch, rt.state.version, last, entries])
+        self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False}, versions)
+
+    def _replicate(self, batch: Batch, msg: Message, versions: dict[int, int]) -> None:
+        data = encode(msg) if self.links else b""
+        for nf_id, link in self.links.items():
+            if nf_id != self.backup_id and nf_id not in self.peer_ids:
+                continue
+            if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
+                # a peer that does not keep up: rather than buffer without bound, drop the
+                # connection; it reconnects and gets a full snapshot (versions restart from it)
+                log.warning("peer %d is %d bytes behind: resynchronising", nf_id, link.backlog())
+                link.reset()
+                self.pending_versions.pop(nf_id, None)
+                continue
+            if link.send_raw(data):
+                self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
+        if self.backup_id:
+            self.commit.hold(batch)
+            if self.commit.held_outputs >= self.cfg.max_held and not self.input_paused:
+                self._pause_input(True)
+        else:
+            self._release(batch)
+
+    def _pause_input(self, pause: bool) -> None:
+        """Backpressure: with too much output waiting for the backup, stop reading input (the
+        kernel queues, then drops and counts); resume once half of it is released."""
+        self.input_paused = pause
+        log.warning("input %s: %d outputs held", "paused" if pause else "resumed", self.commit.held_outputs)
+        if self.on_pause is not None:
+            self.on_pause(pause)
+
+    def _maybe_resume(self) -> None:
+        if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
+            self._pause_input(False)
+
+    def _release(self, batch: Batch) -> None:
+        tx = self.tx
+        for out in batch.outputs:
+            tx(out)
+        self.c.outputs += len(batch.outputs)
+        for slot, seq in batch.slot_seqs.items():
+            rt = self.slots.get(slot)
+            if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
+                rt.committed_seq = seq
+
+    def _on_link_message(self, link: Link, msg: Message) -> None:
+        t = msg.get("t")
+        if t == "a":
+            bid = int(msg["b"])
+            pend = self.pending_versions.get(link.nf_id, {})
+            acked = self.acked_versions.setdefault(link.nf_id, {})
+            for b in sorted(x for x in pend if x <= bid):
+                for slot, ver in pend.pop(b).items():
+                    acked[slot] = max(acked.get(slot, 0), ver)
+            if link.nf_id == self.backup_id:
+                for batch in self.commit.ack(bid):
+                    self._release(batch)
+                self._maybe_resume()
+        elif t == "xa":
+            fut = self._xfer_waiters.pop(int(msg["id"]), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+        else:
+            self.c.repl_errors += 1
+
+    def _on_link_connected(self, link: Link) -> None:
+        """A (re)connected backup or peer gets the full state of every slot we own (a sync)."""
+        self.close_batch()
+        batch = self.commit.new_batch(time.monotonic())
+        slots_wire: list[list[Any]] = []
+        versions: dict[int, int] = {}
+        for slot, rt in self.slots.items():
+            if rt.role != SlotRole.PRIMARY:
+                continue
+            rt.state.seal()  # new flows since the last batch get a version too
+            versions[slot] = rt.state.version
+            slots_wire.append(
+                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything()]
+            )
+            batch.slot_seqs[slot] = rt.state.last_seq
+        link.send({"t": "d", "b": batch.id, "s": slots_wire, "full": True})
+        self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
+        if link.nf_id == self.backup_id:
+            self.commit.hold(batch)
+
+    def _link(self, nf_id: int, address: str) -> Link:
+        link = self.links.get(nf_id)
+        addr = worker_address(address, self.cfg.index)
+        if link is not None and link.address == addr:
+            return link
+        if link is not None:
+            asyncio.get_running_loop().create_task(link.close())
+        self.pending_versions.pop(nf_id, None)
+        self.acked_versions.pop(nf_id, None)
+        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected)
+        self.links[nf_id] = link
+        return link
+
+    # ------------------------------------------------------------------ receiving side
+    def on_replication(self, msg: Message) -> Message | None:
+        t = msg["t"]
+        if t == "d":
+            full = bool(msg.get("full"))
+            for item in msg["s"]:
+                slot, epoch, version, last_seq, raw = item
+                own = self.slots.get(int(slot))
+                if own is not None and own.role == SlotRole.PRIMARY:
+                    continue  # a stale delta of a slot that is ours now
+                # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
+                # is the base of the delta transfer that will complete the adoption)
+                rep = self.replicas.get(slot)
+                if rep is None or full:
+                    old_last = rep.last_seq if rep is not None else 0
+                    rep = self.replicas[slot] = Replica(int(slot), last_seq=old_last)
+                rep.epoch = int(epoch)
+                rep.apply(raw, int(version), int(last_seq))
+                self.inbuf.drop_upto(int(slot), int(last_seq))
+            return {"t": "a", "b": msg["b"]}
+        if t == "x":
+            return self._on_transfer(msg)
+        if t == "r":  # the primary we back up released this slot: its copies are not needed
+            slot = int(msg["slot"])
+            self.backed_up.discard(slot)
+            self.inbuf.discard(slot)
+            return None
+        if t == "f":
+            frame = msg["f"]
+            if not isinstance(frame, bytes):
+                raise ValueError("forwarded frame is not bytes")
+            self.on_frame(frame)
+            return None
+        raise ValueError(f"unknown replication message type {t!r}")
+
+    def _on_transfer(self, msg: Message) -> Message:
+        slot = int(msg["slot"])
+        xid = msg["id"]
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.ADOPTING:
+            return {"t": "xa", "id": xid, "ok": False, "err": f"slot {slot} is not being adopted"}
+        base = int(msg["base"])
+        entries = entries_from_wire(msg["flows"])
+        if base >= 0:
+            rep = self.replicas.get(slot)
+            if rep is None or rep.version < base:
+                held = rep.version if rep is not None else None
+                return {
+                    "t": "xa", "id": xid, "ok": False,
+                    "err": f"delta against version {base} but this NF holds {held}",
+                }
+            state, bad = rep.to_slot_state()
+            self.c.repl_errors += bad
+        else:
+            state = SlotState(slot)
+        version = int(msg["version"])
+        state.load(entries, version)
+        state.version = version
+        state.last_seq = int(msg["seq"])
+        self.replicas.pop(slot, None)
+        self.inbuf.discard(slot)
+        self._become_primary(rt, state, seq_next(state.last_seq) if state.last_seq else None)
+        pending, rt.pending = rt.pending, []
+        now = time.monotonic()
+        for shim, frame in pending:
+            self._offer(rt, shim, frame, now)
+        return {"t": "xa", "id": xid, "ok": True, "err": ""}
+
+    def _become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
+        """Own `rt` from `state`; its whole state goes to our backup/peers with the next batch."""
+        state.dirty = set(state.flows)
+        rt.state = state
+        rt.role = SlotRole.PRIMARY
+        rt.seq.next_expected = next_seq
+        rt.committed_seq = state.last_seq
+        if state.flows:
+            batch = self.batch or self._open_batch(time.monotonic())
+            batch.slot_seqs[rt.slot] = state.last_seq
+
+    # ------------------------------------------------------------------ commands
+    def _new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
+        return SlotRuntime(
+            slot, epoch, role,
+            Sequencer(capacity=self.cfg.reorder_capacity, gap_timeout=self.cfg.gap_timeout),
+            SlotState(slot),
+        )
+
+    def owns(self, slot: int) -> bool:
+        return slot % self.cfg.workers == self.cfg.index
+
+    def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool) -> None:
+        for slot, epoch, next_seq in slots:
+            if as_backup:
+                self.backed_up.add(slot)
+                rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
+                if next_seq and not rep.last_seq:
+                    rep.last_seq = (next_seq - 1) & SEQ_MASK
+                if next_seq:
+                    self.backup_next_seq[slot] = next_seq
+                continue
+            rt = self.slots.get(slot)
+            if rt is not None and rt.role == SlotRole.PRIMARY:
+                rt.epoch = epoch
+                continue
+            if slot in self.backed_up or slot in self.replicas:
+                # owning a slot we hold a copy of: that is a promotion (state kept, copies replayed)
+                self.promote([slot])
+                self.slots[slot].epoch = epoch
+                continue
+            rt = self.slots[slot] = self._new_slot(slot, epoch, SlotRole.PRIMARY)
+            rt.seq.next_expected = next_seq
+            if next_seq:
+                rt.state.last_seq = (next_seq - 1) & SEQ_MASK
+
+    def set_backup(self, nf_id: int, address: str) -> None:
+        old = self.backup_id
+        if nf_id == 0:
+            self.backup_id = 0
+            for batch in self.commit.release_all():
+                self._release(batch)
+            self._maybe_resume()
+        else:
+            self.backup_id = nf_id
+            self._link(nf_id, address)
+        if old and old != nf_id and old not in self.peer_ids:
+            link = self.links.pop(old, None)
+            if link is not None:
+                asyncio.get_running_loop().create_task(link.close())
+
+    def set_peers(self, peers: list[tuple[int, str]]) -> None:
+        new = {nf for nf, _ in peers if nf != self.cfg.nf_id}
+        for nf_id, address in peers:
+            if nf_id != self.cfg.nf_id:
+                self._link(nf_id, address)
+        for gone in self.peer_ids - new:
+            if gone != self.backup_id:
+                link = self.links.pop(gone, None)
+                if link is not None:
+                    asyncio.get_running_loop().create_task(link.close())
+        self.peer_ids = new
+
+    def adopt(self, slot: int, epoch: int) -> None:
+        rt = self.slots.get(slot)
+        if rt is not None and rt.role == SlotRole.PRIMARY:
+            raise CommandError(f"slot {slot} is already owned here")
+        self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
+        self.backed_up.discard(slot)
+
+    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.PRIMARY:
+            raise CommandError(f"slot {slot} is not owned here as primary")
+        self.close_batch()  # the slot's state is sealed with a version: a packet boundary
+        link = self.links.get(to_nf)
+        if link is None or link.address != worker_address(to_address, self.cfg.index):
+            link = self._link(to_nf, to_address)
+        try:
+            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+        except TimeoutError:
+            raise CommandError(f"cannot reach NF {to_nf} at {link.address}") from None
+        st = rt.state
+        base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
+        entries = st.since(base) if base is not None else st.everything()
+        self._xfer_id += 1
+        xid = self._xfer_id
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._xfer_waiters[xid] = fut
+        nbytes = link.send({
+            "t": "x", "id": xid, "slot": slot, "epoch": rt.epoch, "seq": st.last_seq,
+            "version": st.version, "base": -1 if base is None else base, "flows": entries,
+        })
+        # stopped: until the adopter answers, arriving packets wait here (rt.pending)
+        rt.role = SlotRole.RELEASED
+        rt.forward = None
+        self.c.transfer_bytes += nbytes
+        error = ""
+        try:
+            reply = await asyncio.wait_for(fut, self.cfg.transfer_timeout)
+            if not reply.get("ok"):
+                error = f"NF {to_nf} refused slot {slot}: {reply.get('err')}"
+        except TimeoutError:
+            error = f"NF {to_nf} did not acknowledge the state of slot {slot}"
+        finally:
+            self._xfer_waiters.pop(xid, None)
+        held, rt.pending = rt.pending, []
+        now = time.monotonic()
+        if error:  # the slot stays here: resume processing, with what arrived meanwhile
+            rt.role = SlotRole.PRIMARY
+            for shim, frame in held:
+                self._offer(rt, shim, frame, now)
+            raise CommandError(error + "; the slot stays owned here")
+        rt.forward = link
+        early = [item for _seq, item in rt.seq.take_buffered()]
+        for _shim, frame in early + held:
+            link.send({"t": "f", "f": frame})
+        self.c.forwarded += len(early) + len(held)
+        self._waiting.discard(slot)
+        backup = self.links.get(self.backup_id) if self.backup_id else None
+        if backup is not None and backup is not link:
+            backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
+        return {
+            "bytes_shipped": nbytes, "last_seq": st.last_seq, "flows_shipped": len(entries),
+            "delta": base is not None,
+        }
+
+    def promote(self, slots: list[int]) -> dict[str, Any]:
+        chosen = slots or sorted(self.backed_up)
+        chosen = [s for s in chosen if self.owns(s)]
+        replayed = 0
+        now = time.monotonic()
+        done: list[int] = []
+        for slot in chosen:
+            rt = self.slots.get(slot)
+            if rt is not None and rt.role == SlotRole.PRIMARY:
+                done.append(slot)
+                continue
+            rep = self.replicas.pop(slot, None) or Replica(slot)
+            self.backed_up.discard(slot)
+            rt = self.slots[slot] = self._new_slot(slot, rep.epoch, SlotRole.PRIMARY)
+            buffered = self.inbuf.take_beyond(slot, rep.last_seq or None)
+            if rep.last_seq:
+                first: int | None = seq_next(rep.last_seq)
+            else:  # no delta yet: the number AssignSlots gave, else the first copy held
+                first = self.backup_next_seq.get(slot) or (buffered[0][0] if buffered else None)
+            self.backup_next_seq.pop(slot, None)
+            state, bad = rep.to_slot_state()
+            self.c.repl_errors += bad
+            self._become_primary(rt, state, first)
+            for _seq, frame in buffered:
+                shim = Shim.unpack(frame, ETH_HDR_LEN)
+                self._offer(rt, shim, frame, now)
+            replayed += len(buffered)
+            done.append(slot)
+        self.c.replayed += replayed
+        self.close_batch()
+        return {"replayed": replayed, "slots": done}
+
+    def status(self) -> dict[str, Any]:
+        slots = []
+        for slot, rt in self.slots.items():
+            slots.append({
+                "slot": slot, "epoch": rt.epoch, "role": int(rt.role), "packets": rt.packets,
+                "committed_seq": rt.committed_seq, "next_expected": rt.seq.next_expected or 0,
+                "version": rt.state.version, "flows": len(rt.state.flows),
+                "peer_versions": {
+                    nf: vers[slot] for nf, vers in self.acked_versions.items() if slot in vers
+                },
+            })
+        for slot in sorted(self.backed_up | set(self.replicas)):
+            if slot in self.slots:
+                continue
+            rep = self.replicas.get(slot) or Replica(slot)
+            role = SlotRole.BACKUP if slot in self.backed_up else SlotRole.REPLICA
+            slots.append({
+                "slot": slot, "epoch": rep.epoch, "role": int(role),
+                "packets": self.inbuf.count(slot), "committed_seq": rep.last_seq,
+                "next_expected": 0, "version": rep.version, "flows": len(rep.flows),
+            })
+        c = self.c
+        if self.drop_probe is not None:
+            self.kernel_drops += self.drop_probe()
+        gaps = sum(rt.seq.gaps for rt in self.slots.values())
+        queue = sum(rt.seq.depth + len(rt.pending) for rt in self.slots.values())
+        queue += self.commit.held_outputs
+        return {
+            "slots": slots, "packets": c.packets, "gaps": gaps, "queue_depth": queue,
+            "malformed": c.malformed, "duplicates": c.duplicates,
+            "drops": c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
+            + self.kernel_drops,
+            "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
+            "unowned": c.unowned, "overflows": c.overflows, "nf_errors": c.nf_errors,
+            "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
+            "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
+            "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
+            "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
+        }
+
+    def flows(self, slot: int) -> dict[str, Any]:
+        """The state of one slot (owned or replicated), for tests and debugging."""
+        rt = self.slots.get(slot)
+        if rt is not None:
+            flows, version, last = rt.state.flows, rt.state.version, rt.state.last_seq
+        elif slot in self.replicas:
+            state, _bad = self.replicas[slot].to_slot_state()
+            flows, version, last = state.flows, state.version, state.last_seq
+        else:
+            raise CommandError(f"no state for slot {slot} here")
+        return {
+            "version": version, "last_seq": last,
+            "flows": [[None if k is None else list(k), v] for k, v in flows.items()],
+        }
+
+    async def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run one control command (from `nf_host.control` through the worker's pipe)."""
+        if name == "ping":
+            return {}
+        if name == "status":
+            return self.status()
+        if name == "flows":
+            return self.flows(int(args["slot"]))
+        if name == "set_role":
+            self.role = Role(int(args["role"]))
+            return {}
+        if name == "set_backup":
+            self.set_backup(int(args["nf_id"]), str(args["address"]))
+            return {}
+        if name == "set_peers":
+            self.set_peers([(int(n), str(a)) for n, a in args["peers"]])
+            return {}
+        if name == "assign":
+            self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]))
+            return {}
+        if name == "adopt":
+            self.adopt(int(args["slot"]), int(args["epoch"]))
+            return {}
+        if name == "release":
+            return await self.release(
+                int(args["slot"]), int(args["to_nf"]), str(args["to_address"]), bool(args["same_cluster"])
+            )
+        if name == "promote":
+            return self.promote([int(s) for s in args["slots"]])
+        raise CommandError(f"unknown command {name!r}")
+
+

@@ -1,0 +1,203 @@
+"""Worker processes of an NF instance and the pool the control server uses to reach them.
+
+`nf-host run` starts one OS process per worker (the GIL rules out threads for CPU work). Each
+runs `worker_main`: its own asyncio loop, its own AF_PACKET socket with the BPF filter for its
+slots, its replication server, and a `Worker`. The parent talks to it over a multiprocessing pipe:
+requests `(id, command, args)` and replies `(id, ok, result or error message)`; `WorkerPool`
+matches replies to requests so a slow command on one worker (a release waiting for the adopter)
+does not block status calls. A worker exits when its parent dies (PR_SET_PDEATHSIG) or the pipe closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import importlib
+import itertools
+import logging
+import multiprocessing as mp
+import signal
+import threading
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from nf_host.config import NfHostConfig
+from nf_host.nf_api import GlobalStore, make_nf
+from nf_host.port import open_port, recv_frames, socket_drops
+from nf_host.worker import CommandError, Worker
+
+log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1
+
+
+def _open_global_store(spec: str) -> GlobalStore:
+    from nf_host.global_state import open_store
+
+    return open_store(spec)
+
+
+def worker_main(cfg: NfHostConfig, index: int, conn: Connection) -> None:
+    """Entry point of worker process `index`."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(
+        level=cfg.log_level, format=f"%(asctime)s nf{cfg.nf_id}.w{index} %(levelname)s %(message)s"
+    )
+    try:
+        asyncio.run(_worker_async(cfg, index, conn))
+    except OSError as exc:  # e.g. no such interface, address in use: say so without a traceback
+        conn.send((0, False, f"worker {index} failed: {exc}"))
+    except Exception as exc:
+        log.exception("worker %d failed", index)
+        conn.send((0, False, f"worker {index} failed: {exc}"))
+
+
+async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None:
+    for mod in cfg.nf_modules:
+        importlib.import_module(mod)
+    nf = make_nf(cfg.nf, cfg.params)
+    store = _open_global_store(cfg.global_store)
+    sock = open_port(cfg.interface, index, cfg.workers)
+    loop = asyncio.get_running_loop()
+
+    def tx(frame: bytes | bytearray) -> None:
+        try:
+            sock.send(frame)
+        except BlockingIOError:  # the interface queue is full: the frame is lost, count it
+            worker.c.overflows += 1
+
+    worker = Worker(cfg.worker_config(index), nf, store, tx)
+    await worker.start()
+    done = loop.create_future()
+    tasks: set[asyncio.Task[None]] = set()
+
+    def on_data() -> None:
+        for frame in recv_frames(sock):
+            worker.on_frame(frame)
+            if worker.input_paused:
+                break
+
+    async def run_command(rid: int, name: str, args: dict[str, Any]) -> None:
+        try:
+            result = await worker.command(name, args)
+            conn.send((rid, True, result))
+        except (CommandError, ValueError, KeyError, TypeError) as exc:
+            conn.send((rid, False, str(exc)))
+
+    def on_command() -> None:
+        try:
+            rid, name, args = conn.recv()
+        except (EOFError, OSError):
+            if not done.done():
+                done.set_result(None)
+            return
+        task = loop.create_task(run_command(rid, name, args))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def on_pause(pause: bool) -> None:
+        if pause:
+            loop.remove_reader(sock.fileno())
+        else:
+            loop.add_reader(sock.fileno(), on_data)
+
+    worker.on_pause = on_pause
+    worker.drop_probe = lambda: socket_drops(sock)
+    loop.add_reader(sock.fileno(), on_data)
+    loop.add_reader(conn.fileno(), on_command)
+    conn.send((0, True, "ready"))
+    try:
+        await done
+    finally:
+        await worker.stop()
+        sock.close()
+
+
+class WorkerPool:
+    """The parent's handle on the worker processes."""
+
+    def __init__(self, cfg: NfHostConfig) -> None:
+        self.cfg = cfg
+        ctx = mp.get_context("spawn")
+        self.procs: list[BaseProcess] = []
+        self.conns: list[Connection] = []
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._send_locks: list[threading.Lock] = []
+        for i in range(cfg.workers):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=worker_main, args=(cfg, i, child), name=f"nf{cfg.nf_id}-w{i}")
+            proc.start()
+            child.close()
+            self.procs.append(proc)
+            self.conns.append(parent)
+            self._send_locks.append(threading.Lock())
+        for i, conn in enumerate(self.conns):
+            if not conn.poll(30):
+                raise RuntimeError(f"worker {i} did not start within 30 s")
+            _rid, ok, msg = conn.recv()
+            if not ok:
+                raise RuntimeError(str(msg))
+        self._readers = [
+            threading.Thread(target=self._read, args=(c,), daemon=True) for c in self.conns
+        ]
+        for t in self._readers:
+            t.start()
+
+    def _read(self, conn: Connection) -> None:
+        while True:
+            try:
+                rid, ok, result = conn.recv()
+            except (EOFError, OSError):
+                break
+            with self._lock:
+                fut = self._waiting.pop(rid, None)
+            if fut is None:
+                log.error("worker message without request: %s", result)
+                continue
+            if ok:
+                fut.set_result(result)
+            else:
+                fut.set_exception(CommandError(str(result)))
+        with self._lock:  # the worker is gone: fail whatever waits for it
+            for rid, fut in list(self._waiting.items()):
+                if not fut.done():
+                    fut.set_exception(CommandError("worker process exited"))
+                self._waiting.pop(rid, None)
+
+    def alive(self) -> bool:
+        return all(p.is_alive() for p in self.procs)
+
+    def worker_of(self, slot: int) -> int:
+        return slot % self.cfg.workers
+
+    def request(self, worker: int, name: str, args: dict[str, Any], timeout: float = 10.0) -> Any:
+        if not self.procs[worker].is_alive():
+            raise CommandError(f"worker {worker} is not running")
+        rid = next(self._ids)
+        fut: Future[Any] = Future()
+        with self._lock:
+            self._waiting[rid] = fut
+        with self._send_locks[worker]:
+            self.conns[worker].send((rid, name, args))
+        try:
+            return fut.result(timeout)
+        except TimeoutError:
+            with self._lock:
+                self._waiting.pop(rid, None)
+            raise CommandError(f"worker {worker} did not answer {name!r} within {timeout} s") from None
+
+    def broadcast(self, name: str, args: dict[str, Any]) -> list[Any]:
+        return [self.request(i, name, args) for i in range(self.cfg.workers)]
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
+        for proc in self.procs:
+            proc.join(3)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(3)

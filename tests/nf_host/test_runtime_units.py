@@ -1,0 +1,192 @@
+"""Unit tests of the runtime's building blocks: sequencing, state versions, backup buffer,
+output commit, the BPF filter, the replication codec and the configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+from nf_host import fanout
+from nf_host.backup import InputBuffer
+from nf_host.commit import OutputCommit
+from nf_host.config import ConfigError, load_config
+from nf_host.harness import checker_frame, read_checker, udp_frame
+from nf_host.nf_api import FlowKey
+from nf_host.reorder import Offer, Sequencer
+from nf_host.replication import MAX_FRAME, ProtocolError, decode, encode, worker_address
+from nf_host.shim import Kind, Shim, encap
+from nf_host.state_store import (
+    Replica,
+    SlotState,
+    entries_from_wire,
+    flow_id,
+    key_from_wire,
+    key_to_wire,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def test_sequencer_releases_in_order_and_refuses_duplicates() -> None:
+    s: Sequencer[str] = Sequencer(next_expected=1)
+    out: list[tuple[int, str]] = []
+    assert s.offer(3, "c", 0.0, out) == Offer.BUFFERED
+    assert s.offer(2, "b", 0.0, out) == Offer.BUFFERED
+    assert s.offer(3, "c", 0.0, out) == Offer.DUPLICATE
+    assert out == []
+    assert s.offer(1, "a", 0.0, out) == Offer.READY
+    assert out == [(1, "a"), (2, "b"), (3, "c")]
+    assert s.offer(2, "b", 0.0, out) == Offer.DUPLICATE
+    assert s.duplicates == 2 and s.next_expected == 4 and s.waiting_since is None
+
+
+def test_sequencer_skips_an_old_gap_and_counts_it() -> None:
+    s: Sequencer[int] = Sequencer(next_expected=1, gap_timeout=0.05)
+    out: list[tuple[int, int]] = []
+    s.offer(4, 4, 1.0, out)
+    s.offer(5, 5, 1.01, out)
+    assert s.expire(1.04, out) == 0 and out == []
+    assert s.expire(1.06, out) == 3
+    assert out == [(4, 4), (5, 5)] and s.gaps == 3 and s.next_expected == 6
+
+
+def test_sequencer_bounded() -> None:
+    s: Sequencer[int] = Sequencer(next_expected=1, capacity=2)
+    out: list[tuple[int, int]] = []
+    assert s.offer(2, 2, 0, out) == Offer.BUFFERED
+    assert s.offer(3, 3, 0, out) == Offer.BUFFERED
+    assert s.offer(4, 4, 0, out) == Offer.OVERFLOW and s.overflows == 1
+
+
+def test_slot_state_versions_give_deltas() -> None:
+    st = SlotState(7)
+    k1, k2 = flow_id(FlowKey(1, 2, 3, 4, 6)), flow_id(FlowKey(5, 6, 7, 8, 17))
+    st.flows[k1] = {"n": 1}
+    st.flows[k2] = {"n": 1}
+    st.dirty |= {k1, k2}
+    assert len(st.seal()) == 2 and st.version == 1
+    st.flows[k2]["n"] = 2
+    st.dirty.add(k2)
+    delta = st.seal()
+    assert delta == [[key_to_wire(k2), {"n": 2}]] and st.version == 2
+    assert st.since(1) == delta and len(st.since(0)) == 2 and len(st.everything()) == 2
+    rep = Replica(7)
+    rep.apply(decode(encode({"t": "d", "e": st.since(0)})[4:])["e"], st.version, 10)
+    assert rep.version == 2 and rep.last_seq == 10
+    owned, bad = rep.to_slot_state()
+    assert bad == 0 and owned.flows[k2] == {"n": 2} and owned.flows[k1] == {"n": 1}
+    assert owned.since(2) == [] and len(owned.since(1)) == 2
+
+
+def test_wire_keys_are_validated() -> None:
+    assert key_from_wire(None) is None
+    assert key_from_wire(key_to_wire((1, 2, 3, 4, 5))) == (1, 2, 3, 4, 5)
+    for junk in ([1, 2, 3, 4, 5], b"short", "abcdefghijklm"):
+        with pytest.raises(ValueError):
+            key_from_wire(junk)
+    with pytest.raises(ValueError):
+        entries_from_wire([[None, "not a dict"]])
+    rep = Replica(1)
+    rep.apply([[b"x" * 13, {"ok": 1}], [b"bad", {}], [None, 5]], 1, 1)
+    owned, bad = rep.to_slot_state()
+    assert bad == 2 and list(owned.flows.values()) == [{"ok": 1}]
+    with pytest.raises(TypeError):
+        rep.apply([[[1, 2], {}]], 2, 2)  # an unhashable key: the receiver counts the message
+
+
+def test_input_buffer_accounts_memory() -> None:
+    buf = InputBuffer(max_bytes=100)
+    assert buf.add(1, 1, b"x" * 40) and buf.add(1, 2, b"y" * 40)
+    assert not buf.add(1, 3, b"z" * 40) and buf.overflows == 1
+    assert not buf.add(1, 2, b"y") and buf.duplicates == 1
+    assert buf.bytes_held == 80
+    assert buf.drop_upto(1, 1) == 1 and buf.bytes_held == 40
+    assert buf.add(1, 3, b"z" * 40)
+    assert buf.take_beyond(1, 2) == [(3, b"z" * 40)] and buf.bytes_held == 0
+
+
+def test_output_commit_acks_are_cumulative() -> None:
+    oc = OutputCommit()
+    batches = [oc.new_batch(0.0) for _ in range(3)]
+    for b in batches:
+        b.outputs.append(b"o%d" % b.id)
+        oc.hold(b)
+    assert oc.held_outputs == 3
+    assert [b.id for b in oc.ack(2)] == [1, 2]
+    assert oc.ack(2) == [] and oc.held_outputs == 1
+    assert [b.id for b in oc.release_all()] == [3]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_bpf_filter_sends_each_slot_to_exactly_one_worker(workers: int) -> None:
+    inner = checker_frame(1, 1)
+    for slot in range(20):
+        frame = encap(Shim(Kind.PRIMARY, 0, slot, 1, 1, 1, 0x0800), inner)
+        takers = [
+            i for i in range(workers) if fanout.run_filter(fanout.worker_filter(i, workers), frame)
+        ]
+        assert takers == [slot % workers]
+    for junk in (b"\x00" * 60, b"\x00" * 12 + b"\x88\xb5" + b"\x01"):
+        takers = [
+            i for i in range(workers) if fanout.run_filter(fanout.worker_filter(i, workers), junk)
+        ]
+        assert takers == [0], "worker 0 counts frames that are not shim frames"
+
+
+def test_replication_codec_rejects_garbage() -> None:
+    msg = {"t": "d", "b": 3, "s": [[1, 1, 2, 9, [[None, {"a": b"x"}]]]], "full": False}
+    data = encode(msg)
+    assert decode(data[4:]) == msg
+    with pytest.raises(ProtocolError):
+        decode(b"\xc1")
+    with pytest.raises(ProtocolError):
+        decode(encode({"x": 1})[4:])
+    assert MAX_FRAME >= 1 << 20
+    assert worker_address("127.0.0.1:5000", 2) == "127.0.0.1:5002"
+
+
+def test_config_names_the_bad_field(tmp_path) -> None:
+    f = tmp_path / "nf.yaml"
+    f.write_text("nf_id: 3\ninterface: eth9\nbatch_size: 0\n")
+    with pytest.raises(ConfigError, match="batch_size"):
+        load_config(f, {})
+    cfg = load_config(f, {"batch_size": 16, "workers": 2})
+    assert cfg.batch_size == 16 and cfg.worker_config(1).repl_port == 51001
+    with pytest.raises(ConfigError, match="nf_id"):
+        load_config(None, {"interface": "x"})
+
+
+def test_harness_frames_match_scapy() -> None:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    frame = checker_frame(513, 7, reverse=True)
+    pkt = Ether(frame)
+    assert pkt[IP].src == "10.1.2.1" and pkt[IP].dst == "10.0.2.1" and pkt[UDP].dport == 1513
+    original = pkt[IP].chksum
+    del pkt[IP].chksum
+    assert Ether(bytes(pkt))[IP].chksum == original, "harness IPv4 checksum agrees with scapy's"
+    assert read_checker(frame) == (513, 7, 0)
+    assert read_checker(udp_frame("1.1.1.1", "2.2.2.2", 1, 2, b"short")) is None
+
+
+def test_sequence_numbers_wrap_around() -> None:
+    top = 0xFFFFFFFF
+    s: Sequencer[int] = Sequencer(next_expected=top - 1)
+    out: list[tuple[int, int]] = []
+    assert s.offer(1, 1, 0.0, out) == Offer.BUFFERED
+    assert s.offer(0, 0, 0.0, out) == Offer.BUFFERED
+    assert s.offer(top - 5, 9, 0.0, out) == Offer.DUPLICATE, "just behind: already released"
+    assert s.offer(top, top, 0.0, out) == Offer.BUFFERED
+    assert s.offer(top - 1, top - 1, 0.0, out) == Offer.READY
+    assert [q for q, _ in out] == [top - 1, top, 0, 1] and s.next_expected == 2
+    g: Sequencer[int] = Sequencer(next_expected=top, gap_timeout=0.01)
+    g.offer(1, 1, 0.0, out)
+    assert g.expire(1.0, out) == 2 and g.next_expected == 2  # top and 0 skipped
+    buf = InputBuffer()
+    for q in (top - 1, top, 0, 1):
+        buf.add(3, q, b"x")
+    assert buf.drop_upto(3, top) == 2
+    assert [q for q, _ in buf.take_beyond(3, None)] == [0, 1]
+    for q in (top, 0, 1):
+        buf.add(4, q, b"y")
+    assert [q for q, _ in buf.take_beyond(4, top)] == [0, 1]

@@ -1,0 +1,378 @@
+"""The worker engine in-process: two or three `Worker`s on one event loop, replicating over real
+loopback TCP, fed frames directly (no namespaces). Deterministic checks of output commit, promotion
+and delta accounting that the namespace tests can only observe from outside."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from nf_host.global_state import MemoryStore
+from nf_host.harness import CheckerSink, Switch, checker_frame, strip_shim
+from nf_host.nf_api import make_nf
+from nf_host.replication import Link, Message
+from nf_host.state_store import Replica
+from nf_host.worker import CommandError, SlotRole, Worker, WorkerConfig
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.unit
+SLOT = 3
+
+
+class Node:
+    def __init__(self, nf_id: int, batch: int = 4) -> None:
+        self.out: list[bytes | bytearray] = []
+        self.port = free_port()
+        self.w = Worker(
+            WorkerConfig(nf_id=nf_id, batch_size=batch, batch_time=0, repl_port=self.port),
+            make_nf("checker"),
+            MemoryStore(),
+            self.out.append,
+        )
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+async def until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    async def poll() -> None:
+        while not cond():
+            await asyncio.sleep(0.002)
+
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def run(coro: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(coro(), 30))
+
+
+def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        for n in (a, b):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+            sw = Switch()
+            for no in range(1, 9):
+                p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert c is not None
+                a.w.on_frame(p)
+                b.w.on_frame(c)
+            # two batches of 4 closed; no event-loop turn yet, so no ack: nothing released
+            assert a.out == [] and a.w.commit.held_outputs == 8
+            await until(lambda: len(a.out) == 8, "release after ack")
+            assert b.w.replicas[SLOT].last_seq == 8 and b.w.inbuf.count(SLOT) == 0
+            # the next 3 packets reach only the backup (the primary died)
+            for no in range(9, 12):
+                _p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert c is not None
+                b.w.on_frame(c)
+            res = b.w.promote([SLOT])
+            assert res == {"replayed": 3, "slots": [SLOT]}
+            assert b.w.slots[SLOT].role == SlotRole.PRIMARY
+            sink = CheckerSink()
+            for f in a.out + b.out:
+                sink.feed(f)
+            assert sink.errors == [] and sink.last_count == {1: 11}
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_version() -> None:
+    async def body() -> None:
+        a, p = Node(1), Node(3)
+        for n in (a, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            a.w.set_peers([(3, p.addr)])
+            await until(lambda: a.w.links[3].writer is not None, "peer link")
+            sw = Switch()
+            for flow in range(1, 21):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()
+            version = a.w.slots[SLOT].state.version
+            await until(lambda: a.w.acked_versions.get(3, {}).get(SLOT) == version, "peer ack")
+            assert len(a.out) == 20, "without a backup output is released at once"
+            # two flows change; their delta is on its way but not yet acknowledged by the peer
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(1, 2), 1)[0])
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(2, 2), 1)[0])
+            p.w.adopt(SLOT, 2)
+            res = await a.w.release(SLOT, 3, p.addr, same_cluster=True)
+            assert res["delta"] and res["flows_shipped"] == 2 and res["last_seq"] == 22
+            full = await full_release_bytes()
+            assert res["bytes_shipped"] * 4 < full
+            st = p.w.slots[SLOT]
+            assert st.role == SlotRole.PRIMARY and st.seq.next_expected == 23
+            assert (
+                len(st.state.flows) == 20
+                and st.state.flows[next(iter(st.state.flows))]["count"] >= 1
+            )
+            # a late packet reaching the old owner is forwarded and processed by the new one
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(3, 2), 1)[0])
+            await until(lambda: p.w.c.packets == 1, "forwarded packet processed")
+            assert a.w.c.forwarded == 1
+        finally:
+            for n in (a, p):
+                await n.w.stop()
+
+    async def full_release_bytes() -> int:
+        a, q = Node(4), Node(5)
+        for n in (a, q):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            sw = Switch()
+            for flow in range(1, 21):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            q.w.adopt(SLOT, 2)
+            res = await a.w.release(SLOT, 5, q.addr, same_cluster=False)
+            assert not res["delta"] and res["flows_shipped"] == 20
+            return int(res["bytes_shipped"])
+        finally:
+            for n in (a, q):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_replication_garbage_is_counted() -> None:
+    async def body() -> None:
+        a = Node(1)
+        await a.w.start()
+        try:
+            r, w = await asyncio.open_connection("127.0.0.1", a.port)
+            from nf_host.replication import encode
+
+            w.write(encode({"t": "d", "b": 1, "s": [[1, 1, 1, 1, [[["unhashable"], {}]]]]}))
+            w.write(encode({"t": "zz"}))
+            w.write(b"\xff\xff\xff\xff")
+            await w.drain()
+            assert await r.read() == b""  # the oversized frame closes the connection
+            assert a.w.status()["repl_errors"] == 3
+        finally:
+            await a.w.stop()
+
+    run(body)
+
+
+def test_slot_moves_there_and_back_within_a_cluster_without_losing_state() -> None:
+    async def body() -> None:
+        a, p = Node(1), Node(3)
+        for n in (a, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            a.w.set_peers([(3, p.addr)])
+            p.w.set_peers([(1, a.addr)])
+            await until(
+                lambda: a.w.links[3].writer is not None and p.w.links[1].writer is not None,
+                "peer links",
+            )
+            sw = Switch()
+            for flow in range(1, 11):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()
+            await until(lambda: SLOT in a.w.acked_versions.get(3, {}), "peer ack")
+            p.w.adopt(SLOT, 2)
+            await a.w.release(SLOT, 3, p.addr, same_cluster=True)
+            # at the new owner: packets of flows 1..5; its deltas reach the old owner as a peer
+            for flow in range(1, 6):
+                p.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 2), 3)[0])
+            p.w.close_batch()
+            await until(lambda: SLOT in p.w.acked_versions.get(1, {}), "old owner acked as a peer")
+            # the old owner adopts back while the new owner's last delta is still in flight
+            a.w.adopt(SLOT, 3)
+            for flow in range(6, 8):
+                p.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 2), 3)[0])
+            res = await p.w.release(SLOT, 1, a.addr, same_cluster=True)
+            assert res["delta"] and res["flows_shipped"] == 2
+            counts = {k[0]: s["count"] for k, s in a.w.slots[SLOT].state.flows.items() if k}
+            assert sorted(counts.values()) == [1, 1, 1] + [2] * 7
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(1, 3), 1)[0])
+            a.w.close_batch()
+            sink = CheckerSink()
+            for f in sorted(a.out + p.out, key=lambda f: strip_shim(f)[0].seq):  # stamp order
+                sink.feed(f)
+            assert sink.errors == [] and sink.last_count[1] == 3
+        finally:
+            for n in (a, p):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_release_tells_the_backup_to_stop_keeping_copies_and_assign_keeps_a_replica() -> None:
+    async def body() -> None:
+        a, b, p = Node(1), Node(2), Node(3)
+        for n in (a, b, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1), (SLOT + 16, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1), (SLOT + 16, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: a.w.links[2].writer is not None, "backup link")
+            sw = Switch()
+            for slot in (SLOT, SLOT + 16):
+                for no in range(1, 5):
+                    pr, c = sw.stamp(slot, checker_frame(slot, no), 1, 2)
+                    assert c is not None
+                    a.w.on_frame(pr)
+                    b.w.on_frame(c)
+            await until(lambda: len(a.out) == 8, "committed output")
+            # a copy the backup holds beyond the last commit (its primary has not seen it yet)
+            _pr, c = sw.stamp(SLOT, checker_frame(SLOT, 5), 1, 2)
+            assert c is not None
+            b.w.on_frame(c)
+            assert b.w.inbuf.count(SLOT) == 1
+            p.w.adopt(SLOT, 2)
+            await a.w.release(SLOT, 3, p.addr, same_cluster=False)
+            await until(lambda: SLOT not in b.w.backed_up, "backup told of the release")
+            assert b.w.inbuf.count(SLOT) == 0 and SLOT + 16 in b.w.backed_up
+            # the controller makes the backup the owner of the other slot by AssignSlots
+            b.w.assign([(SLOT + 16, 2, None)], as_backup=False)
+            st = b.w.slots[SLOT + 16]
+            assert st.role == SlotRole.PRIMARY and st.seq.next_expected == 5
+            assert [s["count"] for s in st.state.flows.values()] == [4]
+        finally:
+            for n in (a, b, p):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
+    async def body() -> None:
+        a, q = Node(1), Node(4)
+        for n in (a, q):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            sw = Switch()
+            for no in range(1, 5):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1)[0])
+            assert len(a.out) == 4
+            late = sw.stamp(SLOT, checker_frame(1, 5), 1)[0]
+            original = a.w._on_link_message
+            seen: list[SlotRole] = []
+
+            def answer_arrives(link: Link, msg: Message) -> None:
+                if msg.get("t") == "xa":  # a packet arrives just before the adopter's answer
+                    seen.append(a.w.slots[SLOT].role)
+                    a.w.on_frame(late)
+                original(link, msg)
+
+            a.w._on_link_message = answer_arrives  # type: ignore[method-assign]
+            with pytest.raises(CommandError, match="not being adopted"):
+                await a.w.release(SLOT, 4, q.addr, same_cluster=False)  # q never adopted it
+            assert seen == [SlotRole.RELEASED], "stopped while the transfer was unanswered"
+            rt = a.w.slots[SLOT]
+            assert rt.role == SlotRole.PRIMARY and rt.packets == 5 and rt.seq.next_expected == 6
+            a.w.close_batch()
+            sink = CheckerSink()
+            for f in a.out:
+                sink.feed(f)
+            assert sink.errors == [] and sink.last_count == {1: 5}
+            assert SLOT not in q.w.slots
+        finally:
+            for n in (a, q):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_peer_that_falls_behind_is_resynchronised_not_buffered_for() -> None:
+    async def body() -> None:
+        a, p = Node(1), Node(3)
+        a.w.cfg.peer_backlog_bytes = -1  # every peer counts as too far behind
+        for n in (a, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            a.w.set_peers([(3, p.addr)])
+            link = a.w.links[3]
+            await until(lambda: link.writer is not None, "peer link")
+            sw = Switch()
+            for flow in range(1, 11):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()  # the delta is not queued: the link is reset instead
+            await until(lambda: len(p.w.replicas.get(SLOT, Replica(SLOT)).flows) == 10,
+                        "full snapshot after the reconnection")
+            assert p.w.replicas[SLOT].last_seq == 10
+        finally:
+            for n in (a, p):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_promotion_before_any_delta_counts_the_copies_that_never_arrived() -> None:
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)  # the primary dies before its first batch
+            sw = Switch()
+            copies = [sw.stamp(SLOT, checker_frame(1, no), 1, 2)[1] for no in range(1, 4)]
+            for c in copies[1:]:  # copy 1 was lost on the wire
+                assert c is not None
+                b.w.on_frame(c)
+            assert b.w.promote([SLOT])["replayed"] == 2
+            rt = b.w.slots[SLOT]
+            assert rt.packets == 0 and rt.seq.next_expected == 1, "waits for number 1"
+            b.w.expire_gaps(time.monotonic() + 1.0)
+            assert rt.packets == 2 and rt.seq.gaps == 1
+        finally:
+            await b.w.stop()
+
+    run(body)
+
+
+def test_primary_and_backup_across_the_sequence_wrap() -> None:
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        for n in (a, b):
+            await n.w.start()
+        try:
+            start = 0xFFFFFFFD
+            a.w.assign([(SLOT, 1, start)], as_backup=False)
+            b.w.assign([(SLOT, 1, start)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: a.w.links[2].writer is not None, "backup link")
+            sw = Switch(next_seq={SLOT: start})
+            for no in range(1, 9):
+                p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert c is not None
+                a.w.on_frame(p)
+                b.w.on_frame(c)
+            await until(lambda: len(a.out) == 8, "output across the wrap")
+            assert [strip_shim(f)[0].seq for f in a.out] == [start, start + 1, start + 2, 0, 1, 2, 3, 4]
+            assert b.w.replicas[SLOT].last_seq == 4 and b.w.inbuf.count(SLOT) == 0
+            for no in range(9, 11):  # the primary dies; these reach only the backup
+                _p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert c is not None
+                b.w.on_frame(c)
+            assert b.w.promote([SLOT])["replayed"] == 2
+            sink = CheckerSink()
+            for f in a.out + b.out:
+                sink.feed(f)
+            assert sink.errors == [] and sink.last_count == {1: 10}
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
