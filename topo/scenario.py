@@ -74,6 +74,13 @@ def options_from(args: argparse.Namespace) -> RunOptions:
 
 # -- network ---------------------------------------------------------------------------------------
 
+def _quiet(host: Any) -> Any:
+    """No IPv6 on a host, set before its interfaces exist: no router solicitations or MLD
+    reports on the data path (the NFs would count them as malformed frames)."""
+    host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+    return host
+
+
 @contextmanager
 def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) -> Iterator[Any]:
     """Build and start the Mininet network; stop it and remove what it left behind afterwards."""
@@ -90,11 +97,11 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) 
                            cpu_port=topo.cpu_port, log_dir=str(log_dir))
         mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
         for h in topo.edge:
-            host = net.addHost(h.name, ip=h.ip, mac=h.mac)
+            host = _quiet(net.addHost(h.name, ip=h.ip, mac=h.mac))
             net.addLink(host, sw, port2=h.port)
         prefix = topo.mgmt_network.prefixlen
         for node in topo.nodes:
-            host = net.addHost(node.name, ip=f"{node.mgmt_ip}/{prefix}")
+            host = _quiet(net.addHost(node.name, ip=f"{node.mgmt_ip}/{prefix}"))
             net.addLink(host, mgmt, intfName1=f"{node.name}-m")
             for link in node.nfs:
                 net.addLink(host, sw, port2=link.port, intfName1=link.intf, addr1=link.mac)
@@ -103,7 +110,6 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) 
         subprocess.run(["ip", "addr", "add", f"{topo.mgmt_gateway}/{prefix}", "dev", MGMT_BRIDGE],
                        check=True)
         for host in net.hosts:
-            host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
             for intf in host.intfList():
                 # the switch reads frames off veths: checksums must be complete, not offloaded
                 host.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
@@ -179,9 +185,12 @@ def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
     for col in ("NF", "node", "cluster", "role", "alive", "slots", "pkt/s", "packets", "queue",
                 "drops", "gaps"):
         table.add_column(col, justify="right" if col not in ("node", "cluster", "role") else "left")
+    # a backup holds replicas of its primary's slots: shown in parentheses
+    backed = {r.get("backup"): r.get("slots_owned", 0) for r in rows if r.get("backup")}
     for r in rows:
+        slots = str(r.get("slots_owned", 0)) if r["id"] not in backed else f"({backed[r['id']]})"
         table.add_row(str(r["id"]), str(r["node"]), str(r["cluster"]), str(r["role"]),
-                      "yes" if r["alive"] else "NO", str(r.get("slots_owned", r.get("slots", ""))),
+                      "yes" if r["alive"] else "NO", slots,
                       f"{r.get('packet_rate', 0):.0f}", str(r.get("packets", 0)),
                       str(r.get("queue_depth", 0)), str(r.get("drops", 0)), str(r.get("gaps", 0)))
     return table
@@ -190,6 +199,7 @@ def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
 def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
               nfs: list[dict[str, Any]]) -> None:
     sent = sum(client.sent.values()) + sum(server.sent.values())
+    console.print()
     console.print(nf_table(nfs, "NF load at the end"))
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
                   f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
@@ -262,6 +272,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         nfs = http_json(f"{api}/nfs")
+        (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
     verdict = verify(server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)

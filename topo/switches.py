@@ -87,6 +87,11 @@ class _GrpcSwitch(Switch):  # type: ignore[misc]
     def start(self, controllers: list[Any]) -> None:
         if _listening(self.grpc_port):
             raise RuntimeError(f"{self.name}: port {self.grpc_port} is already in use")
+        for _port, intf in sorted(self.intfs.items()):
+            if intf.name != "lo":
+                # the kernel must not speak on a data-plane port (IPv6 router solicitations,
+                # MLD): the switch would carry those frames to whatever is on the other side
+                self.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
         cmd = self.command()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

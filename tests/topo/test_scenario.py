@@ -39,6 +39,10 @@ def test_small_make_run_delivers_every_packet_once_in_order(tmp_path: Path) -> N
     verdict = verify(server.received, client.received, client.sent, server.sent)
     assert verdict.ok, verdict.problems()
     assert verdict.packets_received == 2 * flows * packets
+    # no NF dropped, skipped or saw a malformed frame; every packet was processed by a primary
+    nfs = json.loads((tmp_path / "nfs.json").read_text())
+    assert all(nf["alive"] and nf["drops"] == 0 and nf["gaps"] == 0 for nf in nfs), nfs
+    assert sum(nf["packets"] for nf in nfs if nf["role"] == "primary") == 2 * flows * packets
     # the checker NF really was in the path: counts run 1..2*packets per flow
     for f in range(flows):
         counts = sorted(c for _, c in (*server.received[f], *client.received[f]))
