@@ -11,12 +11,15 @@ does not block status calls. A worker exits when its parent dies (PR_SET_PDEATHS
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import importlib
 import itertools
 import logging
 import multiprocessing as mp
+import os
 import signal
+import socket
 import threading
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -195,6 +198,10 @@ class WorkerPool:
 
     def close(self) -> None:
         for conn in self.conns:
+            # shut the socket down before closing it: a reader thread blocked in recv() keeps a
+            # merely closed descriptor alive, and the worker would never see end-of-file
+            with contextlib.suppress(OSError), socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
             conn.close()
         for proc in self.procs:
             proc.join(3)

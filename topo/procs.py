@@ -50,3 +50,12 @@ def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout)
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]], timeout: float = 5.0) -> None:
+    """Terminate every process at once, then wait for each (killing the ones that do not exit)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        stop_process(proc, timeout)

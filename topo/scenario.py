@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ from rich.table import Table
 
 from controlplane.config import ControllerConfig, load_config
 from topo.etcd import run_etcd
-from topo.procs import free_port, stop_process, wait_for
+from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
 from topo.verify import Verdict, verify
@@ -131,8 +132,7 @@ def started(procs: list[subprocess.Popen[bytes]]) -> Iterator[list[subprocess.Po
     try:
         yield procs
     finally:
-        for p in procs:
-            stop_process(p)
+        stop_processes(procs)
 
 
 def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
@@ -280,12 +280,17 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     return verdict
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(args: argparse.Namespace) -> int:
     console = Console(width=max(Console().width, 110))
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: everything is cleaned up
     try:
         verdict = run(options_from(args), console)
     except KeyboardInterrupt:
-        console.print("interrupted: everything started was stopped")
+        console.print("\ninterrupted: everything started was stopped")
         return 130
     except (PermissionError, FileNotFoundError, RuntimeError, TimeoutError) as exc:
         console.print(f"[bold red]make run failed:[/] {exc}")

@@ -5,12 +5,15 @@ checker count."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from topo.procs import stop_process, wait_for
 from topo.traffic import SideReport
 from topo.verify import verify
 
@@ -47,3 +50,40 @@ def test_small_make_run_delivers_every_packet_once_in_order(tmp_path: Path) -> N
     for f in range(flows):
         counts = sorted(c for _, c in (*server.received[f], *client.received[f]))
         assert counts == list(range(1, 2 * packets + 1))
+
+
+def _leftovers() -> list[str]:
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    names = [line.split()[0].split("@")[0] for line in links.splitlines() if line.strip()]
+    return [n for n in names if n.startswith(("s1-", "nfcm0", "client-", "server-", "n1-", "n2-"))]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_ctrl_c_stops_everything_it_started(tmp_path: Path) -> None:
+    if not (REPO / "build" / "nfcluster.p4info.txtpb").exists():
+        subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True)
+    assert _leftovers() == [], "links from an earlier run are still there"
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "topo", "run", "--flows", "4", "--packets", "100000",
+             "--rate", "200", "--out-dir", str(tmp_path)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+    try:
+        wait_for(lambda: b"sending 4 flows" in log.read_bytes() or proc.poll() is not None,
+                 timeout=120, what="traffic started")
+        assert proc.poll() is None, log.read_text()[-3000:]
+        children = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        assert len(children) > 3  # p4sim, controller, etcd, ... in the run's session
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        assert proc.wait(timeout=60) == 130
+    finally:
+        stop_process(proc)
+    assert "interrupted: everything started was stopped" in log.read_text()
+    still = [pid for pid in children if Path(f"/proc/{pid}").exists()]
+    assert still == [], f"processes left running: {still}"
+    assert _leftovers() == []
