@@ -13,6 +13,7 @@ from finsy.proto import U128, p4i, p4r, p4r_grpc
 
 from p4sim.server.device import Device, EngineFactory
 from p4sim.server.service import Server, serve
+from tests.p4sim.server.entity_builders import enc
 from tests.p4sim.server.fake_switch import DEVICE_CONFIG, FakeSwitch, load_p4info
 from tests.p4sim.server.p4rt_client import StreamClient
 from tests.support.procs import free_port
@@ -130,6 +131,32 @@ class RealProgram:
             if obj.preamble.name == suffix or obj.preamble.name.endswith("." + suffix):
                 return int(obj.preamble.id)
         raise KeyError(f"{kind} {suffix}")
+
+    def action(self, name: str, **params: int) -> p4r.Action:
+        """A call of action *name with its parameters given by name."""
+        aid = self.id_of("actions", name)
+        [info] = [a for a in self.p4info.actions if a.preamble.id == aid]
+        by_name = {pi.name: pi.id for pi in info.params}
+        return p4r.Action(
+            action_id=aid,
+            params=[p4r.Action.Param(param_id=by_name[k], value=enc(v)) for k, v in params.items()],
+        )
+
+    def route(self, prefix: int, plen: int, action: str, **params: int) -> p4r.TableEntry:
+        """An ipv4_lpm entry: `prefix/plen` -> `action(**params)`."""
+        table_id = self.id_of("tables", "ipv4_lpm")
+        [table] = [t for t in self.p4info.tables if t.preamble.id == table_id]
+        te = p4r.TableEntry(
+            table_id=table_id,
+            match=[
+                p4r.FieldMatch(
+                    field_id=table.match_fields[0].id,
+                    lpm=p4r.FieldMatch.LPM(value=enc(prefix), prefix_len=plen),
+                )
+            ],
+        )
+        te.action.action.CopyFrom(self.action(action, **params))
+        return te
 
     def name_of(self, kind: str, suffix: str) -> str:
         for obj in getattr(self.p4info, kind):

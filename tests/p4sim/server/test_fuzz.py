@@ -17,7 +17,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from tests.p4sim.server.conftest import Harness, RealProgram
-from tests.p4sim.server.entity_builders import enc, mc_group, table
+from tests.p4sim.server.entity_builders import mc_group, table
 
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
@@ -47,30 +47,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _route(prog: RealProgram, prefix: int, port: int) -> p4r.Update:
-    table_id = prog.id_of("tables", "ipv4_lpm")
-    tinfo = next(t for t in prog.p4info.tables if t.preamble.id == table_id)
-    aid = prog.id_of("actions", "ipv4_forward")
-    action = next(a for a in prog.p4info.actions if a.preamble.id == aid)
-    params = {p.name: p.id for p in action.params}
-    te = p4r.TableEntry(
-        table_id=table_id,
-        match=[
-            p4r.FieldMatch(
-                field_id=tinfo.match_fields[0].id,
-                lpm=p4r.FieldMatch.LPM(value=enc(prefix), prefix_len=24),
-            )
-        ],
-    )
-    te.action.action.CopyFrom(
-        p4r.Action(
-            action_id=aid,
-            params=[
-                p4r.Action.Param(param_id=params["dst_addr"], value=enc(0x020000000002)),
-                p4r.Action.Param(param_id=params["port"], value=enc(port)),
-            ],
-        )
-    )
-    return table(te)
+    return table(prog.route(prefix, 24, "ipv4_forward", dst_addr=0x020000000002, port=port))
 
 
 def _seeds(prog: RealProgram) -> list[bytes]:

@@ -14,7 +14,7 @@ import pytest
 from finsy.proto import U128, p4r, p4r_grpc
 
 from tests.p4sim.server.conftest import PROGRAM, RealProgram
-from tests.p4sim.server.entity_builders import INSERT, enc, update
+from tests.p4sim.server.entity_builders import INSERT, update
 from tests.p4sim.server.p4rt_client import StreamClient
 from tests.support.procs import free_port
 from topo.switches import Bmv2Switch, P4Host, P4simSwitch, bmv2_available, switch_class
@@ -38,33 +38,6 @@ print(n, flush=True)
 UDP_SENDER = "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); " + (
     "[s.sendto(b'p4sim', (sys.argv[1], 9999)) for _ in range(int(sys.argv[2]))]"
 )
-
-
-def _route(prog: RealProgram, ip: int, mac: int, port: int) -> p4r.Update:
-    table_id = prog.id_of("tables", "ipv4_lpm")
-    table = next(t for t in prog.p4info.tables if t.preamble.id == table_id)
-    aid = prog.id_of("actions", "ipv4_forward")
-    action = next(a for a in prog.p4info.actions if a.preamble.id == aid)
-    params = {p.name: p.id for p in action.params}
-    te = p4r.TableEntry(
-        table_id=table_id,
-        match=[
-            p4r.FieldMatch(
-                field_id=table.match_fields[0].id,
-                lpm=p4r.FieldMatch.LPM(value=enc(ip), prefix_len=32),
-            )
-        ],
-    )
-    te.action.action.CopyFrom(
-        p4r.Action(
-            action_id=aid,
-            params=[
-                p4r.Action.Param(param_id=params["dst_addr"], value=enc(mac)),
-                p4r.Action.Param(param_id=params["port"], value=enc(port)),
-            ],
-        )
-    )
-    return update(INSERT, table_entry=te)
 
 
 @pytest.mark.unit
@@ -111,12 +84,10 @@ def test_mininet_hosts_ping_through_p4sim(real_program: RealProgram) -> None:
         stream.arbitrate(1)
         assert stream.receive("arbitration").arbitration.status.code == 0
         routes = [
-            _route(
-                real_program,
-                int.from_bytes(bytes(map(int, h.IP().split("."))), "big"),
-                int(h.MAC().replace(":", ""), 16),
-                ports[h],
-            )
+            update(INSERT, table_entry=real_program.route(
+                int.from_bytes(bytes(map(int, h.IP().split("."))), "big"), 32, "ipv4_forward",
+                dst_addr=int(h.MAC().replace(":", ""), 16), port=ports[h],
+            ))
             for h in (h1, h2)
         ]
         req = p4r.WriteRequest(device_id=1, election_id=U128.encode(1), updates=routes)

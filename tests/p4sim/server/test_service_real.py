@@ -24,32 +24,6 @@ Real = tuple[Harness, StreamClient, RealProgram]
 H2_MAC = 0x020000000002
 
 
-def _route(p: RealProgram, prefix: int, plen: int, action: str, **params: int) -> p4r.TableEntry:
-    table_id = p.id_of("tables", "ipv4_lpm")
-    [table] = [t for t in p.p4info.tables if t.preamble.id == table_id]
-    te = p4r.TableEntry(
-        table_id=table_id,
-        match=[
-            p4r.FieldMatch(
-                field_id=table.match_fields[0].id,
-                lpm=p4r.FieldMatch.LPM(value=enc(prefix), prefix_len=plen),
-            )
-        ],
-    )
-    te.action.action.CopyFrom(_action(p, action, **params))
-    return te
-
-
-def _action(p: RealProgram, name: str, **params: int) -> p4r.Action:
-    aid = p.id_of("actions", name)
-    [info] = [a for a in p.p4info.actions if a.preamble.id == aid]
-    by_name = {pi.name: pi.id for pi in info.params}
-    return p4r.Action(
-        action_id=aid,
-        params=[p4r.Action.Param(param_id=by_name[k], value=enc(v)) for k, v in params.items()],
-    )
-
-
 def _packet(dst: str = "10.0.2.2", ttl: int = 64) -> bytes:
     return bytes(
         Ether(dst="02:00:00:00:00:aa", src="02:00:00:00:00:01")
@@ -80,7 +54,7 @@ def test_lpm_route_forwards_and_rewrites(real: Real) -> None:
         10,
         update(
             INSERT,
-            table_entry=_route(prog, 0x0A000200, 24, "ipv4_forward", dst_addr=H2_MAC, port=2),
+            table_entry=prog.route(0x0A000200, 24, "ipv4_forward", dst_addr=H2_MAC, port=2),
         ),
     )
     h.device.inject(1, _packet())
@@ -98,9 +72,9 @@ def test_lpm_route_forwards_and_rewrites(real: Real) -> None:
 def test_modify_delete_and_read_back(real: Real) -> None:
     h, _, prog = real
     sent = _capture(h)
-    te = _route(prog, 0x0A000200, 24, "ipv4_forward", dst_addr=H2_MAC, port=2)
+    te = prog.route(0x0A000200, 24, "ipv4_forward", dst_addr=H2_MAC, port=2)
     h.write(10, update(INSERT, table_entry=te))
-    te2 = _route(prog, 0x0A000200, 24, "ipv4_forward", dst_addr=H2_MAC, port=3)
+    te2 = prog.route(0x0A000200, 24, "ipv4_forward", dst_addr=H2_MAC, port=3)
     h.write(10, update(MODIFY, table_entry=te2))
     [got] = h.read(p4r.Entity(table_entry=p4r.TableEntry(table_id=te.table_id)))
     assert got.table_entry.match == te2.match and got.table_entry.action == te2.action
@@ -115,7 +89,7 @@ def test_modify_delete_and_read_back(real: Real) -> None:
 def test_default_action_to_cpu_gives_packet_in(real: Real) -> None:
     h, s, prog = real
     te = p4r.TableEntry(table_id=prog.id_of("tables", "ipv4_lpm"), is_default_action=True)
-    te.action.action.CopyFrom(_action(prog, "send_to_cpu"))
+    te.action.action.CopyFrom(prog.action("send_to_cpu"))
     h.write(10, update(MODIFY, table_entry=te))
     frame = _packet(dst="192.168.0.1")
     h.device.inject(7, frame)
@@ -198,8 +172,8 @@ def test_multicast_group_in_the_engine(real: Real) -> None:
 
 def test_rollback_leaves_the_engine_unchanged(real: Real) -> None:
     h, _, prog = real
-    a = _route(prog, 0x0A000100, 24, "ipv4_forward", dst_addr=1, port=1)
-    b = _route(prog, 0x0A000200, 24, "ipv4_forward", dst_addr=2, port=2)
+    a = prog.route(0x0A000100, 24, "ipv4_forward", dst_addr=1, port=1)
+    b = prog.route(0x0A000200, 24, "ipv4_forward", dst_addr=2, port=2)
     h.write(10, update(INSERT, table_entry=a))
     with pytest.raises(grpc.RpcError):
         h.write(
@@ -216,12 +190,12 @@ def test_rollback_leaves_the_engine_unchanged(real: Real) -> None:
 def test_engine_errors_keep_their_codes(real: Real) -> None:
     h, _, prog = real
     full = [
-        update(INSERT, table_entry=_route(prog, 0x0B000000 + (i << 8), 24, "drop"))
+        update(INSERT, table_entry=prog.route(0x0B000000 + (i << 8), 24, "drop"))
         for i in range(1024)
     ]
     h.write(10, *full)
-    extra = _route(prog, 0x0C000000, 24, "drop")
-    dup = _route(prog, 0x0B000000, 24, "drop")
+    extra = prog.route(0x0C000000, 24, "drop")
+    dup = prog.route(0x0B000000, 24, "drop")
     with pytest.raises(grpc.RpcError) as exc:
         h.write(10, update(INSERT, table_entry=extra), update(INSERT, table_entry=dup))
     codes = [e.canonical_code for e in status_details(exc.value)]
