@@ -21,7 +21,7 @@ APT_STAMP    := .apt-stamp
 help: ## list the targets
 	@echo "nfcluster: make TARGET [VAR=value]"
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) \
-	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-16s %s\n", $$1, $$2}'
+	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-26s %s\n", $$1, $$2}'
 
 setup: $(SETUP_STAMP) ## install Debian packages and the Python environment (idempotent)
 
