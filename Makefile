@@ -12,7 +12,7 @@ PIP        := $(VENV)/bin/pip
 TARGET     ?= p4sim
 PYTEST_ARGS ?=
 # Debian packages the project needs at run time and in tests.
-APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools
+APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
 APT_STAMP    := .apt-stamp
 
@@ -52,9 +52,10 @@ test: setup build p4rt-shell-venv ## lint (ruff, mypy), build the P4 program, th
 unit: setup ## only the fast in-process tests
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-lint: setup ## ruff and mypy (strict) over the project
+lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scripts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	shellcheck .ci/run
 
 run: setup build ## the main job on p4sim (TARGET=bmv2 for BMv2)
 	$(PY) -m topo run --target $(TARGET)
