@@ -14,7 +14,8 @@ PYTEST_ARGS ?=
 # Debian packages the project needs at run time and in tests.
 APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
-APT_STAMP    := .apt-stamp
+# named after the package list, so that adding a package re-runs the check
+APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
 
 .PHONY: help setup apt venv test lint unit run bench clean distclean
 
@@ -70,6 +71,6 @@ clean: ## remove build outputs and caches (keeps the venv)
 	find . -name __pycache__ -not -path './.venv*' -prune -exec rm -rf {} +
 
 distclean: clean ## also remove the virtual environments and stamps
-	rm -rf $(VENV) .venv-* $(APT_STAMP)
+	rm -rf $(VENV) .venv-* .apt-stamp*
 
 -include $(sort $(wildcard mk/*.mk))
