@@ -53,9 +53,9 @@ class Checker(ExprChecker):
                 if d.kind == "header":
                     if isinstance(ft, T.Varbit):
                         raise Unsupported(f.loc, f"varbit field {d.name}.{f.name}")
-                    if not (isinstance(T.strip(ft), T.Bits) or ft is T.BOOL
-                            or (isinstance(ft, T.Enum) and ft.underlying is not None)):
-                        raise err(f.loc, f"{d.name}.{f.name}: header fields must be bit<>, int<>, bool or serializable enums, not {ft}")
+                    if not self.header_field_type(ft):
+                        raise err(f.loc, f"{d.name}.{f.name}: header fields must be bit<>, int<>, bool, serializable "
+                                         f"enums or structs of these, not {ft}")
                 st.fields.append((f.name, ft))
                 st.field_annotations[f.name] = f.annotations
             if d.kind == "header" and T.width_of(st) % 8:
@@ -155,7 +155,9 @@ class Checker(ExprChecker):
         for s in d.states:
             if s.name in ("accept", "reject"):
                 raise err(s.loc, f"state {s.name} is built in and cannot be declared")
-            scope.names.setdefault(s.name, StateSym(s.name))
+            if s.name in scope.names:
+                raise err(s.loc, f"{s.name}: duplicate declaration")
+            scope.names[s.name] = StateSym(s.name)
         for s in d.states:
             sc = Scope(scope)
             for st in s.stmts:
@@ -297,10 +299,14 @@ class Checker(ExprChecker):
     def table(self, d: A.TableDecl, scope: Scope) -> None:
         sym = TableSym(d, self.owner, self.fq(d.name, d.annotations))
         if d.keys is not None:
+            lpm_keys = 0
             for k in d.keys:
                 self.expr(k.expr, scope)
                 if k.match_kind not in self.match_kinds:
                     raise err(k.loc, f"{k.match_kind}: unknown match kind")
+                lpm_keys += k.match_kind == "lpm"
+                if lpm_keys > 1:  # p4c's BMv2 back end refuses these tables
+                    raise err(k.loc, f"table {d.name}: more than one lpm key (BMv2 allows one per table)")
                 kt = T.strip(k.expr.ty)
                 if not (isinstance(kt, T.Bits) or kt is T.BOOL or isinstance(kt, T.Enum) or kt is T.ERROR):
                     raise err(k.loc, f"table {d.name}: key of type {k.expr.ty} cannot be matched")
@@ -405,6 +411,15 @@ class Checker(ExprChecker):
     def block(self, b: A.Block, scope: Scope) -> None:
         for s in b.stmts:
             self.stmt(s, scope)
+
+    @classmethod
+    def header_field_type(cls, ft: T.Type) -> bool:
+        """Types a header field may have: bit<>, int<>, bool, serializable enums, and (P4_16 1.2.2)
+        structs whose fields all have such types."""
+        if isinstance(ft, T.StructLike):
+            return ft.kind == "struct" and all(cls.header_field_type(t) for _, t in ft.fields)
+        return (isinstance(T.strip(ft), T.Bits) or ft is T.BOOL
+                or (isinstance(ft, T.Enum) and ft.underlying is not None))
 
     def storable(self, ty: T.Type, loc: Loc, what: str) -> None:
         """Types a variable or struct field may have."""

@@ -118,6 +118,18 @@ def defaults(t: T.Type) -> list[Any]:
     return [0]
 
 
+def leaf_types(t: T.StructLike) -> list[T.Type]:
+    """The scalar fields of a header in wire order, structs inside it flattened (their storage
+    slots follow the header's valid bit in this order)."""
+    out: list[T.Type] = []
+    for _, ft in t.fields:
+        if isinstance(ft, T.StructLike):
+            out.extend(leaf_types(ft))
+        else:
+            out.append(ft)
+    return out
+
+
 def scalar_width(t: T.Type) -> int:
     st = T.strip(t)
     if isinstance(st, T.Bits):
@@ -352,9 +364,11 @@ class ExprCompiler:
             if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
                 nbits = T.width_of(t)
                 w(f"v = _peek(pk, {nbits})")
-                for n, ft in t.fields:
-                    shift, fw = self.field_bits(t, n)
-                    w(f"s[{base + field_offset(t, n)}] = {self.field_code('v', shift, fw, ft)}")
+                shift = nbits
+                for i, ft in enumerate(leaf_types(t), 1):
+                    fw = scalar_width(ft)
+                    shift -= fw
+                    w(f"s[{base + i}] = {self.field_code('v', shift, fw, ft)}")
                 w(f"s[{base}] = True")
                 return
             raise Unsupported(value.loc, f"this kind of {t} value")
@@ -400,7 +414,8 @@ class ExprCompiler:
         return self.ex(e, ctx)
 
     def ex(self, e: A.Expr, ctx: Ctx) -> str:
-        if e.const is not None and not isinstance(e.const, str) and not isinstance(e, A.Call):
+        if e.const is not None and not isinstance(e.const, str) and (
+                not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
             return lit(e.const)
         if isinstance(e, A.Name):
             b = ctx.env.get(e.ref)
@@ -414,6 +429,8 @@ class ExprCompiler:
         if isinstance(e, A.Member) and self.is_header_lookahead(e.expr):
             ht = e.expr.ty
             assert isinstance(ht, T.StructLike)
+            if isinstance(e.ty, T.StructLike):
+                raise Unsupported(e.loc, "a struct field of a lookahead header")
             shift, fw = self.field_bits(ht, e.name)
             return self.field_code(f"_peek(pk, {T.width_of(ht)})", shift, fw, e.ty)
         if isinstance(e, (A.Member, A.Index)):
@@ -467,11 +484,31 @@ class ExprCompiler:
             return f"_sx({code}, {t.width})"
         return f"({code} & {t.mask})"
 
+    def equal_code(self, t: T.Type, a: int, b: int) -> str:
+        """``==`` of two stored values of type ``t``: headers are equal when both are invalid, or
+        both valid with equal fields; structs and stacks when all their members are equal."""
+        if isinstance(t, T.StructLike) and t.kind == "header":
+            n = size_of(t)
+            return f"(s[{a}] == s[{b}] and (not s[{a}] or s[{a + 1}:{a + n}] == s[{b + 1}:{b + n}]))"
+        if isinstance(t, T.StructLike):
+            parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
+            return "(" + " and ".join(parts) + ")" if parts else "True"
+        if isinstance(t, T.Stack):
+            es = size_of(t.elem)
+            return "(" + " and ".join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
+                                      for i in range(t.size)) + ")"
+        return f"(s[{a}] == s[{b}])"
+
     def binary(self, e: A.Binary, ctx: Ctx) -> str:
         op = e.op
         if op in ("&&", "||"):
             return f"({self.ex(e.left, ctx)} {'and' if op == '&&' else 'or'} {self.ex(e.right, ctx)})"
         lt, rt = e.left.ty, e.right.ty
+        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
+            if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
+                raise Unsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
+            code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))
+            return code if op == "==" else f"(not {code})"
         if op == "++":
             ls, rs = T.strip(lt), T.strip(rt)
             assert isinstance(ls, T.Bits) and isinstance(rs, T.Bits)

@@ -13,6 +13,7 @@ from p4sim.codegen import (
     Writer,
     defaults,
     field_offset,
+    leaf_types,
     lit,
     scalar_width,
     size_of,
@@ -128,6 +129,8 @@ class ExternCompiler(ExprCompiler):
         elif name == "digest":
             data = args[1]
             dt = data.ty
+            if isinstance(data, (A.ListExpr, A.StructExpr)) and isinstance(tv.get("T"), T.StructLike):
+                dt = tv["T"]  # digest<S>(receiver, {a, b}): the list initialises a struct S
             if not isinstance(dt, T.StructLike):
                 raise Unsupported(data.loc, "digest of a value that is not a struct")
             members = [ParamInfo(n, scalar_width(ft)) for n, ft in dt.fields]
@@ -139,6 +142,13 @@ class ExternCompiler(ExprCompiler):
                 db = self.place(data, ctx)
                 for n, ft in dt.fields:
                     code = f"s[{db + field_offset(dt, n)}]"
+                    vals.append(f"int({code})" if ft is T.BOOL else code)
+            elif isinstance(data, (A.ListExpr, A.StructExpr)):
+                items = data.items if isinstance(data, A.ListExpr) else [dict(data.fields)[n] for n, _ in dt.fields]
+                for (_, ft), item in zip(dt.fields, items, strict=True):
+                    if isinstance(ft, (T.StructLike, T.Stack)):
+                        raise Unsupported(item.loc, "a digest member that is a struct or header")
+                    code = self.ex_as(item, ft, ctx)
                     vals.append(f"int({code})" if ft is T.BOOL else code)
             else:
                 raise Unsupported(data.loc, "digest of a struct expression (use a metadata struct)")
@@ -291,7 +301,7 @@ class ExternCompiler(ExprCompiler):
         w("pk.off = e")
         off = 1
         shift = nbits
-        for _, ft in t.fields:
+        for ft in leaf_types(t):
             fw = scalar_width(ft)
             shift -= fw
             code = f"(v >> {shift})" if shift else "v"
@@ -319,7 +329,7 @@ class ExternCompiler(ExprCompiler):
             parts = []
             shift = nbits
             off = 1
-            for _, ft in t.fields:
+            for ft in leaf_types(t):
                 fw = scalar_width(ft)
                 shift -= fw
                 c = f"s[{b + off}]"

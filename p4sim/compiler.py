@@ -133,6 +133,8 @@ class Compiler(ExternCompiler):
             counters=self.counters, direct_counters=self.direct_counters, registers=self.registers,
             profiles=self.profiles, digests=self.digests, controller_headers=cheaders,
             field_lists=field_lists, ctx=self.ctx_obj, warnings=self.warnings,
+            ser_enums={sym.name: (sym.underlying.width, dict(sym.values)) for sym in self.ck.glob.names.values()
+                       if isinstance(sym, T.Enum) and sym.underlying is not None},
         )
 
     def field_lists(self, m_t: T.Type, base: int) -> dict[int, list[int]]:

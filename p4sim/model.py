@@ -142,3 +142,5 @@ class Program:
     field_lists: dict[int, list[int]]  # @field_list index -> metadata slots to preserve
     ctx: Any
     warnings: list[Any] = field(default_factory=list)  # diagnostics.Warning_
+    # serializable enums: name -> (underlying width, member -> value), for P4Info's type_info
+    ser_enums: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)

@@ -206,6 +206,13 @@ def build_p4info(prog: Program) -> p4i.P4Info:
             sm = st.members.add()
             sm.name = mem.name
             sm.type_spec.bitstring.bit.bitwidth = mem.width
+    for name, (width, members) in sorted(prog.ser_enums.items()):
+        se = info.type_info.serializable_enums[name]
+        se.underlying_type.bitwidth = width
+        for mname, value in members.items():
+            mem = se.members.add()
+            mem.name = mname
+            mem.value = (value & ((1 << width) - 1)).to_bytes((width + 7) // 8, "big")
     for ch in prog.controller_headers.values():
         m = info.controller_packet_metadata.add()
         _pre(m.preamble, ids[("controller_header", ch.name)], ch.name, al[ch.name])

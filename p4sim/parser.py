@@ -7,6 +7,7 @@ generic type parameters) before parsing.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import Lexer
 
 from p4sim import ast as A
-from p4sim.diagnostics import CompileError, LineMap, Loc
+from p4sim.diagnostics import CompileError, LineMap, Loc, Unsupported
 
 _GRAMMAR = (Path(__file__).parent / "grammar.lark").read_text()
 _TYPE_KW = {"bit", "int", "varbit", "tuple", "bool", "error", "string"}
@@ -45,9 +46,35 @@ def _parser() -> Lark:
     )
 
 
-def _scan_types(toks: list[Token]) -> set[str]:
-    """Names declared as types anywhere in the program."""
+def _param_scope(toks: list[Token], lt: int) -> tuple[int, int]:
+    """Token range of the declaration whose type parameter list opens at ``lt``: from after the
+    previous ``;``/``{``/``}`` (a method's return type comes before its name) to its ``;`` or the
+    ``}`` closing its body."""
+    start = lt - 1
+    while start > 0 and toks[start - 1].value not in (";", "{", "}"):
+        start -= 1
+    depth = 0
+    end = lt
+    while end < len(toks):
+        v = toks[end].value
+        if v in ("(", "[", "{"):
+            depth += 1
+        elif v in (")", "]", "}"):
+            depth -= 1
+            if depth <= 0 and v == "}":
+                break
+        elif v == ";" and depth == 0:
+            break
+        end += 1
+    return start, end
+
+
+def _scan_types(toks: list[Token]) -> tuple[set[str], set[int]]:
+    """Names declared as types anywhere in the program, and the indexes of the tokens that name a
+    generic type parameter inside the declaration that introduces it (p4c scopes those, so that
+    ``T`` or ``M`` of ``v1model.p4`` stay usable as ordinary names elsewhere)."""
     types: set[str] = {"value_set"}  # built into P4_16 parsers; rejected by name by the checker
+    scoped: set[int] = set()
     n = len(toks)
     for i, t in enumerate(toks):
         v = t.value
@@ -102,23 +129,24 @@ def _scan_types(toks: list[Token]) -> set[str]:
                     ok = True
                 break
             if ok:
-                types.update(names)
-    return types
+                start, end = _param_scope(toks, i)
+                scoped.update(k for k in range(start, min(end + 1, n)) if toks[k].value in names)
+    return types, scoped
 
 
 def _retoken(toks: list[Token]) -> list[Token]:
-    types = _scan_types(toks)
+    types, scoped = _scan_types(toks)
     out: list[Token] = []
     depth = 0  # open type-argument angle brackets
     n = len(toks)
     for i, t in enumerate(toks):
-        if t.type == "NAME" and t.value in types:
+        if t.type == "NAME" and (t.value in types or i in scoped):
             t = Token.new_borrow_pos("TYPE_NAME", t.value, t)
         elif t.value == "<" and t.type != "STRING":
             prev = out[-1] if out else None
             nxt = toks[i + 1] if i + 1 < n else None
             if (prev is not None and prev.type == "TYPE_NAME") or (prev is not None and prev.type == "NAME" and nxt is not None
-                  and (nxt.value in types or nxt.value in _TYPE_KW) and nxt.type != "STRING"):
+                  and (nxt.value in types or i + 1 in scoped or nxt.value in _TYPE_KW) and nxt.type != "STRING"):
                 t = Token.new_borrow_pos("GENERIC_LT", "<", t)
                 depth += 1
             elif prev is not None and prev.value in ("bit", "int", "varbit", "tuple"):
@@ -146,6 +174,9 @@ def parse(text: str, lines: LineMap) -> A.Program:
         toks = list(_lexer().lex(text))
     except UnexpectedCharacters as e:
         raise CompileError(loc_of(e.line, e.column), f"unexpected character {text[e.pos_in_stream or 0]!r}") from None
+    for i, t in enumerate(toks[:-1]):
+        if t.type == "NAME" and t.value == "for" and toks[i + 1].value == "(":
+            raise Unsupported(loc_of(t.line or 0, t.column or 0), "for loop (P4_16 1.2.5)")
     toks = _retoken(toks)
     try:
         tree = _parser().parse(toks)
@@ -430,6 +461,8 @@ class _Build(Transformer[Token, Any]):
     def parser_state(self, meta: Any, items: list[Any]) -> A.ParserState:
         anns, rest = _split_anns(items)
         name, *stmts, trans = rest
+        if trans is None:  # no transition statement: the state goes to reject, as the P4_16 spec says
+            trans = A.Transition(self._loc(meta), "reject", None, [])
         return A.ParserState(self._loc(meta), _s(name), anns, stmts, trans)
 
     def transition_direct(self, meta: Any, items: list[Any]) -> A.Transition:
@@ -528,6 +561,12 @@ class _Build(Transformer[Token, Any]):
 
     def assign(self, meta: Any, items: list[Any]) -> A.Stmt:
         return A.Assign(self._loc(meta), items[0], items[1])
+
+    def compound_assign(self, meta: Any, items: list[Any]) -> A.Stmt:
+        """``x op= e`` is ``x = x op e`` (P4_16 1.2.4); the target is copied, it has no side effects."""
+        target, op, value = items
+        loc = self._loc(meta)
+        return A.Assign(loc, target, A.Binary(loc, str(op)[:-1], copy.deepcopy(target), value))
 
     def call_stmt(self, meta: Any, items: list[Any]) -> A.Stmt:
         return A.CallStmt(self._loc(meta), items[0])

@@ -163,6 +163,18 @@ class ExprChecker:
             return
         raise err(loc, f"cannot implicitly convert {vt} to {target}")
 
+    @staticmethod
+    def check_literal_fits(value: A.Expr, target: T.Type) -> None:
+        """An integer constant given to a bit<N>/int<N> place must be representable there (negative
+        values are allowed for bit<N>: two's complement, as ``-1`` for all ones)."""
+        v = value.const
+        if not isinstance(target, T.Bits) or not isinstance(v, int) or isinstance(v, bool):
+            return
+        w = target.width
+        lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if target.signed else (-(1 << w), (1 << w) - 1)
+        if not lo <= v <= hi:
+            raise err(value.loc, f"value {v} does not fit in {target}")
+
     def compatible(self, target: T.Type, value: A.Expr) -> bool:
         vt = value.ty
         if vt == target or vt is target:
@@ -170,6 +182,7 @@ class ExprChecker:
         if isinstance(target, T.TypeVar) or target is T.DONTCARE:
             return True
         if vt is T.INT and isinstance(T.strip(target), T.Bits) and not isinstance(target, T.NewType):
+            self.check_literal_fits(value, T.strip(target))
             return True
         if vt is T.INT and target is T.INT:
             return True
@@ -401,7 +414,7 @@ class ExprChecker:
             return lt
         if op in ("==", "!="):
             t = self.unify2(lt, rt, e)
-            if isinstance(t, (T.StructLike, T.Stack)):
+            if isinstance(t, T.StructLike) and t.kind == "header_union":
                 raise Unsupported(e.loc, f"comparison of {t} values")
             if lc is not None and rc is not None:
                 e.const = (lc == rc) if op == "==" else (lc != rc)
@@ -480,6 +493,8 @@ class ExprChecker:
             sym = scope.lookup(f.name)
             f.ref = sym
             if isinstance(sym, ExternFunc):
+                if sym.name == "verify" and not self.in_parser:
+                    raise err(e.loc, "verify: may only be invoked in parsers")
                 return self.extern_call(e, sym.name, sym.overloads, {}, scope, ("func", sym.name))
             if isinstance(sym, FunctionSym):
                 if self.in_function is not None and sym is self.in_function:
@@ -507,6 +522,13 @@ class ExprChecker:
                 raise err(e.loc, "isValid() takes no arguments")
             e.ref = ("union", m)
             return T.BOOL
+        if isinstance(bt, T.StructLike) and bt.kind == "header" and m in ("minSizeInBits", "minSizeInBytes"):
+            if e.args:
+                raise err(e.loc, f"{m}() takes no arguments")
+            bits = T.width_of(bt)
+            e.const = bits if m == "minSizeInBits" else (bits + 7) // 8
+            e.ref = ("size", m)
+            return T.INT
         if isinstance(bt, T.StructLike) and bt.kind == "header" and m in HEADER_METHODS:
             if e.args:
                 raise err(e.loc, f"{m}() takes no arguments")
@@ -520,6 +542,8 @@ class ExprChecker:
             self.expr(e.args[0], scope)
             if e.args[0].const is None:
                 raise err(e.args[0].loc, f"{m} needs a constant count")
+            if int(e.args[0].const) < 0:
+                raise err(e.args[0].loc, f"{m}: the count must not be negative")
             self.check_writable(f.expr, f"call {m}() on")
             e.ref = ("stack", m)
             return T.VOID
@@ -610,7 +634,7 @@ class ExprChecker:
                 self.check_writable(a, f"pass as {p.direction} argument")
                 if not (at == pt or isinstance(pt, T.TypeVar)):
                     raise err(a.loc, f"{what}: parameter {p.name} has type {pt}, argument has type {at}")
-            elif not self.compatible(pt, a) and not isinstance(at, T.ListT) and not isinstance(at, T.StructExprT):
+            elif not self.compatible(pt, a):
                 raise err(a.loc, f"{what}: cannot implicitly convert {at} to {pt} for parameter {p.name}")
 
 
