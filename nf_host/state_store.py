@@ -79,7 +79,7 @@ class SlotState:
     wire_keys: dict[FlowId, WireKey] = field(default_factory=dict)
     dirty: set[FlowId] = field(default_factory=set)
     version: int = 0
-    last_seq: int = 0
+    last_seq: int | None = None  # the last seq processed; None before the first (0 is a number)
 
     def _wire(self, key: FlowId) -> WireKey:
         wk = self.wire_keys.get(key)
@@ -123,17 +123,17 @@ class Replica:
     slot: int
     flows: dict[WireKey, FlowState] = field(default_factory=dict)
     version: int = 0
-    last_seq: int = 0
+    last_seq: int | None = None  # the last committed seq; None until one is known (0 is a number)
     epoch: int = 0
 
-    def apply(self, raw_entries: Any, version: int, last_seq: int) -> None:
+    def apply(self, raw_entries: Any, version: int, last_seq: int | None) -> None:
         """Apply a delta as received ([[wire key, state], ...]); TypeError/ValueError if malformed."""
         if not isinstance(raw_entries, list):
             raise ValueError("flow entries must be a list")
         self.flows.update(raw_entries)
         if version > self.version:
             self.version = version
-        if not self.last_seq or seq_after(last_seq, self.last_seq):
+        if last_seq is not None and (self.last_seq is None or seq_after(last_seq, self.last_seq)):
             self.last_seq = last_seq
 
     def to_slot_state(self) -> tuple[SlotState, int]:

@@ -91,6 +91,7 @@ class SlotRuntime:
     committed_seq: int = 0
     forward: Link | None = None
     pending: list[tuple[Shim, bytes]] = field(default_factory=list)  # while adopting
+    replace: bool = False  # the next delta carries the whole slot: receivers replace their replica
 
 
 @dataclass
@@ -140,6 +141,7 @@ class Worker:
         self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._waiting: set[int] = set()  # slots whose sequencer holds early packets
+        self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
         self.input_paused = False
         self.on_pause: Callable[[bool], None] | None = None  # stop/resume reading the data socket
         self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
@@ -188,11 +190,19 @@ class Worker:
             self.c.malformed += 1
 
     def _backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
-        rep = self.replicas.get(slot)
-        if rep is None and slot not in self.backed_up:
+        if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
+            rt = self.slots.get(slot)
+            if rt is not None and rt.role in (SlotRole.PRIMARY, SlotRole.RELEASED, SlotRole.ADOPTING):
+                # a copy still in flight when this backup was promoted (and maybe has moved the
+                # slot on since): it is input now, processed, forwarded or kept like a packet
+                nxt = rt.seq.next_expected
+                if rt.role != SlotRole.PRIMARY or nxt is None or seq == nxt or seq_after(seq, nxt):
+                    self._primary_input(Shim.unpack(frame, ETH_HDR_LEN), frame)
+                return
             self.c.unowned += 1
             return
-        if rep is not None and rep.last_seq and not seq_after(seq, rep.last_seq):
+        rep = self.replicas.get(slot)
+        if rep is not None and rep.last_seq is not None and not seq_after(seq, rep.last_seq):
             return  # already committed by the primary: nothing to keep
         if self.inbuf.add(slot, seq, frame):
             self.c.backup_copies += 1
@@ -325,12 +335,15 @@ class Worker:
             entries = rt.state.seal()
             versions[slot] = rt.state.version
             slots_wire.append([slot, rt.epoch, rt.state.version, last, entries])
+            if rt.replace:
+                slots_wire[-1].append(True)
+                rt.replace = False
         self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False}, versions)
 
     def _replicate(self, batch: Batch, msg: Message, versions: dict[int, int]) -> None:
         data = encode(msg) if self.links else b""
         for nf_id, link in self.links.items():
-            if nf_id != self.backup_id and nf_id not in self.peer_ids:
+            if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
                 continue
             if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
                 # a peer that does not keep up: rather than buffer without bound, drop the
@@ -391,20 +404,33 @@ class Worker:
             self.c.repl_errors += 1
 
     def _on_link_connected(self, link: Link) -> None:
-        """A (re)connected backup or peer gets the full state of every slot we own (a sync)."""
-        self.close_batch()
+        """A (re)connected backup or peer gets the full state of every slot we own (a sync).
+
+        The snapshot is the first message on the new connection: the open batch is closed without
+        sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
+        delta, cumulative, would release earlier batches sent while the link was down before the
+        snapshot covering them is applied."""
+        self._syncing = link
+        try:
+            self.close_batch()
+        finally:
+            self._syncing = None
         batch = self.commit.new_batch(time.monotonic())
         slots_wire: list[list[Any]] = []
         versions: dict[int, int] = {}
         for slot, rt in self.slots.items():
-            if rt.role != SlotRole.PRIMARY:
+            # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
+            # its last batches' output waits for this link's ack: its state is in the snapshot
+            if rt.role == SlotRole.PRIMARY:
+                rt.state.seal()  # new flows since the last batch get a version too
+            elif rt.role != SlotRole.RELEASED or rt.forward is not None:
                 continue
-            rt.state.seal()  # new flows since the last batch get a version too
             versions[slot] = rt.state.version
             slots_wire.append(
                 [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything()]
             )
-            batch.slot_seqs[slot] = rt.state.last_seq
+            if rt.state.last_seq is not None:
+                batch.slot_seqs[slot] = rt.state.last_seq
         link.send({"t": "d", "b": batch.id, "s": slots_wire, "full": True})
         self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
         if link.nf_id == self.backup_id:
@@ -429,17 +455,20 @@ class Worker:
         if t == "d":
             full = bool(msg.get("full"))
             for item in msg["s"]:
-                slot, epoch, version, last_seq, raw = item
+                slot, epoch, version, last_seq, raw, *more = item
                 own = self.slots.get(int(slot))
                 if own is not None and own.role == SlotRole.PRIMARY:
                     continue  # a stale delta of a slot that is ours now
                 # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
                 # is the base of the delta transfer that will complete the adoption)
                 rep = self.replicas.get(slot)
-                if rep is None or full:
-                    old_last = rep.last_seq if rep is not None else 0
+                if rep is None or full or (more and more[0]):  # a whole slot from a new owner
+                    old_last = rep.last_seq if rep is not None else None
                     rep = self.replicas[slot] = Replica(int(slot), last_seq=old_last)
                 rep.epoch = int(epoch)
+                if last_seq is None:  # the owner has not processed a packet of the slot yet
+                    rep.apply(raw, int(version), None)
+                    continue
                 rep.apply(raw, int(version), int(last_seq))
                 self.inbuf.drop_upto(int(slot), int(last_seq))
             return {"t": "a", "b": msg["b"]}
@@ -481,10 +510,12 @@ class Worker:
         version = int(msg["version"])
         state.load(entries, version)
         state.version = version
-        state.last_seq = int(msg["seq"])
+        state.last_seq = None if msg["seq"] is None else int(msg["seq"])
         self.replicas.pop(slot, None)
         self.inbuf.discard(slot)
-        self._become_primary(rt, state, seq_next(state.last_seq) if state.last_seq else None)
+        # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
+        # as the one before 1)
+        self._become_primary(rt, state, None if state.last_seq is None else seq_next(state.last_seq))
         pending, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in pending:
@@ -494,11 +525,12 @@ class Worker:
     def _become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
         """Own `rt` from `state`; its whole state goes to our backup/peers with the next batch."""
         state.dirty = set(state.flows)
+        rt.replace = True  # a peer may hold a replica from the previous owner, beyond our state
         rt.state = state
         rt.role = SlotRole.PRIMARY
         rt.seq.next_expected = next_seq
-        rt.committed_seq = state.last_seq
-        if state.flows:
+        rt.committed_seq = state.last_seq or 0
+        if state.flows and state.last_seq is not None:
             batch = self.batch or self._open_batch(time.monotonic())
             batch.slot_seqs[rt.slot] = state.last_seq
 
@@ -518,9 +550,9 @@ class Worker:
             if as_backup:
                 self.backed_up.add(slot)
                 rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
-                if next_seq and not rep.last_seq:
+                if next_seq is not None and rep.last_seq is None:
                     rep.last_seq = (next_seq - 1) & SEQ_MASK
-                if next_seq:
+                if next_seq is not None:
                     self.backup_next_seq[slot] = next_seq
                 continue
             rt = self.slots.get(slot)
@@ -534,7 +566,7 @@ class Worker:
                 continue
             rt = self.slots[slot] = self._new_slot(slot, epoch, SlotRole.PRIMARY)
             rt.seq.next_expected = next_seq
-            if next_seq:
+            if next_seq is not None:
                 rt.state.last_seq = (next_seq - 1) & SEQ_MASK
 
     def set_backup(self, nf_id: int, address: str) -> None:
@@ -575,7 +607,6 @@ class Worker:
         rt = self.slots.get(slot)
         if rt is None or rt.role != SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is not owned here as primary")
-        self.close_batch()  # the slot's state is sealed with a version: a packet boundary
         link = self.links.get(to_nf)
         if link is None or link.address != worker_address(to_address, self.cfg.index):
             link = self._link(to_nf, to_address)
@@ -583,6 +614,10 @@ class Worker:
             await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(f"cannot reach NF {to_nf} at {link.address}") from None
+        # from here to RELEASED nothing yields: this is a packet boundary. The slot's state is
+        # sealed with a version (after the wait above, during which packets were processed:
+        # a change left in the open batch would be missing from a delta transfer)
+        self.close_batch()
         st = rt.state
         base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
         entries = st.since(base) if base is not None else st.everything()
@@ -624,7 +659,7 @@ class Worker:
         if backup is not None and backup is not link:
             backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
         return {
-            "bytes_shipped": nbytes, "last_seq": st.last_seq, "flows_shipped": len(entries),
+            "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
             "delta": base is not None,
         }
 
@@ -642,8 +677,8 @@ class Worker:
             rep = self.replicas.pop(slot, None) or Replica(slot)
             self.backed_up.discard(slot)
             rt = self.slots[slot] = self._new_slot(slot, rep.epoch, SlotRole.PRIMARY)
-            buffered = self.inbuf.take_beyond(slot, rep.last_seq or None)
-            if rep.last_seq:
+            buffered = self.inbuf.take_beyond(slot, rep.last_seq)
+            if rep.last_seq is not None:
                 first: int | None = seq_next(rep.last_seq)
             else:  # no delta yet: the number AssignSlots gave, else the first copy held
                 first = self.backup_next_seq.get(slot) or (buffered[0][0] if buffered else None)
@@ -678,7 +713,7 @@ class Worker:
             role = SlotRole.BACKUP if slot in self.backed_up else SlotRole.REPLICA
             slots.append({
                 "slot": slot, "epoch": rep.epoch, "role": int(role),
-                "packets": self.inbuf.count(slot), "committed_seq": rep.last_seq,
+                "packets": self.inbuf.count(slot), "committed_seq": rep.last_seq or 0,
                 "next_expected": 0, "version": rep.version, "flows": len(rep.flows),
             })
         c = self.c
@@ -711,7 +746,7 @@ class Worker:
         else:
             raise CommandError(f"no state for slot {slot} here")
         return {
-            "version": version, "last_seq": last,
+            "version": version, "last_seq": last or 0,
             "flows": [[None if k is None else list(k), v] for k, v in flows.items()],
         }
 

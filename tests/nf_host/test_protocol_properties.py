@@ -1,0 +1,649 @@
+"""Randomized, seeded property test of the runtime's protocol invariants (docs/protocols.md P1-P4).
+
+Workers run in-process on one event loop with the checker NF (wrapped to record every call and
+the slot's state after it). The replication channel is simulated by `SimLink`: a link connects
+some steps after it is created, messages queue per direction and the test decides when each is
+delivered (acks are delayed at random), and it may cut a link (dropping what it holds, acks
+included), which then reconnects and gets a full snapshot as a real `Link` does. The data path is
+simulated too: the switch (`Switch`) stamps packets of several slots, starting at 1 or just before
+the 32-bit wrap, and the test hands them to the primary and to the backup reordered within a
+window, duplicated or lost, interleaved with batch closes, gap expiries and deliveries; some runs
+have tiny reorder buffers and backup budgets. At a random point the primary dies (a random prefix
+of what it sent is delivered) and its backup is promoted (sometimes getting a new backup), or one
+slot moves to a cluster peer (delta) or to another cluster (full state), or a move is refused, or
+nothing happens; half the runs then move one slot on from its new owner.
+
+The oracle, per slot: the *lineage* is what each owner processed in its turn (up to the hand-over
+point: the backup's committed seq on promotion, the transfer's seq on a move). It checks P1: the
+lineage is strictly increasing, a stamped number missing from it never reached its owner (or was
+dropped by a counted overflow, or forwarded into a cut link), and each owner's gap count matches
+(at least, for a dead one); P2: at every output, the sender's backup holds the state that produced
+it (or the slot's new owner acknowledged it); P3: the promoted replica equals the dead primary's
+recorded state at the committed seq, every output carries its flow's count in the lineage, and
+the final state equals the lineage's counts; P4: a move ships every flow across clusters and
+exactly the flows changed since the peer's acknowledged version within a cluster, and reports the
+transfer's size. Outputs are released at most once and all of them eventually, except the
+documented window (a primary that dies after its backup applied a batch it had no ack for).
+
+On a failure the message names the seed: rerun it with `PROP_SEED=<seed>`; hunt further with
+`PROP_FIRST=<first> PROP_SEEDS=<count>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from nf_host.global_state import MemoryStore
+from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
+from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, make_nf
+from nf_host.reorder import SEQ_MASK
+from nf_host.replication import Message, decode, encode, worker_address
+from nf_host.shim import ETH_HDR_LEN, Shim
+from nf_host.state_store import FlowId, flow_id, key_from_wire
+from nf_host.worker import CommandError, SlotRole, Worker, WorkerConfig
+
+pytestmark = pytest.mark.unit
+
+SLOTS = (3, 7, 11)
+SEEDS = 300
+REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305]
+"""The first seed (of this generator: changing it renumbers them) that fails when each bug fixed
+with this test is put back: 0 a backup copy in flight when its backup was promoted (or had moved
+the slot on) was dropped as unowned; 13 a last/committed seq of 0 (the number before 1, or after
+a 32-bit wrap) read as "none" (a move before the old owner's first packet lost its start; a
+promoted backup could replay committed packets); 32 a reconnected backup's ack of a delta sent
+ahead of its snapshot released batches it never received; 43 `release` sealed the slot before
+yielding, so a packet processed meanwhile was missing from a delta transfer; 76 a snapshot left out
+a slot whose transfer was unanswered, whose last output then left without the backup holding it;
+1305 a peer kept flows of a dead primary's uncommitted batches in its replica, merged under the
+promoted owner's deltas, and a later intra-cluster move (a delta against it) installed them."""
+A, B, P, Q, C = 1, 2, 3, 4, 5  # primary, its backup, cluster peer, other cluster, new backup
+INF = 1 << 40  # a position after every sequence number
+
+Snapshot = dict[FlowId, dict[str, Any]]
+
+
+def addr(nf: int) -> str:
+    return f"10.9.0.{nf}:7000"
+
+
+@dataclass
+class Sim:
+    rng: random.Random
+    start: int
+    nodes: dict[int, Node] = field(default_factory=dict)
+    links: list[SimLink] = field(default_factory=list)
+    switch: Switch = field(default_factory=Switch)
+    route: dict[int, tuple[int, int]] = field(default_factory=dict)  # slot -> (primary, backup)
+    stamped: dict[int, list[int]] = field(default_factory=dict)  # slot -> seqs in stamp order
+    flow_of: dict[tuple[int, int], int] = field(default_factory=dict)  # (slot, seq) -> flow
+    delivered: dict[int, set[tuple[int, int]]] = field(default_factory=dict)  # nf -> (slot, seq)
+    processed: dict[int, dict[int, list[tuple[int, int, int]]]] = field(default_factory=dict)
+    history: dict[tuple[int, int, int], Snapshot] = field(default_factory=dict)
+    outputs: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    keys: dict[int, FlowId] = field(default_factory=dict)  # checker flow id -> flow key
+    next_no: dict[int, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    clock: float = 0.0
+    link_lost: set[tuple[int, int]] = field(default_factory=set)  # forwarded into a cut link
+    segments: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)
+    version_seq: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
+
+    def state_at(self, slot: int, seq: int | None) -> Snapshot:
+        """The slot's state after `seq` in its lineage (recorded by the owner whose turn it was)."""
+        if seq is None or self.pos(seq) < 0:
+            return {}
+        lo = -1
+        for nf, hi, _how in self.segments[slot]:
+            if lo < self.key(seq) <= hi:
+                return self.history.get((nf, slot, seq), {})
+            lo = max(lo, hi)
+        return {}
+
+    def later(self) -> float:
+        """A time after every gap timeout so far (gap expiry without sleeping)."""
+        self.clock = max(self.clock, time.monotonic()) + 1000.0
+        return self.clock
+
+    def pos(self, seq: int | None) -> int:
+        """Like `key`, but -1 for "nothing yet" (None, or the number before the first)."""
+        return -1 if seq is None or seq == (self.start - 1) & SEQ_MASK else self.key(seq)
+
+    def key(self, seq: int) -> int:
+        """Position of `seq` in the stream (serial arithmetic from the first number)."""
+        return (seq - self.start) & SEQ_MASK
+
+    def fail(self, msg: str) -> None:
+        self.errors.append(msg)
+
+
+class Recorder(NetworkFunction):
+    """The checker NF, recording each call and the slot's whole state after it."""
+
+    name = "recorder"
+
+    def __init__(self, sim: Sim, nf_id: int) -> None:
+        super().__init__()
+        self.inner, self.sim, self.nf_id = make_nf("checker"), sim, nf_id
+        self.worker: Worker | None = None
+
+    def initial_state(self) -> FlowState:
+        return self.inner.initial_state()
+
+    def process(self, packet: Packet, state: FlowState, context: Context) -> Verdict:
+        verdict = self.inner.process(packet, state, context)
+        rec = read_checker(packet.frame)
+        assert rec is not None and self.worker is not None
+        flow, _no, count = rec
+        self.sim.keys[flow] = flow_id(context.flow_key)
+        self.sim.processed.setdefault(self.nf_id, {}).setdefault(context.slot, []).append(
+            (context.seq, flow, count)
+        )
+        flows = self.worker.slots[context.slot].state.flows
+        self.sim.history[(self.nf_id, context.slot, context.seq)] = {
+            k: dict(v) for k, v in flows.items()
+        }
+        return verdict
+
+
+class SimLink:
+    """Stands in for `nf_host.replication.Link`: the test delivers its messages."""
+
+    def __init__(self, sim: Sim, src: Node, nf_id: int, address: str) -> None:
+        self.sim, self.src, self.nf_id, self.address = sim, src, nf_id, address
+        self.dst = next(n for n in sim.nodes.values() if worker_address(n.addr, 0) == address)
+        self.writer: object | None = None
+        self.connected = asyncio.Event()
+        self.out: deque[bytes] = deque()
+        self.back: deque[Message] = deque()
+        self.bytes_sent = 0
+        self.closed = False
+
+    def send(self, msg: Message) -> int:
+        if self.writer is None:
+            self.lost(msg)
+            return 0
+        return self.send_raw(encode(msg))
+
+    def lost(self, msg: Message) -> None:
+        """A message the runtime sent into a dead link: a forwarded packet is lost there."""
+        if msg.get("t") == "f":
+            shim = Shim.unpack(msg["f"], ETH_HDR_LEN)
+            self.sim.link_lost.add((shim.slot, shim.seq))
+
+    def send_raw(self, data: bytes) -> int:
+        if self.writer is None:
+            return 0
+        self.out.append(data)
+        self.bytes_sent += len(data)
+        return len(data)
+
+    def backlog(self) -> int:
+        return sum(len(d) for d in self.out)
+
+    def reset(self) -> None:
+        self.cut()
+
+    async def close(self) -> None:
+        self.closed = True
+        self.cut()
+
+    def cut(self) -> None:
+        for data in self.out:
+            self.lost(decode(data[4:]))
+        self.writer = None
+        self.connected.clear()
+        self.out.clear()
+        self.back.clear()
+
+    def connect(self) -> None:
+        if self.closed or self.src.dead or self.writer is not None:
+            return
+        self.writer = object()
+        self.connected.set()
+        self.src.w._on_link_connected(self)  # type: ignore[arg-type]
+
+    def deliver(self) -> None:
+        msg = decode(self.out.popleft()[4:])
+        if self.dst.dead:
+            return
+        if msg["t"] == "x":
+            self.dst.transfers.append((self.src.nf_id, msg))
+        if msg["t"] == "d":
+            for slot, _epoch, version, last_seq, *_entries in msg["s"]:
+                self.sim.version_seq[(self.src.nf_id, slot, version)] = last_seq
+        reply = self.dst.w.on_replication(msg)
+        if reply is not None:
+            self.back.append(reply)
+
+    def answer(self) -> None:
+        reply = self.back.popleft()
+        if not self.src.dead:
+            self.src.w._on_link_message(self, reply)  # type: ignore[arg-type]
+
+
+class Node:
+    def __init__(self, sim: Sim, nf_id: int, batch: int, reorder: int, copies: int) -> None:
+        self.sim, self.nf_id, self.addr = sim, nf_id, addr(nf_id)
+        self.dead = False
+        self.inq: list[bytes] = []
+        self.transfers: list[tuple[int, Message]] = []  # (from NF, transfer message)
+        self.nf = Recorder(sim, nf_id)
+        self.w = Worker(
+            WorkerConfig(
+                nf_id=nf_id, batch_size=batch, batch_time=0, transfer_timeout=5.0,
+                reorder_capacity=reorder, backup_buffer_bytes=copies,
+            ),
+            self.nf, MemoryStore(), self.tx,
+        )
+        self.nf.worker = self.w
+        self.w._link = self.link  # type: ignore[method-assign,assignment]
+
+    def link(self, nf_id: int, address: str) -> SimLink:
+        old = self.w.links.get(nf_id)
+        a = worker_address(address, self.w.cfg.index)
+        if isinstance(old, SimLink) and old.address == a:
+            return old
+        self.w.pending_versions.pop(nf_id, None)
+        self.w.acked_versions.pop(nf_id, None)
+        link = SimLink(self.sim, self, nf_id, a)
+        self.w.links[nf_id] = link  # type: ignore[assignment]
+        self.sim.links.append(link)
+        return link
+
+    def tx(self, frame: bytes | bytearray) -> None:
+        """Output leaves: P2 (the backup holds the state that produced it), then record it."""
+        sim = self.sim
+        if self.dead:
+            sim.fail(f"NF {self.nf_id} sent output after it died")
+        shim, inner = strip_shim(frame)
+        rec = read_checker(inner)
+        assert rec is not None
+        flow, _no, count = rec
+        sim.outputs.append((self.nf_id, shim.slot, shim.seq, flow, count))
+        owner = sim.nodes[sim.route[shim.slot][0]].w.slots.get(shim.slot)
+        if owner is not None and owner.role == SlotRole.PRIMARY and self.w.slots[shim.slot].forward:
+            return  # moved: its new owner acknowledged the state that produced this output
+        if self.w.backup_id:
+            backup = sim.nodes[self.w.backup_id]
+            rep = backup.w.replicas.get(shim.slot)
+            held = None
+            if rep is not None and sim.pos(rep.last_seq) >= sim.key(shim.seq):
+                state, _ = rep.to_slot_state()
+                held = state.flows.get(sim.keys[flow], {}).get("count", 0)
+            if held is None or held < count:
+                sim.fail(
+                    f"P2: NF {self.nf_id} released slot {shim.slot} seq {shim.seq} (count {count}) "
+                    f"before its backup NF {backup.nf_id} held it (replica {rep and rep.last_seq})"
+                )
+
+    def take(self, window: int) -> None:
+        """Deliver one queued frame: any of the first `window` (reordering)."""
+        frame = self.inq.pop(self.sim.rng.randrange(min(window, len(self.inq))))
+        if self.dead:
+            return
+        shim = Shim.unpack(frame, ETH_HDR_LEN)
+        self.sim.delivered.setdefault(self.nf_id, set()).add((shim.slot, shim.seq))
+        self.w.on_frame(frame)
+
+
+async def scenario(seed: int) -> tuple[Sim, str]:
+    rng = random.Random(seed)
+    start = rng.choice([1, 1, (-rng.randint(1, 40)) & SEQ_MASK])
+    sim = Sim(rng, start)
+    batch = rng.randint(1, 6)
+    extra = random.Random(seed + 1_000_003)  # draws added later: the seeds above keep their runs
+    tight = extra.random() < 0.2  # small reorder buffers and backup budgets: overflows, counted
+    reorder = extra.randint(1, 4) if tight else 4096
+    copies = extra.randint(150, 1500) if tight else 1 << 20  # bytes (a frame is about 75)
+    for nf in (A, B, P, Q, C):
+        sim.nodes[nf] = Node(sim, nf, batch, reorder, copies)
+    a, b, p, q, c = (sim.nodes[n] for n in (A, B, P, Q, C))
+    slots = list(SLOTS[: rng.randint(1, len(SLOTS))])
+    flows = {s: [s * 100 + i for i in range(rng.randint(1, 5))] for s in slots}
+    for s in slots:
+        sim.switch.next_seq[s] = start
+        sim.route[s] = (A, B)
+        sim.stamped[s] = []
+    a.w.assign([(s, 1, start) for s in slots], as_backup=False)
+    b.w.assign([(s, 1, start) for s in slots], as_backup=True)
+    a.w.set_backup(B, b.addr)
+    a.w.set_peers([(P, p.addr)])
+    p.w.set_peers([(A, a.addr)])
+    b.w.set_peers([(P, p.addr)])
+    window = rng.randint(1, 6)
+    p_loss, p_dup, p_cut = rng.choice([0.0, 0.02, 0.06]), rng.choice([0.0, 0.05]), rng.choice([0, 0.01])
+    total = rng.randint(30, 120)
+    event = rng.choice(["none", "promote", "promote", "move-intra", "move-inter"])
+    if event == "none" and extra.random() < 0.5:
+        event = "move-refused"
+
+    event_at = rng.randint(total // 4, total - 5)
+    desc = (
+        f"seed={seed} start={start:#x} batch={batch} window={window} tight={tight} "
+        f"event={event}@{event_at}"
+    )
+    loop = asyncio.get_running_loop()
+    # per slot, its owners in turn: (nf, position of the last seq of its turn; INF: still owns)
+    segments: dict[int, list[tuple[int, int, str]]] = {s: [(A, INF, "start")] for s in slots}
+    moves: list[tuple[asyncio.Task[dict[str, Any]], int, int, int, str]] = []  # task, slot, src, dst
+    promote_at: int | None = None
+    second = extra.random() < 0.5  # a second hand-over of one slot after the first one
+    second_at = extra.randint(event_at + 1, total + 10) if second else -1
+    desc += f" second@{second_at}" if second else ""
+    epochs = dict.fromkeys(slots, 1)
+
+    def stamp() -> None:
+        s = rng.choice(slots)
+        flow = rng.choice(flows[s])
+        no = sim.next_no[flow] = sim.next_no.get(flow, 0) + 1
+        prim, back = sim.route[s]
+        seq = sim.switch.next_seq[s]
+        pf, bf = sim.switch.stamp(s, checker_frame(flow, no), prim, back)
+        sim.stamped[s].append(seq)
+        sim.flow_of[(s, seq)] = flow
+        for node, frame in ((sim.nodes[prim], pf), (sim.nodes[back] if back else None, bf)):
+            if node is None or frame is None or rng.random() < p_loss:
+                continue
+            node.inq.append(frame)
+            if rng.random() < p_dup:
+                node.inq.insert(rng.randint(0, len(node.inq)), frame)
+
+    def hand_over(s: int, last: int | None, to: int, how: str) -> None:
+        nf, _inf, kind = segments[s][-1]
+        segments[s][-1] = (nf, sim.pos(last), kind)
+        segments[s].append((to, INF, how))
+
+    def promote() -> None:
+        for s in slots:
+            rep = b.w.replicas.get(s)
+            last = rep.last_seq if rep is not None else None
+            hand_over(s, last, B, "promote")
+            if rep is not None and last is not None:
+                state, _ = rep.to_slot_state()
+                if state.flows != sim.history.get((A, s, last), {}):
+                    sim.fail(f"P3: promoted replica of slot {s} at {last} != A's state there")
+        b.w.promote(slots)
+        if rng.random() < 0.5:
+            c.w.assign([(s, 1, None) for s in slots], as_backup=True)
+            b.w.set_backup(C, c.addr)
+            for s in slots:
+                sim.route[s] = (B, C)
+
+    def move(s: int, src: Node, dst: Node) -> None:
+        same = dst.nf_id != Q and src.nf_id != Q
+        epochs[s] += 1
+        dst.w.adopt(s, epochs[s])
+        sim.route[s] = (dst.nf_id, 0)
+        sim.switch.epochs[s] = epochs[s]
+        task = loop.create_task(src.w.release(s, dst.nf_id, dst.addr, same))
+        moves.append((task, s, src.nf_id, dst.nf_id, "intra" if same else "inter"))
+
+    def moves_done() -> bool:
+        return all(t.done() for t, *_ in moves)
+
+    settled: set[int] = set()
+
+    def settle_moves() -> None:  # a completed move hands the slot over at the transfer's seq
+        for n, (task, s, _src, dst, _how) in enumerate(moves):
+            if task.done() and n not in settled:
+                settled.add(n)
+                if task.exception() is None:
+                    hand_over(s, int(task.result()["last_seq"]), dst, "move")
+
+    refused: asyncio.Task[dict[str, Any]] | None = None
+    p_cut_any = extra.choice([0.0, 0.0, 0.01, 0.03])
+
+    def quiet() -> bool:  # nothing in flight: a gap now is a loss (see Known limits for RTTs)
+        return all(not n.inq for n in sim.nodes.values() if not n.dead) and not any(
+            link.out or link.back for link in sim.links if link.writer is not None
+        )
+
+    def step(final: bool) -> bool:
+        """One random action; False when nothing was left to do."""
+        live = [n for n in sim.nodes.values() if not n.dead]
+        actions: list[Any] = []
+        actions += [lambda n=n: n.take(window) for n in live if n.inq]
+        for link in sim.links:
+            if link.out and link.writer is not None:
+                actions.append(link.deliver)
+            if link.back and link.writer is not None:
+                actions.append(link.answer)
+            if link.writer is None and not link.closed and not link.src.dead:
+                actions.append(link.connect)
+        if not actions:
+            return False
+        rng.choice(actions)()
+        if rng.random() < 0.1:
+            rng.choice(live).w.close_batch()
+        if not final and rng.random() < p_cut and A in a.w.links and not a.dead:
+            a.w.links[a.w.backup_id or B].cut()  # type: ignore[attr-defined]
+        if not final and extra.random() < p_cut_any and moves_done() and (refused is None or refused.done()):
+            # any link (peer, new backup) drops, with what it holds; not during a transfer, whose
+            # loss only times out (Known limits)
+            up = [link for link in sim.links if link.writer is not None and not link.src.dead]
+            if up:
+                extra.choice(up).cut()
+        return True
+
+    for i in range(total + 20):
+        if i < total:
+            stamp()
+        for _ in range(rng.randint(0, 3) if i < total else 3):
+            step(False)
+            await asyncio.sleep(0)
+        if rng.random() < 0.05 and quiet():
+            for n in sim.nodes.values():
+                if not n.dead:
+                    n.w.expire_gaps(sim.later())
+        if promote_at is not None and i >= promote_at:
+            promote_at = None
+            promote()
+        settle_moves()
+        if 0 <= second_at <= i and promote_at is None and moves_done() and (
+            refused is None or refused.done()
+        ):
+            # once the first hand-over is complete: move one slot on from its current owner
+            second_at = -2
+            s = extra.choice(slots)
+            owner = segments[s][-1][0]
+            choices = [n for n in (A, P, Q) if n != owner and not sim.nodes[n].dead]
+            move(s, sim.nodes[owner], sim.nodes[extra.choice(choices)])
+        if i != event_at or event == "none":
+            continue
+        if event == "promote":
+            a.dead = True
+            for link in list(sim.links):
+                if link.src is a:
+                    for _ in range(rng.randint(0, len(link.out))):
+                        link.deliver()
+                    link.cut()
+                    link.closed = True
+            a.inq.clear()
+            for s in slots:
+                sim.route[s] = (B, 0)
+            promote_at = i + rng.randint(0, 5)
+        elif event == "move-refused":  # the other NF never adopted: the slot stays with A
+            refused = loop.create_task(a.w.release(extra.choice(slots), Q, q.addr, False))
+        else:
+            move(rng.choice(slots), a, p if event == "move-intra" else q)
+    if promote_at is not None:
+        promote()
+    # drain: every frame delivered, every message and ack, gaps expired, batches closed
+    for _ in range(100_000):
+        settle_moves()
+        if step(True):
+            await asyncio.sleep(0)
+            continue
+        if not moves_done() or (refused is not None and not refused.done()):
+            await asyncio.sleep(0)
+            continue
+        busy = False
+        for n in sim.nodes.values():
+            if n.dead:
+                continue
+            before = len(sim.outputs), sum(len(link.out) for link in sim.links)
+            n.w.expire_gaps(sim.later())
+            n.w.close_batch()
+            busy = busy or before != (len(sim.outputs), sum(len(link.out) for link in sim.links))
+        if not busy and not any(link.out or link.back for link in sim.links if link.writer):
+            break
+    else:
+        sim.fail("did not quiesce")
+    settle_moves()
+    if refused is not None:
+        try:
+            await refused
+            sim.fail("a release to an NF that did not adopt succeeded")
+        except CommandError:
+            pass
+    for task, *_ in moves:
+        if task.exception() is not None:
+            sim.fail(f"release failed: {task.exception()}")
+    sim.segments = segments
+    check(sim, slots, segments)
+    for task, s, src, dst, how in moves:
+        if task.exception() is None:
+            check_move(sim, s, src, dst, how, task.result())
+    return sim, desc
+
+
+def check(sim: Sim, slots: list[int], segments: dict[int, list[tuple[int, int, str]]]) -> None:
+    key = sim.key
+    unprocessed: list[tuple[int, int]] = []  # (slot, seq) that reached the owner: overflows only
+    released: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for nf, s, seq, flow, count in sim.outputs:
+        released.setdefault((s, seq), []).append((nf, flow, count))
+    for (s, seq), outs in released.items():
+        if len(outs) > 1:
+            sim.fail(f"P1: slot {s} seq {seq} output {len(outs)} times: {outs}")
+    for s in slots:
+        segs = segments[s]
+        for nf in {seg[0] for seg in segs}:
+            calls = sim.processed.get(nf, {}).get(s, [])
+            ks = [key(seq) for seq, _f, _c in calls]
+            if ks != sorted(set(ks)):
+                sim.fail(f"P1: NF {nf} processed slot {s} out of order or twice: {[c[0] for c in calls]}")
+        # the lineage: each owner's calls within its turn
+        lineage: list[tuple[int, int, int]] = []
+        turn: list[int] = []  # index of the segment of each lineage entry
+        lo = -1
+        for n, (nf, hi, _how) in enumerate(segs):
+            for call in sim.processed.get(nf, {}).get(s, []):
+                if lo < key(call[0]) <= hi:
+                    lineage.append(call)
+                    turn.append(n)
+            lo = max(lo, hi)
+        ks = [key(seq) for seq, _f, _c in lineage]
+        if ks != sorted(set(ks)):
+            sim.fail(f"P1: lineage of slot {s} not strictly in order: {[c[0] for c in lineage]}")
+        # every output carries the count of its flow in the lineage (P3: state carried over)
+        rank: dict[int, int] = {}
+        expect: dict[int, int] = {}
+        for seq, flow, _count in lineage:
+            rank[flow] = rank.get(flow, 0) + 1
+            expect[seq] = rank[flow]
+            out = released.get((s, seq))
+            if out and out[0][2] != rank[flow]:
+                sim.fail(f"P3: slot {s} seq {seq} flow {flow}: count {out[0][2]}, lineage says {rank[flow]}")
+        for (s2, seq), outs2 in released.items():
+            if s2 == s and seq not in expect:
+                sim.fail(f"P1: slot {s} seq {seq} output by NF {outs2[0][0]} but not in the lineage")
+        # outputs all leave, but for the documented window of a primary that died
+        for n, (nf, _hi, _how) in enumerate(segs):
+            mine = [seq for (seq, _f, _c), t in zip(lineage, turn, strict=True) if t == n]
+            unreleased = [seq for seq in mine if (s, seq) not in released]
+            if not unreleased:
+                continue
+            sent = [key(seq) for seq in mine if (s, seq) in released]
+            if not (sim.nodes[nf].dead and min(key(q) for q in unreleased) > max(sent, default=-1)):
+                sim.fail(f"P2: slot {s}: processed by NF {nf} but never output: {unreleased}")
+        # P1: a number missing from the lineage was never available to its owner, and is counted
+        # (a loss after the last packet processed is seen by nobody until a later packet comes)
+        in_lineage = {seq for seq, _f, _c in lineage}
+        tail = max((key(q) for q in in_lineage), default=-1)
+        got: set[tuple[int, int]] = set()
+        lo = -1
+        for nf, hi, how in segs:
+            # packets that reached the previous owner after a move are forwarded: available
+            got = (got if how.startswith("move") else set()) | sim.delivered.get(nf, set())
+            missing = [
+                q for q in sim.stamped[s] if q not in in_lineage and lo < key(q) <= hi and key(q) < tail
+            ]
+            unprocessed += [(s, q) for q in missing if (s, q) in got and (s, q) not in sim.link_lost]
+            rt = sim.nodes[nf].w.slots.get(s)
+            once = [seg[0] for seg in segs].count(nf) == 1
+            if once and rt is not None and (
+                rt.seq.gaps < len(missing) or (not sim.nodes[nf].dead and rt.seq.gaps != len(missing))
+            ):
+                sim.fail(f"P1: slot {s}: {len(missing)} numbers missing in NF {nf}'s turn, "
+                         f"it counted {rt.seq.gaps} gaps")
+            lo = max(lo, hi)
+        # final state of the owner = the lineage's counts (P3/P4: nothing lost in the hand-over)
+        owner = sim.nodes[segs[-1][0]].w.slots[s]
+        if owner.role != SlotRole.PRIMARY:
+            sim.fail(f"slot {s} is {owner.role!r} at its final owner")
+        final = {sim.keys[f]: n for f, n in rank.items()}
+        have = {k: v["count"] for k, v in owner.state.flows.items() if v["count"]}
+        if have != final:
+            sim.fail(f"P3: final state of slot {s} {have} != lineage counts {final}")
+    overflows = sum(n.w.c.overflows + n.w.inbuf.overflows for n in sim.nodes.values())
+    if len(unprocessed) > overflows:
+        sim.fail(f"P1: reached their owner but never processed ({overflows} overflows): {unprocessed}")
+
+
+def check_move(sim: Sim, s: int, src: int, dst: int, how: str, res: dict[str, Any]) -> None:
+    """P4: what the transfer carried."""
+    xfers = [m for f, m in sim.nodes[dst].transfers if f == src and m["slot"] == s]
+    if not xfers:
+        sim.fail(f"P4: no transfer of slot {s} from NF {src} to NF {dst}")
+        return
+    x = xfers[-1]
+    src_state = sim.state_at(s, x["seq"])
+    shipped: set[FlowId] = {struct_key(e[0]) for e in x["flows"]}
+    if how == "inter":
+        if res["delta"] or len(shipped) != len(src_state):
+            sim.fail(f"P4: inter-cluster move shipped {len(shipped)} of {len(src_state)} flows")
+    elif res["delta"]:  # exactly the flows that changed after the version the peer acknowledged
+        base_seq = sim.version_seq.get((src, s, int(x["base"])))
+        ref = sim.state_at(s, base_seq)
+        changed = {k for k, v in src_state.items() if ref.get(k) != v}
+        if shipped != changed:
+            sim.fail(f"P4: intra-cluster move shipped {shipped}, changed since the base {changed}")
+    if res["bytes_shipped"] != len(encode(x)):
+        sim.fail(f"P4: bytes_shipped {res['bytes_shipped']} != transfer size {len(encode(x))}")
+
+
+def struct_key(raw: bytes) -> FlowId:
+    return key_from_wire(raw)
+
+
+def run_seed(seed: int) -> tuple[Sim, str]:
+    return asyncio.run(asyncio.wait_for(scenario(seed), 30))
+
+
+def seeds() -> list[int]:
+    env = os.environ.get("PROP_SEED")
+    if env:
+        return [int(env)]
+    first = int(os.environ.get("PROP_FIRST", "0"))  # longer hunts: PROP_FIRST=1000 PROP_SEEDS=5000
+    return REGRESSION_SEEDS + list(range(first, first + int(os.environ.get("PROP_SEEDS", SEEDS))))
+
+
+def test_protocol_invariants_hold_for_random_schedules() -> None:
+    failures = []
+    for seed in seeds():
+        sim, desc = run_seed(seed)
+        if sim.errors:
+            failures.append(f"{desc}: " + "; ".join(sim.errors[:3]))
+    assert not failures, f"{len(failures)} seeds failed (rerun one with PROP_SEED=):\n" + "\n".join(
+        failures[:10]
+    )
