@@ -8,7 +8,8 @@ sent before it, which is what makes "ship only the delta since the acknowledged 
 `docs/nf_host.md` records why framed TCP was chosen over a gRPC stream (measured).
 
 Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
-    d   delta    {b: batch id, s: [[slot, epoch, version, last_seq, entries], ...], full: bool}
+    d   delta    {b: batch id, s: [[slot, epoch, version, last_seq, entries(, replace)], ...],
+                  full: bool}  (replace: the entries are the whole slot, from its new owner)
     a   ack      {b: batch id}            (cumulative: every batch <= b is applied)
     x   transfer {id, slot, epoch, seq, version, base (-1: full state), flows: entries}
     xa  transfer ack {id, ok, err}
