@@ -4,6 +4,9 @@
     GET /nfs               one row per NF: role, liveness, load, slots owned
     GET /slots?nf=ID&limit=N   one row per slot: owner, backup, epoch, switch packets/bytes
     GET /flows?limit=N     flows learned from digests
+    GET /moves             every slot move so far (bytes shipped, delta or full, time, undone)
+    POST /slots/{slot}/move?to=NF   migrate one slot to primary NF; answers the move's result
+                           (200 moved, 409 failed and undone, 400 a request that cannot start)
     GET /metrics           Prometheus text format
 
 The server binds to loopback unless configured otherwise (`api.listen`).
@@ -16,6 +19,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
+from controlplane.migration import MoveError, MoveResult
 
 MAX_ROWS = 65536
 
@@ -27,6 +31,8 @@ class ControllerView(Protocol):
     def nf_rows(self) -> list[dict[str, Any]]: ...
     def slot_rows(self, nf: int | None = None) -> list[dict[str, Any]]: ...
     def flow_rows(self) -> list[dict[str, Any]]: ...
+    def move_rows(self) -> list[dict[str, Any]]: ...
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
 
 
 def _int_arg(request: web.Request, name: str, default: int | None) -> int | None:
@@ -58,6 +64,23 @@ def make_app(view: ControllerView) -> web.Application:
         limit = _int_arg(request, "limit", MAX_ROWS) or 0
         return web.json_response(view.flow_rows()[: min(limit, MAX_ROWS)])
 
+    async def moves(_: web.Request) -> web.Response:
+        return web.json_response(view.move_rows())
+
+    async def move(request: web.Request) -> web.Response:
+        try:
+            slot = int(request.match_info["slot"])
+        except ValueError:
+            raise web.HTTPBadRequest(text="the slot must be an integer") from None
+        to = _int_arg(request, "to", None)
+        if to is None:
+            raise web.HTTPBadRequest(text="query parameter 'to' (the target NF id) is required")
+        try:
+            [result] = await view.migrate([slot], to)
+        except MoveError as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+        return web.json_response(result.to_json(), status=200 if result.ok else 409)
+
     async def metrics(_: web.Request) -> web.Response:
         resp = web.Response(body=view.metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
@@ -68,6 +91,8 @@ def make_app(view: ControllerView) -> web.Application:
     app.router.add_get("/nfs", nfs)
     app.router.add_get("/slots", slots)
     app.router.add_get("/flows", flows)
+    app.router.add_get("/moves", moves)
+    app.router.add_post("/slots/{slot}/move", move)
     app.router.add_get("/metrics", metrics)
     return app
 

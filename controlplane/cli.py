@@ -4,6 +4,8 @@
     nfc nfs               one row per NF: role, liveness, load, slots
     nfc slots [--nf ID] [--all] [--limit N]   per-NF slot summary, or individual slots
     nfc flows [--limit N] flows learned from digests
+    nfc move SLOT --to NF migrate a slot to another primary (prints bytes shipped and the time)
+    nfc moves             the moves done so far
     --watch S             refresh every S seconds (a live view); --json prints the raw JSON
 """
 
@@ -27,11 +29,19 @@ from rich.table import Table
 DEFAULT_API = "http://127.0.0.1:8080"
 
 
-def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: float = 3.0) -> Any:
+def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: float = 3.0,
+          method: str = "GET") -> Any:
     query = {k: v for k, v in (params or {}).items() if v is not None}
     url = api.rstrip("/") + path + (("?" + urllib.parse.urlencode(query)) if query else "")
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return json.loads(resp.read(16 * 1024 * 1024))
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read(16 * 1024 * 1024))
+    except urllib.error.HTTPError as exc:
+        body = exc.read(65536)
+        if exc.code == 409:  # a move that failed and was undone: its result is the answer
+            return json.loads(body)
+        raise ValueError(f"HTTP {exc.code}: {body.decode(errors='replace')}") from None
 
 
 def _fmt(value: Any) -> str:
@@ -125,6 +135,19 @@ def flows_table(rows: list[dict[str, Any]]) -> RenderableType:
     return t
 
 
+MOVE_COLUMNS = ("slot", "from_nf", "to_nf", "epoch", "ok", "delta", "bytes_shipped",
+                "flows_shipped", "last_seq", "seconds", "undone", "error")
+
+
+def moves_table(rows: list[dict[str, Any]]) -> RenderableType:
+    t = Table(title=f"slot moves ({len(rows)})", title_justify="left")
+    for head in MOVE_COLUMNS:
+        t.add_column(head.replace("_", " "), justify="left" if head == "error" else "right")
+    for r in rows:
+        t.add_row(*(_fmt(r.get(k)) for k in MOVE_COLUMNS))
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nfc", description="nfcluster operator CLI (talks to the controller's HTTP API)")
     p.add_argument("--api", default=DEFAULT_API, help=f"controller API base URL (default {DEFAULT_API})")
@@ -139,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--limit", type=int, help="at most this many rows")
     fp = sub.add_parser("flows", help="flows learned from new-flow digests")
     fp.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    mp = sub.add_parser("move", help="migrate a slot to another primary NF")
+    mp.add_argument("slot", type=int)
+    mp.add_argument("--to", type=int, required=True, metavar="NF", help="the target primary's id")
+    sub.add_parser("moves", help="the slot moves done so far")
     return p
 
 
@@ -154,6 +181,13 @@ def render(args: argparse.Namespace) -> tuple[Any, RenderableType]:
         data = fetch(args.api, "/slots", {"nf": args.nf, "limit": args.limit})
         listing = args.all or args.nf is not None
         return data, slots_table(data) if listing else slots_summary_table(data)
+    if args.command == "move":
+        data = fetch(args.api, f"/slots/{args.slot}/move", {"to": args.to}, timeout=30.0,
+                     method="POST")
+        return data, moves_table([data])
+    if args.command == "moves":
+        data = fetch(args.api, "/moves")
+        return data, moves_table(data)
     data = fetch(args.api, "/flows", {"limit": args.limit})
     return data, flows_table(data)
 
@@ -173,13 +207,18 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None,
         data, table = render(args)
     except KeyboardInterrupt:
         return 0
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except ValueError as exc:
+        print(f"nfc: the controller refused: {exc}", file=sys.stderr)
+        return 2
+    except (urllib.error.URLError, OSError) as exc:
         print(f"nfc: cannot reach the controller API at {args.api}: {exc}", file=sys.stderr)
         return 2
     if args.json:
         console.print_json(json.dumps(data))
     else:
         console.print(table)
+    if args.command == "move" and not data.get("ok"):
+        return 1
     return 0
 
 

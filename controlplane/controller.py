@@ -1,9 +1,12 @@
 """The controller: wires configuration, slot map (etcd), switch session, NF registry and metrics.
 
 `Controller` owns the live state (current primary/backup pairs, the slot map, learned flows, the
-last switch counters) and the building blocks later steps use: `move_slot()` (one `slot_owner`
-write + one etcd write, epoch + 1) and `set_pair()` (a primary's multicast group). Migration,
-fail-over and the load balancer are to be built on these and on `NfRegistry` events.
+last switch counters) and the building blocks: `move_slot()` (one `slot_owner` write + one etcd
+write, epoch + 1), `move_slots()` (the same in batches) and `set_pair()` (a primary's multicast
+group). On them it runs the two protocols of DESIGN.md §6: `migrate()` (controlplane/migration.py,
+also reachable as `POST /slots/{slot}/move?to=NF`) and fail-over of a primary declared down by the
+`NfRegistry` heartbeats (controlplane/failover.py). Moves and fail-overs are serialised by one lock
+and recorded (`moves`, `failovers`) for the API.
 It also answers the northbound views (`status()`, `nf_rows()`, `slot_rows()`, `flow_rows()`).
 """
 
@@ -18,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.config import ControllerConfig
+from controlplane.failover import FailoverResult, fail_over, replace_backup
 from controlplane.flow_table import FlowTable
 from controlplane.metrics import ControllerMetrics
+from controlplane.migration import RELEASE_TIMEOUT, MoveResult, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
 from controlplane.slot_map import SlotEntry, SlotMap
 from controlplane.slot_store import SlotStore, load_or_build
@@ -68,6 +73,11 @@ class Controller:
         self.load_interval = load_interval
         self._digest_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._move_lock = asyncio.Lock()  # one migration or fail-over at a time
+        self.release_timeout = RELEASE_TIMEOUT
+        self.confirm_timeout = 0.5  # the last probe before a fail-over (seconds)
+        self.moves: list[MoveResult] = []
+        self.failovers: list[FailoverResult] = []
         self._background: set[asyncio.Task[None]] = set()
 
     # -- start-up ---------------------------------------------------------------------------------
@@ -80,6 +90,8 @@ class Controller:
         self.slot_map, self.resumed = await load_or_build(
             self.store, sorted(self.pairs), self.cfg.switch.slot_count
         )
+        if self.resumed:
+            self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created", endpoint)
         self.metrics.update_slot_counts(self.slot_map.counts())
 
@@ -92,6 +104,7 @@ class Controller:
                 stored = await self.store.load(self.cfg.switch.slot_count)
                 if stored is not None:
                     self.slot_map = stored
+                    self.pairs = await self.store.load_pairs() or self.pairs
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map)
             changes = await session.reconcile(desired)
             self.last_reconcile = changes.counts()
@@ -130,8 +143,51 @@ class Controller:
             # an NF that comes back has lost its configuration: give it its role and slots again
             self.nfs_configured.discard(event.nf_id)
             self._spawn(self._reconfigure(event.nf_id))
-        # Fail-over of a "down" primary (promote the backup, move its slots, pick a new backup)
-        # plugs in here.
+        elif event.kind == "down" and event.nf_id in self.nfs_configured:
+            # an NF never configured (not started yet) holds no state: nothing to fail over
+            self.nfs_configured.discard(event.nf_id)
+            if event.nf_id in self.pairs:
+                self._spawn(self._fail_over(event.nf_id))
+            elif event.nf_id in self.pairs.values():
+                self._spawn(self._replace_backup(event.nf_id))
+
+    async def _really_down(self, nf_id: int) -> bool:
+        """Confirm a "down" before acting on it: still declared down, and a last probe with a
+        longer deadline fails. A loaded machine can delay a few heartbeats of a live NF; failing
+        over a live primary would leave two NFs processing its slots' state."""
+        if not self.registry.nfs[nf_id].declared_down:
+            return False
+        if await self.registry.probe(nf_id, self.confirm_timeout):
+            LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
+            return False
+        return self.registry.nfs[nf_id].declared_down
+
+    async def _fail_over(self, dead: int) -> None:
+        async with self._move_lock:
+            if dead in self.pairs and await self._really_down(dead):
+                self.failovers.append(await fail_over(self, dead))
+            else:
+                self.nfs_configured.add(dead)
+
+    async def _replace_backup(self, dead: int) -> None:
+        async with self._move_lock:
+            if not await self._really_down(dead):
+                self.nfs_configured.add(dead)
+                return
+            result = await replace_backup(self, dead)
+            if result is not None:
+                self.failovers.append(result)
+
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
+        """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
+        MoveError before the first move for a bad request; a failed move is undone and reported."""
+        results = []
+        async with self._move_lock:
+            for slot in slots:
+                result = await migrate_slot(self, slot, to_nf, self.release_timeout)
+                self.moves.append(result)
+                results.append(result)
+        return results
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -161,11 +217,31 @@ class Controller:
             self.metrics.update_slot_counts(self.slot_map.counts())
             return entry
 
+    async def move_slots(self, slots: list[int], to_nf: int) -> list[SlotEntry]:
+        """`move_slot` for many slots: batched switch writes (512) and etcd transactions (100)."""
+        if to_nf not in self.pairs:
+            raise ValueError(f"NF {to_nf} is not a primary")
+        async with self._lock:
+            entries = [self.slot_map.move(s, to_nf) for s in slots]
+            if self.session.is_primary and entries:
+                await self.session.write_slots(entries)
+            if self.store is not None and entries:
+                await self.store.save_entries(entries)
+            self.metrics.slot_moves.inc(len(entries))
+            self.metrics.update_slot_counts(self.slot_map.counts())
+            return entries
+
+    def forget_primary(self, nf_id: int) -> None:
+        """A dead primary is no longer one (its multicast group is left until the next reconcile)."""
+        self.pairs.pop(nf_id, None)
+
     async def set_pair(self, primary: int, backup: int | None) -> None:
         """Make `primary` a primary with `backup`; writes its multicast group."""
         async with self._lock:
             insert = primary not in self.pairs
             self.pairs[primary] = backup
+            if self.store is not None:
+                await self.store.save_pairs(self.pairs)
             if self.session.is_primary:
                 backup_port = None if backup is None else self.cfg.nf(backup).port
                 await self.session.set_group(primary, self.cfg.nf(primary).port, backup_port,
@@ -238,6 +314,9 @@ class Controller:
                     "configured": len(self.nfs_configured)},
             "flows": {"known": len(self.flows), "total": self.flows.total},
             "packets": sum(p for p, _ in self.slot_counters.values()),
+            "moves": {"total": len(self.moves), "ok": sum(m.ok for m in self.moves),
+                      "undone": sum(m.undone for m in self.moves)},
+            "failovers": [f.to_json() for f in self.failovers],
             "uptime_s": round(time.time() - self.started, 1),
         }
 
@@ -258,6 +337,9 @@ class Controller:
             rows.append({"slot": e.slot, "owner": e.owner, "backup": self.pairs.get(e.owner),
                          "epoch": e.epoch, "packets": packets, "bytes": nbytes})
         return rows
+
+    def move_rows(self) -> list[dict[str, Any]]:
+        return [m.to_json() for m in self.moves]
 
     def flow_rows(self) -> list[dict[str, Any]]:
         return [r.to_json(self.slot_map.owner(r.flow.slot)) for r in self.flows.records()]

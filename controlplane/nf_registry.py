@@ -156,6 +156,10 @@ class NfRegistry:
             raise NfControlError(nf_id, name, reply.error or "failed")
         return reply
 
+    async def call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
+        """One NfControl call; raises NfControlError on ok=false, a transport error or a timeout."""
+        return await self._call(nf_id, name, request, timeout)
+
     # -- configuration ----------------------------------------------------------------------------
     async def configure(self, pairs: Mapping[int, int | None], slot_map: SlotMap) -> None:
         """Push roles, backups, cluster peers and slot assignments to every NF."""
@@ -195,13 +199,14 @@ class NfRegistry:
         state = self.nfs[nf_id]
         conn = self._conn(nf_id)
         conn.counter += 1
+        counter = conn.counter  # a concurrent probe may advance conn.counter
         start = time.monotonic()
         try:
             reply = await conn.stub.Heartbeat(
-                pb.HeartbeatRequest(counter=conn.counter),
+                pb.HeartbeatRequest(counter=counter),
                 timeout=self.cfg.heartbeat.timeout_ms / 1000,
             )
-            ok = reply.counter == conn.counter and reply.nf_id in (0, nf_id)
+            ok = reply.counter == counter and reply.nf_id in (0, nf_id)
         except grpc.aio.AioRpcError:
             ok = False
         if ok:
@@ -224,6 +229,18 @@ class NfRegistry:
             state.alive = False
             await self._emit(NfEvent("down", nf_id, state.misses))
         return False
+
+    async def probe(self, nf_id: int, timeout: float) -> bool:
+        """One extra heartbeat with a longer deadline, changing no state: is the NF really gone?
+        (A crashed NF refuses the connection at once; a slow one answers.)"""
+        conn = self._conn(nf_id)
+        conn.counter += 1
+        counter = conn.counter  # heartbeats may run meanwhile and advance conn.counter
+        try:
+            reply = await conn.stub.Heartbeat(pb.HeartbeatRequest(counter=counter), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.counter == counter)
 
     async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
         ids = list(self.nfs if nf_ids is None else nf_ids)

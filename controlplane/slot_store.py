@@ -4,6 +4,8 @@ Layout under the configured prefix (default `/nfcluster`):
 
     {prefix}/slots/meta          JSON {"slot_count": S}
     {prefix}/slots/s/{slot:05d}  "owner:epoch"   (one key per slot, so a move is one small write)
+    {prefix}/slots/pairs         JSON {"primary id": backup id or null}, written when a fail-over
+                                 changes the pairs (absent: the configuration's pairs hold)
 
 A whole map is written in transactions of `TXN_OPS` puts (etcd's default limit is 128 per txn).
 The store speaks to etcd through aetcd (asyncio).
@@ -12,7 +14,7 @@ The store speaks to etcd through aetcd (asyncio).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 
 import aetcd
@@ -67,6 +69,23 @@ class SlotStore:
         ops = [tx.put(self._slot_key(e.slot), f"{e.owner}:{e.epoch}".encode()) for e in entries]
         for start in range(0, len(ops), TXN_OPS):
             await self._client.transaction(compare=[], success=ops[start : start + TXN_OPS], failure=[])
+
+    def _pairs_key(self) -> bytes:
+        return f"{self.prefix}/slots/pairs".encode()
+
+    async def save_pairs(self, pairs: Mapping[int, int | None]) -> None:
+        await self._client.put(self._pairs_key(), json.dumps({str(p): b for p, b in pairs.items()}).encode())
+
+    async def load_pairs(self) -> dict[int, int | None] | None:
+        """The primary -> backup pairs a fail-over left, or None when none were stored."""
+        kv = await self._client.get(self._pairs_key())
+        if kv is None:
+            return None
+        try:
+            raw = json.loads(kv.value)
+            return {int(p): None if b is None else int(b) for p, b in raw.items()}
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise SlotStoreError(f"{self._pairs_key().decode()}: malformed ({exc})") from None
 
     async def save_entry(self, entry: SlotEntry) -> None:
         await self._client.put(self._slot_key(entry.slot), f"{entry.owner}:{entry.epoch}".encode())

@@ -7,22 +7,40 @@ the switch's primary and has configured every NF; it sends numbered traffic on m
 directions while showing a live table of the NFs; and it ends with a summary and the sink's verdict
 (every packet delivered exactly once and in order, with an unbroken per-flow count). Everything it
 started is stopped on the way out, also on Ctrl-C.
+
+Two options disturb the traffic on purpose:
+
+* `--move-slots N` moves N slots that carry traffic, alternately to a primary of the same cluster
+  (the state ships as a delta) and of the other cluster (full state), through the controller's HTTP
+  API (`POST /slots/{slot}/move?to=NF`), while the traffic runs; the verdict stays exactly-once, in
+  order, counts unbroken;
+* `--kill-nf ID` SIGKILLs that primary's `nf-host` (its process group: the runtime and its workers)
+  mid-traffic; the controller's heartbeats declare it dead and fail it over to its backup. The
+  verdict then allows losses, but only of the documented kind (docs/protocols.md, "Known window":
+  output committed by the backup's ack but not yet sent when the primary died): never a duplicate,
+  a reordering or a repeated checker count; the losses are counted and shown.
+
+The moves and fail-overs (bytes shipped, delta or full, times) are in the summary and in
+`disturbances.json` in the output directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +54,7 @@ from topo.etcd import run_etcd
 from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
-from topo.verify import Verdict, verify
+from topo.verify import FlowVerdict, Verdict, verify
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
@@ -53,6 +71,8 @@ class RunOptions:
     workers: int
     out_dir: Path
     ready_timeout: float
+    move_slots: int = 0
+    kill_nf: int | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,11 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where logs and traffic reports go (default results/run)")
     parser.add_argument("--ready-timeout", type=float, default=60.0,
                         help="seconds to wait for the controller to configure everything")
+    parser.add_argument("--move-slots", type=int, default=0, metavar="N",
+                        help="during traffic, move N slots that carry traffic (intra- and "
+                             "inter-cluster) through the HTTP API")
+    parser.add_argument("--kill-nf", type=int, metavar="ID",
+                        help="SIGKILL this primary's nf-host mid-traffic (the controller fails it over)")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
     return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
-                      args.out_dir, args.ready_timeout)
+                      args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -178,6 +203,114 @@ def http_json(url: str) -> Any:
         return json.loads(resp.read())
 
 
+def http_post(url: str, timeout: float = 30.0) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=b"", method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError):
+            return exc.code, json.loads(body)
+        return exc.code, body
+
+
+# -- disturbances: slot moves and a killed primary during the traffic -----------------------------
+
+@dataclass
+class Disturbances:
+    """What the disturbing thread did; written to disturbances.json."""
+
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    killed: int | None = None
+    killed_at: float | None = None
+    failovers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    losses: dict[str, Any] = field(default_factory=dict)
+
+
+def _processed(api: str) -> int:
+    return sum(int(r.get("packets", 0)) for r in http_json(f"{api}/nfs") if r["role"] == "primary")
+
+
+def _move_plan(api: str, n: int, avoid: int | None) -> list[tuple[int, int]]:
+    """(slot, target) for n distinct slots with traffic, alternating intra- and inter-cluster."""
+    nfs = http_json(f"{api}/nfs")
+    primaries = {r["id"]: r["cluster"] for r in nfs if r["role"] == "primary" and r["alive"]}
+    slots: dict[int, int] = {}
+    for row in http_json(f"{api}/flows"):
+        if row["owner"] in primaries and row["owner"] != avoid:
+            slots.setdefault(int(row["slot"]), int(row["owner"]))
+    plan: list[tuple[int, int]] = []
+    for i, (slot, owner) in enumerate(sorted(slots.items())[:n]):
+        intra = i % 2 == 0
+        targets = sorted(p for p, c in primaries.items()
+                         if p != owner and p != avoid and (c == primaries[owner]) == intra)
+        if not targets:  # no such primary in this topology: take any other
+            targets = sorted(p for p in primaries if p != owner and p != avoid)
+        if targets:
+            plan.append((slot, targets[i // 2 % len(targets)]))
+    return plan
+
+
+def disturb(api: str, opts: RunOptions, nf_procs: dict[int, subprocess.Popen[bytes]],
+            sender: subprocess.Popen[bytes], out: Disturbances) -> None:
+    """Move slots, then kill a primary, while the sender runs (in a thread of the scenario)."""
+    total = 2 * opts.flows * opts.packets
+    try:
+        if opts.move_slots:
+            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 6,
+                     timeout=60, interval=0.05, what="traffic flowing")
+            wait_for(lambda: sender.poll() is not None
+                     or len(http_json(f"{api}/flows")) >= min(opts.flows, opts.move_slots),
+                     timeout=10, interval=0.05, what="flows learned")
+            for slot, target in _move_plan(api, opts.move_slots, opts.kill_nf):
+                status, result = http_post(f"{api}/slots/{slot}/move?to={target}")
+                if isinstance(result, dict):
+                    out.moves.append(result)
+                else:
+                    out.errors.append(f"move of slot {slot} to NF {target}: HTTP {status} {result}")
+        if opts.kill_nf is not None:
+            wait_for(lambda: sender.poll() is not None or _processed(api) >= total * 2 // 5,
+                     timeout=60, interval=0.05, what="traffic before the kill")
+            proc = nf_procs[opts.kill_nf]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the runtime and its workers: a crash
+            out.killed, out.killed_at = opts.kill_nf, time.time()
+            wait_for(lambda: any(f["dead"] == opts.kill_nf
+                                 for f in http_json(f"{api}/status")["failovers"]),
+                     timeout=15, interval=0.05, what=f"fail-over of NF {opts.kill_nf}")
+    except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
+        out.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
+    """For a run with a killed primary: losses, duplicates, reorderings and repeated counts.
+
+    A loss of the documented window (an output committed but not yet sent when the primary died)
+    leaves a gap in the flow's checker counts (its state change survived in the backup), so
+    `lost_after_processing` counts the missing counts below each flow's highest count."""
+    forward, reverse, sent_fwd, sent_rev = verdict_input
+    lost = dup = reordered = repeats = not_rising = gaps = 0
+    for flow in sorted(set(sent_fwd) | set(sent_rev)):
+        counts: list[int] = []
+        for arrivals, sent in ((forward.get(flow, ()), sent_fwd.get(flow, 0)),
+                               (reverse.get(flow, ()), sent_rev.get(flow, 0))):
+            numbers = [n for n, _ in arrivals]
+            lost += sent - len(set(numbers) & set(range(1, sent + 1)))
+            dup += len(numbers) - len(set(numbers))
+            reordered += sum(1 for a, b in itertools.pairwise(numbers) if b < a)
+            cs = [c for _, c in arrivals]
+            not_rising += sum(1 for a, b in itertools.pairwise(cs) if b <= a)
+            counts += cs
+        repeats += len(counts) - len(set(counts))
+        if counts:
+            gaps += max(counts) - len(set(counts))
+    return {"lost": lost, "duplicated": dup, "reordered": reordered, "count_repeats": repeats,
+            "counts_not_rising": not_rising, "lost_after_processing": gaps,
+            "ok": dup == 0 and reordered == 0 and repeats == 0 and not_rising == 0}
+
+
 # -- the live view and the summary -----------------------------------------------------------------
 
 def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
@@ -196,17 +329,53 @@ def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+def disturbance_tables(console: Console, dist: Disturbances) -> None:
+    if dist.moves:
+        table = Table(title="slot moves (through the HTTP API)")
+        for col in ("slot", "from", "to", "kind", "epoch", "bytes", "flows", "last seq", "ms",
+                    "result"):
+            table.add_column(col, justify="right")
+        for m in dist.moves:
+            kind = ("intra" if m["same_cluster"] else "inter") + ("/delta" if m["delta"] else "/full")
+            table.add_row(str(m["slot"]), str(m["from_nf"]), str(m["to_nf"]), kind, str(m["epoch"]),
+                          str(m["bytes_shipped"]),
+                          str(m["flows_shipped"]), str(m["last_seq"]), f"{m['seconds'] * 1000:.1f}",
+                          "ok" if m["ok"] else ("undone: " if m["undone"] else "") + m["error"])
+        console.print(table)
+    for f in dist.failovers:
+        detect = f"{(f['at'] - dist.killed_at) * 1000:.0f} ms after the kill, " \
+            if dist.killed_at and f["dead"] == dist.killed else ""
+        backup = f"new backup NF {f['new_backup']}" if f["new_backup"] is not None \
+            else "no new backup (no NF of the cluster qualifies: it runs without one)"
+        console.print(f"fail-over: NF {f['dead']} declared dead {detect}NF {f['promoted']} promoted "
+                      f"for {f['slots']} slots, {f['replayed']} packets replayed, {backup}, "
+                      f"in {f['seconds'] * 1000:.0f} ms" + ("" if f["ok"] else f" FAILED: {f['error']}"))
+    if dist.losses:
+        lo = dist.losses
+        console.print(f"after the kill: lost {lo['lost']} packets ({lo['lost_after_processing']} "
+                      f"processed and committed, then lost with the primary: the documented window), "
+                      f"duplicated {lo['duplicated']}, reordered {lo['reordered']}, "
+                      f"checker counts repeated {lo['count_repeats']}")
+    for err in dist.errors:
+        console.print(f"[bold red]disturbance problem:[/] {err}")
+
+
 def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
-              nfs: list[dict[str, Any]]) -> None:
+              nfs: list[dict[str, Any]], dist: Disturbances | None = None) -> None:
     sent = sum(client.sent.values()) + sum(server.sent.values())
     console.print()
     console.print(nf_table(nfs, "NF load at the end"))
+    if dist is not None:
+        disturbance_tables(console, dist)
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
                   f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
                   f"   received: {verdict.packets_received}")
     if verdict.ok:
         console.print("[bold green]verified: every packet delivered exactly once and in order, "
                       "and every flow's checker count unbroken[/]")
+    elif dist is not None and dist.losses.get("ok"):
+        console.print("[bold yellow]verified with losses of the fail-over window only: no packet "
+                      "duplicated or reordered, no checker count repeated[/]")
     else:
         console.print(f"[bold red]NOT verified: {sum(not f.ok for f in verdict.flows)} flows wrong[/]")
         for line in verdict.problems():
@@ -221,6 +390,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if os.geteuid() != 0:
         raise PermissionError("the scenario creates network namespaces: run it as root")
     cfg = load_config(opts.config)
+    if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
+        raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
     topo = build_topology(cfg)
     p4info = REPO / cfg.switch.p4info if not cfg.switch.p4info.is_absolute() else cfg.switch.p4info
     if not p4info.exists():
@@ -234,7 +405,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         etcd = stack.enter_context(run_etcd())
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
-        stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
+        nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoint,
                                   f"127.0.0.1:{api_port}", log_dir)
         ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
@@ -265,18 +436,40 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                                "--out", str(log_dir / "client.json")], cwd=str(REPO))
         stack.enter_context(started([sender]))
         console.print(f"sending {opts.flows} flows x {opts.packets} packets each way ...")
+        dist: Disturbances | None = None
+        worker: threading.Thread | None = None
+        if opts.move_slots or opts.kill_nf is not None:
+            dist = Disturbances()
+            by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), nf_procs, strict=True))
+            worker = threading.Thread(target=disturb, args=(api, opts, by_id, sender, dist),
+                                      name="disturb", daemon=True)
+            worker.start()
         with Live(console=console, refresh_per_second=4) as live:
             while sender.poll() is None:
                 with contextlib.suppress(Exception):
                     live.update(nf_table(http_json(f"{api}/nfs"), "NFs (live)"))
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
+        if worker is not None:
+            worker.join(timeout=30)
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         nfs = http_json(f"{api}/nfs")
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
+        if dist is not None:
+            dist.failovers = http_json(f"{api}/status")["failovers"]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
-    verdict = verify(server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
-    summarise(console, verdict, client_rep, server_rep, nfs)
+    inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
+    verdict = verify(*inputs)
+    if dist is not None:
+        if dist.killed is not None:
+            dist.losses = loss_report(inputs)
+        (log_dir / "disturbances.json").write_text(json.dumps(asdict(dist), indent=1))
+    summarise(console, verdict, client_rep, server_rep, nfs, dist)
+    if dist is not None and (dist.errors or any(not m["ok"] for m in dist.moves)
+                             or any(not f["ok"] for f in dist.failovers)):
+        return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a move or fail-over failed"])])
+    if dist is not None and not verdict.ok and dist.losses.get("ok"):
+        return Verdict([])  # only losses of the fail-over window: accepted, counted above
     return verdict
 
 

@@ -24,7 +24,15 @@ class FakeNf(pb_grpc.NfControlServicer):
     backed_up_for: int = 0
     packet_rate: float = 0.0
     mute: bool = False  # heartbeats hang (a stuck NF)
+    slow: float = 0.0  # heartbeats answer this late (a live NF on a loaded machine)
     uptime_ms: int = 1000  # set lower to play a restarted NF
+    adopting: dict[int, int] = field(default_factory=dict)  # slot -> epoch told by Adopt
+    released: list[tuple[int, int, bool]] = field(default_factory=list)  # (slot, to, same_cluster)
+    release_delay: float = 0.0  # Release answers after this long (play a hung transfer)
+    release_error: str = ""  # Release answers ok=false with this error
+    refuse_delta: bool = False  # Release with same_cluster fails (the adopter lacks the base)
+    replay: int = 0  # what Promote reports as replayed
+    promoted: list[int] = field(default_factory=list)
 
     async def Status(self, request, context):
         self.calls.append(("Status", request))
@@ -39,6 +47,8 @@ class FakeNf(pb_grpc.NfControlServicer):
         self.calls.append(("Heartbeat", request.counter))
         if self.mute:
             await asyncio.sleep(5)
+        if self.slow:
+            await asyncio.sleep(self.slow)
         self.uptime_ms += 1
         return pb.HeartbeatReply(nf_id=self.nf_id, counter=request.counter, uptime_ms=self.uptime_ms)
 
@@ -66,8 +76,38 @@ class FakeNf(pb_grpc.NfControlServicer):
         self.calls.append(("AssignSlots", len(request.slots)))
         if request.as_backup:
             self.backed_up_for = request.primary_nf_id
-        self.slots = {s.slot: s.epoch for s in request.slots}
+        self.slots.update({s.slot: s.epoch for s in request.slots})  # the runtime adds, too
+        for s in request.slots:
+            self.adopting.pop(s.slot, None)
         return pb.Result(ok=True)
+
+    async def Adopt(self, request, context):
+        self.calls.append(("Adopt", (request.slot, request.epoch, request.from_nf_id)))
+        self.adopting[request.slot] = request.epoch
+        self.slots[request.slot] = request.epoch  # owned once the (unplayed) transfer arrives
+        return pb.Result(ok=True)
+
+    async def Release(self, request, context):
+        self.calls.append(("Release", (request.slot, request.to_nf_id, request.same_cluster)))
+        if self.release_delay:
+            await asyncio.sleep(self.release_delay)
+        if request.slot not in self.slots:
+            return pb.ReleaseReply(ok=False, error=f"slot {request.slot} is not owned here")
+        if self.release_error:
+            return pb.ReleaseReply(ok=False, error=self.release_error)
+        if self.refuse_delta and request.same_cluster:
+            return pb.ReleaseReply(ok=False, error="refused: no delta base")
+        self.slots.pop(request.slot)
+        self.released.append((request.slot, request.to_nf_id, request.same_cluster))
+        return pb.ReleaseReply(ok=True, bytes_shipped=100 if request.same_cluster else 1000,
+                               last_seq=42, flows_shipped=3, delta=request.same_cluster)
+
+    async def Promote(self, request, context):
+        self.calls.append(("Promote", (list(request.slots), request.dead_nf_id)))
+        self.promoted = list(request.slots)
+        self.backed_up_for = 0
+        self.role = pb.PRIMARY
+        return pb.PromoteReply(ok=True, replayed=self.replay, slots=list(request.slots))
 
 
 def distinct_ports(n: int) -> list[int]:

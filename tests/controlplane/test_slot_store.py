@@ -93,3 +93,18 @@ def test_controller_resumes_slot_map_after_restart(etcd_server):
     resumed2, second = asyncio.run(one_run(move=False))
     assert (resumed1, resumed2) == (False, True)
     assert second == first and second.epoch(100) == 2
+
+
+def test_pairs_changed_by_a_fail_over_are_persisted(etcd_server):
+    pfx = prefix()
+
+    async def run() -> None:
+        async with SlotStore(etcd_server.endpoint, pfx) as store:
+            assert await store.load_pairs() is None
+            await store.save_pairs({2: 4, 3: None})
+        async with SlotStore(etcd_server.endpoint, pfx) as store:
+            assert await store.load_pairs() == {2: 4, 3: None}
+            await store.clear()
+            assert await store.load_pairs() is None
+
+    asyncio.run(run())

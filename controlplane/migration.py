@@ -1,0 +1,149 @@
+"""Migration of one slot from its primary A to another primary B (DESIGN.md §6 "Migration").
+
+The steps, epoch e -> e+1 (the runtime's side is docs/protocols.md §5):
+
+1. `Adopt(s, e+1, from A)` on B: B buffers the slot's packets until A's state arrives;
+2. B's backup is told it backs up s (`AssignSlots(as_backup, primary=B)`), so the copies the
+   switch multicasts to it from now on are kept;
+3. one atomic `slot_owner` write to B's group with epoch e+1, persisted in etcd
+   (`Controller.move_slot`);
+4. `Release(s, to B, same_cluster)` on A: A stops at a packet boundary, ships the delta (cluster
+   peer) or the full state with its last processed seq, and forwards late packets to B. A delta
+   that B refuses is retried once with the full state.
+
+If step 1 or 2 fails nothing has changed yet. If the release fails or times out, the move is
+undone: the slot is written back to A (one more epoch, so the epoch only ever grows) and A is told
+its new epoch; A kept the slot when its `Release` failed (protocols.md §5, step 4). The runtime has
+no call to cancel an adoption: B's ADOPTING slot stays idle (it receives nothing more) until a
+later `Adopt` or assignment replaces it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from controlplane.nf_registry import NfControlError
+from controlplane.slot_map import next_epoch
+from nf_host.proto import nf_control_pb2 as pb
+
+if TYPE_CHECKING:
+    from controlplane.controller import Controller
+
+LOG = logging.getLogger(__name__)
+
+ADOPT_TIMEOUT = 2.0
+RELEASE_TIMEOUT = 8.0  # the runtime gives up on an unanswered transfer after 5 s
+
+
+class MoveError(Exception):
+    """A move that cannot start (bad slot or target); nothing was changed."""
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """What one slot move did, for the API, the logs and the scenario's summary."""
+
+    slot: int
+    from_nf: int
+    to_nf: int
+    epoch: int             # the slot's epoch afterwards (e+1, or e+2 when undone)
+    ok: bool
+    same_cluster: bool
+    delta: bool = False
+    bytes_shipped: int = 0
+    flows_shipped: int = 0
+    last_seq: int = 0
+    seconds: float = 0.0
+    error: str = ""
+    undone: bool = False
+    at: float = 0.0        # time.time() when the move started
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_move(ctl: Controller, slot: int, to_nf: int) -> int:
+    """Validate a move request; return the current owner (raises MoveError)."""
+    if not 0 <= slot < ctl.slot_map.slot_count:
+        raise MoveError(f"slot {slot} is outside 0..{ctl.slot_map.slot_count - 1}")
+    if to_nf not in ctl.pairs:
+        raise MoveError(f"NF {to_nf} is not a primary")
+    if ctl.registry.nfs[to_nf].declared_down:
+        raise MoveError(f"NF {to_nf} is down")
+    owner = ctl.slot_map.owner(slot)
+    if owner == to_nf:
+        raise MoveError(f"slot {slot} is already owned by NF {to_nf}")
+    if ctl.registry.nfs[owner].declared_down:
+        raise MoveError(f"the owner of slot {slot}, NF {owner}, is down (fail-over moves its slots)")
+    return owner
+
+
+async def migrate_slot(ctl: Controller, slot: int, to_nf: int,
+                       release_timeout: float = RELEASE_TIMEOUT) -> MoveResult:
+    """Move `slot` from its owner to primary `to_nf`; undo on failure. Raises MoveError only
+    for a request that cannot start; a move that fails on the way returns ok=False."""
+    src = check_move(ctl, slot, to_nf)
+    reg, cfg = ctl.registry, ctl.cfg
+    src_cfg, dst_cfg = cfg.nf(src), cfg.nf(to_nf)
+    same_cluster = src_cfg.cluster == dst_cfg.cluster
+    started, t0 = time.time(), time.monotonic()
+    old_epoch = ctl.slot_map.epoch(slot)
+    new_epoch = next_epoch(old_epoch)
+
+    def result(ok: bool, epoch: int, **kw: Any) -> MoveResult:
+        return MoveResult(slot, src, to_nf, epoch, ok, same_cluster,
+                          seconds=round(time.monotonic() - t0, 4), at=started, **kw)
+
+    try:
+        await reg.call(to_nf, "Adopt", pb.AdoptRequest(
+            slot=slot, epoch=new_epoch, from_nf_id=src, from_address=src_cfg.replication_address()),
+            timeout=ADOPT_TIMEOUT)
+        backup = ctl.pairs.get(to_nf)
+        if backup is not None and not reg.nfs[backup].declared_down:
+            await reg.call(backup, "AssignSlots", pb.AssignSlotsRequest(
+                slots=[pb.SlotEpoch(slot=slot, epoch=new_epoch)], as_backup=True,
+                primary_nf_id=to_nf), timeout=ADOPT_TIMEOUT)
+    except NfControlError as exc:
+        LOG.warning("move of slot %d to NF %d not started: %s", slot, to_nf, exc)
+        return result(False, old_epoch, error=str(exc))
+
+    entry = await ctl.move_slot(slot, to_nf)  # the one atomic switch write (+ etcd)
+    error = ""
+    reply: Any = None
+    for full in ((False, True) if same_cluster else (True,)):
+        try:
+            reply = await reg.call(src, "Release", pb.ReleaseRequest(
+                slot=slot, to_nf_id=to_nf, to_address=dst_cfg.replication_address(),
+                same_cluster=not full), timeout=release_timeout)
+            error = ""
+            break
+        except NfControlError as exc:
+            error = str(exc)
+            LOG.warning("release of slot %d by NF %d (%s): %s", slot, src,
+                        "full state" if full else "delta", exc)
+            if "DEADLINE_EXCEEDED" in exc.error or "UNAVAILABLE" in exc.error:
+                break  # no answer: do not ask again, undo
+    if reply is not None and not error:
+        LOG.info("slot %d moved %d -> %d epoch %d: %d bytes, %d flows (%s) in %.3f s", slot, src,
+                 to_nf, entry.epoch, reply.bytes_shipped, reply.flows_shipped,
+                 "delta" if reply.delta else "full", time.monotonic() - t0)
+        return result(True, entry.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
+                      flows_shipped=reply.flows_shipped, last_seq=reply.last_seq)
+    return await _undo(ctl, slot, src, to_nf, error, result)
+
+
+async def _undo(ctl: Controller, slot: int, src: int, to_nf: int, error: str, result: Any) -> MoveResult:
+    """The release failed: the slot goes back to its old owner (next epoch) and the owner is told."""
+    back = await ctl.move_slot(slot, src)
+    try:
+        await ctl.registry.call(src, "AssignSlots", pb.AssignSlotsRequest(
+            slots=[pb.SlotEpoch(slot=slot, epoch=back.epoch)]), timeout=ADOPT_TIMEOUT)
+    except NfControlError as exc:
+        LOG.warning("undo of slot %d: NF %d not told its epoch: %s", slot, src, exc)
+    LOG.warning("move of slot %d to NF %d undone (back at NF %d epoch %d): %s", slot, to_nf, src,
+                back.epoch, error)
+    res: MoveResult = result(False, back.epoch, error=error, undone=True)
+    return res

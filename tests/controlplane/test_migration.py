@@ -1,0 +1,316 @@
+"""Migration and fail-over orchestration (controlplane/migration.py, failover.py) against fake NF
+control servers and a recording switch: the calls each NF receives and their order, the single
+atomic switch write, the undo of a failed move, the fail-over on a "down" event, and the ownership
+oracle after a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from controlplane import cli
+from controlplane.api import serve
+from controlplane.config import parse_config
+from controlplane.controller import Controller
+from controlplane.migration import MoveError
+from controlplane.slot_map import SlotEntry
+from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
+from tests.controlplane.oracle import OwnershipOracle
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.unit
+
+P4INFO = Path(__file__).parent / "data" / "nfcluster.p4info.txtpb"
+IDS = (1, 2, 3, 4, 5, 6, 7)
+
+
+def config(ports: dict[int, int], etcd: str | None = None) -> Any:
+    """c1: primaries 1 (node a, backup 3) and 2 (node b, backup 4), spare 5 on node c;
+    c2: primary 6 (node c, backup 7 on node d)."""
+    def nf(i: int, node: str, cluster: str, role: str, backup: int | None = None) -> dict[str, Any]:
+        return {"id": i, "name": f"nf{i}", "node": node, "cluster": cluster, "role": role,
+                "backup": backup, "port": 2 + i, "mac": f"02:00:00:00:01:0{i}",
+                "mgmt": f"127.0.0.1:{ports[i]}", "replication": f"127.0.0.1:{9000 + i}"}
+    return parse_config({
+        "switch": {"slot_bits": 6},
+        "clusters": [{"name": "c1"}, {"name": "c2"}],
+        "nfs": [nf(1, "a", "c1", "primary", 3), nf(2, "b", "c1", "primary", 4),
+                nf(3, "b", "c1", "backup"), nf(4, "a", "c1", "backup"), nf(5, "c", "c1", "spare"),
+                nf(6, "c", "c2", "primary", 7), nf(7, "d", "c2", "backup")],
+        "heartbeat": {"interval_ms": 50, "misses": 2, "timeout_ms": 50},
+        **({"etcd": {"endpoints": [etcd], "prefix": f"/test-migration/{free_port()}"}} if etcd else {}),
+    })
+
+
+class FakeSession:
+    """Stands in for the switch session: primary, and records every write."""
+
+    is_primary = True
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Any]] = []
+        self.switch = SimpleNamespace(election_id=10)
+
+    async def write_slot(self, entry: SlotEntry) -> None:
+        self.writes.append(("slot", entry))
+
+    async def write_slots(self, entries: list[SlotEntry], insert: bool = False) -> None:
+        self.writes.append(("slots", list(entries)))
+
+    async def set_group(self, primary: int, port: int, backup_port: int | None,
+                        insert: bool = False) -> None:
+        self.writes.append(("group", (primary, port, backup_port, insert)))
+
+
+def make(cfg: Any, etcd: bool) -> Controller:
+    c = Controller(cfg, use_etcd=etcd, p4info=P4INFO, device_config=b"x")
+    c.session = FakeSession()  # type: ignore[assignment]
+    return c
+
+
+async def with_controller(body: Any, etcd: str | None = None) -> None:
+    ports = dict(zip(IDS, distinct_ports(len(IDS)), strict=True))
+    fakes = {i: FakeNf(i) for i in IDS}
+    servers = {i: FakeNfServer(fakes[i], ports[i]) for i in IDS}
+    c = make(config(ports, etcd), etcd is not None)
+    try:
+        for s in servers.values():
+            await s.start()
+        await c.load_slot_map()
+        await c.registry.configure(c.pairs, c.slot_map)
+        c.nfs_configured.update(IDS)
+        await body(c, fakes, servers)
+    finally:
+        await c.close()
+        for s in servers.values():
+            await s.stop()
+
+
+def names(fake: FakeNf) -> list[str]:
+    return [n for n, _ in fake.calls if n not in ("Heartbeat", "Status")]
+
+
+def test_intra_cluster_move_adopts_writes_once_then_releases_a_delta():
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(1)[0]
+        epoch = c.slot_map.epoch(slot)
+        for f in fakes.values():
+            f.calls.clear()
+        c.session.writes.clear()
+        [res] = await c.migrate([slot], 2)
+        assert res.ok and not res.undone and res.delta and res.same_cluster
+        assert (res.bytes_shipped, res.flows_shipped, res.last_seq, res.epoch) == (100, 3, 42, epoch + 1)
+        # B adopts with the new epoch, B's backup learns the slot, one switch write, A releases
+        assert fakes[2].calls == [("Adopt", (slot, epoch + 1, 1))]
+        assert ("AssignSlots", 1) in fakes[4].calls and fakes[4].slots[slot] == epoch + 1
+        assert c.session.writes == [("slot", SlotEntry(slot, 2, epoch + 1))]
+        assert fakes[1].released == [(slot, 2, True)]
+        assert c.slot_map.owner(slot) == 2 and c.move_rows()[0]["bytes_shipped"] == 100
+
+    asyncio.run(with_controller(body))
+
+
+def test_inter_cluster_move_ships_the_full_state_and_a_refused_delta_is_retried_full():
+    async def body(c, fakes, servers):
+        s1, s2 = c.slot_map.slots_of(1)[:2]
+        [res] = await c.migrate([s1], 6)
+        assert res.ok and not res.delta and not res.same_cluster and res.bytes_shipped == 1000
+        assert fakes[1].released == [(s1, 6, False)]
+        fakes[1].refuse_delta = True
+        [res] = await c.migrate([s2], 2)
+        assert res.ok and not res.delta
+        assert [r[2] for r in fakes[1].released] == [False, False]
+        assert [a for n, a in fakes[1].calls if n == "Release"][-2:] == [(s2, 2, True), (s2, 2, False)]
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_release_that_times_out_is_undone():
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(1)[0]
+        epoch = c.slot_map.epoch(slot)
+        c.release_timeout = 0.3
+        fakes[1].release_delay = 2.0
+        c.session.writes.clear()
+        [res] = await c.migrate([slot], 2)
+        assert not res.ok and res.undone and "DEADLINE_EXCEEDED" in res.error
+        # the switch went to B (e+1) and back to A (e+2); A is told its epoch, keeps the slot
+        assert c.session.writes == [("slot", SlotEntry(slot, 2, epoch + 1)),
+                                    ("slot", SlotEntry(slot, 1, epoch + 2))]
+        assert c.slot_map.owner(slot) == 1 and fakes[1].slots[slot] == epoch + 2
+        assert [n for n in names(fakes[1]) if n == "Release"] == ["Release"]  # not asked twice
+        assert c.status()["moves"] == {"total": 1, "ok": 0, "undone": 1}
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_refused_release_is_undone_and_bad_requests_change_nothing():
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(1)[0]
+        fakes[1].release_error = "NF 2 refused slot: not adopting"
+        [res] = await c.migrate([slot], 6)
+        assert res.undone and "not adopting" in res.error and c.slot_map.owner(slot) == 1
+        before = c.slot_map.copy()
+        for bad, to in ((slot, 1), (slot, 3), (10**6, 2)):
+            with pytest.raises(MoveError):
+                await c.migrate([bad], to)
+        assert c.slot_map == before
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_dead_primary_fails_over_to_its_backup_with_a_new_backup_on_another_node():
+    async def body(c, fakes, servers):
+        oracle = OwnershipOracle.start(c.slot_map.owners(), {1: 3, 2: 4, 6: 7})
+        oracle.epochs = c.slot_map.epochs()
+        moved = c.slot_map.slots_of(2)[0]
+        await c.migrate([moved], 1)
+        oracle.migrate(moved, 1)
+        slots_of_1 = c.slot_map.slots_of(1)
+        fakes[3].replay = 7
+        c.session.writes.clear()
+        await servers[1].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and (fo.dead, fo.promoted, fo.slots, fo.replayed) == (1, 3, len(slots_of_1), 7)
+        assert fo.new_backup == 5  # the spare of c1; 4 backs up 2, and 3 is on node b
+        oracle.fail(1)
+        oracle.check_invariants()
+        assert c.slot_map.owners() == oracle.owners and c.slot_map.epochs() == oracle.epochs
+        assert fakes[3].promoted == slots_of_1 and fakes[3].backup == 5
+        assert fakes[5].backed_up_for == 3 and set(slots_of_1) <= set(fakes[5].slots)
+        # group first (new backup's port), then every slot in one batched write
+        assert c.session.writes[0] == ("group", (3, 5, 7, True))
+        assert c.session.writes[1] == ("slots", [c.slot_map.entry(s) for s in slots_of_1])
+        assert c.pairs == {2: 4, 6: 7, 3: 5} and c.status()["failovers"][0]["new_backup"] == 5
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
+    async def body(c, fakes, servers):
+        c.nfs_configured.discard(1)  # at start-up, NFs not running yet miss their heartbeats
+        before = c.slot_map.copy()
+        await servers[1].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        assert c.registry.nfs[1].declared_down
+        await asyncio.sleep(0)  # let a (wrongly) spawned fail-over task start
+        assert c.failovers == [] and c.slot_map == before and 1 in c.pairs
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_slow_primary_that_misses_heartbeats_but_answers_the_probe_is_not_failed_over():
+    async def body(c, fakes, servers):
+        before = c.slot_map.copy()
+        fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the 0.5 s probe
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        assert c.registry.nfs[1].declared_down and 1 not in c.nfs_configured
+        await wait_until(lambda: 1 in c.nfs_configured)  # the fail-over task gave up
+        assert c.failovers == [] and c.slot_map == before and c.pairs[1] == 3
+        assert not fakes[3].promoted
+
+    asyncio.run(with_controller(body))
+
+
+@pytest.mark.etcd
+def test_a_restarted_controller_resumes_the_slots_and_pairs_a_fail_over_left(etcd_server):
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(2)[0]
+        await c.migrate([slot], 6)
+        await servers[1].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        again = make(c.cfg, True)
+        try:
+            await again.load_slot_map()
+            assert again.resumed and again.slot_map == c.slot_map and again.pairs == c.pairs
+            assert again.pairs == {2: 4, 6: 7, 3: 5} and again.slot_map.owner(slot) == 6
+        finally:
+            await again.close()
+
+    asyncio.run(with_controller(body, etcd_server.endpoint))
+
+
+def test_a_dead_backup_is_replaced_so_its_primary_does_not_hold_output():
+    async def body(c, fakes, servers):
+        before = c.slot_map.copy()
+        await servers[4].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and fo.kind == "backup" and (fo.dead, fo.promoted, fo.new_backup) == (4, 2, 5)
+        assert fakes[2].backup == 5 and fakes[5].backed_up_for == 2
+        assert set(c.slot_map.slots_of(2)) <= set(fakes[5].slots)
+        assert c.pairs[2] == 5 and c.slot_map == before  # no slot moved
+        assert c.session.writes[-1] == ("group", (2, 4, 7, False))
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_fail_over_with_no_possible_backup_says_so():
+    async def body(c, fakes, servers):
+        await servers[6].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and fo.promoted == 7 and fo.new_backup is None  # c2 has no other NF
+        assert fakes[7].backup == 0 and c.pairs[7] is None
+        assert c.status()["failovers"][0]["new_backup"] is None
+        assert set(c.slot_map.owners()) == {1, 2, 7}
+
+    asyncio.run(with_controller(body))
+
+
+def test_move_through_the_http_api_and_the_cli():
+    async def body(c, fakes, servers):
+        port = free_port()
+        runner = await serve(c, "127.0.0.1", port)
+        base = f"http://127.0.0.1:{port}"
+        slot = c.slot_map.slots_of(1)[0]
+        try:
+            def post(path: str) -> tuple[int, Any]:
+                req = urllib.request.Request(base + path, data=b"", method="POST")
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as resp:
+                        return resp.status, json.loads(resp.read())
+                except urllib.error.HTTPError as exc:
+                    return exc.code, exc.read().decode()
+
+            status, data = await asyncio.to_thread(post, f"/slots/{slot}/move?to=2")
+            assert status == 200 and data["ok"] and data["to_nf"] == 2 and data["delta"]
+            status, text = await asyncio.to_thread(post, f"/slots/{slot}/move?to=2")
+            assert status == 400 and "already owned" in text
+            status, text = await asyncio.to_thread(post, f"/slots/{slot}/move")
+            assert status == 400 and "'to'" in text
+            code = await asyncio.to_thread(cli.main, ["--api", base, "--json", "move", str(slot),
+                                                      "--to", "6"])
+            assert code == 0 and c.slot_map.owner(slot) == 6
+            code = await asyncio.to_thread(cli.main, ["--api", base, "moves"])
+            assert code == 0 and len(c.moves) == 2
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(with_controller(body))
+
+
+async def wait_until(cond: Any, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.01)
