@@ -11,6 +11,7 @@ PY         := $(VENV)/bin/python
 PIP        := $(VENV)/bin/pip
 TARGET     ?= p4sim
 PYTEST_ARGS ?=
+RUN_ARGS   ?=
 # Debian packages the project needs at run time and in tests.
 APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
@@ -58,8 +59,8 @@ lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scri
 	$(VENV)/bin/mypy
 	shellcheck .ci/run
 
-run: setup build ## the main job on p4sim (TARGET=bmv2 for BMv2)
-	$(PY) -m topo run --target $(TARGET)
+run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1")
+	$(PY) -m topo run --target $(TARGET) $(RUN_ARGS)
 
 bench: setup ## run every benchmark in bench/ (prints tables)
 	@set -e; for b in bench/*.py; do \
