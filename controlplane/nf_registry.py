@@ -59,6 +59,8 @@ class NfLoad:
     gaps: int = 0
     packets: int = 0
     slots: int = 0
+    malformed: int = 0  # part of drops: frames without a valid shim or body
+    duplicates: int = 0  # part of drops: sequence numbers already processed
     at: float = 0.0  # time.monotonic() of the report
 
 
@@ -96,6 +98,7 @@ class NfState:
             "packet_rate": load.packet_rate, "queue_depth": load.queue_depth,
             "cpu_percent": load.cpu_percent, "drops": load.drops, "gaps": load.gaps,
             "packets": load.packets, "slots": load.slots,
+            "malformed": load.malformed, "duplicates": load.duplicates,
         }
 
 
@@ -267,6 +270,7 @@ class NfRegistry:
             cpu_percent=reply.load.cpu_percent, drops=reply.load.drops, gaps=reply.load.gaps,
             packets=reply.load.packets,
             slots=sum(1 for s in reply.slots if s.role == pb.SLOT_PRIMARY),
+            malformed=reply.load.malformed, duplicates=reply.load.duplicates,
             at=time.monotonic(),
         )
         self.nfs[nf_id].load = load

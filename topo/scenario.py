@@ -108,6 +108,23 @@ def _quiet(host: Any) -> Any:
 
 
 @contextmanager
+def _no_ipv6_on_new_root_interfaces() -> Iterator[None]:
+    """While the network is built, interfaces created in the root namespace (the switch's ports)
+    start without IPv6, so no MLD report or router solicitation leaves them at link-up; the
+    machine's previous default is restored afterwards."""
+    knob = Path("/proc/sys/net/ipv6/conf/default/disable_ipv6")
+    if not knob.exists():
+        yield
+        return
+    before = knob.read_text().strip()
+    knob.write_text("1")
+    try:
+        yield
+    finally:
+        knob.write_text(before)
+
+
+@contextmanager
 def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) -> Iterator[Any]:
     """Build and start the Mininet network; stop it and remove what it left behind afterwards."""
     from mininet.log import setLogLevel
@@ -119,19 +136,20 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) 
     setLogLevel("warning")
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
     try:
-        sw = net.addSwitch(topo.switch_name, cls=switch_class(target), grpc_port=grpc_port,
-                           cpu_port=topo.cpu_port, log_dir=str(log_dir))
-        mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
-        for h in topo.edge:
-            host = _quiet(net.addHost(h.name, ip=h.ip, mac=h.mac))
-            net.addLink(host, sw, port2=h.port)
-        prefix = topo.mgmt_network.prefixlen
-        for node in topo.nodes:
-            host = _quiet(net.addHost(node.name, ip=f"{node.mgmt_ip}/{prefix}"))
-            net.addLink(host, mgmt, intfName1=f"{node.name}-m")
-            for link in node.nfs:
-                net.addLink(host, sw, port2=link.port, intfName1=link.intf, addr1=link.mac)
-        net.build()
+        with _no_ipv6_on_new_root_interfaces():
+            sw = net.addSwitch(topo.switch_name, cls=switch_class(target), grpc_port=grpc_port,
+                               cpu_port=topo.cpu_port, log_dir=str(log_dir))
+            mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
+            for h in topo.edge:
+                host = _quiet(net.addHost(h.name, ip=h.ip, mac=h.mac))
+                net.addLink(host, sw, port2=h.port)
+            prefix = topo.mgmt_network.prefixlen
+            for node in topo.nodes:
+                host = _quiet(net.addHost(node.name, ip=f"{node.mgmt_ip}/{prefix}"))
+                net.addLink(host, mgmt, intfName1=f"{node.name}-m")
+                for link in node.nfs:
+                    net.addLink(host, sw, port2=link.port, intfName1=link.intf, addr1=link.mac)
+            net.build()
         net.start()
         subprocess.run(["ip", "addr", "add", f"{topo.mgmt_gateway}/{prefix}", "dev", MGMT_BRIDGE],
                        check=True)

@@ -42,9 +42,15 @@ def test_small_make_run_delivers_every_packet_once_in_order(tmp_path: Path) -> N
     verdict = verify(server.received, client.received, client.sent, server.sent)
     assert verdict.ok, verdict.problems()
     assert verdict.packets_received == 2 * flows * packets
-    # no NF dropped, skipped or saw a malformed frame; every packet was processed by a primary
+    # every NF alive, no sequence number skipped or seen twice, and no packet dropped for any
+    # reason but a malformed frame (the only drops allowed are stray kernel frames on a data port,
+    # which the NFs count as malformed); every packet was processed by a primary
     nfs = json.loads((tmp_path / "nfs.json").read_text())
-    assert all(nf["alive"] and nf["drops"] == 0 and nf["gaps"] == 0 for nf in nfs), nfs
+    bad = [{k: nf.get(k) for k in ("id", "role", "alive", "misses", "drops", "malformed",
+                                   "duplicates", "gaps")}
+           for nf in nfs if not (nf["alive"] and nf["gaps"] == 0 and nf["duplicates"] == 0
+                                 and nf["drops"] == nf["malformed"])]
+    assert bad == [], json.dumps(bad)
     assert sum(nf["packets"] for nf in nfs if nf["role"] == "primary") == 2 * flows * packets
     # the checker NF really was in the path: counts run 1..2*packets per flow
     for f in range(flows):
