@@ -188,7 +188,9 @@ def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
                "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
                "--replication", nf.replication_address(), "--role", nf.role if nf.role != "spare" else "idle",
                "--nf", "checker", "--workers", str(opts.workers),
-               "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us)]
+               "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
+               # a slot move takes 10-60 ms here: wait longer than that before skipping a number
+               "--gap-timeout-ms", "200"]
         log = open(log_dir / f"nf{nf.id}.log", "wb")  # noqa: SIM115  (closed with the process)
         procs.append(node.popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO)))
         log.close()

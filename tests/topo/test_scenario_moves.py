@@ -58,7 +58,9 @@ def test_slots_moved_during_traffic_keep_delivery_exactly_once_in_order(tmp_path
     assert verdict.ok, verdict.problems()
     assert verdict.packets_received == 2 * FLOWS * PACKETS
     nfs = json.loads((tmp_path / "nfs.json").read_text())
-    assert all(nf["alive"] and nf["drops"] == 0 and nf["gaps"] == 0 for nf in nfs), nfs
+    # as in test_scenario.py: only counted malformed frames (kernel chatter) may be dropped
+    assert all(nf["alive"] and nf["gaps"] == 0 and nf["duplicates"] == 0
+               and nf["drops"] == nf["malformed"] for nf in nfs), nfs
     assert sum(nf["packets"] for nf in nfs if nf["role"] == "primary") == 2 * FLOWS * PACKETS
 
 
