@@ -13,7 +13,7 @@ TARGET     ?= p4sim
 PYTEST_ARGS ?=
 RUN_ARGS   ?=
 # Debian packages the project needs at run time and in tests.
-APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck
+APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck procps
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
