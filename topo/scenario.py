@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import signal
@@ -54,7 +53,7 @@ from topo.etcd import run_etcd
 from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
-from topo.verify import FlowVerdict, Verdict, verify
+from topo.verify import FlowVerdict, Verdict, tally, verify
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
@@ -316,13 +315,12 @@ def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
         counts: list[int] = []
         for arrivals, sent in ((forward.get(flow, ()), sent_fwd.get(flow, 0)),
                                (reverse.get(flow, ()), sent_rev.get(flow, 0))):
-            numbers = [n for n, _ in arrivals]
-            lost += sent - len(set(numbers) & set(range(1, sent + 1)))
-            dup += len(numbers) - len(set(numbers))
-            reordered += sum(1 for a, b in itertools.pairwise(numbers) if b < a)
-            cs = [c for _, c in arrivals]
-            not_rising += sum(1 for a, b in itertools.pairwise(cs) if b <= a)
-            counts += cs
+            t = tally(arrivals, sent)
+            lost += t.lost
+            dup += t.duplicated
+            reordered += t.out_of_order
+            not_rising += t.counts_not_rising
+            counts += [c for _, c in arrivals]
         repeats += len(counts) - len(set(counts))
         if counts:
             gaps += max(counts) - len(set(counts))

@@ -46,20 +46,41 @@ class Verdict:
         return out[:limit]
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What went wrong in one direction of one flow, counted."""
+
+    in_order: bool  # the packet numbers arrived as exactly 1..sent
+    received: int
+    lost: int
+    duplicated: int
+    out_of_order: int
+    counts_not_rising: int
+
+
+def tally(arrivals: Sequence[tuple[int, int]], sent: int) -> Tally:
+    """Count losses, duplicates, reorderings and non-rising checker counts in one direction."""
+    numbers = [n for n, _ in arrivals]
+    counts = [c for _, c in arrivals]
+    return Tally(
+        in_order=numbers == list(range(1, sent + 1)),
+        received=len(numbers),
+        lost=sent - len(set(numbers) & set(range(1, sent + 1))),
+        duplicated=len(numbers) - len(set(numbers)),
+        out_of_order=sum(1 for a, b in itertools.pairwise(numbers) if b < a),
+        counts_not_rising=sum(1 for a, b in itertools.pairwise(counts) if b <= a),
+    )
+
+
 def _check_direction(name: str, arrivals: Sequence[tuple[int, int]], sent: int) -> list[str]:
     problems: list[str] = []
-    numbers = [n for n, _ in arrivals]
-    if numbers != list(range(1, sent + 1)):
-        seen = set(numbers)
-        lost = sent - len(seen & set(range(1, sent + 1)))
-        dup = len(numbers) - len(seen)
-        out_of_order = sum(1 for a, b in itertools.pairwise(numbers) if b < a)
+    t = tally(arrivals, sent)
+    if not t.in_order:
         problems.append(
-            f"{name}: received {len(numbers)} of {sent} "
-            f"(lost {lost}, duplicated {dup}, out of order {out_of_order})"
+            f"{name}: received {t.received} of {sent} "
+            f"(lost {t.lost}, duplicated {t.duplicated}, out of order {t.out_of_order})"
         )
-    counts = [c for _, c in arrivals]
-    if any(b <= a for a, b in itertools.pairwise(counts)):
+    if t.counts_not_rising:
         problems.append(f"{name}: checker counts do not rise strictly")
     return problems
 
