@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -54,3 +55,47 @@ class OutputCommit:
     @property
     def last_id(self) -> int:
         return self.next_id - 1
+
+
+@dataclass
+class OutputLog:
+    """The backup's log of its primary's output that may not have left yet.
+
+    Every delta the backup receives carries the output of its batch and the primary's *released*
+    watermark (the last batch whose output it handed to its socket); a (re)connection snapshot
+    carries the output of every batch still waiting for an ack. The backup keeps each batch's
+    output until the watermark passes it. On promotion the new primary sends what is left again,
+    oldest first: output the dead primary released is dropped by the switch (which forwards each
+    input's output once), the rest leaves for the first time. Bounded by the primary's own
+    `max_held` (outputs waiting for acks), kept per primary.
+    """
+
+    logs: dict[int, deque[tuple[int, list[bytes]]]] = field(default_factory=dict)
+    frames: int = 0
+
+    def record(self, primary: int, logged: list[Any], released: Any, full: bool) -> None:
+        """Log `logged` ([[batch id, [frame, ...]], ...]) of `primary`; forget what `released`
+        (a batch id) covers. A full snapshot restarts the log: it re-sends every held batch."""
+        log = self.logs.setdefault(primary, deque())
+        if full:
+            self.frames -= sum(len(f) for _b, f in log)
+            log.clear()
+        for bid, frames in logged:
+            if not isinstance(frames, list) or not all(isinstance(f, bytes) for f in frames):
+                raise ValueError("logged output must be a list of frames")
+            log.append((int(bid), frames))
+            self.frames += len(frames)
+        if released is not None:
+            rel = int(released)
+            while log and log[0][0] <= rel:
+                self.frames -= len(log.popleft()[1])
+
+    def take(self, primary: int) -> list[bytes]:
+        """Remove and return the logged output of `primary` (of every primary if 0), in order."""
+        ids = [primary] if primary else sorted(self.logs)
+        out: list[bytes] = []
+        for nf in ids:
+            for _bid, frames in self.logs.pop(nf, deque()):
+                out.extend(frames)
+        self.frames -= len(out)
+        return out

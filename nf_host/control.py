@@ -196,7 +196,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 mine = [s for s in request.slots if self.pool.worker_of(s) == w]
                 if request.slots and not mine:
                     continue
-                res = self.pool.request(w, "promote", {"slots": mine})
+                res = self.pool.request(w, "promote", {"slots": mine, "dead": request.dead_nf_id})
                 replayed += res["replayed"]
                 slots += res["slots"]
             self.role = pb.PRIMARY

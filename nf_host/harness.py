@@ -219,6 +219,12 @@ class RawPort:
             frames = list(self.received)
         return [f for f in frames if len(f) >= 30 and f[12:14] == b"\x88\xb5" and f[14] == Kind.OUTPUT]
 
+    def timed_outputs(self) -> list[tuple[float, bytes]]:
+        """`outputs()` with their arrival times (time.perf_counter)."""
+        with self._lock:
+            pairs = list(zip(self.times, self.received, strict=True))
+        return [(t, f) for t, f in pairs if len(f) >= 30 and f[12:14] == b"\x88\xb5" and f[14] == Kind.OUTPUT]
+
     def count(self) -> int:
         return len(self.outputs())
 
@@ -278,6 +284,49 @@ class Switch:
         prim = encap(Shim(Kind.PRIMARY, 0, slot, epoch, primary_id, seq, etype), inner)
         back = encap(Shim(Kind.BACKUP, 0, slot, epoch, backup_id, seq, etype), inner) if backup_id else None
         return prim, back
+
+
+@dataclass
+class OutputDedup:
+    """The switch's output dedup, modelled for tests (the P4 rule is in forwarding.p4 and
+    docs/dataplane.md): per slot, the last forwarded (epoch, seq) of the current and of the
+    previous epoch; an output is forwarded once per input stamp, in a known epoch generation.
+    `offer` says whether the switch would forward a frame; `dropped` counts the others."""
+
+    cur: dict[int, tuple[int, int]] = field(default_factory=dict)
+    prev: dict[int, tuple[int, int]] = field(default_factory=dict)
+    dropped: int = 0
+
+    def offer(self, frame: bytes | bytearray) -> bool:
+        shim = Shim.unpack(frame, ETH_HDR_LEN)
+        slot, epoch, seq = shim.slot, shim.epoch, shim.seq
+        cur = self.cur.get(slot)
+        if cur is None or (cur[0] != epoch and 0 < (epoch - cur[0]) & 0xFFFF < 0x8000):
+            if cur is not None:
+                self.prev[slot] = cur
+            self.cur[slot] = (epoch, seq)
+            return True
+        for gen in (self.cur, self.prev):
+            last = gen.get(slot)
+            if last is not None and last[0] == epoch:
+                if 0 < (seq - last[1]) & 0xFFFFFFFF < 0x80000000:
+                    gen[slot] = (epoch, seq)
+                    return True
+                break
+        else:
+            if slot not in self.prev:  # the old owner's first output, after the new owner's
+                self.prev[slot] = (epoch, seq)
+                return True
+        self.dropped += 1
+        return False
+
+
+def through_switch(ports: dict[int, RawPort]) -> list[tuple[int, bytes]]:
+    """What the switch would forward of the NF output arriving on `ports` (name -> port), as
+    (name, frame) in arrival order: every port's frames merged by time through `OutputDedup`."""
+    arrivals = sorted((t, name, f) for name, port in ports.items() for t, f in port.timed_outputs())
+    dedup = OutputDedup()
+    return [(name, frame) for _t, name, frame in arrivals if dedup.offer(frame)]
 
 
 class NfProcess:

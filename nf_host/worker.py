@@ -23,7 +23,7 @@ from enum import IntEnum
 from typing import Any
 
 from nf_host.backup import InputBuffer
-from nf_host.commit import Batch, OutputCommit
+from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.nf_api import Context, GlobalStore, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
@@ -108,6 +108,7 @@ class Counters:
     repl_errors: int = 0
     transfer_bytes: int = 0
     backup_copies: int = 0
+    reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
 
 
 class Worker:
@@ -147,6 +148,8 @@ class Worker:
         self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
         self.kernel_drops = 0
         self.started = time.monotonic()
+        self.released_id = 0  # the last batch whose output has been handed to `tx`
+        self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -345,6 +348,14 @@ class Worker:
         for nf_id, link in self.links.items():
             if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
                 continue
+            if nf_id == self.backup_id:
+                # the backup also logs the batch's output, until we say it has left (`rel`): if
+                # we die before that, the promoted backup sends it again (the switch drops what
+                # had already left), so no output is lost however a batch ends
+                logged = [[batch.id, batch.outputs]] if batch.outputs else []
+                if link.send(self._for_backup(msg, logged)):
+                    self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
+                continue
             if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
                 # a peer that does not keep up: rather than buffer without bound, drop the
                 # connection; it reconnects and gets a full snapshot (versions restart from it)
@@ -373,11 +384,17 @@ class Worker:
         if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
             self._pause_input(False)
 
+    def _for_backup(self, msg: Message, logged: list[list[Any]]) -> Message:
+        """`msg` as the backup receives it: with the outputs to log, the released watermark and
+        our id (the backup keeps one log per primary)."""
+        return {**msg, "o": logged, "rel": self.released_id, "n": self.cfg.nf_id}
+
     def _release(self, batch: Batch) -> None:
         tx = self.tx
         for out in batch.outputs:
             tx(out)
         self.c.outputs += len(batch.outputs)
+        self.released_id = batch.id
         for slot, seq in batch.slot_seqs.items():
             rt = self.slots.get(slot)
             if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
@@ -431,7 +448,13 @@ class Worker:
             )
             if rt.state.last_seq is not None:
                 batch.slot_seqs[slot] = rt.state.last_seq
-        link.send({"t": "d", "b": batch.id, "s": slots_wire, "full": True})
+        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True}
+        if link.nf_id == self.backup_id:
+            # the batches still waiting for an ack may have reached no backup at all (a new
+            # one, or the old link's frames were lost): the new backup logs their output too
+            held = [[b.id, b.outputs] for b in self.commit.inflight if b.outputs]
+            msg = self._for_backup(msg, held)
+        link.send(msg)
         self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
         if link.nf_id == self.backup_id:
             self.commit.hold(batch)
@@ -454,6 +477,8 @@ class Worker:
         t = msg["t"]
         if t == "d":
             full = bool(msg.get("full"))
+            if "n" in msg:  # from the primary we back up: log its unreleased output
+                self.out_log.record(int(msg["n"]), msg.get("o") or [], msg.get("rel"), full)
             for item in msg["s"]:
                 slot, epoch, version, last_seq, raw, *more = item
                 own = self.slots.get(int(slot))
@@ -663,12 +688,20 @@ class Worker:
             "delta": base is not None,
         }
 
-    def promote(self, slots: list[int]) -> dict[str, Any]:
+    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
         chosen = slots or sorted(self.backed_up)
         chosen = [s for s in chosen if self.owns(s)]
         replayed = 0
         now = time.monotonic()
         done: list[int] = []
+        # first, the output the dead primary may not have released, in its order; then the
+        # replayed packets' output (numbers after the last commit). The switch forwards each
+        # input's output once, so what had already left is dropped there
+        logged = self.out_log.take(dead)
+        if logged:
+            batch = self.batch or self._open_batch(now)
+            batch.outputs.extend(logged)
+            self.c.reemitted += len(logged)
         for slot in chosen:
             rt = self.slots.get(slot)
             if rt is not None and rt.role == SlotRole.PRIMARY:
@@ -693,7 +726,7 @@ class Worker:
             done.append(slot)
         self.c.replayed += replayed
         self.close_batch()
-        return {"replayed": replayed, "slots": done}
+        return {"replayed": replayed, "slots": done, "reemitted": len(logged)}
 
     def status(self) -> dict[str, Any]:
         slots = []
@@ -730,6 +763,7 @@ class Worker:
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
             "unowned": c.unowned, "overflows": c.overflows, "nf_errors": c.nf_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
+            "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
@@ -778,7 +812,7 @@ class Worker:
                 int(args["slot"]), int(args["to_nf"]), str(args["to_address"]), bool(args["same_cluster"])
             )
         if name == "promote":
-            return self.promote([int(s) for s in args["slots"]])
+            return self.promote([int(s) for s in args["slots"]], int(args.get("dead", 0)))
         raise CommandError(f"unknown command {name!r}")
 
 
