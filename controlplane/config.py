@@ -177,6 +177,9 @@ class HeartbeatConfig(_Model):
     interval_ms: int = Field(default=50, ge=1)
     misses: int = Field(default=3, ge=1)
     timeout_ms: int = Field(default=40, ge=1)
+    # the one probe that confirms a suspicion (missed heartbeats, or the NF's control connection
+    # closing: a crashed process closes its sockets) before a fail-over; a live NF answers it
+    confirm_timeout_ms: int = Field(default=200, ge=1)
 
 
 class EtcdConfig(_Model):

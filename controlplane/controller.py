@@ -33,6 +33,10 @@ from controlplane.switch_session import SwitchSession
 LOG = logging.getLogger(__name__)
 
 
+class NotPrimaryError(RuntimeError):
+    """A change of the switch asked of a controller that is not the switch's primary."""
+
+
 class Controller:
     """One controller instance (primary or standby for the switch)."""
 
@@ -53,6 +57,9 @@ class Controller:
         self.registry = NfRegistry(cfg)
         self.registry.add_listener(self._nf_event)
         self.pairs: dict[int, int | None] = {p.id: p.backup for p in cfg.primaries()}
+        # each primary's replica group (multicast group, the switch's `slot_owner` points at it):
+        # its own id at first; a promoted backup takes over its dead primary's group
+        self.groups: dict[int, int] = {p: p for p in self.pairs}
         self.slot_map = SlotMap.build(sorted(self.pairs), cfg.switch.slot_count)
         self.resumed = False
         self.use_etcd = use_etcd
@@ -75,7 +82,7 @@ class Controller:
         self._lock = asyncio.Lock()
         self._move_lock = asyncio.Lock()  # one migration or fail-over at a time
         self.release_timeout = RELEASE_TIMEOUT
-        self.confirm_timeout = 0.5  # the last probe before a fail-over (seconds)
+        self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
         self.moves: list[MoveResult] = []
         self.failovers: list[FailoverResult] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -92,6 +99,7 @@ class Controller:
         )
         if self.resumed:
             self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
+            self.groups = await self.store.load_groups() or self.groups
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created", endpoint)
         self.metrics.update_slot_counts(self.slot_map.counts())
 
@@ -105,7 +113,8 @@ class Controller:
                 if stored is not None:
                     self.slot_map = stored
                     self.pairs = await self.store.load_pairs() or self.pairs
-            desired = session.builder.desired(self.cfg, self.pairs, self.slot_map)
+                    self.groups = await self.store.load_groups() or self.groups
+            desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups)
             changes = await session.reconcile(desired)
             self.last_reconcile = changes.counts()
             self.metrics.reconciles.inc()
@@ -147,31 +156,34 @@ class Controller:
             # an NF never configured (not started yet) holds no state: nothing to fail over
             self.nfs_configured.discard(event.nf_id)
             if event.nf_id in self.pairs:
-                self._spawn(self._fail_over(event.nf_id))
+                self._spawn(self._fail_over(event.nf_id, event.confirmed))
             elif event.nf_id in self.pairs.values():
-                self._spawn(self._replace_backup(event.nf_id))
+                self._spawn(self._replace_backup(event.nf_id, event.confirmed))
 
-    async def _really_down(self, nf_id: int) -> bool:
+    async def _really_down(self, nf_id: int, confirmed: bool = False) -> bool:
         """Confirm a "down" before acting on it: still declared down, and a last probe with a
-        longer deadline fails. A loaded machine can delay a few heartbeats of a live NF; failing
-        over a live primary would leave two NFs processing its slots' state."""
+        longer deadline fails (unless the registry's probe already failed: `confirmed`). A loaded
+        machine can delay a few heartbeats of a live NF; failing over a live primary would leave
+        two NFs processing its slots' state."""
         if not self.registry.nfs[nf_id].declared_down:
             return False
+        if confirmed:
+            return True
         if await self.registry.probe(nf_id, self.confirm_timeout):
             LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
             return False
         return self.registry.nfs[nf_id].declared_down
 
-    async def _fail_over(self, dead: int) -> None:
+    async def _fail_over(self, dead: int, confirmed: bool = False) -> None:
         async with self._move_lock:
-            if dead in self.pairs and await self._really_down(dead):
+            if dead in self.pairs and await self._really_down(dead, confirmed):
                 self.failovers.append(await fail_over(self, dead))
             else:
                 self.nfs_configured.add(dead)
 
-    async def _replace_backup(self, dead: int) -> None:
+    async def _replace_backup(self, dead: int, confirmed: bool = False) -> None:
         async with self._move_lock:
-            if not await self._really_down(dead):
+            if not await self._really_down(dead, confirmed):
                 self.nfs_configured.add(dead)
                 return
             result = await replace_backup(self, dead)
@@ -210,7 +222,7 @@ class Controller:
         async with self._lock:
             entry = self.slot_map.move(slot, to_nf)
             if self.session.is_primary:
-                await self.session.write_slot(entry)
+                await self.session.write_slot(entry, self.groups.get(to_nf, to_nf))
             if self.store is not None:
                 await self.store.save_entry(entry)
             self.metrics.slot_moves.inc()
@@ -224,27 +236,46 @@ class Controller:
         async with self._lock:
             entries = [self.slot_map.move(s, to_nf) for s in slots]
             if self.session.is_primary and entries:
-                await self.session.write_slots(entries)
+                await self.session.write_slots(entries, groups=self.groups)
             if self.store is not None and entries:
                 await self.store.save_entries(entries)
             self.metrics.slot_moves.inc(len(entries))
             self.metrics.update_slot_counts(self.slot_map.counts())
             return entries
 
-    def forget_primary(self, nf_id: int) -> None:
-        """A dead primary is no longer one (its multicast group is left until the next reconcile)."""
-        self.pairs.pop(nf_id, None)
+    async def rewrite_group(self, dead: int, promoted: int, backup: int | None) -> None:
+        """Fail-over's one switch write: the dead primary's replica group becomes {promoted
+        (rid 1), backup (rid 2)} in place, so every slot pointing at it follows."""
+        if not self.session.is_primary:
+            raise NotPrimaryError("not the switch's primary controller: the group is not rewritten")
+        backup_port = None if backup is None else self.cfg.nf(backup).port
+        await self.session.set_group(self.groups[dead], self.cfg.nf(promoted).port, backup_port)
+
+    async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None:
+        """After a fail-over: `promoted` owns the dead primary's slots and group, with `backup`
+        (slot epochs unchanged), persisted in etcd."""
+        async with self._lock:
+            entries = self.slot_map.hand_over(dead, promoted)
+            self.groups[promoted] = self.groups.pop(dead)
+            self.pairs.pop(dead, None)
+            self.pairs[promoted] = backup
+            if self.store is not None:
+                await self.store.save_entries(entries)
+                await self.store.save_pairs(self.pairs)
+                await self.store.save_groups(self.groups)
+            self.metrics.update_slot_counts(self.slot_map.counts())
 
     async def set_pair(self, primary: int, backup: int | None) -> None:
-        """Make `primary` a primary with `backup`; writes its multicast group."""
+        """Make `primary` a primary with `backup`; writes its replica group."""
         async with self._lock:
             insert = primary not in self.pairs
             self.pairs[primary] = backup
+            group = self.groups.setdefault(primary, primary)
             if self.store is not None:
                 await self.store.save_pairs(self.pairs)
             if self.session.is_primary:
                 backup_port = None if backup is None else self.cfg.nf(backup).port
-                await self.session.set_group(primary, self.cfg.nf(primary).port, backup_port,
+                await self.session.set_group(group, self.cfg.nf(primary).port, backup_port,
                                              insert=insert)
 
     # -- periodic work ----------------------------------------------------------------------------
@@ -268,6 +299,7 @@ class Controller:
             asyncio.create_task(self.session.run(), name="switch"),
             asyncio.create_task(self.configure_nfs(), name="configure"),
             asyncio.create_task(self.registry.heartbeat_loop(), name="heartbeats"),
+            asyncio.create_task(self.registry.watch_loop(), name="watch"),
             asyncio.create_task(self.registry.load_loop(self.load_interval), name="load"),
             asyncio.create_task(self._counter_loop(), name="counters"),
         ]

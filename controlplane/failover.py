@@ -1,30 +1,37 @@
-"""Fail-over of a dead primary A to its backup A' (DESIGN.md §6 "Fail-over").
+"""Fail-over of a dead primary A to its backup A', in a constant number of switch writes.
 
-When the failure detection unit (`NfRegistry` heartbeats) declares A down:
+The failure detection unit (`NfRegistry`: the NF's control connection closing, or missed
+heartbeats, each confirmed by one probe) declares A down; then:
 
-1. a new backup C for A' is chosen: an NF of A's cluster on another node than A', alive, neither
-   a primary nor backing up anyone (a spare, or a backup whose primary is gone); none if there is
-   no such NF, and the status says so (`FailoverResult.new_backup is None`);
-2. C is told it backs up A's slots for A' (`AssignSlots(as_backup, primary=A')`), and A''s
-   multicast group is created as {(A' port, rid 1), (C port, rid 2)} (`Controller.set_pair`);
-3. every slot of A is rewritten to A' with epoch + 1, in batches (`Controller.move_slots`: one
-   P4Runtime write of up to 512 entries and one etcd transaction per 100 slots). Packets that reach
-   A' as primary before the promotion are kept as copies and replayed (protocols.md §3);
-4. A' is given its backup (`SetBackup(C)`, or none) and promoted (`Promote(slots, dead=A)`): it
-   replays its buffered input beyond the last commit and becomes primary; the new link to C starts
-   with a full snapshot, and promoted slots are sent whole with the next batch, so A' sends C the
-   full state before any further output is released.
+1. a new backup C for A' is chosen from A's cluster, on another node than A', alive and idle:
+   a spare of the pool first, else an NF that backs up nobody (`choose_backup`); none if there
+   is no such NF, and the result says so (`FailoverResult.new_backup is None`);
+2. C is told it backs up A's slots for A' (`AssignSlots(as_backup, primary=A')`) while A' is
+   given C as its backup (`SetBackup`): A''s output waits for C's acks from now on, so C holds
+   the full state before any further output leaves;
+3. A' is promoted (`Promote(slots, dead=A)`): it sends again the output A may not have released
+   (its log of A's batches; the switch forwards each input's output once, so what had left is
+   dropped there), replays its buffered input beyond the last commit and becomes primary; at
+   the same time A's replica group is rewritten in place to {A' rid 1, C rid 2}: ONE switch
+   write whatever the number of slots, since every slot of A points at that group. Epochs do
+   not change (the output dedup's watermark carries over);
+4. only then does the controller's state change: A' owns A's slots and A's group, C is A''s
+   backup (persisted in etcd). If a step fails, nothing of the controller's state has changed
+   and the fail-over is tried again with another backup, then without one.
 
-A dead backup is replaced the same way (steps 1-2 and `SetBackup` on its primary), so a primary
-whose backup died does not hold its output forever.
+A dead backup is replaced the same way (steps 1-2 and its primary's group), so a primary whose
+backup died does not hold its output forever. A dead spare only leaves the pool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from finsy.p4client import P4ClientError
 
 from controlplane.nf_registry import NfControlError
 from nf_host.proto import nf_control_pb2 as pb
@@ -58,28 +65,28 @@ class FailoverResult:
 
 
 def choose_backup(ctl: Controller, primary: int, exclude: set[int]) -> int | None:
-    """An NF of `primary`'s cluster on another node, alive, neither primary nor a live primary's backup."""
+    """An idle NF of `primary`'s cluster on another node, alive: a spare first, else an NF that
+    is neither a primary nor a live primary's backup."""
     me = ctl.cfg.nf(primary)
     busy = set(ctl.pairs) | {b for p, b in ctl.pairs.items() if b is not None and p not in exclude}
+    candidates = []
     for nf in ctl.cfg.cluster_members(me.cluster):
         state = ctl.registry.nfs[nf.id]
         if nf.id in busy or nf.id in exclude or nf.id == primary or nf.node == me.node:
             continue
         if state.declared_down or state.alive is False:
             continue
-        return nf.id
-    return None
+        candidates.append((state.role != "spare", nf.id))
+    return min(candidates)[1] if candidates else None
 
 
-async def _give_backup(ctl: Controller, primary: int, backup: int | None, slots: list[int]) -> None:
-    """Tell `backup` it backs up `slots` of `primary` and write `primary`'s multicast group."""
-    if backup is not None:
-        await ctl.registry.call(backup, "SetRole", pb.SetRoleRequest(role=pb.BACKUP))
-        await ctl.registry.call(backup, "AssignSlots", pb.AssignSlotsRequest(
-            slots=[pb.SlotEpoch(slot=s, epoch=ctl.slot_map.epoch(s)) for s in slots],
-            as_backup=True, primary_nf_id=primary))
-        ctl.registry.nfs[backup].role = "backup"
-    await ctl.set_pair(primary, backup)
+async def _assign_backup(ctl: Controller, backup: int, primary: int, slots: list[int]) -> None:
+    """Tell `backup` it backs up `slots` of `primary` (kept copies, accepted deltas)."""
+    await ctl.registry.call(backup, "SetRole", pb.SetRoleRequest(role=pb.BACKUP))
+    await ctl.registry.call(backup, "AssignSlots", pb.AssignSlotsRequest(
+        slots=[pb.SlotEpoch(slot=s, epoch=ctl.slot_map.epoch(s)) for s in slots],
+        as_backup=True, primary_nf_id=primary))
+    ctl.registry.nfs[backup].role = "backup"
 
 
 async def _set_backup(ctl: Controller, primary: int, backup: int | None) -> None:
@@ -99,47 +106,63 @@ async def fail_over(ctl: Controller, dead: int) -> FailoverResult:
         error = f"primary {dead} died without a live backup: its {len(slots)} slots have no owner"
         LOG.error(error)
         return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started)
-    new_backup = choose_backup(ctl, promoted, exclude={dead})
+    tried: set[int] = {dead}
     error = ""
-    replayed = 0
-    try:
-        ctl.forget_primary(dead)
-        await _give_backup(ctl, promoted, new_backup, slots)
-        await ctl.move_slots(slots, promoted)
-        ctl.registry.nfs[promoted].role = "primary"
-        await _set_backup(ctl, promoted, new_backup)
-        reply = await ctl.registry.call(promoted, "Promote", pb.PromoteRequest(
-            slots=slots, dead_nf_id=dead), timeout=PROMOTE_TIMEOUT)
-        replayed = reply.replayed
-        # the promoted slots carry the new epochs from now on
-        await ctl.registry.call(promoted, "AssignSlots", pb.AssignSlotsRequest(
-            slots=[pb.SlotEpoch(slot=s, epoch=ctl.slot_map.epoch(s)) for s in slots]))
-    except NfControlError as exc:
-        error = str(exc)
-        LOG.error("fail-over of NF %d to NF %d: %s", dead, promoted, exc)
+    while True:
+        new_backup = choose_backup(ctl, promoted, exclude=tried)
+        try:
+            replayed = await _take_over(ctl, dead, promoted, new_backup, slots)
+            break
+        except (NfControlError, P4ClientError, OSError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            LOG.error("fail-over of NF %d to NF %d with backup %s: %s", dead, promoted, new_backup, error)
+            if new_backup is None:  # not even without a new backup: A' or the switch fails
+                return FailoverResult(dead, promoted, None, len(slots), ok=False, error=error,
+                                      seconds=round(time.monotonic() - t0, 4), at=started)
+            tried.add(new_backup)
     seconds = round(time.monotonic() - t0, 4)
     LOG.warning("fail-over: NF %d dead, NF %d owns its %d slots (replayed %d) with backup %s in %.3f s",
                 dead, promoted, len(slots), replayed,
                 new_backup if new_backup is not None else "none (no NF qualifies)", seconds)
-    return FailoverResult(dead, promoted, new_backup, len(slots), replayed, seconds, not error,
-                          error, started)
+    return FailoverResult(dead, promoted, new_backup, len(slots), replayed, seconds, True, "", started)
+
+
+async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | None,
+                     slots: list[int]) -> int:
+    """Steps 2-4 of the module docstring; returns how many packets A' replayed."""
+    reg = ctl.registry
+    steps: list[Any] = [_set_backup(ctl, promoted, backup)]
+    if backup is not None:
+        steps.append(_assign_backup(ctl, backup, promoted, slots))
+    await asyncio.gather(*steps)
+    reply, _ = await asyncio.gather(
+        reg.call(promoted, "Promote", pb.PromoteRequest(slots=slots, dead_nf_id=dead),
+                 timeout=PROMOTE_TIMEOUT),
+        ctl.rewrite_group(dead, promoted, backup),
+    )
+    await ctl.hand_over(dead, promoted, backup)
+    reg.nfs[promoted].role = "primary"
+    return int(reply.replayed)
 
 
 async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | None:
     """A backup died: give its primary a new backup (or none), so its output is not held forever."""
     primary = next((p for p, b in ctl.pairs.items() if b == dead_backup), None)
     if primary is None:
+        LOG.warning("NF %d (not a backup of a live primary) is down: it leaves the pool", dead_backup)
         return None
     started, t0 = time.time(), time.monotonic()
     new_backup = choose_backup(ctl, primary, exclude={dead_backup})
     slots = ctl.slot_map.slots_of(primary)
     error = ""
     try:
-        await _give_backup(ctl, primary, new_backup, slots)
+        if new_backup is not None:
+            await _assign_backup(ctl, new_backup, primary, slots)
+        await ctl.set_pair(primary, new_backup)
         await _set_backup(ctl, primary, new_backup)
-    except NfControlError as exc:
-        error = str(exc)
-        LOG.error("new backup for NF %d: %s", primary, exc)
+    except (NfControlError, P4ClientError, OSError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        LOG.error("new backup for NF %d: %s", primary, error)
     LOG.warning("backup %d of NF %d dead: new backup %s", dead_backup, primary,
                 new_backup if new_backup is not None else "none")
     return FailoverResult(dead_backup, primary, new_backup, len(slots), 0,

@@ -71,6 +71,8 @@ class NfEvent:
     kind: Literal["down", "up", "restarted"]
     nf_id: int
     misses: int = 0
+    confirmed: bool = False  # a "down" whose confirming probe has already failed
+    reason: str = ""
 
 
 @dataclass
@@ -142,7 +144,8 @@ class NfRegistry:
 
     async def _emit(self, event: NfEvent) -> None:
         level = logging.WARNING if event.kind == "down" else logging.INFO
-        LOG.log(level, "NF %d is %s (misses %d)", event.nf_id, event.kind, event.misses)
+        LOG.log(level, "NF %d is %s (misses %d%s)", event.nf_id, event.kind, event.misses,
+                f", {event.reason}" if event.reason else "")
         with contextlib.suppress(asyncio.QueueFull):
             self.events.put_nowait(event)
         for listener in self._listeners:
@@ -257,6 +260,41 @@ class NfRegistry:
             started = time.monotonic()
             await self.heartbeat_round()
             await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+    async def watch(self, nf_id: int) -> None:
+        """Suspect an NF as soon as its control connection drops (a crashed process closes its
+        sockets: the channel leaves READY at once), confirm with one probe, and declare it down.
+        Heartbeats still catch an NF that hangs or is cut off and closes nothing."""
+        channel = self._conn(nf_id).channel
+        state = channel.get_state(try_to_connect=True)
+        while True:
+            await channel.wait_for_state_change(state)
+            new = channel.get_state(try_to_connect=False)
+            if state == grpc.ChannelConnectivity.READY and new != state:
+                await self.suspect(nf_id, f"control connection {new.name.lower()}")
+            state = new
+
+    async def suspect(self, nf_id: int, reason: str) -> bool:
+        """Confirm a suspicion with one probe; declare the NF down if it fails. True if down."""
+        nf = self.nfs[nf_id]
+        if nf.declared_down:
+            return True
+        if await self.probe(nf_id, self.cfg.heartbeat.confirm_timeout_ms / 1000):
+            return False
+        if nf.declared_down:  # the heartbeats declared it meanwhile
+            return True
+        nf.declared_down, nf.alive = True, False
+        await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason))
+        return True
+
+    async def watch_loop(self) -> None:
+        """`watch` every NF until cancelled."""
+        tasks = [asyncio.create_task(self.watch(i), name=f"watch-{i}") for i in self.nfs]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
 
     # -- load -------------------------------------------------------------------------------------
     async def poll_load(self, nf_id: int) -> NfLoad | None:

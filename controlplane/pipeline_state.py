@@ -94,7 +94,8 @@ class EntityBuilder:
             ),
         )
 
-    def slot_owner(self, entry: SlotEntry) -> P4TableEntry:
+    def slot_owner(self, entry: SlotEntry, group: int | None = None) -> P4TableEntry:
+        """The slot's entry, pointing at replica group `group` (default: its owner's id)."""
         t = self.slot_owner_t
         return P4TableEntry(
             t.table,
@@ -102,7 +103,7 @@ class EntityBuilder:
             action=P4TableAction(
                 t.action,
                 **{
-                    t.params["group"]: entry.owner,
+                    t.params["group"]: entry.owner if group is None else group,
                     t.params["epoch"]: entry.epoch,
                     t.params["primary"]: entry.owner,
                 },
@@ -117,9 +118,12 @@ class EntityBuilder:
         return P4MulticastGroupEntry(primary_id, replicas=replicas)
 
     def desired(
-        self, cfg: ControllerConfig, pairs: Mapping[int, int | None], slot_map: SlotMap
+        self, cfg: ControllerConfig, pairs: Mapping[int, int | None], slot_map: SlotMap,
+        groups: Mapping[int, int] | None = None,
     ) -> DesiredState:
-        """The full state for `cfg`, primary->backup `pairs` and `slot_map`."""
+        """The full state for `cfg`, primary->backup `pairs`, `slot_map` and each primary's
+        replica group (`groups`; default: a primary's group id is its NF id)."""
+        groups = groups or {}
         state = DesiredState()
         for host in cfg.edge:
             state.tables.append(self.port_role(host.port, ROLE_EDGE))
@@ -133,8 +137,10 @@ class EntityBuilder:
                 state.tables.append(self.edge_forward(prefix, host.port, host.mac))
         for primary, backup in sorted(pairs.items()):
             backup_port = None if backup is None else cfg.nf(backup).port
-            state.groups.append(self.group(primary, cfg.nf(primary).port, backup_port))
-        state.tables.extend(self.slot_owner(e) for e in slot_map.entries())
+            state.groups.append(
+                self.group(groups.get(primary, primary), cfg.nf(primary).port, backup_port))
+        state.tables.extend(
+            self.slot_owner(e, groups.get(e.owner, e.owner)) for e in slot_map.entries())
         return state
 
 

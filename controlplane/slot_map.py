@@ -130,6 +130,14 @@ class SlotMap:
         self._epochs[slot] = next_epoch(self._epochs[slot])
         return self.entry(slot)
 
+    def hand_over(self, from_owner: int, to_owner: int) -> list[SlotEntry]:
+        """Every slot of `from_owner` to `to_owner` with its epoch unchanged: a fail-over, where the
+        promoted backup continues the dead primary's numbering (same replica group, same epoch)."""
+        slots = self.slots_of(from_owner)
+        for s in slots:
+            self._owners[s] = to_owner
+        return [self.entry(s) for s in slots]
+
     def move_all(self, from_owner: int, to_owner: int) -> list[SlotEntry]:
         """Every slot of `from_owner` to `to_owner` (fail-over), each with its next epoch."""
         return [self.move(s, to_owner) for s in self.slots_of(from_owner)]

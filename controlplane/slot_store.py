@@ -6,6 +6,8 @@ Layout under the configured prefix (default `/nfcluster`):
     {prefix}/slots/s/{slot:05d}  "owner:epoch"   (one key per slot, so a move is one small write)
     {prefix}/slots/pairs         JSON {"primary id": backup id or null}, written when a fail-over
                                  changes the pairs (absent: the configuration's pairs hold)
+    {prefix}/slots/groups        JSON {"primary id": replica group id}, written when a fail-over
+                                 hands a dead primary's group to its backup (absent: group = id)
 
 A whole map is written in transactions of `TXN_OPS` puts (etcd's default limit is 128 per txn).
 The store speaks to etcd through aetcd (asyncio).
@@ -86,6 +88,22 @@ class SlotStore:
             return {int(p): None if b is None else int(b) for p, b in raw.items()}
         except (ValueError, AttributeError, TypeError) as exc:
             raise SlotStoreError(f"{self._pairs_key().decode()}: malformed ({exc})") from None
+
+    def _groups_key(self) -> bytes:
+        return f"{self.prefix}/slots/groups".encode()
+
+    async def save_groups(self, groups: Mapping[int, int]) -> None:
+        await self._client.put(self._groups_key(), json.dumps({str(p): g for p, g in groups.items()}).encode())
+
+    async def load_groups(self) -> dict[int, int] | None:
+        """The primary -> replica group map a fail-over left, or None when none was stored."""
+        kv = await self._client.get(self._groups_key())
+        if kv is None:
+            return None
+        try:
+            return {int(p): int(g) for p, g in json.loads(kv.value).items()}
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise SlotStoreError(f"{self._groups_key().decode()}: malformed ({exc})") from None
 
     async def save_entry(self, entry: SlotEntry) -> None:
         await self._client.put(self._slot_key(entry.slot), f"{entry.owner}:{entry.epoch}".encode())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -219,13 +219,16 @@ class SwitchSession:
         await self.apply(changes)
         return changes
 
-    async def write_slot(self, entry: SlotEntry) -> None:
-        """An ownership change: one atomic MODIFY of the slot's `slot_owner` entry."""
-        await self.switch.modify([self.builder.slot_owner(entry)])
+    async def write_slot(self, entry: SlotEntry, group: int | None = None) -> None:
+        """An ownership change: one atomic MODIFY of the slot's `slot_owner` entry (pointing at
+        replica group `group`, by default the owner's id)."""
+        await self.switch.modify([self.builder.slot_owner(entry, group)])
         self._count("modify", 1)
 
-    async def write_slots(self, entries: Iterable[SlotEntry], insert: bool = False) -> None:
-        built = [self.builder.slot_owner(e) for e in entries]
+    async def write_slots(self, entries: Iterable[SlotEntry], insert: bool = False,
+                          groups: Mapping[int, int] | None = None) -> None:
+        groups = groups or {}
+        built = [self.builder.slot_owner(e, groups.get(e.owner, e.owner)) for e in entries]
         await self._batched("insert" if insert else "modify", built)
 
     async def set_group(self, primary_id: int, primary_port: int, backup_port: int | None,

@@ -32,13 +32,13 @@ class OwnershipOracle:
         self._bump(slot)
 
     def fail(self, nf: int) -> None:
-        """NF `nf` dies: its backup takes every slot it owned."""
+        """NF `nf` dies: its backup takes every slot it owned, with the same epochs (the
+        promoted backup continues the dead primary's numbering in its replica group)."""
         backup = self.backups[nf]
         self.dead.add(nf)
         for slot, owner in enumerate(self.owners):
             if owner == nf:
                 self.owners[slot] = backup
-                self._bump(slot)
 
     def expected_owner(self, slot: int) -> int:
         return self.owners[slot]

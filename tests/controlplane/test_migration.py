@@ -58,10 +58,11 @@ class FakeSession:
         self.writes: list[tuple[str, Any]] = []
         self.switch = SimpleNamespace(election_id=10)
 
-    async def write_slot(self, entry: SlotEntry) -> None:
+    async def write_slot(self, entry: SlotEntry, group: int | None = None) -> None:
         self.writes.append(("slot", entry))
 
-    async def write_slots(self, entries: list[SlotEntry], insert: bool = False) -> None:
+    async def write_slots(self, entries: list[SlotEntry], insert: bool = False,
+                          groups: Any = None) -> None:
         self.writes.append(("slots", list(entries)))
 
     async def set_group(self, primary: int, port: int, backup_port: int | None,
@@ -188,9 +189,10 @@ def test_a_dead_primary_fails_over_to_its_backup_with_a_new_backup_on_another_no
         assert c.slot_map.owners() == oracle.owners and c.slot_map.epochs() == oracle.epochs
         assert fakes[3].promoted == slots_of_1 and fakes[3].backup == 5
         assert fakes[5].backed_up_for == 3 and set(slots_of_1) <= set(fakes[5].slots)
-        # group first (new backup's port), then every slot in one batched write
-        assert c.session.writes[0] == ("group", (3, 5, 7, True))
-        assert c.session.writes[1] == ("slots", [c.slot_map.entry(s) for s in slots_of_1])
+        # ONE switch write: the dead primary's replica group rewritten in place to {3, new backup
+        # 5}; no slot entry is written (they point at group 1, with their epochs unchanged)
+        assert c.session.writes == [("group", (1, c.cfg.nf(3).port, c.cfg.nf(5).port, False))]
+        assert c.groups[3] == 1 and 1 not in c.groups
         assert c.pairs == {2: 4, 6: 7, 3: 5} and c.status()["failovers"][0]["new_backup"] == 5
 
     asyncio.run(with_controller(body))
@@ -238,6 +240,7 @@ def test_a_restarted_controller_resumes_the_slots_and_pairs_a_fail_over_left(etc
             await again.load_slot_map()
             assert again.resumed and again.slot_map == c.slot_map and again.pairs == c.pairs
             assert again.pairs == {2: 4, 6: 7, 3: 5} and again.slot_map.owner(slot) == 6
+            assert again.groups == c.groups and again.groups[3] == 1
         finally:
             await again.close()
 

@@ -92,7 +92,7 @@ def test_slot_map_agrees_with_oracle_over_random_events():
             victim = sorted(alive)[0]
             alive.discard(victim)
             alive.add(backups[victim])
-            m.move_all(victim, backups[victim])
+            m.hand_over(victim, backups[victim])
             oracle.fail(victim)
         else:
             slot = rng.randrange(256)
