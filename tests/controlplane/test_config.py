@@ -37,7 +37,7 @@ def test_example_topology_is_valid():
         assert backup is not None
         assert backup.node != primary.node
         assert backup.cluster == primary.cluster
-    assert sorted(nf.port for nf in cfg.nfs) == list(range(3, 11))
+    assert sorted(nf.port for nf in cfg.nfs) == list(range(3, 13))
     assert [h.port for h in cfg.edge] == [1, 2]
     assert cfg.switch.cpu_port == 510
     assert cfg.switch.slot_count == 4096

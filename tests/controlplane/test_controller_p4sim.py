@@ -62,7 +62,7 @@ def test_controller_installs_configures_and_resumes(etcd_server):
         task = asyncio.create_task(c.run())
         try:
             await wait_until(lambda: c.session.is_primary and c.last_reconcile is not None
-                             and len(c.nfs_configured) == 8)
+                             and len(c.nfs_configured) == 10)
             return await check(c)
         finally:
             task.cancel()
@@ -70,7 +70,7 @@ def test_controller_installs_configures_and_resumes(etcd_server):
 
     async def first(c: Controller) -> Any:
         assert not c.resumed
-        assert c.last_reconcile is not None and c.last_reconcile["insert"] == 256 + 11 + 8 + 2 + 4
+        assert c.last_reconcile is not None and c.last_reconcile["insert"] == 256 + 13 + 10 + 2 + 4
         engine = engines[-1]
         slot_table = next(t.preamble.id for t in engine.p4info.tables if t.preamble.alias == "slot_owner")
         assert len(engine.tables[slot_table]) == 256
@@ -141,7 +141,7 @@ def test_standby_controller_takes_over_with_the_primarys_slot_map(etcd_server):
         p_task = asyncio.create_task(primary.run())
         s_task: asyncio.Task[None] | None = None
         try:
-            await wait_until(lambda: primary.session.is_primary and len(primary.nfs_configured) == 8)
+            await wait_until(lambda: primary.session.is_primary and len(primary.nfs_configured) == 10)
             s_task = asyncio.create_task(standby.run())
             await wait_until(lambda: standby.store is not None)
             assert not standby.session.is_primary and not standby.nfs_configured
@@ -152,7 +152,7 @@ def test_standby_controller_takes_over_with_the_primarys_slot_map(etcd_server):
             await wait_until(lambda: standby.session.is_primary and standby.last_reconcile is not None)
             assert standby.slot_map.entry(5) == moved
             assert standby.last_reconcile == {"insert": 0, "modify": 0, "delete": 0}
-            await wait_until(lambda: len(standby.nfs_configured) == 8)
+            await wait_until(lambda: len(standby.nfs_configured) == 10)
             assert len(fakes[1].calls) > calls_before
             owned = await standby.session.read_slot_owner()
             assert owned[5] == moved

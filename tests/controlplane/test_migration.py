@@ -198,6 +198,40 @@ def test_a_dead_primary_fails_over_to_its_backup_with_a_new_backup_on_another_no
     asyncio.run(with_controller(body))
 
 
+def test_a_crashed_primary_is_detected_by_its_closed_connection_without_heartbeats():
+    """No heartbeat round runs: the control connection closing (a crash closes every socket) is
+    the suspicion, one failed probe confirms it, and the fail-over follows at once."""
+    async def body(c, fakes, servers):
+        c.cfg = c.cfg.model_copy(update={"heartbeat": c.cfg.heartbeat.model_copy(
+            update={"interval_ms": 60_000, "confirm_timeout_ms": 50})})
+        c.registry.cfg = c.cfg
+        watch = asyncio.create_task(c.registry.watch_loop())
+        try:
+            await c.registry.heartbeat_round()  # the channels are READY
+            t0 = asyncio.get_running_loop().time()
+            await servers[1].stop()
+            await wait_until(lambda: bool(c.failovers))
+            took = asyncio.get_running_loop().time() - t0
+            [fo] = c.failovers
+            assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
+            assert c.registry.nfs[1].heartbeats == 1 and c.registry.nfs[1].misses == 0
+            assert took < 2.0  # heartbeats would take a minute here
+        finally:
+            watch.cancel()
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_live_primary_whose_connection_blips_is_not_failed_over():
+    """A suspicion that the probe refutes (the NF answers) changes nothing."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        assert not await c.registry.suspect(1, "test")
+        assert not c.registry.nfs[1].declared_down and c.failovers == []
+
+    asyncio.run(with_controller(body))
+
+
 def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
     async def body(c, fakes, servers):
         c.nfs_configured.discard(1)  # at start-up, NFs not running yet miss their heartbeats

@@ -64,7 +64,7 @@ def test_http_api_views():
         assert status["switch"]["primary"] is False and status["packets"] == 10
         assert status["flows"] == {"known": 1, "total": 1}
         nfs = json.loads((await asyncio.to_thread(get, base + "/nfs"))[1])
-        assert [n["id"] for n in nfs] == list(range(1, 9))
+        assert [n["id"] for n in nfs] == list(range(1, 11))
         assert sum(n["slots_owned"] for n in nfs) == 4096 and nfs[0]["backup"] == 5
         slots = json.loads((await asyncio.to_thread(get, base + "/slots?nf=2&limit=3"))[1])
         assert len(slots) == 3 and all(s["owner"] == 2 and s["backup"] == 6 for s in slots)
@@ -98,7 +98,7 @@ def test_cli_tables_and_json():
         assert code == 0 and "127.0.0.1:9559" in text and "standby" in text and "1->5" in text
         code, text = await asyncio.to_thread(run_cli, ["--api", base, "nfs"])
         assert code == 0 and "nf1" in text and "primary" in text and "backup" in text
-        assert len([line for line in text.splitlines() if " nf" in line]) == 8
+        assert len([line for line in text.splitlines() if " nf" in line]) == 10
         code, text = await asyncio.to_thread(run_cli, ["--api", base, "slots"])
         assert code == 0 and "by owner" in text
         code, text = await asyncio.to_thread(run_cli, ["--api", base, "slots", "--nf", "1", "--limit", "2"])

@@ -82,7 +82,7 @@ def test_desired_state_from_example_config(schema, cfg):
     for e in state.tables:
         by_table.setdefault(e.table_id.rsplit(".", 1)[1], []).append(e)
     roles = {entry_match(e)["port"]: entry_args(e)["role"] for e in by_table["port_role"]}
-    assert roles == {1: ROLE_EDGE, 2: ROLE_EDGE, **{p: ROLE_NF for p in range(3, 11)}, 510: ROLE_CPU}
+    assert roles == {1: ROLE_EDGE, 2: ROLE_EDGE, **{p: ROLE_NF for p in range(3, 13)}, 510: ROLE_CPU}
     targets = {entry_match(e)["port"]: entry_args(e)["nf_id"] for e in by_table["nf_port"]}
     assert targets == {nf.port: nf.id for nf in cfg.nfs}
     assert entry_args(by_table["nf_port"][0])["nf_mac"] == 0x020000000101
