@@ -181,7 +181,7 @@ class SimLink:
             self.sim.link_lost.add((shim.slot, shim.seq))
 
     def send_raw(self, data: bytes) -> int:
-        if self.writer is None or self.src.dying is not None and self.src.dying <= 0:
+        if self.writer is None or (self.src.dying is not None and self.src.dying <= 0):
             return 0  # (a process that died mid-release sends nothing more)
         self.out.append(data)
         self.bytes_sent += len(data)
