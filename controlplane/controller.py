@@ -134,9 +134,10 @@ class Controller:
         """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
         while len(self.nfs_configured) < len(self.registry.nfs):
             await self.session.wait_primary()
+            next_seqs = await self.next_seqs()
             for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
                 try:
-                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map)
+                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs)
                     self.nfs_configured.add(nf_id)
                     LOG.info("NF %d configured", nf_id)
                 except NfControlError as exc:
@@ -206,9 +207,19 @@ class Controller:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def next_seqs(self) -> dict[int, int] | None:
+        """Per slot, the next sequence number the switch will stamp (one wildcard read of its
+        `slot_seq` register, which holds the last one stamped); None if it cannot be read."""
+        try:
+            last = await self.session.read_register("slot_seq")
+        except Exception as exc:  # a target without register reads: NFs learn from traffic
+            LOG.warning("slot_seq not read (%s): NFs learn each slot's first number from traffic", exc)
+            return None
+        return {slot: (value + 1) & 0xFFFFFFFF for slot, value in last.items()}
+
     async def _reconfigure(self, nf_id: int) -> None:
         try:
-            await self.registry.configure_nf(nf_id, self.pairs, self.slot_map)
+            await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, await self.next_seqs())
             self.nfs_configured.add(nf_id)
             LOG.info("NF %d reconfigured", nf_id)
         except NfControlError as exc:

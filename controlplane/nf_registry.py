@@ -167,11 +167,17 @@ class NfRegistry:
         return await self._call(nf_id, name, request, timeout)
 
     # -- configuration ----------------------------------------------------------------------------
-    async def configure(self, pairs: Mapping[int, int | None], slot_map: SlotMap) -> None:
+    async def configure(self, pairs: Mapping[int, int | None], slot_map: SlotMap,
+                        next_seqs: Mapping[int, int] | None = None) -> None:
         """Push roles, backups, cluster peers and slot assignments to every NF."""
-        await asyncio.gather(*(self.configure_nf(nf_id, pairs, slot_map) for nf_id in self.nfs))
+        await asyncio.gather(*(self.configure_nf(nf_id, pairs, slot_map, next_seqs)
+                               for nf_id in self.nfs))
 
-    async def configure_nf(self, nf_id: int, pairs: Mapping[int, int | None], slot_map: SlotMap) -> None:
+    async def configure_nf(self, nf_id: int, pairs: Mapping[int, int | None], slot_map: SlotMap,
+                           next_seqs: Mapping[int, int] | None = None) -> None:
+        """Configure one NF. `next_seqs` (slot -> the next number the switch will stamp, from its
+        `slot_seq` register) tells a new owner or backup where each slot's numbering stands, so
+        that a first packet that was reordered or lost is a counted gap, not a silent restart."""
         state = self.nfs[nf_id]
         primaries = set(pairs)
         backs_up = {b: p for p, b in pairs.items() if b is not None}
@@ -192,11 +198,11 @@ class NfRegistry:
         await self._call(nf_id, "SetClusterPeers", pb.SetClusterPeersRequest(peers=peers))
         if role == "primary":
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
-                slots=_slot_epochs(slot_map, slot_map.slots_of(nf_id))))
+                slots=_slot_epochs(slot_map, slot_map.slots_of(nf_id), next_seqs)))
         elif role == "backup":
             primary = backs_up[nf_id]
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
-                slots=_slot_epochs(slot_map, slot_map.slots_of(primary)),
+                slots=_slot_epochs(slot_map, slot_map.slots_of(primary), next_seqs),
                 as_backup=True, primary_nf_id=primary))
 
     # -- failure detection ------------------------------------------------------------------------
@@ -328,5 +334,9 @@ class NfRegistry:
         return [self.nfs[i].summary() for i in sorted(self.nfs)]
 
 
-def _slot_epochs(slot_map: SlotMap, slots: Iterable[int]) -> list[Any]:
-    return [pb.SlotEpoch(slot=s, epoch=slot_map.epoch(s)) for s in slots]
+def _slot_epochs(slot_map: SlotMap, slots: Iterable[int],
+                 next_seqs: Mapping[int, int] | None = None) -> list[Any]:
+    if next_seqs is None:
+        return [pb.SlotEpoch(slot=s, epoch=slot_map.epoch(s)) for s in slots]
+    return [pb.SlotEpoch(slot=s, epoch=slot_map.epoch(s), next_seq=next_seqs.get(s, 1))
+            for s in slots]

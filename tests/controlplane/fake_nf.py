@@ -21,6 +21,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     backup: int = 0
     peers: list[int] = field(default_factory=list)
     slots: dict[int, int] = field(default_factory=dict)
+    next_seqs: dict[int, int] = field(default_factory=dict)  # slot -> AssignSlots next_seq
     backed_up_for: int = 0
     packet_rate: float = 0.0
     mute: bool = False  # heartbeats hang (a stuck NF)
@@ -77,6 +78,7 @@ class FakeNf(pb_grpc.NfControlServicer):
         if request.as_backup:
             self.backed_up_for = request.primary_nf_id
         self.slots.update({s.slot: s.epoch for s in request.slots})  # the runtime adds, too
+        self.next_seqs.update({s.slot: s.next_seq for s in request.slots if s.HasField("next_seq")})
         for s in request.slots:
             self.adopting.pop(s.slot, None)
         return pb.Result(ok=True)

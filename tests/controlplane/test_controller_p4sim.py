@@ -78,6 +78,9 @@ def test_controller_installs_configures_and_resumes(etcd_server):
         assert fakes[1].role == pb.PRIMARY and fakes[5].role == pb.BACKUP
         assert set(fakes[1].slots) == set(c.slot_map.slots_of(1))
         assert set(fakes[5].slots) == set(c.slot_map.slots_of(1)) and fakes[5].backed_up_for == 1
+        # every assignment says where the slot's numbering stands (the switch's slot_seq + 1)
+        assert fakes[1].next_seqs == dict.fromkeys(c.slot_map.slots_of(1), 1)
+        assert fakes[5].next_seqs == dict.fromkeys(c.slot_map.slots_of(1), 1)
         await wait_until(lambda: all(s.alive for s in c.registry.nfs.values()))
         entry = await c.move_slot(3, 4 if c.slot_map.owner(3) != 4 else 1)
         assert c.slot_map.entry(3) == entry
