@@ -49,7 +49,9 @@ from rich.live import Live
 from rich.table import Table
 
 from controlplane.config import ControllerConfig, load_config
+from ptf_tests.lib.slot_hash import slot_of
 from topo.etcd import run_etcd
+from topo.faults import FaultInjector, FaultRecord, percentiles, takeover_times
 from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
@@ -72,6 +74,9 @@ class RunOptions:
     ready_timeout: float
     move_slots: int = 0
     kill_nf: int | None = None
+    kill_every: float = 0.0
+    hang: bool = False
+    seed: int = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,11 +95,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "inter-cluster) through the HTTP API")
     parser.add_argument("--kill-nf", type=int, metavar="ID",
                         help="SIGKILL this primary's nf-host mid-traffic (the controller fails it over)")
+    parser.add_argument("--kill-every", type=float, default=0.0, metavar="SECONDS",
+                        help="every SECONDS during the traffic, kill a random primary, backup or "
+                             "spare (seeded), then start it again as a spare")
+    parser.add_argument("--hang", action="store_true",
+                        help="with --kill-nf/--kill-every: SIGSTOP instead of SIGKILL (a hung NF, "
+                             "caught by heartbeats)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the fault schedule")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
+    if args.kill_every < 0:
+        raise SystemExit("--kill-every must be positive")
     return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
-                      args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf)
+                      args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
+                      args.kill_every, args.hang, args.seed)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -179,21 +194,30 @@ def started(procs: list[subprocess.Popen[bytes]]) -> Iterator[list[subprocess.Po
 
 def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
               log_dir: Path) -> list[subprocess.Popen[bytes]]:
-    procs = []
-    cluster_no = cfg.cluster_numbers()
-    for nf in sorted(cfg.nfs, key=lambda n: n.id):
-        node = net.get(topo.node_of(nf.id).name)
-        cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id), "--cluster", str(cluster_no[nf.cluster]),
-               "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
-               "--replication", nf.replication_address(), "--role", nf.role if nf.role != "spare" else "idle",
-               "--nf", "checker", "--workers", str(opts.workers),
-               "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
-               # a slot move takes 10-60 ms here: wait longer than that before skipping a number
-               "--gap-timeout-ms", "200"]
-        log = open(log_dir / f"nf{nf.id}.log", "wb")  # noqa: SIM115  (closed with the process)
-        procs.append(node.popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO)))
-        log.close()
-    return procs
+    return [start_nf(net, cfg, topo, opts, log_dir, nf.id)
+            for nf in sorted(cfg.nfs, key=lambda n: n.id)]
+
+
+def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, log_dir: Path,
+             nf_id: int, idle: bool = False) -> subprocess.Popen[bytes]:
+    """Start NF `nf_id`'s `nf-host` on its node (its log appended to `nf<id>.log`). An NF started
+    again after a fault (`idle`) comes up idle, and the controller returns it to the spare pool."""
+    nf = cfg.nf(nf_id)
+    node = net.get(topo.node_of(nf.id).name)
+    role = "idle" if idle or nf.role == "spare" else nf.role
+    cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id),
+           "--cluster", str(cfg.cluster_numbers()[nf.cluster]),
+           "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
+           "--replication", nf.replication_address(), "--role", role,
+           "--nf", "checker", "--workers", str(opts.workers),
+           "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
+           # a slot move takes 10-60 ms here: wait longer than that before skipping a number
+           "--gap-timeout-ms", "200"]
+    log = open(log_dir / f"nf{nf.id}.log", "ab")  # noqa: SIM115  (closed with the process)
+    proc: subprocess.Popen[bytes] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                               cwd=str(REPO))
+    log.close()
+    return proc
 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint: str, api: str,
@@ -243,6 +267,7 @@ class Disturbances:
     moves: list[dict[str, Any]] = field(default_factory=list)
     killed: int | None = None
     killed_at: float | None = None
+    faults: list[FaultRecord] = field(default_factory=list)
     failovers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     losses: dict[str, Any] = field(default_factory=dict)
@@ -272,7 +297,7 @@ def _move_plan(api: str, n: int, avoid: int | None) -> list[tuple[int, int]]:
     return plan
 
 
-def disturb(api: str, opts: RunOptions, nf_procs: dict[int, subprocess.Popen[bytes]],
+def disturb(api: str, opts: RunOptions, faults: FaultInjector,
             sender: subprocess.Popen[bytes], out: Disturbances) -> None:
     """Move slots, then kill a primary, while the sender runs (in a thread of the scenario)."""
     total = 2 * opts.flows * opts.packets
@@ -292,15 +317,21 @@ def disturb(api: str, opts: RunOptions, nf_procs: dict[int, subprocess.Popen[byt
         if opts.kill_nf is not None:
             wait_for(lambda: sender.poll() is not None or _processed(api) >= total * 2 // 5,
                      timeout=60, interval=0.05, what="traffic before the kill")
-            proc = nf_procs[opts.kill_nf]
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the runtime and its workers: a crash
-            out.killed, out.killed_at = opts.kill_nf, time.time()
-            wait_for(lambda: any(f["dead"] == opts.kill_nf
-                                 for f in http_json(f"{api}/status")["failovers"]),
-                     timeout=15, interval=0.05, what=f"fail-over of NF {opts.kill_nf}")
+            rec = faults.inject("primary", opts.kill_nf)
+            out.killed, out.killed_at = opts.kill_nf, rec.at
+        if opts.kill_every > 0:
+            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 10,
+                     timeout=60, interval=0.05, what="traffic before the first fault")
+            while sender.poll() is None:
+                time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
+                victim = faults.pick()
+                if victim is None or sender.poll() is not None:
+                    continue
+                faults.inject(*victim)
+                faults.wait_pool()
     except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
         out.errors.append(f"{type(exc).__name__}: {exc}")
+    out.faults = faults.records
 
 
 def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
@@ -347,6 +378,28 @@ def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+def fault_table(faults: list[FaultRecord], losses: dict[str, Any]) -> Table:
+    """One row per injected fault, then p50/p99/max of detection and takeover."""
+    table = Table(title="faults (detection: signal to confirmed down; takeover: signal to the "
+                        "first packet sent after it, on the dead NF's slots, delivered)")
+    for col in ("#", "victim", "NF", "signal", "slots", "detection ms", "takeover ms", "promoted",
+                "new backup", "result"):
+        table.add_column(col, justify="right")
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    for i, f in enumerate(faults, 1):
+        table.add_row(str(i), f.kind, str(f.nf), f.mode, str(len(f.slots)), ms(f.detection_ms),
+                      ms(f.takeover_ms), str(f.promoted or "-"), str(f.new_backup or "-"),
+                      "ok" if f.ok else f.error or "failed")
+    for name in ("p50", "p99", "max"):
+        det = percentiles([f.detection_ms for f in faults if f.detection_ms is not None])
+        tko = percentiles([f.takeover_ms for f in faults if f.takeover_ms is not None])
+        table.add_row(name, "", "", "", "", ms(det[name]), ms(tko[name]), "", "", "")
+    return table
+
+
 def disturbance_tables(console: Console, dist: Disturbances) -> None:
     if dist.moves:
         table = Table(title="slot moves (through the HTTP API)")
@@ -361,19 +414,18 @@ def disturbance_tables(console: Console, dist: Disturbances) -> None:
                           "ok" if m["ok"] else ("undone: " if m["undone"] else "") + m["error"])
         console.print(table)
     for f in dist.failovers:
-        detect = f"{(f['at'] - dist.killed_at) * 1000:.0f} ms after the kill, " \
-            if dist.killed_at and f["dead"] == dist.killed else ""
         backup = f"new backup NF {f['new_backup']}" if f["new_backup"] is not None \
             else "no new backup (no NF of the cluster qualifies: it runs without one)"
-        console.print(f"fail-over: NF {f['dead']} declared dead {detect}NF {f['promoted']} promoted "
-                      f"for {f['slots']} slots, {f['replayed']} packets replayed, {backup}, "
-                      f"in {f['seconds'] * 1000:.0f} ms" + ("" if f["ok"] else f" FAILED: {f['error']}"))
+        what = "fail-over" if f["kind"] == "primary" else "backup replaced"
+        console.print(f"{what}: NF {f['dead']} -> NF {f['promoted']} for {f['slots']} slots, "
+                      f"{f['replayed']} packets replayed, {backup}, in {f['seconds'] * 1000:.1f} ms"
+                      + ("" if f["ok"] else f" FAILED: {f['error']}"))
+    if dist.faults:
+        console.print(fault_table(dist.faults, dist.losses))
     if dist.losses:
         lo = dist.losses
-        console.print(f"after the kill: lost {lo['lost']} packets ({lo['lost_after_processing']} "
-                      f"processed and committed, then lost with the primary: the documented window), "
-                      f"duplicated {lo['duplicated']}, reordered {lo['reordered']}, "
-                      f"checker counts repeated {lo['count_repeats']}")
+        console.print(f"over the whole run: lost {lo['lost']}, duplicated {lo['duplicated']}, "
+                      f"reordered {lo['reordered']}, checker counts repeated {lo['count_repeats']}")
     for err in dist.errors:
         console.print(f"[bold red]disturbance problem:[/] {err}")
 
@@ -456,10 +508,17 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         console.print(f"sending {opts.flows} flows x {opts.packets} packets each way ...")
         dist: Disturbances | None = None
         worker: threading.Thread | None = None
-        if opts.move_slots or opts.kill_nf is not None:
+        if opts.move_slots or opts.kill_nf is not None or opts.kill_every:
             dist = Disturbances()
             by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), nf_procs, strict=True))
-            worker = threading.Thread(target=disturb, args=(api, opts, by_id, sender, dist),
+
+            def restart(nf_id: int) -> subprocess.Popen[bytes]:
+                proc = start_nf(net, cfg, topo, opts, log_dir, nf_id, idle=True)
+                nf_procs.append(proc)  # stopped with the others on the way out
+                return proc
+
+            faults = FaultInjector(api, by_id, restart, seed=opts.seed, hang=opts.hang)
+            worker = threading.Thread(target=disturb, args=(api, opts, faults, sender, dist),
                                       name="disturb", daemon=True)
             worker.start()
         with Live(console=console, refresh_per_second=4) as live:
@@ -479,16 +538,26 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
     verdict = verify(*inputs)
     if dist is not None:
-        if dist.killed is not None:
+        if dist.faults:
             dist.losses = loss_report(inputs)
-        (log_dir / "disturbances.json").write_text(json.dumps(asdict(dist), indent=1))
+            takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
+        (log_dir / "disturbances.json").write_text(json.dumps(
+            {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
     summarise(console, verdict, client_rep, server_rep, nfs, dist)
     if dist is not None and (dist.errors or any(not m["ok"] for m in dist.moves)
                              or any(not f["ok"] for f in dist.failovers)):
         return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a move or fail-over failed"])])
-    if dist is not None and not verdict.ok and dist.losses.get("ok"):
-        return Verdict([])  # only losses of the fail-over window: accepted, counted above
+    if dist is not None and any(not f.ok for f in dist.faults):
+        return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a fault was not handled"])])
     return verdict
+
+
+def _slots_of_flows(cfg: ControllerConfig, client: SideReport) -> dict[int, int]:
+    """Each flow's slot, as the switch hashes its 5-tuple (client port -> the sink's port, UDP)."""
+    client_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "client").split("/")[0]
+    server_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "server").split("/")[0]
+    return {flow: slot_of(client_ip, server_ip, port, SINK_PORT, 17, cfg.switch.slot_bits)
+            for flow, port in client.ports.items()}
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

@@ -35,12 +35,20 @@ class SideReport:
     sent: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     received: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
     malformed: int = 0
+    # wall-clock times (time.time(), one clock for every namespace of the machine), per flow, of
+    # each packet sent and of each arrival (parallel to `received`): fail-over measurements
+    sent_at: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    received_at: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    ports: dict[int, int] = field(default_factory=dict)  # the sender's UDP port of each flow
 
     def to_json(self) -> dict[str, object]:
         return {
             "sent": {str(k): v for k, v in self.sent.items()},
             "received": {str(k): v for k, v in self.received.items()},
             "malformed": self.malformed,
+            "sent_at": {str(k): v for k, v in self.sent_at.items()},
+            "received_at": {str(k): v for k, v in self.received_at.items()},
+            "ports": {str(k): v for k, v in self.ports.items()},
         }
 
     @classmethod
@@ -55,6 +63,14 @@ class SideReport:
             rep.received[int(k)] = [(int(n), int(c)) for n, c in arrivals]
         malformed = data.get("malformed", 0)
         rep.malformed = int(malformed) if isinstance(malformed, int) else 0
+        ports = data.get("ports", {})
+        assert isinstance(ports, dict)
+        rep.ports = {int(k): int(v) for k, v in ports.items()}
+        for name, times in (("sent_at", rep.sent_at), ("received_at", rep.received_at)):
+            raw = data.get(name, {})
+            assert isinstance(raw, dict)
+            for k, v in raw.items():
+                times[int(k)] = [float(t) for t in v]
         return rep
 
 
@@ -72,6 +88,7 @@ def _record_arrival(report: SideReport, payload: bytes) -> Record | None:
         report.malformed += 1
         return None
     report.received[rec.flow_id].append((rec.pkt_no, rec.count))
+    report.received_at[rec.flow_id].append(time.time())
     return rec
 
 
@@ -102,6 +119,7 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> Side
             report.sent[rec.flow_id] += 1
             reply = Record(rec.flow_id, report.sent[rec.flow_id]).pack(size)
             sock.sendto(reply, peer)
+            report.sent_at[rec.flow_id].append(time.time())
     out.write_text(json.dumps(report.to_json()))
     return report
 
@@ -117,6 +135,7 @@ def run_sender(
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setblocking(False)
         s.connect(dst)
+        report.ports[flow_id] = s.getsockname()[1]
         sel.register(s, selectors.EVENT_READ, flow_id)
         socks.append(s)
 
@@ -145,6 +164,7 @@ def run_sender(
                 drain(due - now)
             socks[flow_id].send(Record(flow_id, pkt_no).pack(size))
             report.sent[flow_id] += 1
+            report.sent_at[flow_id].append(time.time())
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             got = sum(len(v) for v in report.received.values())

@@ -1,0 +1,174 @@
+"""Faults injected into a running system, and what each one cost.
+
+`make run RUN_ARGS="--kill-nf ID"` kills one primary; `--kill-every SECONDS` kills (or, with
+`--hang`, SIGSTOPs) a random primary, backup or spare again and again, from a seeded schedule.
+After each fault the victim's process is killed for good and started again: a fresh `nf-host`
+comes up idle and the controller returns it to its cluster's spare pool, so the pool never runs
+dry. Each fault gets a `FaultRecord`:
+
+* **detection**: from the signal to the controller's confirmed "down" (the start of its
+  fail-over, or of the backup's replacement; for a spare, the NF shown dead);
+* **takeover** (primaries): from the signal to the arrival, at the receiving end, of the first
+  packet that was sent after the signal on a flow of one of the dead primary's slots: the first
+  output the promoted backup produced for them, end to end;
+* the run's losses, duplicates and reorderings come from the sink's verdict (`topo.verify`),
+  which must stay clean: with output dedup in the switch a fail-over loses and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from topo.procs import wait_for
+from topo.traffic import SideReport
+
+FAULT_KINDS = ("primary", "backup", "spare")
+
+
+@dataclass
+class FaultRecord:
+    """One injected fault and what the system did about it."""
+
+    kind: str                    # the victim's role: primary | backup | spare
+    mode: str                    # kill (SIGKILL) | hang (SIGSTOP)
+    nf: int
+    at: float                    # time.time() of the signal
+    slots: list[int] = field(default_factory=list)  # a primary's slots at that time
+    detection_ms: float | None = None
+    takeover_ms: float | None = None
+    promoted: int | None = None
+    new_backup: int | None = None
+    ok: bool = False
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["slots"] = len(self.slots)
+        return out
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """`sig` to the runtime and its workers (one process group per nf-host)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+
+
+@dataclass
+class FaultInjector:
+    """Injects faults through the controller's HTTP API `api` into the NFs `procs` (id ->
+    process), restarting each victim with `restart(id)`."""
+
+    api: str
+    procs: dict[int, subprocess.Popen[bytes]]
+    restart: Callable[[int], subprocess.Popen[bytes]]
+    seed: int = 1
+    hang: bool = False
+    kinds: tuple[str, ...] = FAULT_KINDS
+    records: list[FaultRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def pick(self, kind: str | None = None) -> tuple[str, int] | None:
+        """A live victim of `kind` (random kind and NF from the seeded schedule if None)."""
+        nfs = [r for r in _get(f"{self.api}/nfs") if r["alive"]]
+        kinds = [kind] if kind else list(self.kinds)
+        self.rng.shuffle(kinds)
+        for k in kinds:
+            pool = sorted(r["id"] for r in nfs if r["role"] == k)
+            if pool:
+                return k, self.rng.choice(pool)
+        return None
+
+    def inject(self, kind: str, nf: int, timeout: float = 15.0) -> FaultRecord:
+        """Fault NF `nf` (whose role is `kind`), wait until the controller has dealt with it,
+        then kill it for good and start it again (it comes back as a spare)."""
+        slots = [r["slot"] for r in _get(f"{self.api}/slots?nf={nf}")] if kind == "primary" else []
+        before = len(_get(f"{self.api}/status")["failovers"])
+        proc = self.procs[nf]
+        rec = FaultRecord(kind, "hang" if self.hang else "kill", nf, time.time(), slots)
+        _signal_group(proc, signal.SIGSTOP if self.hang else signal.SIGKILL)
+        try:
+            if kind == "spare":
+                wait_for(lambda: not self._alive(nf), timeout=timeout, interval=0.01,
+                         what=f"spare NF {nf} seen dead")
+                rec.detection_ms, rec.ok = (time.time() - rec.at) * 1000, True
+            else:
+                wait_for(lambda: len(_get(f"{self.api}/status")["failovers"]) > before,
+                         timeout=timeout, interval=0.01, what=f"controller acting on NF {nf}")
+                fo = _get(f"{self.api}/status")["failovers"][before]
+                rec.detection_ms = (fo["at"] - rec.at) * 1000
+                rec.promoted, rec.new_backup = fo["promoted"], fo["new_backup"]
+                rec.ok, rec.error = bool(fo["ok"]), fo["error"]
+        except TimeoutError as exc:
+            rec.error = str(exc)
+        finally:
+            _signal_group(proc, signal.SIGKILL)  # a hung NF never comes back as a zombie
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            self.procs[nf] = self.restart(nf)
+        self.records.append(rec)
+        return rec
+
+    def _alive(self, nf: int) -> bool:
+        return any(r["id"] == nf and r["alive"] for r in _get(f"{self.api}/nfs"))
+
+    def wait_pool(self, timeout: float = 20.0) -> None:
+        """Until every NF is alive again (restarted victims back in the pool)."""
+        wait_for(lambda: all(r["alive"] for r in _get(f"{self.api}/nfs")), timeout=timeout,
+                 interval=0.05, what="every NF alive again")
+
+
+def takeover_times(records: list[FaultRecord], client: SideReport, server: SideReport,
+                   slot_of_flow: Mapping[int, int]) -> None:
+    """Fill in each primary fault's `takeover_ms` from the traffic reports (see the module
+    docstring); `slot_of_flow` maps each flow id to its slot."""
+    for rec in records:
+        if rec.kind != "primary":
+            continue
+        dead = set(rec.slots)
+        first: float | None = None
+        for flow, slot in slot_of_flow.items():
+            if slot not in dead:
+                continue
+            for sent, recv in ((client, server), (server, client)):
+                times = sent.sent_at.get(flow, [])
+                # the first packet number sent after the signal, then its arrival (if any)
+                after = next((i + 1 for i, t in enumerate(times) if t > rec.at), None)
+                if after is None:
+                    continue
+                for (no, _count), t in zip(recv.received.get(flow, []),
+                                           recv.received_at.get(flow, []), strict=False):
+                    if no >= after:
+                        first = t if first is None else min(first, t)
+                        break
+        if first is not None:
+            rec.takeover_ms = (first - rec.at) * 1000
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """p50, p99 and max of `values` (None for an empty list)."""
+    if not values:
+        return {"p50": None, "p99": None, "max": None}
+    vs = sorted(values)
+
+    def at(q: float) -> float:
+        return vs[min(len(vs) - 1, round(q * (len(vs) - 1)))]
+
+    return {"p50": at(0.5), "p99": at(0.99), "max": vs[-1]}
