@@ -594,6 +594,36 @@ class Worker:
             if next_seq is not None:
                 rt.state.last_seq = (next_seq - 1) & SEQ_MASK
 
+    def set_role(self, role: Role) -> None:
+        """The whole instance's role. Becoming a backup or idle (a spare) drops every slot this
+        worker owns, with the output it still holds: an NF the controller failed over (it hung,
+        then came back) must never process or release anything of slots that are someone
+        else's now; its promoted backup re-creates that output. Replicas and copies go too:
+        a backup's come from `AssignSlots` and its primary's snapshot."""
+        self.role = role
+        if role == Role.PRIMARY:
+            return
+        dropped = [s for s, rt in self.slots.items() if rt.role != SlotRole.REPLICA]
+        if dropped:
+            log.warning("now %s: dropping %d owned slots and %d held outputs", role.name,
+                        len(dropped), self.commit.held_outputs)
+        self.slots.clear()
+        self._waiting.clear()
+        self.replicas.clear()
+        self.backed_up.clear()
+        self.backup_next_seq.clear()
+        self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
+        self.out_log = OutputLog()
+        self.commit = OutputCommit(next_id=self.commit.next_id)
+        if self.batch is not None:
+            self.batch = None
+            if self._batch_timer is not None:
+                self._batch_timer.cancel()
+                self._batch_timer = None
+        self._maybe_resume()
+        if self.backup_id:
+            self.set_backup(0, "")
+
     def set_backup(self, nf_id: int, address: str) -> None:
         old = self.backup_id
         if nf_id == 0:
@@ -793,7 +823,7 @@ class Worker:
         if name == "flows":
             return self.flows(int(args["slot"]))
         if name == "set_role":
-            self.role = Role(int(args["role"]))
+            self.set_role(Role(int(args["role"])))
             return {}
         if name == "set_backup":
             self.set_backup(int(args["nf_id"]), str(args["address"]))

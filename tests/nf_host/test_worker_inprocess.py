@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from nf_host.global_state import MemoryStore
-from nf_host.harness import CheckerSink, Switch, checker_frame, strip_shim
+from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame, strip_shim
 from nf_host.nf_api import make_nf
 from nf_host.replication import Link, Message
 from nf_host.state_store import Replica
@@ -79,12 +79,16 @@ def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
                 assert c is not None
                 b.w.on_frame(c)
             res = b.w.promote([SLOT])
-            assert res == {"replayed": 3, "slots": [SLOT]}
+            # the 8 outputs A released are logged still (no later delta said they had left):
+            # they are sent again, and the switch drops them
+            assert res == {"replayed": 3, "slots": [SLOT], "reemitted": 8}
             assert b.w.slots[SLOT].role == SlotRole.PRIMARY
             sink = CheckerSink()
+            dedup = OutputDedup()
             for f in a.out + b.out:
-                sink.feed(f)
-            assert sink.errors == [] and sink.last_count == {1: 11}
+                if dedup.offer(f):
+                    sink.feed(f)
+            assert sink.errors == [] and sink.last_count == {1: 11} and dedup.dropped == 8
         finally:
             for n in (a, b):
                 await n.w.stop()
@@ -368,11 +372,82 @@ def test_primary_and_backup_across_the_sequence_wrap() -> None:
                 b.w.on_frame(c)
             assert b.w.promote([SLOT])["replayed"] == 2
             sink = CheckerSink()
+            dedup = OutputDedup()  # across the wrap, too
             for f in a.out + b.out:
-                sink.feed(f)
+                if dedup.offer(f):
+                    sink.feed(f)
             assert sink.errors == [] and sink.last_count == {1: 10}
         finally:
             for n in (a, b):
                 await n.w.stop()
+
+    run(body)
+
+
+def test_output_acked_but_never_sent_by_a_dying_primary_is_sent_by_the_promoted_backup() -> None:
+    """The primary dies after its backup acknowledged a batch but before the batch's output left
+    (the old "known window"): the backup logged that output and sends it again on promotion; the
+    switch (modelled by OutputDedup) forwards each input's output exactly once."""
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        for n in (a, b):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+            sw = Switch()
+            for no in range(1, 5):  # batch 1: released normally
+                p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert c is not None
+                a.w.on_frame(p)
+                b.w.on_frame(c)
+            await until(lambda: len(a.out) == 4, "batch 1 released")
+            a.w.tx = lambda frame: None  # A "dies" inside its release: nothing leaves now
+            for no in range(5, 9):  # batch 2: acknowledged by the backup, never sent by A
+                p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert c is not None
+                a.w.on_frame(p)
+                b.w.on_frame(c)
+            await until(lambda: b.w.replicas[SLOT].last_seq == 8 and a.w.commit.held_outputs == 0,
+                        "batch 2 acknowledged")
+            await a.w.stop()
+            res = b.w.promote([SLOT], dead=1)
+            assert res["replayed"] == 0 and res["reemitted"] >= 4
+            dedup = OutputDedup()
+            sink = CheckerSink()
+            for f in [*a.out, *b.out]:
+                if dedup.offer(f):
+                    sink.feed(f)
+            assert sink.errors == [] and sink.last_count == {1: 8} and sink.received == 8
+        finally:
+            await b.w.stop()
+
+    run(body)
+
+
+def test_a_failed_over_nf_that_comes_back_as_a_spare_drops_its_slots_and_output() -> None:
+    """A hung primary that was failed over and resumes is reconfigured idle: it forgets its
+    slots and held output, so it never processes or releases anything of them again."""
+    async def body() -> None:
+        a = Node(1)
+        await a.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            a.w.set_backup(9, f"127.0.0.1:{free_port()}")  # a backup that never answers
+            sw = Switch()
+            for no in range(1, 5):
+                p, _c = sw.stamp(SLOT, checker_frame(1, no), 1, 0)
+                a.w.on_frame(p)
+            assert a.w.commit.held_outputs == 4 and a.out == []
+            await a.w.command("set_role", {"role": 3})  # IDLE: a spare again
+            assert a.w.slots == {} and a.w.commit.held_outputs == 0 and a.w.backup_id == 0
+            p, _c = sw.stamp(SLOT, checker_frame(1, 5), 1, 0)
+            a.w.on_frame(p)
+            await asyncio.sleep(0)
+            assert a.out == [] and a.w.c.unowned == 1
+        finally:
+            await a.w.stop()
 
     run(body)
