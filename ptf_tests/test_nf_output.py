@@ -33,8 +33,9 @@ class OutputStrippedAndForwarded(NfcTest):
             (NF1_PORT, udp_packet("10.0.2.20", "10.0.1.10", 53, 40000, eth_src=NF1_MAC), EDGE_CLIENT_PORT, CLIENT_MAC),
             (NF2_PORT, tcp_packet("10.0.1.10", "10.0.2.20", 40000, 80, eth_src=NF1_MAC), EDGE_SERVER_PORT, SERVER_MAC),
         ]
-        for nf_port, inner, edge_port, edge_mac in cases:
-            out = push_shim(inner, int(Kind.OUTPUT), slot=17, epoch=3, nf_id=1, seq=99)
+        for i, (nf_port, inner, edge_port, edge_mac) in enumerate(cases):
+            # distinct slots: the switch forwards one output per (slot, epoch, seq)
+            out = push_shim(inner, int(Kind.OUTPUT), slot=17 + i, epoch=3, nf_id=1, seq=99)
             expected = set_field(strip_shim(out), Ether, "dst", edge_mac)
             testutils.send_packet(self, nf_port, out)
             testutils.verify_packet(self, expected, edge_port)

@@ -54,6 +54,12 @@ const bit<16> REPLICA_RID_BACKUP  = 2;
 /* The port that carries packet-in/packet-out to and from the controller. */
 const port_num_t CPU_PORT = 510;
 
+/* Why the output dedup dropped an NF's output (index of counter nf_output_drops). */
+#define OUTPUT_DROP_REASONS 3
+const bit<32> OUTPUT_DROP_DUPLICATE   = 0;  /* this input's output already left */
+const bit<32> OUTPUT_DROP_STALE_EPOCH = 1;  /* output of an epoch before the previous one */
+const bit<32> OUTPUT_DROP_BAD_SLOT    = 2;  /* a slot number outside 0..SLOT_COUNT-1 */
+
 /* Receiver id passed to digest() for new-flow reports. */
 const bit<32> DIGEST_RECEIVER_NEW_FLOW = 1;
 
