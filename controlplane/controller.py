@@ -86,6 +86,7 @@ class Controller:
         self.moves: list[MoveResult] = []
         self.failovers: list[FailoverResult] = []
         self._background: set[asyncio.Task[None]] = set()
+        self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
 
     # -- start-up ---------------------------------------------------------------------------------
     async def load_slot_map(self) -> None:
@@ -117,6 +118,7 @@ class Controller:
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups)
             changes = await session.reconcile(desired)
             self.last_reconcile = changes.counts()
+            self.switch_ready.set()
             self.metrics.reconciles.inc()
             try:
                 await session.enable_new_flow_digest()
@@ -133,7 +135,7 @@ class Controller:
     async def configure_nfs(self, retry: float = 1.0) -> None:
         """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
         while len(self.nfs_configured) < len(self.registry.nfs):
-            await self.session.wait_primary()
+            await self.switch_ready.wait()  # next_seqs come from the switch's registers
             next_seqs = await self.next_seqs()
             for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
                 try:

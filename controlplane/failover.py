@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from finsy.p4client import P4ClientError
@@ -59,6 +59,7 @@ class FailoverResult:
     error: str = ""
     at: float = 0.0
     kind: str = "primary"     # "primary": a fail-over; "backup": a dead backup replaced
+    steps_ms: dict[str, float] = field(default_factory=dict)  # where the time went
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,8 +82,8 @@ def choose_backup(ctl: Controller, primary: int, exclude: set[int]) -> int | Non
 
 
 async def _assign_backup(ctl: Controller, backup: int, primary: int, slots: list[int]) -> None:
-    """Tell `backup` it backs up `slots` of `primary` (kept copies, accepted deltas)."""
-    await ctl.registry.call(backup, "SetRole", pb.SetRoleRequest(role=pb.BACKUP))
+    """Tell `backup` it backs up `slots` of `primary` (kept copies, accepted deltas); a spare
+    that is told so becomes a backup."""
     await ctl.registry.call(backup, "AssignSlots", pb.AssignSlotsRequest(
         slots=[pb.SlotEpoch(slot=s, epoch=ctl.slot_map.epoch(s)) for s in slots],
         as_backup=True, primary_nf_id=primary))
@@ -108,10 +109,11 @@ async def fail_over(ctl: Controller, dead: int) -> FailoverResult:
         return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started)
     tried: set[int] = {dead}
     error = ""
+    steps: dict[str, float] = {}
     while True:
         new_backup = choose_backup(ctl, promoted, exclude=tried)
         try:
-            replayed = await _take_over(ctl, dead, promoted, new_backup, slots)
+            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps)
             break
         except (NfControlError, P4ClientError, OSError) as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -124,24 +126,41 @@ async def fail_over(ctl: Controller, dead: int) -> FailoverResult:
     LOG.warning("fail-over: NF %d dead, NF %d owns its %d slots (replayed %d) with backup %s in %.3f s",
                 dead, promoted, len(slots), replayed,
                 new_backup if new_backup is not None else "none (no NF qualifies)", seconds)
-    return FailoverResult(dead, promoted, new_backup, len(slots), replayed, seconds, True, "", started)
+    return FailoverResult(dead, promoted, new_backup, len(slots), replayed, seconds, True, "", started,
+                          steps_ms=steps)
 
 
 async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | None,
-                     slots: list[int]) -> int:
-    """Steps 2-4 of the module docstring; returns how many packets A' replayed."""
+                     slots: list[int], steps: dict[str, float]) -> int:
+    """Steps 2-4 of the module docstring; returns how many packets A' replayed. `steps` gets
+    each step's duration in ms."""
     reg = ctl.registry
-    steps: list[Any] = [_set_backup(ctl, promoted, backup)]
+    t = t0 = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.monotonic()
+        steps[name] = round((now - t) * 1000, 2)
+        t = now
+
+    async def backup_then_group() -> None:
+        # C keeps the copies the rewritten group sends it only once it knows its slots
+        if backup is not None:
+            await _assign_backup(ctl, backup, promoted, slots)
+            lap("new_backup")
+        await ctl.rewrite_group(dead, promoted, backup)
+        lap("group")
+
+    request = pb.PromoteRequest(slots=slots, dead_nf_id=dead)
     if backup is not None:
-        steps.append(_assign_backup(ctl, backup, promoted, slots))
-    await asyncio.gather(*steps)
+        request.backup_nf_id = backup
+        request.backup_address = ctl.cfg.nf(backup).replication_address()
     reply, _ = await asyncio.gather(
-        reg.call(promoted, "Promote", pb.PromoteRequest(slots=slots, dead_nf_id=dead),
-                 timeout=PROMOTE_TIMEOUT),
-        ctl.rewrite_group(dead, promoted, backup),
-    )
+        reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT), backup_then_group())
+    steps["promote"] = round((time.monotonic() - t0) * 1000, 2)
     await ctl.hand_over(dead, promoted, backup)
     reg.nfs[promoted].role = "primary"
+    lap("persist")
     return int(reply.replayed)
 
 

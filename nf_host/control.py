@@ -153,6 +153,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 _check16("epoch", s.epoch)
                 nxt = s.next_seq if s.HasField("next_seq") else None
                 per.setdefault(self.pool.worker_of(s.slot), []).append((s.slot, s.epoch, nxt))
+            if request.as_backup and self.role == pb.IDLE:
+                self.role = pb.BACKUP  # a spare taken from the pool (it holds nothing to drop)
             for w, slots in per.items():
                 self.pool.request(w, "assign", {"slots": slots, "as_backup": request.as_backup})
             return pb.Result(ok=True)
@@ -190,15 +192,29 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.PromoteReply:
             for s in request.slots:
                 _check16("slot", s)
+            _check16("backup_nf_id", request.backup_nf_id)
+            if request.backup_nf_id == self.cfg.nf_id:
+                raise BadRequest("an NF cannot be its own backup")
+            if request.backup_nf_id and not request.backup_address:
+                raise BadRequest("a backup needs a replication address")
+            backup = {"backup": request.backup_nf_id, "address": request.backup_address}
             replayed = 0
             slots: list[int] = []
             for w in range(self.cfg.workers):
                 mine = [s for s in request.slots if self.pool.worker_of(s) == w]
-                if request.slots and not mine:
+                if request.slots and not mine:  # nothing to promote here: only the new backup
+                    if request.backup_nf_id:
+                        self.pool.request(w, "set_backup", {"nf_id": request.backup_nf_id,
+                                                            "address": request.backup_address})
                     continue
-                res = self.pool.request(w, "promote", {"slots": mine, "dead": request.dead_nf_id})
+                # the backup is set in the same worker step as the promotion: no output of a
+                # promoted slot leaves before the new backup holds its state
+                res = self.pool.request(w, "promote", {"slots": mine, "dead": request.dead_nf_id,
+                                                       **backup})
                 replayed += res["replayed"]
                 slots += res["slots"]
+            if request.backup_nf_id:
+                self.backup_id = request.backup_nf_id
             self.role = pb.PRIMARY
             return pb.PromoteReply(ok=True, replayed=replayed, slots=sorted(slots))
 

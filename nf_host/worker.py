@@ -842,6 +842,8 @@ class Worker:
                 int(args["slot"]), int(args["to_nf"]), str(args["to_address"]), bool(args["same_cluster"])
             )
         if name == "promote":
+            if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
+                self.set_backup(int(args["backup"]), str(args["address"]))
             return self.promote([int(s) for s in args["slots"]], int(args.get("dead", 0)))
         raise CommandError(f"unknown command {name!r}")
 

@@ -419,6 +419,8 @@ def disturbance_tables(console: Console, dist: Disturbances) -> None:
         what = "fail-over" if f["kind"] == "primary" else "backup replaced"
         console.print(f"{what}: NF {f['dead']} -> NF {f['promoted']} for {f['slots']} slots, "
                       f"{f['replayed']} packets replayed, {backup}, in {f['seconds'] * 1000:.1f} ms"
+                      + (f" ({', '.join(f'{k} {v:.1f}' for k, v in f['steps_ms'].items())})"
+                         if f.get("steps_ms") else "")
                       + ("" if f["ok"] else f" FAILED: {f['error']}"))
     if dist.faults:
         console.print(fault_table(dist.faults, dist.losses))

@@ -219,12 +219,16 @@ class ReleaseReply(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., last_seq: _Optional[int] = ..., flows_shipped: _Optional[int] = ..., delta: _Optional[bool] = ...) -> None: ...
 
 class PromoteRequest(_message.Message):
-    __slots__ = ("slots", "dead_nf_id")
+    __slots__ = ("slots", "dead_nf_id", "backup_nf_id", "backup_address")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     DEAD_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     slots: _containers.RepeatedScalarFieldContainer[int]
     dead_nf_id: int
-    def __init__(self, slots: _Optional[_Iterable[int]] = ..., dead_nf_id: _Optional[int] = ...) -> None: ...
+    backup_nf_id: int
+    backup_address: str
+    def __init__(self, slots: _Optional[_Iterable[int]] = ..., dead_nf_id: _Optional[int] = ..., backup_nf_id: _Optional[int] = ..., backup_address: _Optional[str] = ...) -> None: ...
 
 class PromoteReply(_message.Message):
     __slots__ = ("ok", "error", "replayed", "slots")

@@ -107,6 +107,8 @@ class FakeNf(pb_grpc.NfControlServicer):
     async def Promote(self, request, context):
         self.calls.append(("Promote", (list(request.slots), request.dead_nf_id)))
         self.promoted = list(request.slots)
+        if request.backup_nf_id:
+            self.backup = request.backup_nf_id
         self.backed_up_for = 0
         self.role = pb.PRIMARY
         return pb.PromoteReply(ok=True, replayed=self.replay, slots=list(request.slots))
