@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.config import ControllerConfig
-from controlplane.failover import FailoverResult, fail_over, replace_backup
+from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
 from controlplane.flow_table import FlowTable
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import RELEASE_TIMEOUT, MoveResult, migrate_slot
@@ -226,6 +226,10 @@ class Controller:
             LOG.info("NF %d reconfigured", nf_id)
         except NfControlError as exc:
             LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
+            return
+        if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
+            async with self._move_lock:
+                self.failovers.extend(await protect(self))
 
     # -- building blocks for migration / fail-over / load balancing -------------------------------
     async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:

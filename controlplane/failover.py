@@ -170,8 +170,25 @@ async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | 
     if primary is None:
         LOG.warning("NF %d (not a backup of a live primary) is down: it leaves the pool", dead_backup)
         return None
+    return await give_backup(ctl, primary, dead_backup)
+
+
+async def protect(ctl: Controller) -> list[FailoverResult]:
+    """Give every live primary that runs without a backup one from the pool, if one qualifies
+    now (a spare that came back, or was added): called when an NF joins the pool."""
+    done = []
+    for primary, backup in sorted(ctl.pairs.items()):
+        if backup is None and not ctl.registry.nfs[primary].declared_down \
+                and choose_backup(ctl, primary, exclude=set()) is not None:
+            done.append(await give_backup(ctl, primary, None))
+    return done
+
+
+async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) -> FailoverResult:
+    """Give `primary` a new backup from the pool (or none if no NF qualifies), replacing
+    `dead_backup` (None: it had none): assign the slots, rewrite its group, tell the primary."""
     started, t0 = time.time(), time.monotonic()
-    new_backup = choose_backup(ctl, primary, exclude={dead_backup})
+    new_backup = choose_backup(ctl, primary, exclude=set() if dead_backup is None else {dead_backup})
     slots = ctl.slot_map.slots_of(primary)
     error = ""
     try:
@@ -182,7 +199,9 @@ async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | 
     except (NfControlError, P4ClientError, OSError) as exc:
         error = f"{type(exc).__name__}: {exc}"
         LOG.error("new backup for NF %d: %s", primary, error)
-    LOG.warning("backup %d of NF %d dead: new backup %s", dead_backup, primary,
-                new_backup if new_backup is not None else "none")
-    return FailoverResult(dead_backup, primary, new_backup, len(slots), 0,
-                          round(time.monotonic() - t0, 4), not error, error, started, "backup")
+    LOG.warning("%s of NF %d: new backup %s",
+                f"backup {dead_backup}" if dead_backup else "no backup",
+                primary, new_backup if new_backup is not None else "none")
+    return FailoverResult(dead_backup or 0, primary, new_backup, len(slots), 0,
+                          round(time.monotonic() - t0, 4), not error, error, started,
+                          "backup" if dead_backup else "protect")

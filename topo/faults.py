@@ -86,12 +86,16 @@ class FaultInjector:
         self.rng = random.Random(self.seed)
 
     def pick(self, kind: str | None = None) -> tuple[str, int] | None:
-        """A live victim of `kind` (random kind and NF from the seeded schedule if None)."""
+        """A live victim of `kind` (random kind and NF from the seeded schedule if None). One
+        fault at a time: a primary is a victim only while a live backup protects it (a primary
+        without one has nobody to fail over to: that would be a second fault)."""
         nfs = [r for r in _get(f"{self.api}/nfs") if r["alive"]]
+        alive = {r["id"] for r in nfs}
         kinds = [kind] if kind else list(self.kinds)
         self.rng.shuffle(kinds)
         for k in kinds:
-            pool = sorted(r["id"] for r in nfs if r["role"] == k)
+            pool = sorted(r["id"] for r in nfs if r["role"] == k
+                          and (k != "primary" or r.get("backup") in alive))
             if pool:
                 return k, self.rng.choice(pool)
         return None
@@ -110,9 +114,14 @@ class FaultInjector:
                          what=f"spare NF {nf} seen dead")
                 rec.detection_ms, rec.ok = (time.time() - rec.at) * 1000, True
             else:
-                wait_for(lambda: len(_get(f"{self.api}/status")["failovers"]) > before,
-                         timeout=timeout, interval=0.01, what=f"controller acting on NF {nf}")
-                fo = _get(f"{self.api}/status")["failovers"][before]
+                def handled() -> dict[str, Any] | None:
+                    new = _get(f"{self.api}/status")["failovers"][before:]
+                    return next((f for f in new if f["dead"] == nf), None)
+
+                wait_for(lambda: handled() is not None, timeout=timeout, interval=0.01,
+                         what=f"controller acting on NF {nf}")
+                fo = handled()
+                assert fo is not None
                 rec.detection_ms = (fo["at"] - rec.at) * 1000
                 rec.promoted, rec.new_backup = fo["promoted"], fo["new_backup"]
                 rec.ok, rec.error = bool(fo["ok"]), fo["error"]

@@ -51,7 +51,7 @@ from rich.table import Table
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
 from topo.etcd import run_etcd
-from topo.faults import FaultInjector, FaultRecord, percentiles, takeover_times
+from topo.faults import FAULT_KINDS, FaultInjector, FaultRecord, percentiles, takeover_times
 from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
@@ -77,6 +77,9 @@ class RunOptions:
     kill_every: float = 0.0
     hang: bool = False
     seed: int = 1
+    faults: int = 0                 # with kill_every: stop after this many (0: until the end)
+    fault_kinds: tuple[str, ...] = FAULT_KINDS
+    heartbeat_ms: int = 0           # override heartbeat.interval_ms (and its timeout) if > 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,14 +105,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --kill-nf/--kill-every: SIGSTOP instead of SIGKILL (a hung NF, "
                              "caught by heartbeats)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the fault schedule")
+    parser.add_argument("--faults", type=int, default=0, metavar="N",
+                        help="with --kill-every: stop after N faults (default: until traffic ends)")
+    parser.add_argument("--fault-kinds", default=",".join(FAULT_KINDS), metavar="KINDS",
+                        help="with --kill-every: victims' roles, comma-separated "
+                             "(default primary,backup,spare)")
+    parser.add_argument("--heartbeat-ms", type=int, default=0, metavar="MS",
+                        help="heartbeat interval and deadline for this run (default: the config's)")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
     if args.kill_every < 0:
         raise SystemExit("--kill-every must be positive")
+    kinds = tuple(k.strip() for k in args.fault_kinds.split(",") if k.strip())
+    bad = [k for k in kinds if k not in FAULT_KINDS]
+    if bad or not kinds:
+        raise SystemExit(f"--fault-kinds: {','.join(bad) or 'none given'}: choose among "
+                         f"{','.join(FAULT_KINDS)}")
+    if args.heartbeat_ms < 0 or args.faults < 0:
+        raise SystemExit("--heartbeat-ms and --faults must not be negative")
     return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
-                      args.kill_every, args.hang, args.seed)
+                      args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -221,9 +238,12 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint: str, api: str,
-                   out: Path) -> Path:
-    """The configuration with this run's target and addresses (switch, etcd, API) filled in."""
+                   out: Path, heartbeat_ms: int = 0) -> Path:
+    """The configuration with this run's target and addresses (switch, etcd, API) filled in, and
+    the heartbeat interval (`heartbeat_ms`, with a deadline of the same length) if given."""
     data = yaml.safe_load(cfg_path.read_text())
+    if heartbeat_ms:
+        data.setdefault("heartbeat", {}).update(interval_ms=heartbeat_ms, timeout_ms=heartbeat_ms)
     data.setdefault("switch", {})["address"] = switch_addr
     if target != data["switch"].get("target", "p4sim"):
         data["switch"]["target"] = target
@@ -322,7 +342,7 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
         if opts.kill_every > 0:
             wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 10,
                      timeout=60, interval=0.05, what="traffic before the first fault")
-            while sender.poll() is None:
+            while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
                 time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
                 victim = faults.pick()
                 if victim is None or sender.poll() is not None:
@@ -416,7 +436,7 @@ def disturbance_tables(console: Console, dist: Disturbances) -> None:
     for f in dist.failovers:
         backup = f"new backup NF {f['new_backup']}" if f["new_backup"] is not None \
             else "no new backup (no NF of the cluster qualifies: it runs without one)"
-        what = "fail-over" if f["kind"] == "primary" else "backup replaced"
+        what = {"primary": "fail-over", "backup": "backup replaced"}.get(f["kind"], "protected")
         console.print(f"{what}: NF {f['dead']} -> NF {f['promoted']} for {f['slots']} slots, "
                       f"{f['replayed']} packets replayed, {backup}, in {f['seconds'] * 1000:.1f} ms"
                       + (f" ({', '.join(f'{k} {v:.1f}' for k, v in f['steps_ms'].items())})"
@@ -445,9 +465,6 @@ def summarise(console: Console, verdict: Verdict, client: SideReport, server: Si
     if verdict.ok:
         console.print("[bold green]verified: every packet delivered exactly once and in order, "
                       "and every flow's checker count unbroken[/]")
-    elif dist is not None and dist.losses.get("ok"):
-        console.print("[bold yellow]verified with losses of the fail-over window only: no packet "
-                      "duplicated or reordered, no checker count repeated[/]")
     else:
         console.print(f"[bold red]NOT verified: {sum(not f.ok for f in verdict.flows)} flows wrong[/]")
         for line in verdict.problems():
@@ -479,10 +496,13 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoint,
-                                  f"127.0.0.1:{api_port}", log_dir)
+                                  f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms)
         ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
         stack.callback(ctl_log.close)
-        ctl = subprocess.Popen([sys.executable, "-m", "controlplane", "run", "--config", str(cfg_path)],
+        # the control plane first: on a saturated machine its heartbeats and fail-overs must not
+        # wait behind the data plane (a slow answer looks like a dead NF)
+        ctl = subprocess.Popen(["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run",
+                                "--config", str(cfg_path)],
                                stdout=ctl_log, stderr=subprocess.STDOUT, cwd=str(REPO))
         stack.enter_context(started([ctl]))
         console.print("waiting for the controller to push the pipeline and configure every NF ...")
@@ -519,7 +539,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 nf_procs.append(proc)  # stopped with the others on the way out
                 return proc
 
-            faults = FaultInjector(api, by_id, restart, seed=opts.seed, hang=opts.hang)
+            faults = FaultInjector(api, by_id, restart, seed=opts.seed, hang=opts.hang,
+                                   kinds=opts.fault_kinds)
             worker = threading.Thread(target=disturb, args=(api, opts, faults, sender, dist),
                                       name="disturb", daemon=True)
             worker.start()

@@ -351,3 +351,30 @@ async def wait_until(cond: Any, timeout: float = 5.0) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError("condition not met")
         await asyncio.sleep(0.01)
+
+
+def test_a_primary_left_without_a_backup_is_protected_when_a_spare_comes_back():
+    """Cluster c2 has no NF left to back up 7 after 6 died; when 6 comes back (restarted, so a
+    spare now) it becomes 7's backup: every primary protected again."""
+    async def body(c, fakes, servers):
+        await servers[6].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        assert c.pairs[7] is None
+        c.cfg = c.cfg.model_copy(update={"nfs": [
+            nf.model_copy(update={"node": "e"}) if nf.id == 6 else nf for nf in c.cfg.nfs]})
+        c.registry.cfg = c.cfg  # 6 comes back on another node than 7 (a new machine)
+        fakes[6].restart()
+        await servers[6].start()
+        for _ in range(100):  # until the channel has reconnected and 6 answers
+            if await c.registry.heartbeat(6):
+                break
+            await asyncio.sleep(0.02)
+        await wait_until(lambda: c.pairs[7] == 6)
+        fo = c.failovers[-1]
+        assert fo.ok and fo.kind == "protect" and (fo.promoted, fo.new_backup) == (7, 6)
+        assert fakes[7].backup == 6 and fakes[6].backed_up_for == 7
+        assert set(c.slot_map.slots_of(7)) <= set(fakes[6].slots)
+
+    asyncio.run(with_controller(body))
