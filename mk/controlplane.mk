@@ -17,3 +17,7 @@ controller-test: ## all controller tests (starts a real etcd on loopback)
 
 controller: ## run the controller with NFC_CONFIG (extra flags: NFC_ARGS="--no-etcd ...")
 	$(PY) -m controlplane run --config $(NFC_CONFIG) $(NFC_ARGS)
+
+.PHONY: bench-failover
+bench-failover: setup build ## fail-over under load: 50 SIGKILLs and 20 SIGSTOPs of a primary (BENCH_ARGS="--quick")
+	$(PY) -m bench.failover $(BENCH_ARGS)

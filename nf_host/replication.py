@@ -43,6 +43,11 @@ class ProtocolError(ValueError):
     """A frame that is too large or does not decode into a message."""
 
 
+class Refused(Exception):
+    """A message the receiver must not acknowledge, now or through a later (cumulative) ack: the
+    connection is closed, and the sender resynchronises on its next connection."""
+
+
 def encode(msg: Message) -> bytes:
     body: bytes = msgpack.packb(msg, use_bin_type=True)
     return _LEN.pack(len(body)) + body
@@ -113,6 +118,10 @@ class ReplicationServer:
                 msg = await read_message(reader)
                 try:
                     reply = self.handler(msg)
+                except Refused as exc:
+                    self.errors += 1
+                    log.warning("closing replication connection: %s", exc)
+                    break
                 except (ValueError, KeyError, TypeError) as exc:
                     self.errors += 1
                     log.warning("bad replication message %r: %s", msg.get("t"), exc)

@@ -27,7 +27,7 @@ from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.nf_api import Context, GlobalStore, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
-from nf_host.replication import Link, Message, ReplicationServer, encode, worker_address
+from nf_host.replication import Link, Message, Refused, ReplicationServer, encode, worker_address
 from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
 
@@ -341,7 +341,8 @@ class Worker:
             if rt.replace:
                 slots_wire[-1].append(True)
                 rt.replace = False
-        self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False}, versions)
+        self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
+                                "n": self.cfg.nf_id}, versions)
 
     def _replicate(self, batch: Batch, msg: Message, versions: dict[int, int]) -> None:
         data = encode(msg) if self.links else b""
@@ -387,7 +388,7 @@ class Worker:
     def _for_backup(self, msg: Message, logged: list[list[Any]]) -> Message:
         """`msg` as the backup receives it: with the outputs to log, the released watermark and
         our id (the backup keeps one log per primary)."""
-        return {**msg, "o": logged, "rel": self.released_id, "n": self.cfg.nf_id}
+        return {**msg, "o": logged, "rel": self.released_id}
 
     def _release(self, batch: Batch) -> None:
         tx = self.tx
@@ -448,7 +449,7 @@ class Worker:
             )
             if rt.state.last_seq is not None:
                 batch.slot_seqs[slot] = rt.state.last_seq
-        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True}
+        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True, "n": self.cfg.nf_id}
         if link.nf_id == self.backup_id:
             # the batches still waiting for an ack may have reached no backup at all (a new
             # one, or the old link's frames were lost): the new backup logs their output too
@@ -477,13 +478,12 @@ class Worker:
         t = msg["t"]
         if t == "d":
             full = bool(msg.get("full"))
-            if "n" in msg:  # from the primary we back up: log its unreleased output
-                self.out_log.record(int(msg["n"]), msg.get("o") or [], msg.get("rel"), full)
+            sender = int(msg.get("n", 0))
+            self._check_owner(sender, msg["s"])
+            if "o" in msg:  # from the primary we back up: log its unreleased output
+                self.out_log.record(sender, msg["o"] or [], msg.get("rel"), full)
             for item in msg["s"]:
                 slot, epoch, version, last_seq, raw, *more = item
-                own = self.slots.get(int(slot))
-                if own is not None and own.role == SlotRole.PRIMARY:
-                    continue  # a stale delta of a slot that is ours now
                 # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
                 # is the base of the delta transfer that will complete the adoption)
                 rep = self.replicas.get(slot)
@@ -511,6 +511,16 @@ class Worker:
             self.on_frame(frame)
             return None
         raise ValueError(f"unknown replication message type {t!r}")
+
+    def _check_owner(self, sender: int, items: list[Any]) -> None:
+        """Refuse a delta for a slot this NF owns: its sender still believes it owns it (this NF
+        was promoted: the sender was failed over while alive, it hung then went on).
+        Acknowledging would release the sender's output of state nobody holds. Checked before
+        anything is applied; the connection is then closed, so no later ack covers it."""
+        for item in items:
+            own = self.slots.get(int(item[0]))
+            if own is not None and own.role == SlotRole.PRIMARY:
+                raise Refused(f"delta from NF {sender} for slot {item[0]}, which this NF owns")
 
     def _on_transfer(self, msg: Message) -> Message:
         slot = int(msg["slot"])

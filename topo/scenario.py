@@ -80,6 +80,7 @@ class RunOptions:
     faults: int = 0                 # with kill_every: stop after this many (0: until the end)
     fault_kinds: tuple[str, ...] = FAULT_KINDS
     heartbeat_ms: int = 0           # override heartbeat.interval_ms (and its timeout) if > 0
+    confirm_ms: int = 0             # override heartbeat.confirm_timeout_ms if > 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default primary,backup,spare)")
     parser.add_argument("--heartbeat-ms", type=int, default=0, metavar="MS",
                         help="heartbeat interval and deadline for this run (default: the config's)")
+    parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
+                        help="deadline of the probe that confirms a failure (default: the config's)")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -122,11 +125,12 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     if bad or not kinds:
         raise SystemExit(f"--fault-kinds: {','.join(bad) or 'none given'}: choose among "
                          f"{','.join(FAULT_KINDS)}")
-    if args.heartbeat_ms < 0 or args.faults < 0:
-        raise SystemExit("--heartbeat-ms and --faults must not be negative")
+    if args.heartbeat_ms < 0 or args.faults < 0 or args.confirm_ms < 0:
+        raise SystemExit("--heartbeat-ms, --confirm-ms and --faults must not be negative")
     return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
-                      args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms)
+                      args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
+                      args.confirm_ms)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -238,12 +242,15 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint: str, api: str,
-                   out: Path, heartbeat_ms: int = 0) -> Path:
-    """The configuration with this run's target and addresses (switch, etcd, API) filled in, and
-    the heartbeat interval (`heartbeat_ms`, with a deadline of the same length) if given."""
+                   out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0) -> Path:
+    """The configuration with this run's target and addresses (switch, etcd, API) filled in, the
+    heartbeat interval (`heartbeat_ms`, with a deadline of the same length) and the confirming
+    probe's deadline (`confirm_ms`) if given."""
     data = yaml.safe_load(cfg_path.read_text())
     if heartbeat_ms:
         data.setdefault("heartbeat", {}).update(interval_ms=heartbeat_ms, timeout_ms=heartbeat_ms)
+    if confirm_ms:
+        data.setdefault("heartbeat", {})["confirm_timeout_ms"] = confirm_ms
     data.setdefault("switch", {})["address"] = switch_addr
     if target != data["switch"].get("target", "p4sim"):
         data["switch"]["target"] = target
@@ -496,7 +503,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoint,
-                                  f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms)
+                                  f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
+                                  opts.confirm_ms)
         ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
         stack.callback(ctl_log.close)
         # the control plane first: on a saturated machine its heartbeats and fail-overs must not

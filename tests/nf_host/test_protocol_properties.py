@@ -45,14 +45,15 @@ from nf_host.global_state import MemoryStore
 from nf_host.harness import OutputDedup, Switch, checker_frame, read_checker, strip_shim
 from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, make_nf
 from nf_host.reorder import SEQ_MASK
-from nf_host.replication import Message, decode, encode, worker_address
+from nf_host.replication import Message, Refused, decode, encode, worker_address
 from nf_host.shim import ETH_HDR_LEN, Shim
 from nf_host.state_store import FlowId, flow_id, key_from_wire
-from nf_host.worker import CommandError, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
 
 SLOTS = (3, 7, 11)
+ZOMBIE_SHARE = 0.0  # of promotions, those of a primary failed over while alive (see scenario)
 SEEDS = 300
 REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305]
 """The first seed (of this generator: changing it renumbers them) that fails when each bug fixed
@@ -90,6 +91,7 @@ class Sim:
     history: dict[tuple[int, int, int], Snapshot] = field(default_factory=dict)
     outputs: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     dedup: OutputDedup = field(default_factory=OutputDedup)  # the switch's, for NF output
+    refused: int = 0  # replication connections closed by a receiver (Refused)
     keys: dict[int, FlowId] = field(default_factory=dict)  # checker flow id -> flow key
     next_no: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -221,7 +223,12 @@ class SimLink:
         if msg["t"] == "d":
             for slot, _epoch, version, last_seq, *_entries in msg["s"]:
                 self.sim.version_seq[(self.src.nf_id, slot, version)] = last_seq
-        reply = self.dst.w.on_replication(msg)
+        try:
+            reply = self.dst.w.on_replication(msg)
+        except Refused:  # the receiver closes the connection, as ReplicationServer does
+            self.sim.refused += 1
+            self.cut()
+            return
         if reply is not None:
             self.back.append(reply)
 
@@ -350,6 +357,11 @@ async def scenario(seed: int) -> tuple[Sim, str]:
     epochs = dict.fromkeys(slots, 1)
     late = random.Random(seed + 2_000_003)  # draws added after `extra`'s
     mid_release = event == "promote" and late.random() < 0.4  # A dies inside a release
+    # A lives on. Its backup refuses its deltas once promoted; its cluster peers must too, which
+    # needs the controller's view of the cluster (a dead member is no peer): ZOMBIE_SHARE turns
+    # this on once the runtime refuses deltas from NFs that are not its peers
+    zombie = event == "promote" and not mid_release and late.random() < ZOMBIE_SHARE
+    reset_at, reset_done = -1, False
 
     def stamp() -> None:
         s = rng.choice(slots)
@@ -457,8 +469,22 @@ async def scenario(seed: int) -> tuple[Sim, str]:
         if promote_at is not None and i >= promote_at:
             promote_at = None
             promote()
+            if zombie:
+                reset_at = i + late.randint(1, 10)
+        if zombie and i == reset_at:  # the controller sees A again: a spare now, it forgets all
+            a.w.set_role(Role.IDLE)
+            reset_done = True
+            for s in slots:  # what A processed after it was failed over belongs to no lineage
+                hi = segments[s][0][1]  # A's turn ended at B's committed seq
+                calls = sim.processed.get(A, {}).get(s, [])
+                sim.processed.setdefault(A, {})[s] = [c for c in calls if sim.key(c[0]) <= hi]
+            # and what reached it is forgotten with its state: for the slots' later owners a
+            # packet only A had received is lost on the wire (a counted gap)
+            sim.delivered[A] = {(s, q) for s, q in sim.delivered.get(A, set())
+                                if sim.key(q) <= segments[s][0][1]}
         settle_moves()
-        if 0 <= second_at <= i and promote_at is None and moves_done() and (a.dead or not mid_release) and (
+        if 0 <= second_at <= i and promote_at is None and moves_done() and (
+            a.dead or not mid_release) and (reset_done or not zombie) and (
             refused is None or refused.done()
         ):
             # once the first hand-over is complete: move one slot on from its current owner
@@ -471,11 +497,21 @@ async def scenario(seed: int) -> tuple[Sim, str]:
         if mid_release and i == event_at:  # A dies after sending a few more outputs
             a.dying = late.randint(0, 2 * batch)
             desc += f" mid-release+{a.dying}"
+        if zombie and i == event_at:
+            desc += " zombie"
         if (i != event_at or event == "none" or mid_release) and not dying_now and not (
             mid_release and i == total - 1 and not a.dead
         ):
             continue
-        if event == "promote":
+        if event == "promote" and zombie:
+            # a false alarm: A is failed over while alive (it hung a moment). It keeps its queue
+            # and its links; the switch sends it nothing more. Its backup, promoted, must refuse
+            # its deltas, so nothing A processes from now on is ever released
+            for s in slots:
+                sim.route[s] = (B, 0)
+            a.inq.clear()  # (what queued for it meanwhile is lost to it, as on a wire)
+            promote_at = i + rng.randint(0, 5)
+        elif event == "promote":
             a.dead = True
             for link in list(sim.links):
                 if link.src is a:

@@ -1,0 +1,125 @@
+"""Fail-over under load: detection and takeover times, and what was lost, over many faults.
+
+Runs the whole system (`make run`: Mininet, p4sim, the controller, the NF runtimes, numbered
+traffic both ways) twice, each time faulting a primary again and again (`--kill-every`), every
+victim restarted into the spare pool:
+
+* **kill**: SIGKILL (a crash: the NF's sockets close, the controller suspects it at once and
+  confirms with one probe);
+* **hang**: SIGSTOP (nothing closes: heartbeats of `--heartbeat-ms`, 5 ms by default, catch it,
+  confirmed by a probe of `--confirm-ms`).
+
+It prints, per kind, detection (signal to confirmed down) and takeover (signal to the delivery of
+the first packet sent after the signal on a flow of the dead primary's slots) as p50/p99/max, and
+the packets lost, duplicated and reordered over the whole run (all must be 0), then writes
+`results/bench/failover.json`.
+
+    .venv/bin/python -m bench.failover [--kills 50] [--hangs 20] [--rate 2000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from topo.faults import percentiles
+
+REPO = Path(__file__).resolve().parent.parent
+FLOWS = 16
+SECONDS_PER_FAULT = 3.0  # a fault, its fail-over, the victim restarted and back in the pool
+
+
+def run(kind: str, faults: int, rate: int, heartbeat_ms: int, confirm_ms: int, out: Path,
+        seed: int) -> dict[str, Any]:
+    """One `make run` with `faults` faults of `kind`; returns its disturbances and verdict."""
+    packets = int(rate * (faults * SECONDS_PER_FAULT + 10) / FLOWS)
+    cmd = [sys.executable, "-m", "topo", "run", "--flows", str(FLOWS), "--packets", str(packets),
+           "--rate", str(rate), "--out-dir", str(out), "--kill-every", "0.5", "--faults",
+           str(faults), "--fault-kinds", "primary", "--seed", str(seed)]
+    if kind == "hang":
+        cmd += ["--hang", "--heartbeat-ms", str(heartbeat_ms), "--confirm-ms", str(confirm_ms)]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    dist_path = out / "disturbances.json"
+    if not dist_path.exists():
+        raise RuntimeError(f"the {kind} run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    dist: dict[str, Any] = json.loads(dist_path.read_text())
+    dist["verified"] = proc.returncode == 0
+    dist["seconds"] = round(time.monotonic() - started, 1)
+    return dist
+
+
+def row(kind: str, dist: dict[str, Any]) -> dict[str, Any]:
+    faults = dist["faults"]
+    det = percentiles([f["detection_ms"] for f in faults if f["detection_ms"] is not None])
+    tko = percentiles([f["takeover_ms"] for f in faults if f["takeover_ms"] is not None])
+    losses = dist.get("losses", {})
+    return {
+        "kind": kind, "faults": len(faults), "handled": sum(f["ok"] for f in faults),
+        "detection_ms": det, "takeover_ms": tko, "lost": losses.get("lost"),
+        "duplicated": losses.get("duplicated"), "reordered": losses.get("reordered"),
+        "verified": dist["verified"], "seconds": dist["seconds"],
+    }
+
+
+def table(rows: list[dict[str, Any]], rate: int) -> Table:
+    t = Table(title=f"fail-over under load ({rate} client packets/s, each answered; p4sim)")
+    for col in ("signal", "faults", "handled", "detect p50", "p99", "max", "takeover p50", "p99",
+                "max", "lost", "dup", "reord", "verdict"):
+        t.add_column(col, justify="right")
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    for r in rows:
+        d, k = r["detection_ms"], r["takeover_ms"]
+        t.add_row(r["kind"], str(r["faults"]), str(r["handled"]), ms(d["p50"]), ms(d["p99"]),
+                  ms(d["max"]), ms(k["p50"]), ms(k["p99"]), ms(k["max"]), str(r["lost"]),
+                  str(r["duplicated"]), str(r["reordered"]), "ok" if r["verified"] else "FAILED")
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kills", type=int, default=50, help="SIGKILLs of a primary (default 50)")
+    parser.add_argument("--hangs", type=int, default=20, help="SIGSTOPs of a primary (default 20)")
+    parser.add_argument("--rate", type=int, default=2000, help="client packets/s (default 2000)")
+    parser.add_argument("--heartbeat-ms", type=int, default=5, help="heartbeats in the hang run")
+    parser.add_argument("--confirm-ms", type=int, default=20,
+                        help="deadline of the confirming probe in the hang run")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="5 kills and 3 hangs")
+    parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.kills, args.hangs = 5, 3
+    if min(args.kills, args.hangs, args.rate) < 0 or args.rate == 0:
+        parser.error("--kills, --hangs must be >= 0 and --rate > 0")
+    console = Console(width=max(Console().width, 120))
+    rows = []
+    for kind, n in (("kill", args.kills), ("hang", args.hangs)):
+        if n == 0:
+            continue
+        console.print(f"{kind}: {n} faults of a primary at {args.rate} packets/s ...")
+        dist = run(kind, n, args.rate, args.heartbeat_ms, args.confirm_ms,
+                   args.out_dir / f"failover-{kind}", args.seed)
+        rows.append(row(kind, dist))
+        console.print(f"  done in {dist['seconds']} s")
+    console.print(table(rows, args.rate))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "failover.json").write_text(json.dumps(rows, indent=1))
+    ok = all(r["verified"] and r["handled"] == r["faults"] for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
