@@ -175,6 +175,16 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         )
         self._undo.append(lambda: self.client.write_entity(p4r.Update.DELETE, key))
 
+    def modify_mc_group(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
+        """Rewrite a multicast group in place (the controller's fail-over: one write)."""
+        group = p4r.MulticastGroupEntry(
+            multicast_group_id=group_id,
+            replicas=[p4r.Replica(egress_port=port, instance=rid) for port, rid in replicas],
+        )
+        self.client.write_entity(p4r.Update.MODIFY, p4r.Entity(
+            packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(
+                multicast_group_entry=group)))
+
     # -- counters and registers ------------------------------------------------------------
 
     def read_counter(self, name: str, index: int) -> tuple[int, int]:
