@@ -7,8 +7,10 @@ one primary moves only about 1/N of the slots. The slot count is a power of two,
 permutation uses an odd skip (coprime with it) instead of Maglev's prime table size.
 
 Later changes (migration, fail-over, load balancing) are single-slot moves through `move()`, which bumps
-the slot's epoch. Epochs are 16-bit on the switch; they run 1..65535 and wrap to 1 (0 means "never
-owned", the initial value of the switch's per-slot epoch register).
+the slot's epoch. Epochs are 16-bit on the switch; they run 1..65534 and wrap to 1 (0 means "never
+owned", the initial value of the switch's per-slot epoch register): an even count, so consecutive
+epochs always differ in parity, which the switch's output dedup uses to keep a slot's current and
+previous epoch apart (docs/dataplane.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-EPOCH_MAX = 0xFFFF
+EPOCH_MAX = 0xFFFE
 
 
 def next_epoch(epoch: int) -> int:

@@ -289,34 +289,24 @@ class Switch:
 @dataclass
 class OutputDedup:
     """The switch's output dedup, modelled for tests (the P4 rule is in forwarding.p4 and
-    docs/dataplane.md): per slot, the last forwarded (epoch, seq) of the current and of the
-    previous epoch; an output is forwarded once per input stamp, in a known epoch generation.
-    `offer` says whether the switch would forward a frame; `dropped` counts the others."""
+    docs/dataplane.md): per slot and epoch parity, the (epoch, seq) of the last output forwarded.
+    An output of a newer epoch than its parity's, or of the same epoch and a later seq, is
+    forwarded; the rest is dropped. `offer` says whether the switch would forward a frame;
+    `dropped` counts the others."""
 
-    cur: dict[int, tuple[int, int]] = field(default_factory=dict)
-    prev: dict[int, tuple[int, int]] = field(default_factory=dict)
+    last: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     dropped: int = 0
 
     def offer(self, frame: bytes | bytearray) -> bool:
         shim = Shim.unpack(frame, ETH_HDR_LEN)
-        slot, epoch, seq = shim.slot, shim.epoch, shim.seq
-        cur = self.cur.get(slot)
-        if cur is None or (cur[0] != epoch and 0 < (epoch - cur[0]) & 0xFFFF < 0x8000):
-            if cur is not None:
-                self.prev[slot] = cur
-            self.cur[slot] = (epoch, seq)
+        key = (shim.slot, shim.epoch & 1)
+        last = self.last.get(key)
+        if last is None or (last[0] != shim.epoch and (shim.epoch - last[0]) & 0xFFFF < 0x8000):
+            self.last[key] = (shim.epoch, shim.seq)
             return True
-        for gen in (self.cur, self.prev):
-            last = gen.get(slot)
-            if last is not None and last[0] == epoch:
-                if 0 < (seq - last[1]) & 0xFFFFFFFF < 0x80000000:
-                    gen[slot] = (epoch, seq)
-                    return True
-                break
-        else:
-            if slot not in self.prev:  # the old owner's first output, after the new owner's
-                self.prev[slot] = (epoch, seq)
-                return True
+        if last[0] == shim.epoch and 0 < (shim.seq - last[1]) & 0xFFFFFFFF < 0x80000000:
+            self.last[key] = (shim.epoch, shim.seq)
+            return True
         self.dropped += 1
         return False
 

@@ -99,6 +99,12 @@ struct new_flow_t {
     bit<8>      protocol;
 }
 
+/* The TNA program's output-dedup register cell: hi = epoch, lo = seq (v1model: two registers). */
+struct dedup_pair_t {
+    bit<32> hi;
+    bit<32> lo;
+}
+
 /* Metadata the controls hand to each other (and, in v1model, to egress and to every replica). */
 struct local_metadata_t {
     bit<8>     port_role;    /* PORT_ROLE_* of the ingress port */

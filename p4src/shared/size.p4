@@ -13,5 +13,7 @@
 #define SLOT_OWNER_TABLE_SIZE    SLOT_COUNT
 #define NF_PORT_TABLE_SIZE       512
 #define EDGE_FORWARD_TABLE_SIZE  1024
+/* output dedup: one cell per slot and epoch parity */
+#define OUTPUT_DEDUP_SIZE        (SLOT_COUNT * 2)
 
 #endif /* NFC_SIZE_P4 */

@@ -4,7 +4,8 @@
  * From an NF port only shim kind OUTPUT carrying IPv4 is accepted. The output dedup then lets
  * each input's output through once: per slot the switch remembers the (epoch, seq) of the last
  * output it forwarded, for the slot's current epoch and for the previous one (during a move the
- * old owner may still release output of its epoch after the new owner's first output). Output
+ * old owner may still release output of its epoch after the new owner's first output); the two
+ * are told apart by the epoch's parity (epochs run 1..65534, so consecutive ones alternate). Output
  * whose seq is not after the remembered one, or of an older epoch, is dropped and counted in
  * nf_output_drops: this is what lets a promoted backup send again the output its dead primary
  * may or may not have sent. Accepted output loses its shim (the original EtherType restored)
@@ -22,14 +23,12 @@ control NfOutputForwarding(inout headers_t hdr,
     counter(PORT_COUNT, CounterType.packets_and_bytes) nf_port_drops;
 
     /*
-     * Output dedup state, per slot (written only here, by forwarded output; epoch 0: none yet).
-     * out_epoch/out_seq: the current epoch's last forwarded (epoch, seq);
-     * out_prev_epoch/out_prev_seq: the previous epoch's.
+     * Output dedup state (written only here, by forwarded output): per slot and epoch parity,
+     * the epoch and seq of the last output forwarded (index slot * 2 + epoch % 2; epoch 0: none
+     * yet). The current epoch and the previous one have different parities, so both are kept.
      */
-    register<bit<16>>(SLOT_COUNT) out_epoch;
-    register<bit<32>>(SLOT_COUNT) out_seq;
-    register<bit<16>>(SLOT_COUNT) out_prev_epoch;
-    register<bit<32>>(SLOT_COUNT) out_prev_seq;
+    register<bit<16>>(OUTPUT_DEDUP_SIZE) out_epoch;
+    register<bit<32>>(OUTPUT_DEDUP_SIZE) out_seq;
     /* Output dropped by the dedup: index OUTPUT_DROP_DUPLICATE, _STALE_EPOCH or _BAD_SLOT. */
     counter(OUTPUT_DROP_REASONS, CounterType.packets_and_bytes) nf_output_drops;
 
@@ -67,48 +66,29 @@ control NfOutputForwarding(inout headers_t hdr,
                 bool first = false;
                 bit<32> reason = OUTPUT_DROP_BAD_SLOT;
                 if ((bit<32>)hdr.nfc_shim.slot < SLOT_COUNT) {
-                    bit<32> index = (bit<32>)hdr.nfc_shim.slot;
-                    epoch_t epoch = hdr.nfc_shim.epoch;
-                    seq_num_t seq = hdr.nfc_shim.seq;
-                    epoch_t cur_epoch;
-                    seq_num_t cur_seq;
-                    epoch_t prev_epoch;
-                    seq_num_t prev_seq;
-                    out_epoch.read(cur_epoch, index);
-                    out_seq.read(cur_seq, index);
-                    out_prev_epoch.read(prev_epoch, index);
-                    out_prev_seq.read(prev_seq, index);
+                    bit<32> index = ((bit<32>)hdr.nfc_shim.slot << 1)
+                                    | (bit<32>)(hdr.nfc_shim.epoch & 1);
+                    epoch_t last_epoch;
+                    seq_num_t last_seq;
+                    out_epoch.read(last_epoch, index);
+                    out_seq.read(last_seq, index);
                     /* serial-number arithmetic: "after" means less than half the space ahead */
-                    epoch_t epoch_ahead = epoch - cur_epoch;
-                    seq_num_t cur_ahead = seq - cur_seq;
-                    seq_num_t prev_ahead = seq - prev_seq;
-                    reason = OUTPUT_DROP_DUPLICATE;
-                    if (cur_epoch == 0 || (epoch_ahead != 0 && epoch_ahead < 0x8000)) {
-                        /* a newer epoch: the current one becomes the previous one */
-                        if (cur_epoch != 0) {
-                            out_prev_epoch.write(index, cur_epoch);
-                            out_prev_seq.write(index, cur_seq);
-                        }
-                        out_epoch.write(index, epoch);
-                        out_seq.write(index, seq);
+                    epoch_t epoch_ahead = hdr.nfc_shim.epoch - last_epoch;
+                    seq_num_t seq_ahead = hdr.nfc_shim.seq - last_seq;
+                    if (last_epoch == 0 || (epoch_ahead != 0 && epoch_ahead < 0x8000)) {
+                        /* the first output of a newer epoch of this parity */
+                        out_epoch.write(index, hdr.nfc_shim.epoch);
+                        out_seq.write(index, hdr.nfc_shim.seq);
                         first = true;
-                    } else if (epoch == cur_epoch) {
-                        if (cur_ahead != 0 && cur_ahead < 0x80000000) {
-                            out_seq.write(index, seq);
+                    } else if (epoch_ahead == 0) {
+                        if (seq_ahead != 0 && seq_ahead < 0x80000000) {
+                            out_seq.write(index, hdr.nfc_shim.seq);
                             first = true;
+                        } else {
+                            reason = OUTPUT_DROP_DUPLICATE;
                         }
-                    } else if (epoch == prev_epoch) {
-                        if (prev_ahead != 0 && prev_ahead < 0x80000000) {
-                            out_prev_seq.write(index, seq);
-                            first = true;
-                        }
-                    } else if (prev_epoch == 0) {
-                        /* the old owner's first output, after the new owner's */
-                        out_prev_epoch.write(index, epoch);
-                        out_prev_seq.write(index, seq);
-                        first = true;
                     } else {
-                        reason = OUTPUT_DROP_STALE_EPOCH;
+                        reason = OUTPUT_DROP_STALE_EPOCH;  /* two or more epochs old */
                     }
                 }
                 if (first) {
