@@ -15,8 +15,10 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
     xa  transfer ack {id, ok, err}
     f   forward  {f: frame with shim}
     r   released {slot}                   (to the backup: stop keeping copies of the slot)
-Frames larger than `MAX_FRAME` or that do not decode are errors: the receiver counts them and
-closes the connection; it never crashes.
+Frames larger than `MAX_FRAME`, that do not decode, or whose message the handler cannot apply are
+errors: the receiver counts them and closes the connection (never skips the message: a later
+cumulative ack would acknowledge it); it never crashes. The sender reconnects and starts over with
+a full snapshot.
 """
 
 from __future__ import annotations
@@ -113,10 +115,17 @@ class ReplicationServer:
                 msg = await read_message(reader)
                 try:
                     reply = self.handler(msg)
-                except (ValueError, KeyError, TypeError) as exc:
+                except Exception as exc:
+                    # a message that cannot be applied must not be skipped: acks are cumulative,
+                    # so the next delta's ack would acknowledge this one too (and release its
+                    # batch's output). Break the link: the sender reconnects and resynchronises
+                    # with a full snapshot, as on any reconnection.
                     self.errors += 1
-                    log.warning("bad replication message %r: %s", msg.get("t"), exc)
-                    continue
+                    log.warning(
+                        "closing replication connection: message %r cannot be applied: %r",
+                        msg.get("t"), exc,
+                    )
+                    break
                 if reply is not None:
                     if not replies:
                         loop.call_soon(flush)
