@@ -167,6 +167,7 @@ class Link:
         self.retry = retry
         self.writer: asyncio.StreamWriter | None = None
         self.bytes_sent = 0
+        self.errors = 0  # handler failures (each dropped the connection)
         self.closed = False
         self.connected = asyncio.Event()
         self._out: list[bytes] = []
@@ -215,15 +216,21 @@ class Link:
                 continue
             self.writer = writer
             self.connected.set()
-            if self.on_connected is not None:
-                res = self.on_connected(self)
-                if res is not None:
-                    await res
             try:
+                if self.on_connected is not None:
+                    res = self.on_connected(self)
+                    if res is not None:
+                        await res
                 while True:
                     self.on_message(self, await read_message(reader))
             except (asyncio.IncompleteReadError, ConnectionError, ProtocolError) as exc:
                 log.info("link to NF %d (%s) lost: %r", self.nf_id, self.address, exc)
+            except Exception:
+                # a handler that fails must not end this task (the link would never reconnect):
+                # count it, drop the connection, and resynchronise like after any reconnection
+                self.errors += 1
+                log.exception("link to NF %d (%s): handler failed, reconnecting", self.nf_id,
+                              self.address)
             finally:
                 self.writer = None
                 self._out.clear()  # never delivered: the next connection starts with a full sync
