@@ -169,7 +169,10 @@ def test_replication_garbage_is_counted() -> None:
                 # each closes the connection: what follows is not handled (nor acknowledged)
                 assert await r.read() == b""
                 w.close()
-                assert a.w.status()["repl_errors"] == n
+                st = a.w.status()
+                # the oversized frame is refused (counted with the refusals), the others are errors
+                assert (st["repl_errors"], st["repl_refused"]) == ((n, 0) if n < 3 else (2, 1))
+            assert a.w.status()["repl_refusals"] == {"frame": 1}
         finally:
             await a.w.stop()
 
