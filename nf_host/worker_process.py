@@ -121,6 +121,10 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
             result = await worker.command(name, args)
             if name == "status":
                 sender.report(result)
+                # link handler failures (each dropped and resynchronised its link) are errors too
+                result["repl_errors"] = result.get("repl_errors", 0) + sum(
+                    link.errors for link in worker.links.values()
+                )
             conn.send((rid, True, result))
         except (CommandError, ValueError, KeyError, TypeError) as exc:
             conn.send((rid, False, str(exc)))
