@@ -39,6 +39,7 @@ from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME, HELLO_TIMEOUT, PeerPolic
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 * 1024 * 1024
+MAX_RETRY = 1.0  # the longest wait before a link reconnects (after connections that did not last)
 _LEN = struct.Struct("!I")
 
 Message = dict[str, Any]
@@ -225,6 +226,7 @@ class Link:
         self.hello = hello  # the first message on every connection (nf_host.peer_policy.hello)
         self.on_message, self.on_connected = on_message, on_connected
         self.retry = retry
+        self.delay = retry  # the wait before the next reconnection (see _run)
         self.writer: asyncio.StreamWriter | None = None
         self.bytes_sent = 0
         self.errors = 0  # handler failures (each dropped the connection)
@@ -268,12 +270,14 @@ class Link:
 
     async def _run(self) -> None:
         host, port = split_address(self.address)
+        loop = asyncio.get_running_loop()
         while not self.closed:
             try:
                 reader, writer = await asyncio.open_connection(host, port)
             except OSError:
                 await asyncio.sleep(self.retry)
                 continue
+            since = loop.time()
             self.writer = writer
             self.connected.set()
             if self.hello is not None:
@@ -298,7 +302,11 @@ class Link:
                 self._out.clear()  # never delivered: the next connection starts with a full sync
                 self.connected.clear()
                 writer.close()
-            await asyncio.sleep(self.retry)
+            # a connection that did not last (e.g. refused by the receiver's peer policy, whose
+            # snapshot would be encoded again each time) is retried ever later, up to MAX_RETRY
+            short = loop.time() - since < MAX_RETRY
+            self.delay = min(self.delay * 2, MAX_RETRY) if short else self.retry
+            await asyncio.sleep(self.delay)
 
     async def close(self) -> None:
         self.closed = True

@@ -315,3 +315,27 @@ def test_a_backup_admits_the_primary_it_was_assigned() -> None:
                 await n.w.stop()
 
     run(body)
+
+
+def test_a_refused_link_backs_off_instead_of_reconnecting_every_50_ms() -> None:
+    async def body() -> None:
+        x = guarded(1)
+        await x.w.start()
+        connects = 0
+
+        def on_connected(_link: Link) -> None:
+            nonlocal connects
+            connects += 1
+
+        link = Link(9, x.addr, lambda _l, _m: None, on_connected, hello=hello(9, 0, 1))
+        try:
+            await until(lambda: x.w.policy.refused.get("unknown_peer") == 4, "four refusals")
+            assert connects == 4 and link.delay >= 0.05 * 2**3  # 50 ms doubled after each
+            # once the receiver knows the sender, the link stays up and the delay is reset later
+            await x.w.command("set_peers", {"peers": [[9, "127.0.0.1:1"]]})
+            await until(lambda: link.connected.is_set() and connects == 5, "admitted", 10)
+        finally:
+            await link.close()
+            await x.w.stop()
+
+    run(body)
