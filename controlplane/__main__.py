@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from controlplane.api import serve
+from controlplane.api import api_token, serve
 from controlplane.config import ConfigError, ControllerConfig, load_config, split_hostport
 from controlplane.controller import Controller
 
@@ -57,7 +57,7 @@ async def run(cfg: ControllerConfig, args: argparse.Namespace) -> None:
     controller = Controller(cfg, election_id=args.election_id, use_etcd=not args.no_etcd,
                             p4info=args.p4info, device_config=args.device_config)
     host, port = split_hostport(args.api or cfg.api.listen)
-    runner = await serve(controller, host, port)
+    runner = await serve(controller, host, port, token=api_token(cfg.api.token))
     LOG.info("API on http://%s:%d", host, port)
     task = asyncio.create_task(controller.run())
     loop = asyncio.get_running_loop()

@@ -10,18 +10,32 @@
     GET /metrics           Prometheus text format
 
 The server binds to loopback unless configured otherwise (`api.listen`).
+
+Every state-changing request (any method but GET/HEAD/OPTIONS, on every route, present or future)
+goes through one middleware, `request_guard`: it must be a request a browser cannot send
+cross-site without a CORS preflight (which this server never grants): the header
+`X-Nfc-Request` (any value), or a JSON body (`Content-Type: application/json`). A form's content
+type is answered 415, no marker at all 403. With a token configured (`api.token`, or the
+environment variable `NFC_API_TOKEN`, which wins), it also needs `Authorization: Bearer <token>`
+(401 otherwise). Reads stay open (the server listens on loopback by default).
 """
 
 from __future__ import annotations
 
+import hmac
+import os
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
 from controlplane.migration import MoveError, MoveResult
 
 MAX_ROWS = 65536
+TOKEN_ENV = "NFC_API_TOKEN"
+REQUEST_HEADER = "X-Nfc-Request"
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class ControllerView(Protocol):
@@ -48,7 +62,40 @@ def _int_arg(request: web.Request, name: str, default: int | None) -> int | None
     return value
 
 
-def make_app(view: ControllerView) -> web.Application:
+def api_token(configured: str | None) -> str | None:
+    """The bearer token state-changing requests need: `NFC_API_TOKEN` if set, else `api.token`."""
+    return os.environ.get(TOKEN_ENV) or configured or None
+
+
+def request_guard(token: str | None) -> Middleware:
+    """The middleware refusing state-changing requests that a cross-site form post could make
+    (see the module docstring), and, with a token, those without it."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method in READ_METHODS:
+            return await handler(request)
+        if REQUEST_HEADER not in request.headers and request.content_type != "application/json":
+            what = (f"{request.method} {request.path} changes state: send the header "
+                    f"{REQUEST_HEADER}: 1 or a JSON body (Content-Type: application/json); "
+                    "requests a cross-site form post can make are refused")
+            if "Content-Type" in request.headers:
+                raise web.HTTPUnsupportedMediaType(
+                    text=f"{what} (got Content-Type {request.headers['Content-Type']!r})")
+            raise web.HTTPForbidden(text=what)
+        if token is not None:
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+                raise web.HTTPUnauthorized(
+                    text=f"{request.method} {request.path} needs Authorization: Bearer <token> "
+                         f"(the controller's api.token or {TOKEN_ENV})",
+                    headers={"WWW-Authenticate": 'Bearer realm="nfc"'})
+        return await handler(request)
+
+    return guard
+
+
+def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.json_response(view.status())
 
@@ -86,7 +133,7 @@ def make_app(view: ControllerView) -> web.Application:
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 
-    app = web.Application()
+    app = web.Application(middlewares=[request_guard(token)])
     app.router.add_get("/status", status)
     app.router.add_get("/nfs", nfs)
     app.router.add_get("/slots", slots)
@@ -97,9 +144,10 @@ def make_app(view: ControllerView) -> web.Application:
     return app
 
 
-async def serve(view: ControllerView, host: str, port: int) -> web.AppRunner:
-    """Start the API on host:port; call `await runner.cleanup()` to stop it."""
-    runner = web.AppRunner(make_app(view), access_log=None)
+async def serve(view: ControllerView, host: str, port: int, token: str | None = None) -> web.AppRunner:
+    """Start the API on host:port (state-changing requests need `token` if given); call
+    `await runner.cleanup()` to stop it."""
+    runner = web.AppRunner(make_app(view, token), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

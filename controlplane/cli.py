@@ -7,12 +7,18 @@
     nfc move SLOT --to NF migrate a slot to another primary (prints bytes shipped and the time)
     nfc moves             the moves done so far
     --watch S             refresh every S seconds (a live view); --json prints the raw JSON
+
+State-changing requests (`move`) carry the header the API requires (X-Nfc-Request) and, when the
+environment variable NFC_API_TOKEN is set, `Authorization: Bearer $NFC_API_TOKEN`. `--watch`
+repeats a command, so it refuses any command that changes state (before sending anything).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextvars
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -27,13 +33,31 @@ from rich.live import Live
 from rich.table import Table
 
 DEFAULT_API = "http://127.0.0.1:8080"
+TOKEN_ENV = "NFC_API_TOKEN"  # as controlplane.api.TOKEN_ENV (the CLI does not import the server)
+# set while --watch repeats a command: a request that changes state is refused, never repeated
+_READ_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("nfc_read_only", default=False)
+
+
+class StateChangeRefused(Exception):
+    """A state-changing request asked for where only reads may be repeated (--watch)."""
 
 
 def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: float = 3.0,
           method: str = "GET") -> Any:
     query = {k: v for k, v in (params or {}).items() if v is not None}
     url = api.rstrip("/") + path + (("?" + urllib.parse.urlencode(query)) if query else "")
-    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    headers: dict[str, str] = {}
+    data = None
+    if method != "GET":
+        if _READ_ONLY.get():
+            raise StateChangeRefused(f"{method} {path}")
+        # what the API's request guard requires of a state-changing request (not a form post)
+        headers = {"X-Nfc-Request": "1", "Content-Type": "application/json"}
+        data = b"{}"
+        token = os.environ.get(TOKEN_ENV)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, method=method, data=data, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read(16 * 1024 * 1024))
@@ -152,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nfc", description="nfcluster operator CLI (talks to the controller's HTTP API)")
     p.add_argument("--api", default=DEFAULT_API, help=f"controller API base URL (default {DEFAULT_API})")
     p.add_argument("--json", action="store_true", help="print the raw JSON instead of tables")
-    p.add_argument("--watch", type=float, metavar="S", help="refresh every S seconds until Ctrl-C")
+    p.add_argument("--watch", type=float, metavar="S",
+                   help="refresh every S seconds until Ctrl-C (read-only commands only)")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("status", help="switch session, slot map, NF and flow counts")
     sub.add_parser("nfs", help="one row per NF: role, liveness, load, slots")
@@ -197,6 +222,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None,
     args = build_parser().parse_args(argv)
     # piped output gets 120 columns instead of rich's 80, so the NF table is not squeezed
     console = console or Console(width=None if sys.stdout.isatty() else 120)
+    read_only = _READ_ONLY.set(bool(args.watch))
     try:
         if args.watch:
             with Live(console=console, refresh_per_second=4) as live:
@@ -207,12 +233,18 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None,
         data, table = render(args)
     except KeyboardInterrupt:
         return 0
+    except StateChangeRefused as exc:
+        print(f"nfc: --watch repeats the command, and {args.command!r} changes state ({exc}): "
+              "run it once, without --watch", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"nfc: the controller refused: {exc}", file=sys.stderr)
         return 2
     except (urllib.error.URLError, OSError) as exc:
         print(f"nfc: cannot reach the controller API at {args.api}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        _READ_ONLY.reset(read_only)
     if args.json:
         console.print_json(json.dumps(data))
     else:

@@ -194,6 +194,8 @@ class EtcdConfig(_Model):
 
 class ApiConfig(_Model):
     listen: str = "127.0.0.1:8080"
+    # bearer token for state-changing requests; the environment variable NFC_API_TOKEN wins
+    token: str | None = Field(default=None, min_length=1)
 
     @field_validator("listen")
     @classmethod

@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backup-buffer-mb", type=float, help="memory for the backup's input copies per worker")
     run.add_argument("--max-held", type=int,
                      help="outputs waiting for the backup's ack before input is paused (default 65536)")
+    run.add_argument("--repl-max-frame-mb", type=float,
+                     help="largest replication frame accepted, MiB (default 64; same on every NF)")
+    run.add_argument("--repl-max-connections", type=int,
+                     help="replication connections accepted per worker (default 64)")
+    run.add_argument("--repl-any-peer", action="store_false", dest="repl_known_peers_only",
+                     default=None, help="accept replication from any NF, not only known peers "
+                                        "(debugging; default: known peers only)")
     run.add_argument("--global-store", help="'memory' or etcd://host:port[/prefix]")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
     return parser

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from nf_host.peer_policy import PeerLimits
 from nf_host.worker import WorkerConfig
 
 
@@ -40,6 +41,11 @@ class NfHostConfig(BaseModel):
     reorder_capacity: int = Field(default=4096, ge=1)
     backup_buffer_mb: float = Field(default=64.0, gt=0)
     max_held: int = Field(default=65536, ge=1)
+    # what the replication server accepts (nf_host/peer_policy.py, docs/protocols.md §6); every NF
+    # of a deployment should use the same frame limit (a snapshot over it never gets through)
+    repl_max_frame_mb: float = Field(default=64.0, gt=0, le=4095)
+    repl_max_connections: int = Field(default=64, ge=1)
+    repl_known_peers_only: bool = True
     global_store: str = "memory"
     log_level: str = "INFO"
 
@@ -56,6 +62,11 @@ class NfHostConfig(BaseModel):
             reorder_capacity=self.reorder_capacity,
             backup_buffer_bytes=int(self.backup_buffer_mb * 1024 * 1024),
             max_held=self.max_held,
+            limits=PeerLimits(
+                max_frame=int(self.repl_max_frame_mb * 1024 * 1024),
+                max_connections=self.repl_max_connections,
+                known_peers_only=self.repl_known_peers_only,
+            ),
             repl_host=host.strip("[]"),
             repl_port=int(port) + index,
         )

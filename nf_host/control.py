@@ -86,6 +86,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             drops=sum(p["drops"] for p in parts), gaps=sum(p["gaps"] for p in parts),
             packets=packets, malformed=sum(p["malformed"] for p in parts),
             duplicates=sum(p["duplicates"] for p in parts),
+            repl_errors=sum(p.get("repl_errors", 0) for p in parts),
+            repl_refused=sum(p.get("repl_refused", 0) for p in parts),
+            tx_lost=sum(p.get("tx_lost", 0) for p in parts),
         )
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
         slots.sort(key=lambda s: s.slot)
@@ -147,6 +150,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
 
     def AssignSlots(self, request: pb.AssignSlotsRequest, context: grpc.ServicerContext) -> pb.Result:
         def run() -> pb.Result:
+            _check16("primary_nf_id", request.primary_nf_id)
             per: dict[int, list[tuple[int, int, int | None]]] = {}
             for s in request.slots:
                 _check16("slot", s.slot)
@@ -156,7 +160,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             if request.as_backup and self.role == pb.IDLE:
                 self.role = pb.BACKUP  # a spare taken from the pool (it holds nothing to drop)
             for w, slots in per.items():
-                self.pool.request(w, "assign", {"slots": slots, "as_backup": request.as_backup})
+                # (the primary's id: whose links the replication server then accepts)
+                self.pool.request(w, "assign", {"slots": slots, "as_backup": request.as_backup,
+                                                "primary": request.primary_nf_id})
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -165,8 +171,11 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.Result:
             _check16("slot", request.slot)
             _check16("epoch", request.epoch)
+            _check16("from_nf_id", request.from_nf_id)
             self.pool.request(
-                self.pool.worker_of(request.slot), "adopt", {"slot": request.slot, "epoch": request.epoch}
+                self.pool.worker_of(request.slot), "adopt",
+                {"slot": request.slot, "epoch": request.epoch, "from_nf": request.from_nf_id,
+                 "from_address": request.from_address},
             )
             return pb.Result(ok=True)
 

@@ -408,9 +408,12 @@ class NfProcess:
         shutil.rmtree(self._dir, ignore_errors=True)  # the socket, and the log unless log_dir
 
 
-def assign(nf: NfProcess, slots: list[int], epoch: int = 1, next_seq: int = 1, as_backup: bool = False) -> None:
+def assign(nf: NfProcess, slots: list[int], epoch: int = 1, next_seq: int = 1, as_backup: bool = False,
+           primary: int = 0) -> None:
+    """AssignSlots; a backup must be told its primary (whose replication links it then admits)."""
     res = nf.stub.AssignSlots(pb.AssignSlotsRequest(
         slots=[pb.SlotEpoch(slot=s, epoch=epoch, next_seq=next_seq) for s in slots], as_backup=as_backup,
+        primary_nf_id=primary,
     ), timeout=5)
     if not res.ok:
         raise RuntimeError(res.error)
@@ -419,7 +422,7 @@ def assign(nf: NfProcess, slots: list[int], epoch: int = 1, next_seq: int = 1, a
 def pair(primary: NfProcess, backup: NfProcess, slots: list[int]) -> None:
     """Make `backup` the backup of `primary` for `slots` (slot numbering from 1)."""
     assign(primary, slots)
-    assign(backup, slots, as_backup=True)
+    assign(backup, slots, as_backup=True, primary=primary.nf_id)
     res = primary.stub.SetBackup(pb.SetBackupRequest(backup_nf_id=backup.nf_id, address=backup.repl), timeout=5)
     if not res.ok:
         raise RuntimeError(res.error)

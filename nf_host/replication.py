@@ -8,6 +8,7 @@ sent before it, which is what makes "ship only the delta since the acknowledged 
 `docs/nf_host.md` records why framed TCP was chosen over a gRPC stream (measured).
 
 Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
+    h   hello    {nf, w: worker index, workers}  (first on every connection: who is sending)
     d   delta    {b: batch id, s: [[slot, epoch, version, last_seq, entries(, replace)], ...],
                   full: bool}  (replace: the entries are the whole slot, from its new owner)
     a   ack      {b: batch id}            (cumulative: every batch <= b is applied)
@@ -15,8 +16,11 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
     xa  transfer ack {id, ok, err}
     f   forward  {f: frame with shim}
     r   released {slot}                   (to the backup: stop keeping copies of the slot)
-Frames larger than `MAX_FRAME` or that do not decode are errors: the receiver counts them and
-closes the connection; it never crashes.
+What a receiver accepts (senders, slots, frame size, connections) is `nf_host.peer_policy`'s.
+Frames larger than the receiver's limit, that do not decode, or whose message the handler cannot apply are
+errors: the receiver counts them and closes the connection (never skips the message: a later
+cumulative ack would acknowledge it); it never crashes. The sender reconnects and starts over with
+a full snapshot.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from typing import Any
 
 import msgpack
 
+from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME, HELLO_TIMEOUT, PeerPolicy, Refused
+
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 * 1024 * 1024
+MAX_RETRY = 1.0  # the longest wait before a link reconnects (after connections that did not last)
 _LEN = struct.Struct("!I")
 
 Message = dict[str, Any]
@@ -43,9 +50,10 @@ class ProtocolError(ValueError):
     """A frame that is too large or does not decode into a message."""
 
 
-class Refused(Exception):
-    """A message the receiver must not acknowledge, now or through a later (cumulative) ack: the
-    connection is closed, and the sender resynchronises on its next connection."""
+class StaleSender(Exception):
+    """A message the receiver must not acknowledge, now or through a later (cumulative) ack (its
+    sender lost the slots it speaks for): the server closes the connection, as for any message
+    that cannot be applied."""
 
 
 def encode(msg: Message) -> bytes:
@@ -63,11 +71,15 @@ def decode(body: bytes) -> Message:
     return msg
 
 
-async def read_message(reader: asyncio.StreamReader) -> Message:
+class FrameTooLarge(ProtocolError):
+    """A frame over the receiver's size limit (refused before reading its body)."""
+
+
+async def read_message(reader: asyncio.StreamReader, max_frame: int = MAX_FRAME) -> Message:
     head = await reader.readexactly(_LEN.size)
     (n,) = _LEN.unpack(head)
-    if n > MAX_FRAME:
-        raise ProtocolError(f"frame of {n} bytes exceeds {MAX_FRAME}")
+    if n > max_frame:
+        raise FrameTooLarge(f"frame of {n} bytes exceeds {max_frame}")
     return decode(await reader.readexactly(n))
 
 
@@ -86,10 +98,13 @@ def worker_address(address: str, worker: int) -> str:
 
 class ReplicationServer:
     """Accepts connections from other NFs' workers; each message goes to `handler`, whose
-    answer (if any) is written back on the same connection."""
+    answer (if any) is written back on the same connection. With a `policy`
+    (`nf_host.peer_policy`), connections start with a hello and are bounded in number, frame size,
+    senders and slots; refusals are counted in `policy.refused`."""
 
-    def __init__(self, host: str, port: int, handler: Handler) -> None:
+    def __init__(self, host: str, port: int, handler: Handler, policy: PeerPolicy | None = None) -> None:
         self.host, self.port, self.handler = host, port, handler
+        self.policy = policy
         self.errors = 0
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.StreamWriter] = set()
@@ -98,6 +113,12 @@ class ReplicationServer:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        policy = self.policy
+        if policy is not None and len(self._conns) >= policy.limits.max_connections:
+            policy.refuse("connections", None, f"{len(self._conns)} replication connections "
+                                               f"open, the limit is {policy.limits.max_connections}")
+            writer.close()
+            return
         self._conns.add(writer)
         replies: list[Message] = []
         loop = asyncio.get_running_loop()
@@ -113,31 +134,75 @@ class ReplicationServer:
             if not writer.is_closing():
                 writer.write(b"".join(out))
 
+        peer = writer.get_extra_info("peername")
+        remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
+        sender: int | None = None
         try:
+            if policy is not None:
+                sender, msg = await self._hello(reader, policy, remote)
+                limit = policy.limits.max_frame
+            else:
+                msg, limit = await read_message(reader), MAX_FRAME
             while True:
-                msg = await read_message(reader)
+                if msg is None:
+                    msg = await read_message(reader, limit)
+                if policy is not None:
+                    msg = policy.check(sender, msg)
+                    if msg is None:
+                        continue
+                elif msg["t"] == HELLO:
+                    msg = None
+                    continue
                 try:
                     reply = self.handler(msg)
-                except Refused as exc:
+                except Exception as exc:
+                    # a message that cannot be applied must not be skipped: acks are cumulative,
+                    # so the next delta's ack would acknowledge this one too (and release its
+                    # batch's output). Break the link: the sender reconnects and resynchronises
+                    # with a full snapshot, as on any reconnection.
                     self.errors += 1
-                    log.warning("closing replication connection: %s", exc)
+                    log.warning(
+                        "closing replication connection: message %r cannot be applied: %r",
+                        msg.get("t"), exc,
+                    )
                     break
-                except (ValueError, KeyError, TypeError) as exc:
-                    self.errors += 1
-                    log.warning("bad replication message %r: %s", msg.get("t"), exc)
-                    continue
+                msg = None
                 if reply is not None:
                     if not replies:
                         loop.call_soon(flush)
                     replies.append(reply)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except Refused as exc:
+            assert policy is not None
+            policy.refuse(exc.reason, sender, f"{exc}; closing the connection from {remote}")
+        except FrameTooLarge as exc:
+            if policy is None:
+                self.errors += 1
+            else:
+                policy.refuse("frame", sender, f"{exc} (from {remote}, NF {sender}); closing")
         except ProtocolError as exc:
             self.errors += 1
             log.warning("closing replication connection: %s", exc)
         finally:
             self._conns.discard(writer)
             writer.close()
+
+    @staticmethod
+    async def _hello(
+        reader: asyncio.StreamReader, policy: PeerPolicy, remote: str | None
+    ) -> tuple[int | None, Message | None]:
+        """Admit a connection: (sender, a first message still to handle, if it was no hello)."""
+        if not policy.limits.known_peers_only:  # a hello is optional: note the sender if any
+            msg = await read_message(reader, policy.limits.max_frame)
+            if msg["t"] == HELLO:
+                return policy.admit(msg, remote), None
+            return None, msg
+        try:
+            msg = await asyncio.wait_for(read_message(reader, HELLO_MAX_FRAME), HELLO_TIMEOUT)
+        except TimeoutError:
+            raise Refused("no_hello", f"no hello within {HELLO_TIMEOUT} s") from None
+        return policy.admit(msg, remote), None
 
     async def close(self) -> None:
         if self._server is not None:
@@ -161,12 +226,16 @@ class Link:
         on_message: Callable[[Link, Message], None],
         on_connected: Callable[[Link], Awaitable[None] | None] | None = None,
         retry: float = 0.05,
+        hello: Message | None = None,
     ) -> None:
         self.nf_id, self.address = nf_id, address
+        self.hello = hello  # the first message on every connection (nf_host.peer_policy.hello)
         self.on_message, self.on_connected = on_message, on_connected
         self.retry = retry
+        self.delay = retry  # the wait before the next reconnection (see _run)
         self.writer: asyncio.StreamWriter | None = None
         self.bytes_sent = 0
+        self.errors = 0  # handler failures (each dropped the connection)
         self.closed = False
         self.connected = asyncio.Event()
         self._out: list[bytes] = []
@@ -207,29 +276,43 @@ class Link:
 
     async def _run(self) -> None:
         host, port = split_address(self.address)
+        loop = asyncio.get_running_loop()
         while not self.closed:
             try:
                 reader, writer = await asyncio.open_connection(host, port)
             except OSError:
                 await asyncio.sleep(self.retry)
                 continue
+            since = loop.time()
             self.writer = writer
             self.connected.set()
-            if self.on_connected is not None:
-                res = self.on_connected(self)
-                if res is not None:
-                    await res
+            if self.hello is not None:
+                self.send(self.hello)
             try:
+                if self.on_connected is not None:
+                    res = self.on_connected(self)
+                    if res is not None:
+                        await res
                 while True:
                     self.on_message(self, await read_message(reader))
             except (asyncio.IncompleteReadError, ConnectionError, ProtocolError) as exc:
                 log.info("link to NF %d (%s) lost: %r", self.nf_id, self.address, exc)
+            except Exception:
+                # a handler that fails must not end this task (the link would never reconnect):
+                # count it, drop the connection, and resynchronise like after any reconnection
+                self.errors += 1
+                log.exception("link to NF %d (%s): handler failed, reconnecting", self.nf_id,
+                              self.address)
             finally:
                 self.writer = None
                 self._out.clear()  # never delivered: the next connection starts with a full sync
                 self.connected.clear()
                 writer.close()
-            await asyncio.sleep(self.retry)
+            # a connection that did not last (e.g. refused by the receiver's peer policy, whose
+            # snapshot would be encoded again each time) is retried ever later, up to MAX_RETRY
+            short = loop.time() - since < MAX_RETRY
+            self.delay = min(self.delay * 2, MAX_RETRY) if short else self.retry
+            await asyncio.sleep(self.delay)
 
     async def close(self) -> None:
         self.closed = True

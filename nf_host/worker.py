@@ -26,8 +26,16 @@ from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.nf_api import Context, GlobalStore, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
+from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
-from nf_host.replication import Link, Message, Refused, ReplicationServer, encode, worker_address
+from nf_host.replication import (
+    Link,
+    Message,
+    ReplicationServer,
+    StaleSender,
+    encode,
+    worker_address,
+)
 from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
 
@@ -78,6 +86,7 @@ class WorkerConfig:
     transfer_timeout: float = 5.0
     max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
+    limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
 
 
 @dataclass
@@ -138,6 +147,7 @@ class Worker:
         self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.c = Counters()
         self.server: ReplicationServer | None = None
+        self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
         self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
         self._tick_task: asyncio.Task[None] | None = None
@@ -153,7 +163,9 @@ class Worker:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        self.server = ReplicationServer(self.cfg.repl_host, self.cfg.repl_port, self.on_replication)
+        self.server = ReplicationServer(
+            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy
+        )
         await self.server.start()
         self._tick_task = asyncio.get_running_loop().create_task(self._tick())
 
@@ -469,7 +481,8 @@ class Worker:
             asyncio.get_running_loop().create_task(link.close())
         self.pending_versions.pop(nf_id, None)
         self.acked_versions.pop(nf_id, None)
-        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected)
+        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
+                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers))
         self.links[nf_id] = link
         return link
 
@@ -520,7 +533,7 @@ class Worker:
         for item in items:
             own = self.slots.get(int(item[0]))
             if own is not None and own.role == SlotRole.PRIMARY:
-                raise Refused(f"delta from NF {sender} for slot {item[0]}, which this NF owns")
+                raise StaleSender(f"delta from NF {sender} for slot {item[0]}, which this NF owns")
 
     def _on_transfer(self, msg: Message) -> Message:
         slot = int(msg["slot"])
@@ -807,6 +820,7 @@ class Worker:
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
+            "repl_refused": self.policy.refused_total, "repl_refusals": dict(self.policy.refused),
         }
 
     def flows(self, slot: int) -> dict[str, Any]:
@@ -826,6 +840,7 @@ class Worker:
 
     async def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """Run one control command (from `nf_host.control` through the worker's pipe)."""
+        self.policy.learn(name, args)  # who may use the replication server (peer_policy)
         if name == "ping":
             return {}
         if name == "status":

@@ -24,7 +24,7 @@ import threading
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, Protocol
 
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore, make_nf
@@ -39,6 +39,45 @@ def _open_global_store(spec: str) -> GlobalStore:
     from nf_host.global_state import open_store
 
     return open_store(spec)
+
+
+class _Socket(Protocol):
+    def send(self, data: bytes | bytearray, /) -> int: ...
+
+
+class FrameSender:
+    """Writes output frames to the data socket; a frame the socket refuses is lost and counted.
+
+    It never raises: it runs inside the backup's ack handler (`Link` -> `Worker._release`), where an
+    exception would abort the release of batches already taken from `OutputCommit` and end the
+    link's task. A refused frame is not retried (a retry later would reorder it behind the frames
+    sent since): `queue_full` counts a full interface queue (EAGAIN), `errors` every other error
+    (ENETDOWN, ENOBUFS, ...), by errno in `errnos`. Both are in Status (`tx_lost`, in `drops`).
+    """
+
+    def __init__(self, sock: _Socket) -> None:
+        self.sock = sock
+        self.queue_full = 0
+        self.errors = 0
+        self.errnos: dict[int, int] = {}
+
+    def __call__(self, frame: bytes | bytearray) -> None:
+        try:
+            self.sock.send(frame)
+        except BlockingIOError:  # the interface queue is full: the frame is lost, count it
+            self.queue_full += 1
+        except OSError as exc:  # ENETDOWN, ENOBUFS, ENXIO...: the frame is lost, count it
+            self.errors += 1
+            self.errnos[exc.errno or 0] = self.errnos.get(exc.errno or 0, 0) + 1
+            if self.errors & (self.errors - 1) == 0:  # 1, 2, 4, 8...: logged, not flooded
+                log.warning("output frame lost (%d so far): %s", self.errors, exc)
+
+    def report(self, status: dict[str, Any]) -> None:
+        """Add the transmit losses to a worker's status."""
+        lost = self.queue_full + self.errors
+        status["tx_lost"] = lost
+        status["tx_errors"] = self.errors
+        status["drops"] = status.get("drops", 0) + lost
 
 
 def worker_main(cfg: NfHostConfig, index: int, conn: Connection) -> None:
@@ -65,13 +104,8 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     sock = open_port(cfg.interface, index, cfg.workers)
     loop = asyncio.get_running_loop()
 
-    def tx(frame: bytes | bytearray) -> None:
-        try:
-            sock.send(frame)
-        except BlockingIOError:  # the interface queue is full: the frame is lost, count it
-            worker.c.overflows += 1
-
-    worker = Worker(cfg.worker_config(index), nf, store, tx)
+    sender = FrameSender(sock)
+    worker = Worker(cfg.worker_config(index), nf, store, sender)
     await worker.start()
     done = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
@@ -85,6 +119,12 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     async def run_command(rid: int, name: str, args: dict[str, Any]) -> None:
         try:
             result = await worker.command(name, args)
+            if name == "status":
+                sender.report(result)
+                # link handler failures (each dropped and resynchronised its link) are errors too
+                result["repl_errors"] = result.get("repl_errors", 0) + sum(
+                    link.errors for link in worker.links.values()
+                )
             conn.send((rid, True, result))
         except (CommandError, ValueError, KeyError, TypeError) as exc:
             conn.send((rid, False, str(exc)))

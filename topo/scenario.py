@@ -274,7 +274,11 @@ def http_json(url: str) -> Any:
 
 
 def http_post(url: str, timeout: float = 30.0) -> tuple[int, Any]:
-    req = urllib.request.Request(url, data=b"", method="POST")
+    # what the API's request guard requires of a state-changing request (docs/controller.md)
+    headers = {"X-Nfc-Request": "1", "Content-Type": "application/json"}
+    if os.environ.get("NFC_API_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['NFC_API_TOKEN']}"
+    req = urllib.request.Request(url, data=b"{}", method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read())

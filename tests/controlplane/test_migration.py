@@ -321,7 +321,8 @@ def test_move_through_the_http_api_and_the_cli():
         slot = c.slot_map.slots_of(1)[0]
         try:
             def post(path: str) -> tuple[int, Any]:
-                req = urllib.request.Request(base + path, data=b"", method="POST")
+                req = urllib.request.Request(base + path, data=b"", method="POST",
+                                             headers={"X-Nfc-Request": "1"})
                 try:
                     with urllib.request.urlopen(req, timeout=10) as resp:
                         return resp.status, json.loads(resp.read())

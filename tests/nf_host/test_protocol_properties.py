@@ -45,7 +45,7 @@ from nf_host.global_state import MemoryStore
 from nf_host.harness import OutputDedup, Switch, checker_frame, read_checker, strip_shim
 from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, make_nf
 from nf_host.reorder import SEQ_MASK
-from nf_host.replication import Message, Refused, decode, encode, worker_address
+from nf_host.replication import Message, StaleSender, decode, encode, worker_address
 from nf_host.shim import ETH_HDR_LEN, Shim
 from nf_host.state_store import FlowId, flow_id, key_from_wire
 from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
@@ -91,7 +91,7 @@ class Sim:
     history: dict[tuple[int, int, int], Snapshot] = field(default_factory=dict)
     outputs: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     dedup: OutputDedup = field(default_factory=OutputDedup)  # the switch's, for NF output
-    refused: int = 0  # replication connections closed by a receiver (Refused)
+    refused: int = 0  # replication connections closed by a receiver (StaleSender)
     keys: dict[int, FlowId] = field(default_factory=dict)  # checker flow id -> flow key
     next_no: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -225,7 +225,7 @@ class SimLink:
                 self.sim.version_seq[(self.src.nf_id, slot, version)] = last_seq
         try:
             reply = self.dst.w.on_replication(msg)
-        except Refused:  # the receiver closes the connection, as ReplicationServer does
+        except StaleSender:  # the receiver closes the connection, as ReplicationServer does
             self.sim.refused += 1
             self.cut()
             return

@@ -209,7 +209,7 @@ def test_promotion_replays_buffered_input_and_keeps_counts_unbroken(lab: Lab) ->
     assert st.role == pb.SLOT_PRIMARY and st.committed_seq == 80
     # the controller gives the new primary a new backup C: C receives the full state first
     node_c = lab.start(3)
-    assign(node_c.nf, [SLOT], as_backup=True)
+    assign(node_c.nf, [SLOT], as_backup=True, primary=2)
     assert b.nf.stub.SetBackup(
         pb.SetBackupRequest(backup_nf_id=3, address=node_c.nf.repl), timeout=5
     ).ok
@@ -225,10 +225,18 @@ def test_move_ships_delta_within_cluster_full_state_across(lab: Lab, same_cluste
     a, c = lab.start(1, batch_size=4), lab.start(3, batch_size=4)
     assign(a.nf, [SLOT])
     if same_cluster:
+        # both ways (a replication server admits known peers only), C first so that A's link is
+        # admitted at once; then wait for C's ack of A's first snapshot, so that the versions
+        # below are those of deltas and not of a snapshot sealed on a later reconnection
+        r = c.nf.stub.SetClusterPeers(
+            pb.SetClusterPeersRequest(peers=[pb.Peer(nf_id=1, address=a.nf.repl)]), timeout=5
+        )
+        assert r.ok
         r = a.nf.stub.SetClusterPeers(
             pb.SetClusterPeersRequest(peers=[pb.Peer(nf_id=3, address=c.nf.repl)]), timeout=5
         )
         assert r.ok
+        wait_for(lambda: 3 in a.nf.slot(SLOT).peer_versions, 5, what="peer link synchronised")
     sw = Switch()
     flows = 30
     for flow in range(1, flows + 1):
@@ -332,6 +340,8 @@ def test_malformed_frames_and_control_messages_are_counted_not_fatal(lab: Lab) -
 
     in_netns(lab.ns.name, poke)
     assert stub.Heartbeat(pb.HeartbeatRequest(counter=7), timeout=5).counter == 7
+    # (an oversized first frame, before any hello: refused and counted in Status)
+    wait_for(lambda: a.nf.status().load.repl_refused == 1, 5, what="garbage refused and counted")
 
 
 def test_two_workers_split_slots_in_the_kernel(lab: Lab, tmp_path: Path) -> None:
@@ -399,7 +409,7 @@ def test_backup_death_holds_output_until_a_new_backup_has_the_full_state(lab: La
     wait_for(lambda: a.nf.status().load.queue_depth == 10, 5, what="10 outputs held")
     assert a.port.count() == 10
     c = lab.start(3)
-    assign(c.nf, [SLOT], as_backup=True)
+    assign(c.nf, [SLOT], as_backup=True, primary=1)
     assert a.nf.stub.SetBackup(pb.SetBackupRequest(backup_nf_id=3, address=c.nf.repl), timeout=5).ok
     wait_for(lambda: a.port.count() == 20, 10, what="output released after the new backup's ack")
     assert c.nf.slot(SLOT).committed_seq == 20
@@ -411,7 +421,7 @@ def test_move_then_failover_of_the_adopter_keeps_counts_unbroken(lab: Lab) -> No
     a, b = lab.start(1), lab.start(2)  # A primary, B its backup
     c, d = lab.start(3), lab.start(4)  # C adopts the slot, D backs C up
     pair(a.nf, b.nf, [SLOT])
-    assign(d.nf, [SLOT], as_backup=True)
+    assign(d.nf, [SLOT], as_backup=True, primary=3)
     assert c.nf.stub.SetBackup(pb.SetBackupRequest(backup_nf_id=4, address=d.nf.repl), timeout=5).ok
     sw = Switch()
     send(sw, SLOT, 1, range(1, 21), a, b)

@@ -159,15 +159,24 @@ def test_replication_garbage_is_counted() -> None:
         a = Node(1)
         await a.w.start()
         try:
-            r, w = await asyncio.open_connection("127.0.0.1", a.port)
             from nf_host.replication import encode
 
-            w.write(encode({"t": "d", "b": 1, "s": [[1, 1, 1, 1, [[["unhashable"], {}]]]]}))
-            w.write(encode({"t": "zz"}))
-            w.write(b"\xff\xff\xff\xff")
-            await w.drain()
-            assert await r.read() == b""  # the oversized frame closes the connection
-            assert a.w.status()["repl_errors"] == 3
+            bad = [
+                encode({"t": "d", "b": 1, "s": [[1, 1, 1, 1, [[["unhashable"], {}]]]]}),
+                encode({"t": "zz"}),
+                b"\xff\xff\xff\xff",  # a frame over the size limit
+            ]
+            for n, data in enumerate(bad, 1):
+                r, w = await asyncio.open_connection("127.0.0.1", a.port)
+                w.write(data + encode({"t": "d", "b": 2, "s": [], "full": False}))
+                await w.drain()
+                # each closes the connection: what follows is not handled (nor acknowledged)
+                assert await r.read() == b""
+                w.close()
+                st = a.w.status()
+                # the oversized frame is refused (counted with the refusals), the others are errors
+                assert (st["repl_errors"], st["repl_refused"]) == ((n, 0) if n < 3 else (2, 1))
+            assert a.w.status()["repl_refusals"] == {"frame": 1}
         finally:
             await a.w.stop()
 

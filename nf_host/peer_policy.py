@@ -1,0 +1,240 @@
+"""Who may use a worker's replication server, and for what: the bounds on what other NFs can make
+a worker hold (docs/protocols.md §6 "Malformed input").
+
+Every outgoing `Link` starts with a hello `{t: "h", nf, w, workers}` (`hello`). The server
+(`ReplicationServer`) reads it within `HELLO_TIMEOUT` in a frame of at most `HELLO_MAX_FRAME`
+bytes, and `PeerPolicy.admit` lets the connection in only if the sender is a *known peer* of this
+NF: a member of its cluster (`SetClusterPeers`), an NF whose slots it backs up (`AssignSlots`
+with `as_backup` and `primary_nf_id`), or an NF it adopts a slot from (`Adopt.from_nf_id`); it
+also checks that the sender runs the same number of workers, is the same worker index, and, when
+its replication host is a known IP address, that the connection comes from that host. After the
+hello, frames may be up to `max_frame` bytes (configured), and `check` decides per message:
+
+- a delta (`d`) from a cluster peer or a primary it backs up: every slot must be one of this
+  worker's (slot % workers == index), else the connection is refused (never skipped: acks are
+  cumulative); from an NF it only adopts from (an inter-cluster move partner, whose first message
+  is a snapshot of all its slots), only the entries of the slots adopted from it are kept, the
+  others are dropped and counted (nothing of that NF's output waits for this ack);
+- a transfer (`x`) or a forwarded packet (`f`): only for a slot adopted from the sender (or from
+  a cluster peer when the adoption named no source); a released notice (`r`) only from a peer or
+  a primary it backs up. Otherwise the message is dropped and counted.
+
+The number of connections is bounded (`max_connections`). Every refusal is counted by reason in
+`refused` (Status: `repl_refused`). The policy learns who is known from the control commands the
+worker runs (`learn`). With `known_peers_only` off (in-process tests, benchmarks) a hello is
+optional and only the frame, connection and worker-slot bounds apply.
+
+The hello is a claim, not an authentication: the replication network must be trusted (see
+docs/protocols.md §6). What the bound buys is that a stray or misconfigured sender cannot create
+replicas, install state or inject packets, nor make a worker buffer large frames.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+HELLO = "h"
+HELLO_MAX_FRAME = 4096
+HELLO_TIMEOUT = 2.0
+_FRAME_SLOT = struct.Struct("!H")  # a forwarded frame's slot, at shim offset 4 (frame offset 18)
+
+Message = dict[str, Any]
+
+
+@dataclass
+class PeerLimits:
+    """What `nf-host run` configures (`--repl-max-frame-mb`, `--repl-max-connections`,
+    `repl_known_peers_only`); the defaults here are the library's (in-process tests)."""
+
+    max_frame: int = 64 * 1024 * 1024
+    max_connections: int = 64
+    known_peers_only: bool = False
+
+
+class Refused(Exception):
+    """A connection or message the policy refuses; `reason` names the counter."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def hello(nf_id: int, index: int, workers: int) -> Message:
+    """The first message of every link: who is sending."""
+    return {"t": HELLO, "nf": nf_id, "w": index, "workers": workers}
+
+
+def _same_host(expected: str, actual: str | None) -> bool:
+    """Whether a connection from `actual` can come from an NF whose address host is `expected`
+    (a host name, or an unspecified address, is not checked; loopback matches loopback)."""
+    try:
+        want = ipaddress.ip_address(expected.strip("[]"))
+    except ValueError:
+        return True
+    if want.is_unspecified:
+        return True
+    if actual is None:
+        return False
+    try:
+        got = ipaddress.ip_address(actual.split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(got, ipaddress.IPv6Address) and got.ipv4_mapped is not None:
+        got = got.ipv4_mapped
+    return got == want or (got.is_loopback and want.is_loopback)
+
+
+def _host(address: str) -> str:
+    return address.rpartition(":")[0].strip("[]")
+
+
+class PeerPolicy:
+    """See the module docstring."""
+
+    def __init__(self, nf_id: int, index: int, workers: int, limits: PeerLimits) -> None:
+        self.nf_id, self.index, self.workers = nf_id, index, workers
+        self.limits = limits
+        self.peers: dict[int, str] = {}  # cluster peers: nf id -> replication host
+        self.primaries: set[int] = set()  # NFs whose slots this NF backs up
+        self.adopting: dict[int, tuple[int, str]] = {}  # slot -> (nf, host) it is adopted from
+        self._sources: dict[int, int] = {}  # nf -> how many slots of `adopting` name it
+        self.refused: dict[str, int] = {}
+        self._logged: set[tuple[str, int | None]] = set()
+
+    # ------------------------------------------------------------------ learning
+    def learn(self, command: str, args: dict[str, Any]) -> None:
+        """Update the known peers from a control command (as the worker receives it)."""
+        if command == "set_peers":
+            self.peers = {
+                int(nf): _host(str(addr)) for nf, addr in args["peers"] if int(nf) != self.nf_id
+            }
+        elif command == "assign" and args.get("as_backup") and args.get("primary"):
+            self.primaries.add(int(args["primary"]))
+        elif command == "adopt":
+            slot, src = int(args["slot"]), int(args.get("from_nf") or 0)
+            old = self.adopting.get(slot)
+            if old is not None:
+                self._sources[old[0]] -= 1
+                if not self._sources[old[0]]:
+                    del self._sources[old[0]]
+            self.adopting[slot] = (src, _host(str(args.get("from_address") or "")))
+            self._sources[src] = self._sources.get(src, 0) + 1
+
+    def known(self, nf: int) -> bool:
+        return nf in self.peers or nf in self.primaries or nf in self._sources
+
+    def _trusted(self, nf: int | None) -> bool:
+        """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
+        return not self.limits.known_peers_only or nf in self.peers or nf in self.primaries
+
+    # ------------------------------------------------------------------ counting
+    def refuse(self, reason: str, sender: int | None, message: str) -> None:
+        """Count a refusal; log the first of each (reason, sender)."""
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        key = (reason, sender)
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning("replication: refused (%s): %s", reason, message)
+
+    @property
+    def refused_total(self) -> int:
+        return sum(self.refused.values())
+
+    # ------------------------------------------------------------------ decisions
+    def admit(self, msg: Message, remote: str | None) -> int:
+        """The sender of a connection whose first message is `msg` (a hello); raises Refused."""
+        if msg.get("t") != HELLO:
+            raise Refused("no_hello", f"first message from {remote} is {msg.get('t')!r}, not a hello")
+        try:
+            nf, index, workers = int(msg["nf"]), int(msg["w"]), int(msg["workers"])
+        except (KeyError, TypeError, ValueError):
+            raise Refused("no_hello", f"malformed hello from {remote}: {msg!r}") from None
+        if workers != self.workers or index != self.index:
+            raise Refused(
+                "workers",
+                f"NF {nf} worker {index} of {workers} connected to worker {self.index} of "
+                f"{self.workers}: every NF must run the same number of workers",
+            )
+        if not self.limits.known_peers_only:
+            return nf
+        if not self.known(nf):
+            raise Refused(
+                "unknown_peer",
+                f"NF {nf} (from {remote}) is not a cluster peer, a primary backed up here, "
+                "or the source of a slot adopted here",
+            )
+        hosts = [h for n, h in self.peers.items() if n == nf]
+        hosts += [h for src, h in self.adopting.values() if src == nf and h]
+        if hosts and not any(_same_host(h, remote) for h in hosts):
+            raise Refused("wrong_address", f"NF {nf} connected from {remote}, expected {hosts[0]}")
+        return nf
+
+    def check(self, sender: int | None, msg: Message) -> Message | None:
+        """The message to handle (a delta may lose entries), or None if it is dropped; raises
+        Refused when the connection must be closed."""
+        t = msg.get("t")
+        if sender is not None and self.limits.known_peers_only and not self.known(sender):
+            raise Refused("unknown_peer", f"NF {sender} is no longer a known peer")
+        if t == "d":
+            return self._check_delta(sender, msg)
+        if t in ("x", "f"):
+            slot = self._slot_of(msg)
+            if slot is None:
+                return msg  # malformed: the worker's handler counts it and closes the connection
+            if slot % self.workers != self.index or not self._adopted_from(slot, sender):
+                self.refuse("slot", sender, f"{'transfer' if t == 'x' else 'forwarded packet'} "
+                                            f"of slot {slot} from NF {sender}, not adopted from it")
+                return None
+            return msg
+        if t == "r" and not self._trusted(sender):
+            self.refuse("slot", sender, f"release notice from NF {sender}, not a primary here")
+            return None
+        return msg
+
+    def _check_delta(self, sender: int | None, msg: Message) -> Message | None:
+        items = msg.get("s")
+        if not isinstance(items, list):
+            return msg  # malformed: the handler fails on it and the connection is closed
+        if self._trusted(sender):
+            for item in items:
+                slot = item[0] if isinstance(item, list) and item else None
+                if isinstance(slot, int) and slot % self.workers != self.index:
+                    raise Refused("slot", f"delta from NF {sender} for slot {slot}, which is not "
+                                          f"handled by worker {self.index} of {self.workers}")
+            return msg
+        # an NF this one only adopts from: keep the adopted slots' entries, drop the rest
+        keep = [
+            item for item in items
+            if isinstance(item, list) and item and isinstance(item[0], int)
+            and self.adopting.get(item[0], (None, ""))[0] == sender
+        ]
+        if len(keep) < len(items):
+            for _ in range(len(items) - len(keep)):
+                self.refuse("slot", sender, f"delta entries from NF {sender} for slots not "
+                                            "adopted from it (dropped)")
+            msg = {**msg, "s": keep}
+        return msg
+
+    def _adopted_from(self, slot: int, sender: int | None) -> bool:
+        if not self.limits.known_peers_only:
+            return True
+        src = self.adopting.get(slot)
+        if src is None:
+            return False
+        return src[0] == sender or (src[0] == 0 and sender in self.peers)
+
+    @staticmethod
+    def _slot_of(msg: Message) -> int | None:
+        if msg.get("t") == "x":
+            slot = msg.get("slot")
+            return slot if isinstance(slot, int) else None
+        frame = msg.get("f")
+        if not isinstance(frame, bytes) or len(frame) < 20:
+            return None
+        return int(_FRAME_SLOT.unpack_from(frame, 18)[0])

@@ -1,0 +1,341 @@
+"""The replication channel under bad input, in-process (workers on one loop, real loopback TCP):
+a delta that cannot be applied, and what the server refuses (docs/protocols.md §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from typing import Any
+
+import pytest
+
+from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
+from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
+from nf_host.replication import Link, Message, ReplicationServer, encode, read_message
+from nf_host.worker import SlotRole
+from nf_host.worker_process import FrameSender
+from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_delta_that_cannot_be_applied_breaks_the_link_and_no_later_ack_covers_it() -> None:
+    """A bad delta followed by a good one: the good one's (cumulative) ack must not release the
+    bad one's output. The link breaks instead, and the snapshot after reconnection releases it."""
+
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        for n in (a, b):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: a.w.links[2].writer is not None and not a.w.commit.inflight,
+                        "backup link synchronised")
+            assert b.w.server is not None
+            apply = b.w.server.handler
+            refused: list[int] = []
+
+            def handler(msg: Message) -> Message | None:
+                if msg["t"] == "d" and not msg.get("full") and not refused:
+                    refused.append(msg["b"])
+                    raise ValueError("injected: this delta cannot be applied")
+                return apply(msg)
+
+            b.w.server.handler = handler
+            unprotected: list[str] = []
+
+            def tx(frame: bytes | bytearray) -> None:
+                # at release, the backup must hold the state that produced the frame
+                rec = read_checker(strip_shim(frame)[1])
+                assert rec is not None
+                flow, _no, count = rec
+                rep = b.w.replicas.get(SLOT)
+                state = rep.to_slot_state()[0].flows if rep is not None else {}
+                held = [s["count"] for k, s in state.items() if k and 1000 + flow in (k[2], k[3])]
+                if not held or held[0] < count:
+                    unprotected.append(f"flow {flow} count {count} released, backup holds {held}")
+                a.out.append(frame)
+
+            a.w.tx = tx
+            sw = Switch()
+            for flow in range(1, 9):  # two batches of 4 (flows 1-4, then 5-8)
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            await until(lambda: len(a.out) == 8, "all output released after the resync")
+            assert refused and b.w.server.errors == 1
+            assert unprotected == []
+            rep = b.w.replicas[SLOT]
+            assert rep.last_seq == 8 and len(rep.flows) == 8
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
+
+
+class FlakySocket:
+    """A data socket whose interface goes down for a while: sends number `down` fail."""
+
+    def __init__(self, down: set[int], err: int) -> None:
+        self.down, self.err = down, err
+        self.calls = 0
+        self.sent: list[bytes | bytearray] = []
+
+    def send(self, data: bytes | bytearray, /) -> int:
+        self.calls += 1
+        if self.calls in self.down:
+            raise OSError(self.err, "injected")
+        self.sent.append(data)
+        return len(data)
+
+
+@pytest.mark.parametrize("err", [errno.ENETDOWN, errno.ENOBUFS])
+def test_a_transmit_error_in_the_ack_handler_is_counted_and_the_link_survives(err: int) -> None:
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        sock = FlakySocket({3, 4}, err)
+        sender = FrameSender(sock)
+        a.w.tx = sender
+        for n in (a, b):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: a.w.links[2].writer is not None and not a.w.commit.inflight,
+                        "backup link synchronised")
+            sw = Switch()
+            for flow in range(1, 9):  # two batches of 4; outputs 3 and 4 meet a down interface
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            await until(lambda: sock.calls == 8, "8 outputs released")
+            # the link (and its task) still works: later batches are acknowledged and released
+            for flow in range(1, 5):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 2), 1)[0])
+            await until(lambda: sock.calls == 12, "4 more outputs released")
+            assert len(sock.sent) == 10 and sender.errors == 2 and sender.errnos == {err: 2}
+            status = a.w.status()
+            drops = status["drops"]
+            sender.report(status)
+            assert status["tx_lost"] == 2 and status["tx_errors"] == 2
+            assert status["drops"] == drops + 2
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_link_whose_handler_fails_reconnects_instead_of_dying() -> None:
+    async def body() -> None:
+        port = free_port()
+        server = ReplicationServer("127.0.0.1", port, lambda m: {"t": "a", "b": m["b"]})
+        await server.start()
+        got: list[int] = []
+        connects = 0
+
+        def on_message(_link: Link, msg: Message) -> None:
+            if not got:
+                got.append(-1)
+                raise OSError(errno.ENETDOWN, "injected")
+            got.append(int(msg["b"]))
+
+        def on_connected(link: Link) -> None:
+            nonlocal connects
+            connects += 1
+            link.send({"t": "d", "b": connects, "s": [], "full": True})
+
+        link = Link(9, f"127.0.0.1:{port}", on_message, on_connected)
+        try:
+            await until(lambda: connects == 2 and got == [-1, 2], "reconnected, handled again")
+            assert link.errors == 1 and not link._task.done()
+        finally:
+            await link.close()
+            await server.close()
+
+    run(body)
+
+
+# ---------------------------------------------------------------------- what the server accepts
+
+def guarded(nf_id: int, workers: int = 1, index: int = 0, **limits: Any) -> Node:
+    """A node whose replication server admits known peers only (as `nf-host run` does)."""
+    node = Node(nf_id)
+    node.w.cfg.workers, node.w.cfg.index = workers, index
+    node.w.cfg.limits = PeerLimits(known_peers_only=True, **limits)
+    node.w.policy = PeerPolicy(nf_id, index, workers, node.w.cfg.limits)
+    return node
+
+
+async def raw(port: int, *frames: bytes) -> bytes:
+    """Write `frames` on a fresh connection; return what comes back until the server closes it."""
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        w.write(b"".join(frames))
+        await w.drain()
+        return await asyncio.wait_for(r.read(), 5)
+    except ConnectionResetError:  # closed with our frames unread
+        return b""
+    finally:
+        w.close()
+
+
+def delta(slot: int, b: int = 1) -> bytes:
+    flow = [b"\x0a\x00\x00\x01\x0a\x01\x00\x01\x03\xe9\x00\x50\x11", {"count": 1}]
+    return encode({"t": "d", "b": b, "s": [[slot, 1, 1, 1, [flow]]], "full": False})
+
+
+def test_an_unknown_sender_creates_no_replica_and_is_counted() -> None:
+    async def body() -> None:
+        x = guarded(1)
+        await x.w.start()
+        try:
+            # no hello: refused; a hello from an NF that is no peer, primary or adopt source: refused
+            assert await raw(x.port, delta(5)) == b""
+            assert await raw(x.port, encode(hello(9, 0, 1)), delta(5)) == b""
+            assert x.w.replicas == {}
+            st = x.w.status()
+            assert st["repl_refusals"] == {"no_hello": 1, "unknown_peer": 1}
+            assert st["repl_refused"] == 2
+            # once NF 9 is a cluster peer, the same messages are applied and acknowledged
+            await x.w.command("set_peers", {"peers": [[9, "127.0.0.1:1"]]})
+            reply = await raw_until_ack(x.port, encode(hello(9, 0, 1)), delta(5))
+            assert reply == {"t": "a", "b": 1} and 5 in x.w.replicas
+        finally:
+            await x.w.stop()
+
+    run(body)
+
+
+async def raw_until_ack(port: int, *frames: bytes) -> Message:
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        w.write(b"".join(frames))
+        return await asyncio.wait_for(read_message(r), 5)
+    finally:
+        w.close()
+
+
+def test_senders_are_bounded_by_address_workers_and_slots() -> None:
+    async def body() -> None:
+        x = guarded(1, workers=2, index=0)
+        await x.w.start()
+        try:
+            await x.w.command("set_peers", {"peers": [[3, "127.0.0.1:1"], [4, "10.9.9.9:1"]]})
+            # NF 4's replication host is 10.9.9.9: a connection from loopback is not NF 4
+            assert await raw(x.port, encode(hello(4, 0, 2)), delta(4)) == b""
+            # a sender running another number of workers (slot -> worker maps disagree)
+            assert await raw(x.port, encode(hello(3, 0, 1)), delta(4)) == b""
+            # a delta of a slot of worker 1 (odd) on worker 0: the connection is refused (the
+            # delta is never skipped, for a later ack would cover it)
+            assert await raw(x.port, encode(hello(3, 0, 2)), delta(4), delta(5, 2)) == b""
+            assert 5 not in x.w.replicas and 4 in x.w.replicas
+            assert x.w.status()["repl_refusals"] == {"wrong_address": 1, "workers": 1, "slot": 1}
+        finally:
+            await x.w.stop()
+
+    run(body)
+
+
+def test_frames_and_connections_are_bounded() -> None:
+    async def body() -> None:
+        x = guarded(1, max_frame=4096, max_connections=2)
+        await x.w.start()
+        try:
+            await x.w.command("set_peers", {"peers": [[3, "127.0.0.1:1"]]})
+            big = encode({"t": "d", "b": 1, "s": [], "full": False, "pad": bytes(5000)})
+            # before the hello only a small frame is read; after it, the configured limit
+            assert await raw(x.port, big) == b""
+            assert await raw(x.port, encode(hello(3, 0, 1)), big) == b""
+            assert x.w.status()["repl_refusals"] == {"frame": 2}
+            held = [await asyncio.open_connection("127.0.0.1", x.port) for _ in range(2)]
+            await until(lambda: x.w.server is not None and len(x.w.server._conns) == 2, "2 open")
+            assert await raw(x.port, encode(hello(3, 0, 1))) == b""  # the third is refused
+            assert x.w.status()["repl_refusals"]["connections"] == 1
+            for _r, w in held:
+                w.close()
+        finally:
+            await x.w.stop()
+
+    run(body)
+
+
+def test_a_move_partner_installs_only_the_adopted_slot() -> None:
+    """Inter-cluster move: the releasing NF's first message is a snapshot of all its slots; the
+    adopter keeps the adopted slot's entries only (no replicas of the others), and refuses a
+    forwarded packet of a slot it does not adopt from that NF."""
+
+    async def body() -> None:
+        a, c = guarded(1), guarded(3)
+        for n in (a, c):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1), (7, 1, 1)], as_backup=False)
+            sw = Switch()
+            for slot in (SLOT, 7):
+                a.w.on_frame(sw.stamp(slot, checker_frame(slot, 1), 1)[0])
+            await c.w.command("adopt", {"slot": SLOT, "epoch": 2, "from_nf": 1,
+                                        "from_address": a.addr})
+            res = await a.w.release(SLOT, 3, c.addr, same_cluster=False)
+            assert res["flows_shipped"] == 1 and c.w.slots[SLOT].role == SlotRole.PRIMARY
+            assert 7 not in c.w.replicas and 7 not in c.w.slots
+            # a packet of slot 7 forwarded by NF 1: not a slot adopted from it
+            a.w.links[3].send({"t": "f", "f": sw.stamp(7, checker_frame(7, 2), 1)[0]})
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(SLOT, 2), 1)[0])  # forwarded: adopted
+            await until(lambda: c.w.c.packets == 1, "the adopted slot's packet processed")
+            await until(lambda: c.w.policy.refused.get("slot", 0) == 2, "two refusals counted")
+            assert c.w.c.unowned == 0  # refused before reaching the data path
+        finally:
+            for n in (a, c):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_backup_admits_the_primary_it_was_assigned() -> None:
+    async def body() -> None:
+        a, b = guarded(1), guarded(2)
+        for n in (a, b):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            await b.w.command("assign", {"slots": [[SLOT, 1, 1]], "as_backup": True, "primary": 1})
+            a.w.set_backup(2, b.addr)
+            sw = Switch()
+            for flow in range(1, 5):
+                p, c = sw.stamp(SLOT, checker_frame(flow, 1), 1, 2)
+                assert c is not None
+                a.w.on_frame(p)
+                b.w.on_frame(c)
+            await until(lambda: len(a.out) == 4, "output released on the backup's ack")
+            assert b.w.replicas[SLOT].last_seq == 4 and b.w.status()["repl_refused"] == 0
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_refused_link_backs_off_instead_of_reconnecting_every_50_ms() -> None:
+    async def body() -> None:
+        x = guarded(1)
+        await x.w.start()
+        connects = 0
+
+        def on_connected(_link: Link) -> None:
+            nonlocal connects
+            connects += 1
+
+        link = Link(9, x.addr, lambda _l, _m: None, on_connected, hello=hello(9, 0, 1))
+        try:
+            await until(lambda: x.w.policy.refused.get("unknown_peer") == 4, "four refusals")
+            assert connects == 4 and link.delay >= 0.05 * 2**3  # 50 ms doubled after each
+            # once the receiver knows the sender, the link stays up and the delay is reset later
+            await x.w.command("set_peers", {"peers": [[9, "127.0.0.1:1"]]})
+            await until(lambda: link.connected.is_set() and connects == 5, "admitted", 10)
+        finally:
+            await link.close()
+            await x.w.stop()
+
+    run(body)
