@@ -192,6 +192,7 @@ class Controller:
             result = await replace_backup(self, dead)
             if result is not None:
                 self.failovers.append(result)
+        await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
 
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
         """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
@@ -227,6 +228,7 @@ class Controller:
         except NfControlError as exc:
             LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
             return
+        await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
             async with self._move_lock:
                 self.failovers.extend(await protect(self))

@@ -155,8 +155,11 @@ async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | No
     if backup is not None:
         request.backup_nf_id = backup
         request.backup_address = ctl.cfg.nf(backup).replication_address()
-    reply, _ = await asyncio.gather(
-        reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT), backup_then_group())
+    # and the cluster's view without A: its peers refuse whatever A may still send (a primary
+    # failed over while alive must not feed the replicas A' now feeds)
+    reply, _, _ = await asyncio.gather(
+        reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT), backup_then_group(),
+        reg.refresh_peers(ctl.cfg.nf(dead).cluster))
     steps["promote"] = round((time.monotonic() - t0) * 1000, 2)
     await ctl.hand_over(dead, promoted, backup)
     reg.nfs[promoted].role = "primary"

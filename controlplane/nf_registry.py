@@ -191,11 +191,7 @@ class NfRegistry:
             else:
                 await self._call(nf_id, "SetBackup", pb.SetBackupRequest(
                     backup_nf_id=backup, address=self.nfs[backup].cfg.replication_address()))
-        peers = [
-            pb.Peer(nf_id=p.id, address=p.replication_address())
-            for p in self.cfg.cluster_members(state.cfg.cluster) if p.id != nf_id
-        ]
-        await self._call(nf_id, "SetClusterPeers", pb.SetClusterPeersRequest(peers=peers))
+        await self._call(nf_id, "SetClusterPeers", self._peers_of(nf_id))
         if role == "primary":
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
                 slots=_slot_epochs(slot_map, slot_map.slots_of(nf_id), next_seqs)))
@@ -204,6 +200,31 @@ class NfRegistry:
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
                 slots=_slot_epochs(slot_map, slot_map.slots_of(primary), next_seqs),
                 as_backup=True, primary_nf_id=primary))
+
+    def _peers_of(self, nf_id: int) -> Any:
+        """The cluster view `nf_id` gets: the other members of its cluster that are not declared
+        down. An NF accepts replication only from its peers (and the primary it backs up), so a
+        member failed over while alive (it hung, then went on) is refused by everyone."""
+        me = self.nfs[nf_id].cfg
+        return pb.SetClusterPeersRequest(peers=[
+            pb.Peer(nf_id=p.id, address=p.replication_address())
+            for p in self.cfg.cluster_members(me.cluster)
+            if p.id != nf_id and not self.nfs[p.id].declared_down
+        ])
+
+    async def refresh_peers(self, cluster: str) -> None:
+        """Send every live member of `cluster` its current view (after a member went down or
+        came back); a member that cannot be reached gets it when it is configured again."""
+        members = [p.id for p in self.cfg.cluster_members(cluster)
+                   if not self.nfs[p.id].declared_down]
+
+        async def one(nf_id: int) -> None:
+            try:
+                await self._call(nf_id, "SetClusterPeers", self._peers_of(nf_id))
+            except NfControlError as exc:
+                LOG.warning("cluster view of NF %d not updated: %s", nf_id, exc)
+
+        await asyncio.gather(*(one(i) for i in members))
 
     # -- failure detection ------------------------------------------------------------------------
     async def heartbeat(self, nf_id: int) -> bool:

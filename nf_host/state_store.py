@@ -80,6 +80,7 @@ class SlotState:
     dirty: set[FlowId] = field(default_factory=set)
     version: int = 0
     last_seq: int | None = None  # the last seq processed; None before the first (0 is a number)
+    gen: int = 0  # owner generation within the epoch: +1 each time a backup is promoted
 
     def _wire(self, key: FlowId) -> WireKey:
         wk = self.wire_keys.get(key)
@@ -125,6 +126,7 @@ class Replica:
     version: int = 0
     last_seq: int | None = None  # the last committed seq; None until one is known (0 is a number)
     epoch: int = 0
+    gen: int = 0  # the owner generation of the last delta applied (see Worker._check_owner)
 
     def apply(self, raw_entries: Any, version: int, last_seq: int | None) -> None:
         """Apply a delta as received ([[wire key, state], ...]); TypeError/ValueError if malformed."""

@@ -65,6 +65,13 @@ class Role(IntEnum):
     IDLE = 3
 
 
+def _older(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether ownership generation a = (epoch, gen) is before b (epochs: 16-bit serial numbers)."""
+    if a[0] != b[0]:
+        return 0 < (b[0] - a[0]) & 0xFFFF < 0x8000
+    return a[1] < b[1]
+
+
 class CommandError(Exception):
     """A control command that cannot be carried out; its message goes back to the controller."""
 
@@ -159,6 +166,7 @@ class Worker:
         self.kernel_drops = 0
         self.started = time.monotonic()
         self.released_id = 0  # the last batch whose output has been handed to `tx`
+        self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
 
     # ------------------------------------------------------------------ lifecycle
@@ -349,10 +357,9 @@ class Worker:
             rt = self.slots[slot]
             entries = rt.state.seal()
             versions[slot] = rt.state.version
-            slots_wire.append([slot, rt.epoch, rt.state.version, last, entries])
-            if rt.replace:
-                slots_wire[-1].append(True)
-                rt.replace = False
+            slots_wire.append([slot, rt.epoch, rt.state.version, last, entries, rt.replace,
+                               rt.state.gen])
+            rt.replace = False
         self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
                                 "n": self.cfg.nf_id}, versions)
 
@@ -402,12 +409,34 @@ class Worker:
         our id (the backup keeps one log per primary)."""
         return {**msg, "o": logged, "rel": self.released_id}
 
+    def _held_upto(self, batch_id: int) -> bool:
+        """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
+        return bool(self.commit.inflight) and self.commit.inflight[0].id <= batch_id
+
+    async def _released(self, batch_id: int, timeout: float) -> None:
+        """Until the output of every batch up to `batch_id` has been handed to `tx` (at most
+        `timeout`: a backup that stops acknowledging holds it; the output still leaves later)."""
+        if not self._held_upto(batch_id):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._release_waiters.append((batch_id, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            log.warning("output of batch %d not released within %.1f s", batch_id, timeout)
+
     def _release(self, batch: Batch) -> None:
         tx = self.tx
         for out in batch.outputs:
             tx(out)
         self.c.outputs += len(batch.outputs)
         self.released_id = batch.id
+        if self._release_waiters:
+            waiting = self._release_waiters
+            self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]
+            for b, f in waiting:
+                if not self._held_upto(b) and not f.done():
+                    f.set_result(None)
         for slot, seq in batch.slot_seqs.items():
             rt = self.slots.get(slot)
             if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
@@ -457,7 +486,8 @@ class Worker:
                 continue
             versions[slot] = rt.state.version
             slots_wire.append(
-                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything()]
+                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything(),
+                 False, rt.state.gen]
             )
             if rt.state.last_seq is not None:
                 batch.slot_seqs[slot] = rt.state.last_seq
@@ -504,6 +534,7 @@ class Worker:
                     old_last = rep.last_seq if rep is not None else None
                     rep = self.replicas[slot] = Replica(int(slot), last_seq=old_last)
                 rep.epoch = int(epoch)
+                rep.gen = int(more[1]) if len(more) > 1 else 0
                 if last_seq is None:  # the owner has not processed a packet of the slot yet
                     rep.apply(raw, int(version), None)
                     continue
@@ -526,14 +557,23 @@ class Worker:
         raise ValueError(f"unknown replication message type {t!r}")
 
     def _check_owner(self, sender: int, items: list[Any]) -> None:
-        """Refuse a delta for a slot this NF owns: its sender still believes it owns it (this NF
-        was promoted: the sender was failed over while alive, it hung then went on).
-        Acknowledging would release the sender's output of state nobody holds. Checked before
-        anything is applied; the connection is then closed, so no later ack covers it."""
+        """Refuse a delta from a slot's former owner: one that was failed over while alive (it
+        hung, then went on) still sends deltas of the slots its backup now owns. Its
+        acknowledged output would be of state nobody holds, and its versions would mix with the
+        new owner's in the replicas (a later delta move would ship against them). The owner of
+        a slot is ordered by (epoch, generation): a move bumps the epoch, a promotion the
+        generation. Checked before anything is applied; the connection is then closed, so no
+        later (cumulative) ack covers the refused delta."""
         for item in items:
-            own = self.slots.get(int(item[0]))
+            slot, epoch = int(item[0]), int(item[1])
+            gen = int(item[6]) if len(item) > 6 else 0
+            own = self.slots.get(slot)
             if own is not None and own.role == SlotRole.PRIMARY:
-                raise StaleSender(f"delta from NF {sender} for slot {item[0]}, which this NF owns")
+                raise StaleSender(f"delta from NF {sender} for slot {slot}, which this NF owns")
+            rep = self.replicas.get(slot)
+            if rep is not None and _older((epoch, gen), (rep.epoch, rep.gen)):
+                raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
+                                  f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
 
     def _on_transfer(self, msg: Message) -> Message:
         slot = int(msg["slot"])
@@ -696,6 +736,7 @@ class Worker:
         # sealed with a version (after the wait above, during which packets were processed:
         # a change left in the open batch would be missing from a delta transfer)
         self.close_batch()
+        last_batch = self.commit.last_id  # holds the output of every packet of s processed here
         st = rt.state
         base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
         entries = st.since(base) if base is not None else st.everything()
@@ -736,6 +777,9 @@ class Worker:
         backup = self.links.get(self.backup_id) if self.backup_id else None
         if backup is not None and backup is not link:
             backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
+        # the move is complete once our output of s has left too: the switch keeps two epochs
+        # of a slot apart, so a next move must not start while our epoch's output is held
+        await self._released(last_batch, self.cfg.transfer_timeout)
         return {
             "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
             "delta": base is not None,
@@ -771,6 +815,7 @@ class Worker:
             self.backup_next_seq.pop(slot, None)
             state, bad = rep.to_slot_state()
             self.c.repl_errors += bad
+            state.gen = rep.gen + 1  # a new owner of the same epoch: its deltas supersede A's
             self._become_primary(rt, state, first)
             for _seq, frame in buffered:
                 shim = Shim.unpack(frame, ETH_HDR_LEN)

@@ -53,9 +53,9 @@ from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 pytestmark = pytest.mark.unit
 
 SLOTS = (3, 7, 11)
-ZOMBIE_SHARE = 0.0  # of promotions, those of a primary failed over while alive (see scenario)
+ZOMBIE_SHARE = 0.3  # of promotions, those of a primary failed over while alive (see scenario)
 SEEDS = 300
-REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305]
+REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305, 1027, 3393, 198, 3241]
 """The first seed (of this generator: changing it renumbers them) that fails when each bug fixed
 with this test is put back: 0 a backup copy in flight when its backup was promoted (or had moved
 the slot on) was dropped as unowned; 13 a last/committed seq of 0 (the number before 1, or after
@@ -65,7 +65,13 @@ ahead of its snapshot released batches it never received; 43 `release` sealed th
 yielding, so a packet processed meanwhile was missing from a delta transfer; 76 a snapshot left out
 a slot whose transfer was unanswered, whose last output then left without the backup holding it;
 1305 a peer kept flows of a dead primary's uncommitted batches in its replica, merged under the
-promoted owner's deltas, and a later intra-cluster move (a delta against it) installed them."""
+promoted owner's deltas, and a later intra-cluster move (a delta against it) installed them.
+Found with the exactly-once output protocol: 1027 the new owner's output reached the switch before
+any of the old owner's (a move), whose output was then dropped as stale; 3393 a second move
+started while the first move's old owner still held output of its epoch (release now returns once
+that output has left); 198 and 3241 a primary failed over while alive (a "zombie") kept sending
+deltas and (re)connection snapshots that overwrote its successor's replicas at the peers (deltas
+now carry an owner generation, bumped by each promotion, and older ones are refused)."""
 A, B, P, Q, C = 1, 2, 3, 4, 5  # primary, its backup, cluster peer, other cluster, new backup
 INF = 1 << 40  # a position after every sequence number
 
@@ -92,6 +98,7 @@ class Sim:
     outputs: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     dedup: OutputDedup = field(default_factory=OutputDedup)  # the switch's, for NF output
     refused: int = 0  # replication connections closed by a receiver (StaleSender)
+    fenced: set[int] = field(default_factory=set)  # NFs the cluster's view no longer includes
     keys: dict[int, FlowId] = field(default_factory=dict)  # checker flow id -> flow key
     next_no: dict[int, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -223,6 +230,10 @@ class SimLink:
         if msg["t"] == "d":
             for slot, _epoch, version, last_seq, *_entries in msg["s"]:
                 self.sim.version_seq[(self.src.nf_id, slot, version)] = last_seq
+        if self.src.nf_id in self.sim.fenced and self.dst.nf_id != self.src.nf_id:
+            self.sim.refused += 1  # no longer a peer: the receiver's policy closes the connection
+            self.cut()
+            return
         try:
             reply = self.dst.w.on_replication(msg)
         except StaleSender:  # the receiver closes the connection, as ReplicationServer does
@@ -357,9 +368,8 @@ async def scenario(seed: int) -> tuple[Sim, str]:
     epochs = dict.fromkeys(slots, 1)
     late = random.Random(seed + 2_000_003)  # draws added after `extra`'s
     mid_release = event == "promote" and late.random() < 0.4  # A dies inside a release
-    # A lives on. Its backup refuses its deltas once promoted; its cluster peers must too, which
-    # needs the controller's view of the cluster (a dead member is no peer): ZOMBIE_SHARE turns
-    # this on once the runtime refuses deltas from NFs that are not its peers
+    # A lives on. Its backup refuses its deltas once promoted (StaleSender); its cluster peers
+    # get the controller's new view of the cluster at the promotion and refuse them too
     zombie = event == "promote" and not mid_release and late.random() < ZOMBIE_SHARE
     reset_at, reset_done = -1, False
 
@@ -393,6 +403,8 @@ async def scenario(seed: int) -> tuple[Sim, str]:
                 state, _ = rep.to_slot_state()
                 if state.flows != sim.history.get((A, s, last), {}):
                     sim.fail(f"P3: promoted replica of slot {s} at {last} != A's state there")
+        if zombie:
+            sim.fenced.add(A)  # the controller's new cluster view reaches every peer
         b.w.promote(slots, A)
         if rng.random() < 0.5:
             c.w.assign([(s, 1, None) for s in slots], as_backup=True)
@@ -473,6 +485,7 @@ async def scenario(seed: int) -> tuple[Sim, str]:
                 reset_at = i + late.randint(1, 10)
         if zombie and i == reset_at:  # the controller sees A again: a spare now, it forgets all
             a.w.set_role(Role.IDLE)
+            sim.fenced.discard(A)  # a spare, back in the cluster's view
             reset_done = True
             for s in slots:  # what A processed after it was failed over belongs to no lineage
                 hi = segments[s][0][1]  # A's turn ended at B's committed seq
