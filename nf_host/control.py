@@ -86,6 +86,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             drops=sum(p["drops"] for p in parts), gaps=sum(p["gaps"] for p in parts),
             packets=packets, malformed=sum(p["malformed"] for p in parts),
             duplicates=sum(p["duplicates"] for p in parts),
+            overload_drops=sum(p["overflows"] + p["input_overflows"] + p["kernel_drops"] for p in parts),
         )
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
         slots.sort(key=lambda s: s.slot)

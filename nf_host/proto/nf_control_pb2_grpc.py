@@ -104,7 +104,8 @@ class NfControlServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SetRole(self, request, context):
-        """PRIMARY, BACKUP or IDLE for the whole instance.
+        """PRIMARY, BACKUP or IDLE for the whole instance: recorded and reported by Status; what the NF
+        does with each slot follows AssignSlots/Adopt/Release/Promote.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
