@@ -136,6 +136,8 @@ class BalancerLoop:
         self.builder = SnapshotBuilder(ctl.cfg)
         self.history: deque[Decision] = deque(maxlen=self.cfg.history)
         self.draining: set[int] = set()
+        self.scaling: set[str] = set()  # clusters with a scale action under way
+        self.cluster_scaled_at: dict[str, float] = {}
         self.rounds = 0
         self.decision_seconds = 0.0
         self.last: LoadSnapshot | None = None
@@ -143,7 +145,8 @@ class BalancerLoop:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- one round --------------------------------------------------------------------------------
-    async def snapshot(self) -> LoadSnapshot:
+    async def _inputs(self) -> tuple[Any, ...]:
+        """Everything the snapshot needs, gathered on the event loop (copies)."""
         counters = None
         if self.ctl.session.is_primary:
             try:
@@ -153,16 +156,25 @@ class BalancerLoop:
         loads: dict[int, NfLoad | None] = {
             i: st.load for i, st in self.ctl.registry.nfs.items() if not st.declared_down}
         primaries = [p for p in self.ctl.pairs if p not in self.draining]
-        owners = enumerate(self.ctl.slot_map.owners())
-        return self.builder.build(self.clock(), loads, primaries, owners, counters)
+        owners = self.ctl.slot_map.owners()
+        return (self.clock(), loads, primaries, enumerate(owners), counters, frozenset(self.scaling),
+                dict(self.cluster_scaled_at))
 
-    async def step(self) -> list[Decision]:
-        """Poll, decide, act; returns the round's decisions (the moves are done when it returns,
-        scale actions are under way)."""
-        snap = await self.snapshot()
+    async def snapshot(self) -> LoadSnapshot:
+        return self.builder.build(*await self._inputs())
+
+    def _build_and_decide(self, inputs: tuple[Any, ...]) -> tuple[LoadSnapshot, list[Action]]:
+        snap = self.builder.build(*inputs)
         t0 = time.perf_counter()
         actions = decide(snap, self.knobs)
         self.decision_seconds = time.perf_counter() - t0
+        return snap, actions
+
+    async def step(self) -> list[Decision]:
+        """Poll, decide, act; returns the round's decisions (the moves are done when it returns,
+        scale actions are under way). The snapshot and the decision are computed in a thread: with
+        65,536 slots they take long enough to delay heartbeats on the event loop."""
+        snap, actions = await asyncio.to_thread(self._build_and_decide, await self._inputs())
         self.rounds += 1
         self.last = snap
         for nf in snap.nfs.values():
@@ -211,7 +223,7 @@ class BalancerLoop:
             decision.detail = {"error": "no scale executor (spare pool) in this controller"}
             return
         cluster = action.cluster if isinstance(action, ScaleOut) else self.ctl.cfg.nf(action.nf).cluster
-        self.builder.scaling.add(cluster)
+        self.scaling.add(cluster)
         if isinstance(action, ScaleIn):
             self.draining.add(action.nf)
         task = asyncio.create_task(self._run_scale(action, decision, cluster))
@@ -237,8 +249,8 @@ class BalancerLoop:
             decision.detail = {"error": str(exc) or type(exc).__name__}
         finally:
             decision.detail["seconds"] = round(time.monotonic() - t0, 3)
-            self.builder.scaling.discard(cluster)
-            self.builder.note_scale(cluster, self.clock())
+            self.scaling.discard(cluster)
+            self.cluster_scaled_at[cluster] = self.clock()
             if isinstance(action, ScaleIn):
                 self.draining.discard(action.nf)
         LOG.info("load balancer #%d %s: %s %s", decision.id, decision.kind, decision.outcome,
@@ -281,6 +293,6 @@ class BalancerLoop:
             "decision_ms": round(self.decision_seconds * 1000, 3),
             "knobs": asdict(self.knobs) | {"target": self.knobs.target},
             "loads": self.last.summary()["nfs"] if self.last is not None else {},
-            "scaling": sorted(self.builder.scaling), "draining": sorted(self.draining),
+            "scaling": sorted(self.scaling), "draining": sorted(self.draining),
             "decisions": [d.to_json() for d in rows],
         }

@@ -9,7 +9,7 @@ This module owns
   rate where its queue starts to grow or it starts dropping for overload;
 * `SnapshotBuilder`: combines the NF load reports, the slot rates, the slot map and the balancer's
   memory (when each slot last moved, which NFs took part in a move lately, since when an NF has been
-  hot or idle, when a cluster was last scaled) into a `LoadSnapshot`.
+  hot or idle) into a `LoadSnapshot`.
 
 **An NF's load** is a fraction of its capacity (1.0 = saturated):
 `max(packet_rate / capacity_pps, cpu_percent / cpu_capacity_percent)`, where `cpu_capacity_percent`
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from controlplane.config import ControllerConfig
 from controlplane.nf_registry import NfLoad
@@ -28,9 +29,9 @@ from controlplane.nf_registry import NfLoad
 EWMA = 0.5  # weight of a new capacity observation
 
 
-@dataclass(frozen=True, slots=True)
-class SlotLoad:
-    """One slot of an NF: its traffic at the switch and what moving it would ship."""
+class SlotLoad(NamedTuple):
+    """One slot of an NF with traffic: its rates at the switch and what moving it would ship.
+    (A named tuple: a snapshot holds up to 65,536 of them and is built every round.)"""
 
     slot: int
     pps: float              # packets/s at the switch
@@ -51,7 +52,8 @@ class NfLoadInfo:
     cpu_percent: float = 0.0         # reported by the NF (100 = one core)
     queue_depth: int = 0
     drop_rate: float = 0.0           # overload drops per second
-    slots: tuple[SlotLoad, ...] = ()
+    slots: tuple[SlotLoad, ...] = ()  # the slots it owns that carry traffic
+    slot_count: int = -1             # every slot it owns (len(slots) when -1)
     hot_since: float | None = None   # above the high-water mark since (snapshot clock)
     idle_since: float | None = None  # below the idle floor since
     settled: bool = True             # no move involved it for `nf_settle_s`: its report is current
@@ -60,6 +62,8 @@ class NfLoadInfo:
     def __post_init__(self) -> None:
         if self.traffic_pps < 0:
             object.__setattr__(self, "traffic_pps", sum(s.pps for s in self.slots))
+        if self.slot_count < 0:
+            object.__setattr__(self, "slot_count", len(self.slots))
 
     def share(self, slot: SlotLoad) -> float:
         """The part of this NF's load that `slot` is (0 when its slots carry no traffic)."""
@@ -87,7 +91,8 @@ class LoadSnapshot:
                                    "capacity_pps": round(n.capacity_pps, 1),
                                    "packet_rate": round(n.packet_rate, 1),
                                    "cpu_percent": round(n.cpu_percent, 1),
-                                   "queue_depth": n.queue_depth, "slots": len(n.slots)}
+                                   "queue_depth": n.queue_depth, "slots": n.slot_count,
+                                   "active_slots": len(n.slots)}
                     for n in sorted(self.nfs.values(), key=lambda n: n.nf_id)},
         }
 
@@ -188,8 +193,6 @@ class SnapshotBuilder:
         self.clusters = {nf.id: nf.cluster for nf in cfg.nfs}
         self.slot_moved_at: dict[int, float] = {}
         self.nf_touched_at: dict[int, float] = {}
-        self.cluster_scaled_at: dict[str, float] = {}
-        self.scaling: set[str] = set()
         self._hot_since: dict[int, float] = {}
         self._idle_since: dict[int, float] = {}
 
@@ -205,16 +208,15 @@ class SnapshotBuilder:
         if flows > 0 and nbytes > 0:
             self.bytes_per_flow = (1 - EWMA) * self.bytes_per_flow + EWMA * nbytes / flows
 
-    def note_scale(self, cluster: str, now: float) -> None:
-        self.cluster_scaled_at[cluster] = now
-
     # -- the snapshot -------------------------------------------------------------------------------
     def build(self, now: float, loads: Mapping[int, NfLoad | None], primaries: Iterable[int],
               owners: Iterable[tuple[int, int]], counters: Mapping[int, tuple[int, int]] | None,
+              scaling: Iterable[str] = (), cluster_scaled_at: Mapping[str, float] | None = None,
               moves_in_flight: int = 0) -> LoadSnapshot:
         """`loads`: the last report of each live NF (None: no report yet, left out); `primaries`: the
         current primaries; `owners`: (slot, owner) for every slot; `counters`: this poll's read of
-        `slot_traffic` (None: no read, the last rates are kept)."""
+        `slot_traffic` (None: no read, the last rates are kept); `scaling`: clusters with a scale action
+        under way; `cluster_scaled_at`: when each cluster's last scale action ended."""
         rates = self.rates.update(counters, now) if counters is not None else self.rates.rates
         per_nf: dict[int, list[int]] = {}
         for slot, owner in owners:
@@ -238,16 +240,19 @@ class SnapshotBuilder:
                 self._idle_since.pop(nf_id, None)
             flows, behind = report.slot_flows, report.slots_behind
             slots = []
-            for s in per_nf.get(nf_id, ()):
-                pps, bps = rates.get(s, (0.0, 0.0))
+            mine = per_nf.get(nf_id, ())
+            for s in mine:
+                rate = rates.get(s)
+                if rate is None:
+                    continue  # no traffic: moving it relieves nothing
                 full = int(flows.get(s, 0) * bpf)
-                slots.append(SlotLoad(s, pps, bps, full, full if s in behind else 0))
+                slots.append(SlotLoad(s, rate[0], rate[1], full, full if s in behind else 0))
             touched = self.nf_touched_at.get(nf_id)
             nfs[nf_id] = NfLoadInfo(
                 nf_id=nf_id, cluster=self.clusters[nf_id], load=load, capacity_pps=cap,
                 packet_rate=report.packet_rate, cpu_percent=report.cpu_percent,
                 queue_depth=report.queue_depth, drop_rate=self.capacity.drop_rates.get(nf_id, 0.0),
-                slots=tuple(slots), hot_since=self._hot_since.get(nf_id),
+                slots=tuple(slots), slot_count=len(mine), hot_since=self._hot_since.get(nf_id),
                 idle_since=self._idle_since.get(nf_id),
                 settled=touched is None or now - touched >= lb.nf_settle_s,
             )
@@ -259,5 +264,5 @@ class SnapshotBuilder:
         for gone in set(self._idle_since) - set(nfs):
             self._idle_since.pop(gone)
         return LoadSnapshot(at=now, nfs=nfs, slot_moved_at=dict(self.slot_moved_at),
-                            cluster_scaled_at=dict(self.cluster_scaled_at),
-                            scaling=frozenset(self.scaling), moves_in_flight=moves_in_flight)
+                            cluster_scaled_at=dict(cluster_scaled_at or {}),
+                            scaling=frozenset(scaling), moves_in_flight=moves_in_flight)
