@@ -3,6 +3,7 @@
 PY ?= .venv/bin/python
 NFC_CONFIG ?= topo/nfcluster.yaml
 NFC_ARGS   ?=
+LB_BENCH_ARGS ?=
 
 .PHONY: controller-check controller-test controller-test-unit controller bench-lb
 
@@ -18,5 +19,5 @@ controller-test: ## all controller tests (starts a real etcd on loopback)
 controller: ## run the controller with NFC_CONFIG (extra flags: NFC_ARGS="--no-etcd ...")
 	$(PY) -m controlplane run --config $(NFC_CONFIG) $(NFC_ARGS)
 
-bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; BENCH_ARGS="--repeats 21")
-	$(PY) -m bench.load_balancer $(BENCH_ARGS)
+bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; LB_BENCH_ARGS="--repeats 21")
+	$(PY) -m bench.load_balancer $(LB_BENCH_ARGS)
