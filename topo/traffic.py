@@ -107,15 +107,19 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> Side
 
 
 def run_sender(
-    dst: tuple[str, int], flows: int, packets: int, rate: float, size: int, wait: float, out: Path
+    dst: tuple[str, int], flows: int, packets: int, rate: float, size: int, wait: float, out: Path,
+    sports: Sequence[int] = (),
 ) -> SideReport:
-    """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies."""
+    """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies.
+    `sports`: the source port of each flow (which slot a flow hashes to); default: ephemeral."""
     report = SideReport()
     sel = selectors.DefaultSelector()
     socks: list[socket.socket] = []
     for flow_id in range(flows):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setblocking(False)
+        if flow_id < len(sports):
+            s.bind(("", sports[flow_id]))
         s.connect(dst)
         sel.register(s, selectors.EVENT_READ, flow_id)
         socks.append(s)
@@ -176,7 +180,19 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--size", type=int, default=64, help="payload size in bytes")
     send.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the last replies")
     send.add_argument("--out", type=Path, required=True, help="JSON report to write")
+    send.add_argument("--sports", type=_ports, default=[],
+                      help="comma-separated source port of each flow (default: ephemeral ports)")
     return parser
+
+
+def _ports(text: str) -> list[int]:
+    try:
+        ports = [int(p) for p in text.split(",") if p]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sports {text!r} is not a comma-separated port list") from None
+    if any(not 0 < p < 65536 for p in ports):
+        raise argparse.ArgumentTypeError(f"--sports {text!r}: ports are 1..65535")
+    return ports
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -190,7 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.flows < 1 or args.packets < 1:
             print("--flows and --packets must be at least 1", file=sys.stderr)
             return 2
-        run_sender(args.dst, args.flows, args.packets, args.rate, args.size, args.wait, args.out)
+        if len(args.sports) > args.flows:
+            print("--sports lists more ports than --flows", file=sys.stderr)
+            return 2
+        run_sender(args.dst, args.flows, args.packets, args.rate, args.size, args.wait, args.out,
+                   args.sports)
     return 0
 
 

@@ -42,3 +42,20 @@ def test_sender_and_sink_account_for_every_packet(tmp_path: Path) -> None:
         assert [n for n, _ in server.received[f]] == list(range(1, 26))
         assert [n for n, _ in client.received[f]] == list(range(1, 26))
     assert dict(server.sent) == dict(client.sent)
+
+
+@pytest.mark.unit
+def test_sender_uses_the_given_source_port_for_each_flow(tmp_path: Path) -> None:
+    import socket
+
+    from topo.traffic import run_sender
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.settimeout(5)
+        sports = [free_port(), free_port()]
+        while sports[1] == sports[0]:
+            sports[1] = free_port()
+        run_sender(server.getsockname(), 2, 1, 0.0, 64, 0.0, tmp_path / "c.json", sports)
+        peers = sorted(server.recvfrom(2048)[1][1] for _ in range(2))
+    assert peers == sorted(sports)
