@@ -9,13 +9,15 @@ What it changes in the scenario:
   of the 5-tuple, `slot_of`) belongs to NF `HOT_NF`, the rest to the other primaries: NF 1 starts
   at about 1.6 of its capacity, the others far below the low-water mark;
 * the live view: each NF's load (as the balancer sees it) and the balancer's last decisions;
-* the summary: every decision (kind, slot, from, to, outcome, bytes, reason) and the time from the
-  first report of the overload to the first report below the high-water mark.
+* the summary: every decision (kind, slot, from, to, outcome, bytes, reason), the time from the
+  first report of the overload to the first report below the high-water mark, and the round trips
+  (p50, p99) of the flows that started on the hot NF before the first move and after relief.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 import time
 import urllib.request
@@ -70,6 +72,31 @@ def skewed_ports(hot_slots: set[int], client: str, server: str, dport: int, flow
     for i in range(flows):  # interleave, so the sender's round robin spreads the hot flows
         mixed.append(hot.pop() if hot and (not cold or i % 5) else cold.pop())
     return mixed
+
+
+def hot_flows(ports: list[int], hot_slots: set[int], client: str, server: str, dport: int,
+              slot_count: int) -> list[int]:
+    """The flows (indexes of `ports`) that start on the hot NF."""
+    return [i for i, p in enumerate(ports) if slot_of(client, server, p, dport, 17, slot_count) in hot_slots]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def latency(rtt: dict[int, list[tuple[float, float]]], flows: list[int], before: float | None,
+            after: float | None) -> dict[str, Any]:
+    """Round trips of `flows`' packets sent before the balancer's first move (the hot NF
+    unrelieved) and after the hot NF was relieved: count, p50, p99 in ms."""
+    def stats(ms: list[float]) -> dict[str, Any]:
+        if not ms:
+            return {"n": 0, "p50": None, "p99": None}
+        return {"n": len(ms), "p50": round(_percentile(ms, 0.5), 2),
+                "p99": round(_percentile(ms, 0.99), 2)}
+    samples = [s for f in flows for s in rtt.get(f, [])]
+    return {"before": stats([ms for t, ms in samples if before is not None and t < before]),
+            "after": stats([ms for t, ms in samples if after is not None and t >= after])}
 
 
 def apply_config(data: dict[str, Any]) -> None:
@@ -159,3 +186,9 @@ def summary(console: Console, data: dict[str, Any], relief: dict[str, Any]) -> N
                       f"mark {relief['seconds']:.2f} s after the overload was first reported")
     else:
         console.print(f"[bold red]NF {relief['nf']} was not relieved[/] (peak load {relief['peak']:.2f})")
+    lat = data.get("latency")
+    if lat:
+        def fmt(s: dict[str, Any]) -> str:
+            return f"p50 {s['p50']} ms, p99 {s['p99']} ms ({s['n']} packets)" if s["n"] else "no packets"
+        console.print(f"round trips of the flows that started on NF {relief['nf']}: before the "
+                      f"balancer's first move {fmt(lat['before'])}; after relief {fmt(lat['after'])}")

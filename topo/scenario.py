@@ -466,10 +466,13 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         wait_for(lambda: f":{SINK_PORT}" in server.cmd("ss -uln"), timeout=10, what="sink bound")
         sports: list[str] = []
         watch: hot_run.HotWatch | None = None
+        hot_ids: list[int] = []
         if opts.hot:
             hot_slots = {int(r["slot"]) for r in http_json(f"{api}/slots?nf={hot_run.HOT_NF}")}
             ports = hot_run.skewed_ports(hot_slots, client.IP(), server_ip, SINK_PORT, opts.flows,
                                          cfg.switch.slot_count)
+            hot_ids = hot_run.hot_flows(ports, hot_slots, client.IP(), server_ip, SINK_PORT,
+                                        cfg.switch.slot_count)
             sports = ["--sports", ",".join(map(str, ports))]
             watch = hot_run.HotWatch(api)
         sender = client.popen([sys.executable, "-m", "topo.traffic", "send", "--dst",
@@ -506,13 +509,18 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             lb = http_json(f"{api}/lb/history")
             lb["relief"] = watch.relief()
             lb["samples"] = watch.samples
-            (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
+            lb["hot_flows"] = hot_ids
         if dist is not None:
             dist.failovers = http_json(f"{api}/status")["failovers"]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
     verdict = verify(*inputs)
+    if lb:
+        moved = [d["at"] for d in lb["decisions"] if d["action"]["action"] == "move"]
+        lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
+                                        lb["relief"]["relieved"])
+        (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
     if dist is not None:
         if dist.killed is not None:
             dist.losses = loss_report(inputs)

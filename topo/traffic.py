@@ -35,12 +35,15 @@ class SideReport:
     sent: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     received: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
     malformed: int = 0
+    # sender only: per flow, (Unix time packet n was sent, ms until the n-th reply arrived)
+    rtt: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
 
     def to_json(self) -> dict[str, object]:
         return {
             "sent": {str(k): v for k, v in self.sent.items()},
             "received": {str(k): v for k, v in self.received.items()},
             "malformed": self.malformed,
+            **({"rtt": {str(k): v for k, v in self.rtt.items()}} if self.rtt else {}),
         }
 
     @classmethod
@@ -55,6 +58,10 @@ class SideReport:
             rep.received[int(k)] = [(int(n), int(c)) for n, c in arrivals]
         malformed = data.get("malformed", 0)
         rep.malformed = int(malformed) if isinstance(malformed, int) else 0
+        rtt = data.get("rtt", {})
+        assert isinstance(rtt, dict)
+        for k, samples in rtt.items():
+            rep.rtt[int(k)] = [(float(t), float(ms)) for t, ms in samples]
         return rep
 
 
@@ -111,8 +118,11 @@ def run_sender(
     sports: Sequence[int] = (),
 ) -> SideReport:
     """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies.
-    `sports`: the source port of each flow (which slot a flow hashes to); default: ephemeral."""
+    `sports`: the source port of each flow (which slot a flow hashes to); default: ephemeral.
+    The round trip of packet n of a flow is taken to its n-th reply (the sink answers each packet
+    it receives, in order: exact when nothing is lost or reordered, which the verdict checks)."""
     report = SideReport()
+    sent_at: dict[int, list[tuple[float, float]]] = defaultdict(list)  # (monotonic, Unix time)
     sel = selectors.DefaultSelector()
     socks: list[socket.socket] = []
     for flow_id in range(flows):
@@ -136,7 +146,11 @@ def run_sender(
                 except ConnectionRefusedError:
                     report.malformed += 1
                     break
-                _record_arrival(report, payload)
+                now = time.monotonic()
+                rec = _record_arrival(report, payload)
+                if rec is not None and 0 < rec.pkt_no <= len(sent_at[rec.flow_id]):
+                    mono, wall = sent_at[rec.flow_id][rec.pkt_no - 1]
+                    report.rtt[rec.flow_id].append((round(wall, 4), round((now - mono) * 1000, 3)))
 
     interval = 1.0 / rate if rate > 0 else 0.0
     start = time.monotonic()
@@ -147,6 +161,7 @@ def run_sender(
             due = start + i * interval
             while (now := time.monotonic()) < due:
                 drain(due - now)
+            sent_at[flow_id].append((time.monotonic(), time.time()))
             socks[flow_id].send(Record(flow_id, pkt_no).pack(size))
             report.sent[flow_id] += 1
         deadline = time.monotonic() + wait

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from controlplane.config import parse_config
-from topo.hot import HOT_SHARE, HotWatch, apply_config, skewed_ports, slot_of
+from topo.hot import HOT_SHARE, HotWatch, apply_config, hot_flows, latency, skewed_ports, slot_of
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +39,16 @@ def test_relief_is_the_time_from_first_overload_to_first_report_below_the_high_m
     assert w.relief() == {"nf": 1, "peak": 1.6, "onset": 11.0, "relieved": 13.5, "seconds": 2.5}
     w.samples = [(10.0, {"1": 1.6})]
     assert w.relief()["seconds"] is None
+
+
+def test_hot_flows_and_their_latency_before_the_first_move_and_after_relief():
+    hot = set(range(0, 4096, 4))
+    ports = skewed_ports(hot, "10.0.0.1", "10.0.0.2", 9000, 10, 4096)
+    ids = hot_flows(ports, hot, "10.0.0.1", "10.0.0.2", 9000, 4096)
+    assert len(ids) == 8
+    rtt = {ids[0]: [(1.0, 50.0), (2.0, 40.0), (5.0, 2.0)], ids[1]: [(1.5, 30.0), (6.0, 1.0)],
+           next(i for i in range(10) if i not in ids): [(1.0, 900.0)]}  # a cold flow: not counted
+    lat = latency(rtt, ids, before=3.0, after=4.0)
+    assert lat["before"] == {"n": 3, "p50": 40.0, "p99": 50.0}
+    assert lat["after"] == {"n": 2, "p50": 1.0, "p99": 2.0}
+    assert latency(rtt, ids, None, None)["before"] == {"n": 0, "p50": None, "p99": None}

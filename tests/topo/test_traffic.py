@@ -42,6 +42,10 @@ def test_sender_and_sink_account_for_every_packet(tmp_path: Path) -> None:
         assert [n for n, _ in server.received[f]] == list(range(1, 26))
         assert [n for n, _ in client.received[f]] == list(range(1, 26))
     assert dict(server.sent) == dict(client.sent)
+    # the sender timed every round trip (packet n to the n-th reply), the sink none
+    assert {f: len(v) for f, v in client.rtt.items()} == {f: 25 for f in range(4)}
+    assert all(0 < ms < 10_000 and t > 1e9 for v in client.rtt.values() for t, ms in v)
+    assert not server.rtt
 
 
 @pytest.mark.unit
