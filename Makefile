@@ -59,7 +59,7 @@ lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scri
 	$(VENV)/bin/mypy
 	shellcheck .ci/run
 
-run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1")
+run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1" or "--hot")
 	$(PY) -m topo run --target $(TARGET) $(RUN_ARGS)
 
 bench: setup ## run every benchmark in bench/ (prints tables)

@@ -7,6 +7,7 @@
     GET /moves             every slot move so far (bytes shipped, delta or full, time, undone)
     POST /slots/{slot}/move?to=NF   migrate one slot to primary NF; answers the move's result
                            (200 moved, 409 failed and undone, 400 a request that cannot start)
+    GET /lb/history?limit=N   the load balancer: knobs, last loads, its decisions (newest last)
     GET /metrics           Prometheus text format
 
 The server binds to loopback unless configured otherwise (`api.listen`).
@@ -46,6 +47,7 @@ class ControllerView(Protocol):
     def slot_rows(self, nf: int | None = None) -> list[dict[str, Any]]: ...
     def flow_rows(self) -> list[dict[str, Any]]: ...
     def move_rows(self) -> list[dict[str, Any]]: ...
+    def lb_view(self, limit: int | None = None) -> dict[str, Any]: ...
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
 
 
@@ -128,6 +130,9 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
             raise web.HTTPBadRequest(text=str(exc)) from None
         return web.json_response(result.to_json(), status=200 if result.ok else 409)
 
+    async def lb_history(request: web.Request) -> web.Response:
+        return web.json_response(view.lb_view(_int_arg(request, "limit", None)))
+
     async def metrics(_: web.Request) -> web.Response:
         resp = web.Response(body=view.metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
@@ -140,6 +145,7 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app.router.add_get("/flows", flows)
     app.router.add_get("/moves", moves)
     app.router.add_post("/slots/{slot}/move", move)
+    app.router.add_get("/lb/history", lb_history)
     app.router.add_get("/metrics", metrics)
     return app
 

@@ -6,6 +6,7 @@
     nfc flows [--limit N] flows learned from digests
     nfc move SLOT --to NF migrate a slot to another primary (prints bytes shipped and the time)
     nfc moves             the moves done so far
+    nfc lb history [--limit N]   the load balancer's decisions: kind, reason, inputs, outcome
     --watch S             refresh every S seconds (a live view); --json prints the raw JSON
 
 State-changing requests (`move`) carry the header the API requires (X-Nfc-Request) and, when the
@@ -172,6 +173,34 @@ def moves_table(rows: list[dict[str, Any]]) -> RenderableType:
     return t
 
 
+LB_COLUMNS = ("id", "age", "kind", "what", "outcome", "reason")
+
+
+def _what(d: dict[str, Any]) -> str:
+    a = d["action"]
+    if a["action"] == "move":
+        return f"slot {a['slot']} {a['src']}->{a['dst']}"
+    return f"cluster {a['cluster']}" if a["action"] == "scale_out" else f"NF {a['nf']}"
+
+
+def lb_table(data: dict[str, Any], now: float | None = None) -> RenderableType:
+    now = time.time() if now is None else now
+    loads = ", ".join(f"{nf}:{v['load']:.2f}" for nf, v in data.get("loads", {}).items())
+    state = "enabled" if data["enabled"] else "disabled"
+    t = Table(title=f"load balancer ({state}, every {data['period_s']} s, {data['rounds']} rounds, "
+                    f"last decision {data['decision_ms']} ms) loads {loads or '-'}",
+              title_justify="left")
+    for head in LB_COLUMNS:
+        t.add_column(head, justify="right" if head in ("id", "age") else "left",
+                     overflow="fold", no_wrap=head != "reason")
+    for d in data["decisions"]:
+        outcome = d["outcome"]
+        style = "green" if d["ok"] else "red" if d["ok"] is False else "yellow"
+        t.add_row(str(d["id"]), f"{now - d['at']:.0f}s", d["kind"], _what(d),
+                  f"[{style}]{outcome}[/]", d["action"]["reason"])
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nfc", description="nfcluster operator CLI (talks to the controller's HTTP API)")
     p.add_argument("--api", default=DEFAULT_API, help=f"controller API base URL (default {DEFAULT_API})")
@@ -191,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("slot", type=int)
     mp.add_argument("--to", type=int, required=True, metavar="NF", help="the target primary's id")
     sub.add_parser("moves", help="the slot moves done so far")
+    lp = sub.add_parser("lb", help="the load balancer")
+    lsub = lp.add_subparsers(dest="lb_command", required=True)
+    hp = lsub.add_parser("history", help="its decisions: kind, what, outcome, reason (newest last)")
+    hp.add_argument("--limit", type=int, default=50, help="the last N decisions (default 50)")
     return p
 
 
@@ -210,6 +243,9 @@ def render(args: argparse.Namespace) -> tuple[Any, RenderableType]:
         data = fetch(args.api, f"/slots/{args.slot}/move", {"to": args.to}, timeout=30.0,
                      method="POST")
         return data, moves_table([data])
+    if args.command == "lb":
+        data = fetch(args.api, "/lb/history", {"limit": args.limit})
+        return data, lb_table(data)
     if args.command == "moves":
         data = fetch(args.api, "/moves")
         return data, moves_table(data)

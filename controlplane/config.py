@@ -1,7 +1,7 @@
 """The controller's configuration: one YAML file, validated with pydantic.
 
-This module owns the schema (switch, edge hosts, clusters, NF instances, thresholds, batch settings,
-heartbeats, etcd, API) and its cross-field rules (unique ids, ports and MACs; every primary has a
+This module owns the schema (switch, edge hosts, clusters, NF instances, thresholds, load balancer,
+batch settings, heartbeats, etcd, API) and its cross-field rules (unique ids, ports and MACs; every primary has a
 backup on another node in the same cluster; referenced clusters exist; low < high water mark).
 Every problem is reported as `path: reason`, where `path` names the field, e.g. `nfs[2].backup`.
 `docs/controller.md` describes every field.
@@ -164,6 +164,29 @@ class ThresholdConfig(_Model):
     max_slots_per_move: int = Field(default=16, ge=1)
 
 
+class LoadBalancerConfig(_Model):
+    """The load balancer's loop and the knobs that keep it from oscillating (docs/controller.md).
+
+    The water marks themselves are `thresholds.low_water` / `thresholds.high_water`."""
+
+    enabled: bool = False
+    period_s: float = Field(default=1.0, gt=0.0, le=3600.0)
+    target_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
+    idle_floor: float = Field(default=0.05, ge=0.0, le=1.0)
+    idle_for_s: float = Field(default=30.0, ge=0.0)
+    hot_for_s: float = Field(default=0.0, ge=0.0)
+    slot_cooldown_s: float = Field(default=10.0, ge=0.0)
+    nf_settle_s: float = Field(default=2.0, ge=0.0)
+    max_concurrent_moves: int = Field(default=8, ge=1)
+    scale_cooldown_s: float = Field(default=30.0, ge=0.0)
+    min_primaries_per_cluster: int = Field(default=1, ge=1)
+    move_overhead_bytes: int = Field(default=256, ge=0)
+    bytes_per_flow: int = Field(default=64, ge=1)
+    cpu_capacity_percent: float | None = Field(default=None, gt=0.0)
+    queue_growth: int = Field(default=256, ge=1)
+    history: int = Field(default=1000, ge=1, le=1_000_000)
+
+
 class BatchConfig(_Model):
     """Output-commit batches the NF runtimes use: B packets or T microseconds."""
 
@@ -211,6 +234,7 @@ class ControllerConfig(_Model):
     clusters: list[ClusterConfig] = Field(min_length=1)
     nfs: list[NfConfig] = Field(min_length=1)
     thresholds: ThresholdConfig = Field(default_factory=ThresholdConfig)
+    load_balancer: LoadBalancerConfig = Field(default_factory=LoadBalancerConfig)
     batch: BatchConfig = Field(default_factory=BatchConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     etcd: EtcdConfig = Field(default_factory=EtcdConfig)
@@ -322,6 +346,17 @@ def cross_check(cfg: ControllerConfig) -> list[tuple[str, str]]:
         problems.append(
             ("thresholds.low_water", f"{cfg.thresholds.low_water} is not below high_water "
              f"{cfg.thresholds.high_water}")
+        )
+    lb, th = cfg.load_balancer, cfg.thresholds
+    if th.high_water - lb.target_margin <= th.low_water:
+        problems.append(
+            ("load_balancer.target_margin", f"{lb.target_margin} leaves no room: high_water - "
+             f"target_margin ({th.high_water - lb.target_margin:.3g}) must be above low_water "
+             f"{th.low_water}")
+        )
+    if lb.idle_floor >= th.low_water and th.low_water > 0:
+        problems.append(
+            ("load_balancer.idle_floor", f"{lb.idle_floor} is not below thresholds.low_water {th.low_water}")
         )
     if cfg.heartbeat.timeout_ms > cfg.heartbeat.interval_ms:
         problems.append(("heartbeat.timeout_ms", "must not exceed heartbeat.interval_ms"))

@@ -6,7 +6,8 @@ write, epoch + 1), `move_slots()` (the same in batches) and `set_pair()` (a prim
 group). On them it runs the two protocols of DESIGN.md §6: `migrate()` (controlplane/migration.py,
 also reachable as `POST /slots/{slot}/move?to=NF`) and fail-over of a primary declared down by the
 `NfRegistry` heartbeats (controlplane/failover.py). Moves and fail-overs are serialised by one lock
-and recorded (`moves`, `failovers`) for the API.
+and recorded (`moves`, `failovers`) for the API. The load balancer (controlplane/balancer_loop.py)
+runs as one more task when `load_balancer.enabled`.
 It also answers the northbound views (`status()`, `nf_rows()`, `slot_rows()`, `flow_rows()`).
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from controlplane.balancer_loop import BalancerLoop
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
 from controlplane.flow_table import FlowTable
@@ -87,6 +89,7 @@ class Controller:
         self.failovers: list[FailoverResult] = []
         self._background: set[asyncio.Task[None]] = set()
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
+        self.balancer = BalancerLoop(self)  # runs when load_balancer.enabled (run())
 
     # -- start-up ---------------------------------------------------------------------------------
     async def load_slot_map(self) -> None:
@@ -322,6 +325,8 @@ class Controller:
             asyncio.create_task(self.registry.load_loop(self.load_interval), name="load"),
             asyncio.create_task(self._counter_loop(), name="counters"),
         ]
+        if self.cfg.load_balancer.enabled:
+            tasks.append(asyncio.create_task(self.balancer.run(), name="balancer"))
         try:
             done, _ = await asyncio.wait(
                 [t for t in tasks if t.get_name() != "configure"], return_when=asyncio.FIRST_EXCEPTION
@@ -388,6 +393,9 @@ class Controller:
             rows.append({"slot": e.slot, "owner": e.owner, "backup": self.pairs.get(e.owner),
                          "epoch": e.epoch, "packets": packets, "bytes": nbytes})
         return rows
+
+    def lb_view(self, limit: int | None = None) -> dict[str, Any]:
+        return self.balancer.view(limit)
 
     def move_rows(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.moves]

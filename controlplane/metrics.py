@@ -33,6 +33,10 @@ class ControllerMetrics:
         self.nf_drops = Gauge("nfc_nf_drops", "Packets an NF dropped since start", ["nf"], registry=r)
         self.nf_gaps = Gauge("nfc_nf_gaps", "Sequence gaps an NF skipped since start", ["nf"], registry=r)
         self.slot_packets = Gauge("nfc_slot_packets", "Packets the switch counted per slot", ["slot"], registry=r)
+        self.nf_load = Gauge("nfc_nf_load", "Load of a primary NF as the balancer sees it (1 = capacity)",
+                             ["nf"], registry=r)
+        self.lb_actions = Counter("nfc_lb_actions", "Load-balancer decisions by kind "
+                                  "(intra, inter, scale_out, scale_in)", ["kind"], registry=r)
         self.slot_bytes = Gauge("nfc_slot_bytes", "Bytes the switch counted per slot", ["slot"], registry=r)
 
     def count_write(self, op: str, n: int) -> None:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import grpc
@@ -61,6 +61,10 @@ class NfLoad:
     slots: int = 0
     malformed: int = 0  # part of drops: frames without a valid shim or body
     duplicates: int = 0  # part of drops: sequence numbers already processed
+    overload_drops: int = 0  # part of drops: input buffers full, kernel socket drops
+    workers: int = 1  # worker processes (CPU capacity: 100 % each)
+    slot_flows: Mapping[int, int] = field(default_factory=dict)  # owned slot -> flows with state
+    slots_behind: frozenset[int] = frozenset()  # owned slots a cluster peer/backup lags on
     at: float = 0.0  # time.monotonic() of the report
 
 
@@ -330,12 +334,17 @@ class NfRegistry:
         except NfControlError as exc:
             LOG.debug("status of NF %d: %s", nf_id, exc)
             return None
+        owned = [s for s in reply.slots if s.role == pb.SLOT_PRIMARY]
         load = NfLoad(
             packet_rate=reply.load.packet_rate, queue_depth=reply.load.queue_depth,
             cpu_percent=reply.load.cpu_percent, drops=reply.load.drops, gaps=reply.load.gaps,
-            packets=reply.load.packets,
-            slots=sum(1 for s in reply.slots if s.role == pb.SLOT_PRIMARY),
+            packets=reply.load.packets, slots=len(owned),
             malformed=reply.load.malformed, duplicates=reply.load.duplicates,
+            overload_drops=reply.load.overload_drops, workers=max(1, reply.workers),
+            slot_flows={s.slot: s.flows for s in owned},
+            slots_behind=frozenset(
+                s.slot for s in owned
+                if s.version and (not s.peer_versions or min(s.peer_versions.values()) < s.version)),
             at=time.monotonic(),
         )
         self.nfs[nf_id].load = load

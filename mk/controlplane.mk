@@ -3,8 +3,9 @@
 PY ?= .venv/bin/python
 NFC_CONFIG ?= topo/nfcluster.yaml
 NFC_ARGS   ?=
+LB_BENCH_ARGS ?=
 
-.PHONY: controller-check controller-test controller-test-unit controller
+.PHONY: controller-check controller-test controller-test-unit controller bench-lb
 
 controller-check: ## validate the controller configuration NFC_CONFIG (default topo/nfcluster.yaml)
 	$(PY) -m controlplane check --config $(NFC_CONFIG)
@@ -21,3 +22,6 @@ controller: ## run the controller with NFC_CONFIG (extra flags: NFC_ARGS="--no-e
 .PHONY: bench-failover
 bench-failover: setup build ## fail-over under load: 50 SIGKILLs and 20 SIGSTOPs of a primary (BENCH_ARGS="--quick")
 	$(PY) -m bench.failover $(BENCH_ARGS)
+
+bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; LB_BENCH_ARGS="--repeats 21")
+	$(PY) -m bench.load_balancer $(LB_BENCH_ARGS)

@@ -859,7 +859,8 @@ class Worker:
             "drops": c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
             + self.kernel_drops,
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
-            "unowned": c.unowned, "overflows": c.overflows, "nf_errors": c.nf_errors,
+            "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
+            "nf_errors": c.nf_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,

@@ -22,6 +22,12 @@ Two options disturb the traffic on purpose:
 
 The moves and fail-overs (bytes shipped, delta or full, times) are in the summary and in
 `disturbances.json` in the output directory.
+
+`--hot` proves the load balancer (topo/hot.py): skewed traffic and per-packet work make NF 1 hot;
+the controller's balancer moves its slots to its cluster peer (deltas) and to the other cluster
+(full state) while the live table shows each NF's load and the decisions; the summary lists every
+decision and the time until NF 1 was below the high-water mark (`lb.json` in the output directory);
+the verdict stays exactly-once, in order, counts unbroken.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from rich.table import Table
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
+from topo import hot as hot_run
 from topo.etcd import run_etcd
 from topo.faults import FAULT_KINDS, FaultInjector, FaultRecord, percentiles, takeover_times
 from topo.procs import free_port, stop_processes, wait_for
@@ -81,6 +88,7 @@ class RunOptions:
     fault_kinds: tuple[str, ...] = FAULT_KINDS
     heartbeat_ms: int = 0           # override heartbeat.interval_ms (and its timeout) if > 0
     confirm_ms: int = 0             # override heartbeat.confirm_timeout_ms if > 0
+    hot: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,6 +123,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="heartbeat interval and deadline for this run (default: the config's)")
     parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
                         help="deadline of the probe that confirms a failure (default: the config's)")
+    parser.add_argument("--hot", action="store_true",
+                        help=f"skewed traffic makes NF {hot_run.HOT_NF} hot; the load balancer "
+                             "relieves it (decisions shown live and in the summary)")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -130,7 +141,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
-                      args.confirm_ms)
+                      args.confirm_ms, args.hot)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -233,7 +244,7 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            "--nf", "checker", "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
-           "--gap-timeout-ms", "200"]
+           "--gap-timeout-ms", "200", *(hot_run.nf_params() if opts.hot else [])]
     log = open(log_dir / f"nf{nf.id}.log", "ab")  # noqa: SIM115  (closed with the process)
     proc: subprocess.Popen[bytes] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                cwd=str(REPO))
@@ -242,7 +253,8 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint: str, api: str,
-                   out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0) -> Path:
+                   out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0, hot: bool = False,
+                   ) -> Path:
     """The configuration with this run's target and addresses (switch, etcd, API) filled in, the
     heartbeat interval (`heartbeat_ms`, with a deadline of the same length) and the confirming
     probe's deadline (`confirm_ms`) if given."""
@@ -263,6 +275,8 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint:
     data["switch"].setdefault("p4info", str(REPO / "build" / "nfcluster.p4info.txtpb"))
     data.setdefault("etcd", {})["endpoints"] = [etcd_endpoint]
     data.setdefault("api", {})["listen"] = api
+    if hot:
+        hot_run.apply_config(data)
     path = out / "controller.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -393,10 +407,11 @@ def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
 
 # -- the live view and the summary -----------------------------------------------------------------
 
-def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
+def nf_table(rows: list[dict[str, Any]], title: str, loads: dict[int, float] | None = None) -> Table:
+    """One row per NF; with `loads` (the balancer's view, --hot) a load column too."""
     table = Table(title=title)
     for col in ("NF", "node", "cluster", "role", "alive", "slots", "pkt/s", "packets", "queue",
-                "drops", "gaps"):
+                "drops", "gaps", *(["load"] if loads is not None else [])):
         table.add_column(col, justify="right" if col not in ("node", "cluster", "role") else "left")
     # a backup holds replicas of its primary's slots: shown in parentheses
     backed = {r.get("backup"): r.get("slots_owned", 0) for r in rows if r.get("backup")}
@@ -405,7 +420,9 @@ def nf_table(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_row(str(r["id"]), str(r["node"]), str(r["cluster"]), str(r["role"]),
                       "yes" if r["alive"] else "NO", slots,
                       f"{r.get('packet_rate', 0):.0f}", str(r.get("packets", 0)),
-                      str(r.get("queue_depth", 0)), str(r.get("drops", 0)), str(r.get("gaps", 0)))
+                      str(r.get("queue_depth", 0)), str(r.get("drops", 0)), str(r.get("gaps", 0)),
+                      *([f"{loads[r['id']]:.2f}" if r["id"] in loads else ""] if loads is not None
+                        else []))
     return table
 
 
@@ -508,7 +525,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoint,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
-                                  opts.confirm_ms)
+                                  opts.confirm_ms, opts.hot)
         ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
         stack.callback(ctl_log.close)
         # the control plane first: on a saturated machine its heartbeats and fail-overs must not
@@ -534,10 +551,21 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                              str(log_dir / "server.json")], cwd=str(REPO))
         stack.enter_context(started([sink]))
         wait_for(lambda: f":{SINK_PORT}" in server.cmd("ss -uln"), timeout=10, what="sink bound")
+        sports: list[str] = []
+        watch: hot_run.HotWatch | None = None
+        hot_ids: list[int] = []
+        if opts.hot:
+            hot_slots = {int(r["slot"]) for r in http_json(f"{api}/slots?nf={hot_run.HOT_NF}")}
+            ports = hot_run.skewed_ports(hot_slots, client.IP(), server_ip, SINK_PORT, opts.flows,
+                                         cfg.switch.slot_count)
+            hot_ids = hot_run.hot_flows(ports, hot_slots, client.IP(), server_ip, SINK_PORT,
+                                        cfg.switch.slot_count)
+            sports = ["--sports", ",".join(map(str, ports))]
+            watch = hot_run.HotWatch(api)
         sender = client.popen([sys.executable, "-m", "topo.traffic", "send", "--dst",
                                f"{server_ip}:{SINK_PORT}", "--flows", str(opts.flows), "--packets",
                                str(opts.packets), "--rate", str(opts.rate), "--wait", "10",
-                               "--out", str(log_dir / "client.json")], cwd=str(REPO))
+                               "--out", str(log_dir / "client.json"), *sports], cwd=str(REPO))
         stack.enter_context(started([sender]))
         console.print(f"sending {opts.flows} flows x {opts.packets} packets each way ...")
         dist: Disturbances | None = None
@@ -559,19 +587,35 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         with Live(console=console, refresh_per_second=4) as live:
             while sender.poll() is None:
                 with contextlib.suppress(Exception):
-                    live.update(nf_table(http_json(f"{api}/nfs"), "NFs (live)"))
+                    if watch is not None:
+                        loads = hot_run.loads_of(watch.poll())
+                        live.update(hot_run.live(nf_table(http_json(f"{api}/nfs"), "NFs (live)",
+                                                          loads), watch))
+                    else:
+                        live.update(nf_table(http_json(f"{api}/nfs"), "NFs (live)"))
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
         if worker is not None:
             worker.join(timeout=30)
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         nfs = http_json(f"{api}/nfs")
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
+        lb: dict[str, Any] = {}
+        if watch is not None:
+            lb = http_json(f"{api}/lb/history")
+            lb["relief"] = watch.relief()
+            lb["samples"] = watch.samples
+            lb["hot_flows"] = hot_ids
         if dist is not None:
             dist.failovers = http_json(f"{api}/status")["failovers"]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
     verdict = verify(*inputs)
+    if lb:
+        moved = [d["at"] for d in lb["decisions"] if d["action"]["action"] == "move"]
+        lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
+                                        lb["relief"]["relieved"])
+        (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
     if dist is not None:
         if dist.faults:
             dist.losses = loss_report(inputs)
@@ -579,6 +623,12 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
     summarise(console, verdict, client_rep, server_rep, nfs, dist)
+    if lb:
+        hot_run.summary(console, lb, lb["relief"])
+        moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]
+        if lb["relief"]["seconds"] is None or any(d["outcome"] != "moved" for d in moves):
+            return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["the hot NF was not relieved "
+                                                                   "by moves that all succeeded"])])
     if dist is not None and (dist.errors or any(not m["ok"] for m in dist.moves)
                              or any(not f["ok"] for f in dist.failovers)):
         return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a move or fail-over failed"])])

@@ -40,6 +40,8 @@ class SideReport:
     sent_at: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     received_at: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     ports: dict[int, int] = field(default_factory=dict)  # the sender's UDP port of each flow
+    # sender only: per flow, (Unix time packet n was sent, ms until the n-th reply arrived)
+    rtt: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -49,6 +51,7 @@ class SideReport:
             "sent_at": {str(k): v for k, v in self.sent_at.items()},
             "received_at": {str(k): v for k, v in self.received_at.items()},
             "ports": {str(k): v for k, v in self.ports.items()},
+            **({"rtt": {str(k): v for k, v in self.rtt.items()}} if self.rtt else {}),
         }
 
     @classmethod
@@ -71,6 +74,10 @@ class SideReport:
             assert isinstance(raw, dict)
             for k, v in raw.items():
                 times[int(k)] = [float(t) for t in v]
+        rtt = data.get("rtt", {})
+        assert isinstance(rtt, dict)
+        for k, samples in rtt.items():
+            rep.rtt[int(k)] = [(float(t), float(ms)) for t, ms in samples]
         return rep
 
 
@@ -125,15 +132,22 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> Side
 
 
 def run_sender(
-    dst: tuple[str, int], flows: int, packets: int, rate: float, size: int, wait: float, out: Path
+    dst: tuple[str, int], flows: int, packets: int, rate: float, size: int, wait: float, out: Path,
+    sports: Sequence[int] = (),
 ) -> SideReport:
-    """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies."""
+    """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies.
+    `sports`: the source port of each flow (which slot a flow hashes to); default: ephemeral.
+    The round trip of packet n of a flow is taken to its n-th reply (the sink answers each packet
+    it receives, in order: exact when nothing is lost or reordered, which the verdict checks)."""
     report = SideReport()
+    sent_at: dict[int, list[tuple[float, float]]] = defaultdict(list)  # (monotonic, Unix time)
     sel = selectors.DefaultSelector()
     socks: list[socket.socket] = []
     for flow_id in range(flows):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setblocking(False)
+        if flow_id < len(sports):
+            s.bind(("", sports[flow_id]))
         s.connect(dst)
         report.ports[flow_id] = s.getsockname()[1]
         sel.register(s, selectors.EVENT_READ, flow_id)
@@ -151,7 +165,11 @@ def run_sender(
                 except ConnectionRefusedError:
                     report.malformed += 1
                     break
-                _record_arrival(report, payload)
+                now = time.monotonic()
+                rec = _record_arrival(report, payload)
+                if rec is not None and 0 < rec.pkt_no <= len(sent_at[rec.flow_id]):
+                    mono, wall = sent_at[rec.flow_id][rec.pkt_no - 1]
+                    report.rtt[rec.flow_id].append((round(wall, 4), round((now - mono) * 1000, 3)))
 
     interval = 1.0 / rate if rate > 0 else 0.0
     start = time.monotonic()
@@ -162,6 +180,7 @@ def run_sender(
             due = start + i * interval
             while (now := time.monotonic()) < due:
                 drain(due - now)
+            sent_at[flow_id].append((time.monotonic(), time.time()))
             socks[flow_id].send(Record(flow_id, pkt_no).pack(size))
             report.sent[flow_id] += 1
             report.sent_at[flow_id].append(time.time())
@@ -196,7 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--size", type=int, default=64, help="payload size in bytes")
     send.add_argument("--wait", type=float, default=5.0, help="seconds to wait for the last replies")
     send.add_argument("--out", type=Path, required=True, help="JSON report to write")
+    send.add_argument("--sports", type=_ports, default=[],
+                      help="comma-separated source port of each flow (default: ephemeral ports)")
     return parser
+
+
+def _ports(text: str) -> list[int]:
+    try:
+        ports = [int(p) for p in text.split(",") if p]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sports {text!r} is not a comma-separated port list") from None
+    if any(not 0 < p < 65536 for p in ports):
+        raise argparse.ArgumentTypeError(f"--sports {text!r}: ports are 1..65535")
+    return ports
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -210,7 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.flows < 1 or args.packets < 1:
             print("--flows and --packets must be at least 1", file=sys.stderr)
             return 2
-        run_sender(args.dst, args.flows, args.packets, args.rate, args.size, args.wait, args.out)
+        if len(args.sports) > args.flows:
+            print("--sports lists more ports than --flows", file=sys.stderr)
+            return 2
+        run_sender(args.dst, args.flows, args.packets, args.rate, args.size, args.wait, args.out,
+                   args.sports)
     return 0
 
 

@@ -28,6 +28,14 @@ _U64 = struct.Struct("!Q")
 MAX_STATE_BYTES = 1 << 20
 
 
+def spin(seconds: float) -> None:
+    """Busy work: spin on the clock, so it costs CPU like real processing instead of sleeping."""
+    if seconds > 0:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            pass
+
+
 @register_nf
 class Generic(NetworkFunction):
     name = "generic"
@@ -51,10 +59,7 @@ class Generic(NetworkFunction):
         return {"packets": 0, "acc": 0.0, "blob": bytearray(self.state_bytes)}
 
     def process(self, packet: Packet, state: FlowState, context: Context) -> Verdict:
-        if self.work_s > 0:
-            deadline = time.perf_counter() + self.work_s
-            while time.perf_counter() < deadline:
-                pass
+        spin(self.work_s)
         n = state.get("packets", 0) + 1
         state["packets"] = n
         if self.rate > 0:

@@ -24,6 +24,12 @@ class FakeNf(pb_grpc.NfControlServicer):
     next_seqs: dict[int, int] = field(default_factory=dict)  # slot -> AssignSlots next_seq
     backed_up_for: int = 0
     packet_rate: float = 0.0
+    cpu_percent: float = 0.0
+    queue_depth: int = 3
+    overload_drops: int = 0
+    workers: int = 1
+    slot_flows: dict[int, int] = field(default_factory=dict)  # slot -> flows (version = flows)
+    peer_version: dict[int, int] = field(default_factory=dict)  # slot -> version peers acked
     mute: bool = False  # heartbeats hang (a stuck NF)
     slow: float = 0.0  # heartbeats answer this late (a live NF on a loaded machine)
     uptime_ms: int = 1000  # set lower to play a restarted NF
@@ -40,8 +46,15 @@ class FakeNf(pb_grpc.NfControlServicer):
         role = pb.SLOT_BACKUP if self.backed_up_for else pb.SLOT_PRIMARY
         return pb.StatusReply(
             nf_id=self.nf_id, role=self.role, backup_nf_id=self.backup,
-            slots=[pb.SlotStatus(slot=s, epoch=e, role=role) for s, e in sorted(self.slots.items())],
-            load=pb.Load(packet_rate=self.packet_rate, queue_depth=3, packets=1000, drops=1),
+            slots=[pb.SlotStatus(slot=s, epoch=e, role=role, flows=self.slot_flows.get(s, 0),
+                                 version=self.slot_flows.get(s, 0),
+                                 peer_versions=({9: self.peer_version[s]}
+                                                if s in self.peer_version else {}))
+                   for s, e in sorted(self.slots.items())],
+            load=pb.Load(packet_rate=self.packet_rate, queue_depth=self.queue_depth, packets=1000,
+                         drops=1 + self.overload_drops, cpu_percent=self.cpu_percent,
+                         overload_drops=self.overload_drops),
+            workers=self.workers,
         )
 
     async def Heartbeat(self, request, context):

@@ -44,6 +44,9 @@ class FakeView:
     def move_rows(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.results]
 
+    def lb_view(self, limit: int | None = None) -> dict[str, Any]:
+        return {"enabled": False, "history": []}
+
     @property
     def results(self) -> list[MoveResult]:
         return [MoveResult(s[0], 1, to, 2, True, True) for s, to in self.moves]

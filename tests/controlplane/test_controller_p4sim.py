@@ -182,6 +182,7 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
 
     from nf_host.shim import Kind, decap
     from tests.controlplane.test_switch_session import compile_program
+    from topo.hot import slot_of
 
     p4info, blob = compile_program(tmp_path)
     server = serve(Device(device_id=1, cpu_port=510), "127.0.0.1:0")
@@ -209,6 +210,9 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
             assert len(shims) == 2, shims
             primary_port, backup_port = sorted(shims, key=lambda p: shims[p].kind)
             slot = shims[primary_port].slot
+            # the scenario's prediction of a flow's slot (make run --hot) agrees with the program
+            assert slot == slot_of("10.0.0.1", "10.0.0.2", 4000, 5000, 17, 4096)
+            assert slot == slot_of("10.0.0.2", "10.0.0.1", 5000, 4000, 17, 4096)  # symmetric
             owner = c.slot_map.owner(slot)
             assert primary_port == cfg.nf(owner).port and shims[primary_port].kind == Kind.PRIMARY
             assert shims[primary_port].nf_id == owner and shims[primary_port].epoch == 1

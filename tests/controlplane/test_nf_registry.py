@@ -126,3 +126,21 @@ def test_fast_restart_is_reported_from_the_uptime():
         assert len(events) == 1
 
     asyncio.run(with_fakes(body))
+
+
+def test_load_report_carries_cpu_workers_overload_drops_and_per_slot_state():
+    async def body(registry, fakes, servers):
+        slot_map = SlotMap.build([1, 2], 64)
+        await registry.configure({1: 3, 2: 4}, slot_map)
+        mine = sorted(fakes[1].slots)
+        fakes[1].cpu_percent, fakes[1].workers, fakes[1].overload_drops = 150.0, 2, 7
+        fakes[1].slot_flows = {mine[0]: 5, mine[1]: 3, mine[2]: 4}
+        fakes[1].peer_version = {mine[0]: 5, mine[1]: 1}  # peers hold slot 0's version, lag on 1
+        load = (await registry.poll_all())[1]
+        assert load is not None
+        assert (load.cpu_percent, load.workers, load.overload_drops) == (150.0, 2, 7)
+        assert load.slot_flows[mine[0]] == 5 and load.slot_flows[mine[1]] == 3
+        # behind: a peer acknowledged an older version (mine[1]) or none holds it (mine[2])
+        assert load.slots_behind == {mine[1], mine[2]}
+
+    asyncio.run(with_fakes(body))

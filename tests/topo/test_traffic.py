@@ -42,3 +42,24 @@ def test_sender_and_sink_account_for_every_packet(tmp_path: Path) -> None:
         assert [n for n, _ in server.received[f]] == list(range(1, 26))
         assert [n for n, _ in client.received[f]] == list(range(1, 26))
     assert dict(server.sent) == dict(client.sent)
+    # the sender timed every round trip (packet n to the n-th reply), the sink none
+    assert {f: len(v) for f, v in client.rtt.items()} == {f: 25 for f in range(4)}
+    assert all(0 < ms < 10_000 and t > 1e9 for v in client.rtt.values() for t, ms in v)
+    assert not server.rtt
+
+
+@pytest.mark.unit
+def test_sender_uses_the_given_source_port_for_each_flow(tmp_path: Path) -> None:
+    import socket
+
+    from topo.traffic import run_sender
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.settimeout(5)
+        sports = [free_port(), free_port()]
+        while sports[1] == sports[0]:
+            sports[1] = free_port()
+        run_sender(server.getsockname(), 2, 1, 0.0, 64, 0.0, tmp_path / "c.json", sports)
+        peers = sorted(server.recvfrom(2048)[1][1] for _ in range(2))
+    assert peers == sorted(sports)

@@ -69,3 +69,15 @@ def test_udp_without_checksum_stays_without() -> None:
     _, out, _ = table.send(pkt)
     assert Ether(out)[UDP].chksum == 0
     assert stamped(out)[2] == 1
+
+
+def test_work_us_costs_cpu_per_packet_and_a_negative_value_is_refused() -> None:
+    import time
+
+    table = FlowTable(make_nf("checker", {"work_us": 2000}))
+    cpu = time.process_time()
+    for i in range(1, 11):
+        table.send(udp("10.0.0.1", "10.0.0.2", 1000, 2000, record(7, i)))
+    assert time.process_time() - cpu >= 0.015  # 10 packets x 2 ms of spinning (CPU, not sleep)
+    with pytest.raises(ValueError, match="work_us must be >= 0"):
+        make_nf("checker", {"work_us": -1})
