@@ -22,6 +22,7 @@ from pathlib import Path
 from controlplane.api import api_token, serve
 from controlplane.config import ConfigError, ControllerConfig, load_config, split_hostport
 from controlplane.controller import Controller
+from controlplane.switch_session import DeviceConfigError
 
 LOG = logging.getLogger("nfc-controller")
 
@@ -89,7 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no P4Info at {p4info}: run `make build` first, or pass --p4info", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(run(cfg, args))
+    try:
+        asyncio.run(run(cfg, args))
+    except DeviceConfigError as exc:
+        print(f"nfc-controller: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -78,13 +78,19 @@ class SwitchConfig(_Model):
         return 1 << self.slot_bits
 
     def device_config_path(self) -> Path:
-        """The device config pushed with the P4Info; defaults by target."""
+        """The device config pushed with the P4Info; defaults by target, as `make build` writes
+        them (mk/dataplane.mk): p4sim's `build/nfcluster.p4sim` next to its P4Info, p4c's
+        `build/bmv2/nfcluster.json` next to its own P4Info (`build/bmv2/nfcluster.p4info.txtpb`).
+        With the P4Info of another directory (e.g. p4sim's, whose ids are p4c's) the target's
+        subdirectory of that directory is used."""
         if self.device_config is not None:
             return self.device_config
-        # the names `make build` writes (mk/dataplane.mk): p4sim's next to the P4Info, p4c's in bmv2/
-        name = {"p4sim": "nfcluster.p4sim", "bmv2": "bmv2/nfcluster.json",
-                "tofino": "tofino/nfcluster.bin"}[self.target]
-        return self.p4info.parent / name
+        subdir, name = {"p4sim": ("", "nfcluster.p4sim"), "bmv2": ("bmv2", "nfcluster.json"),
+                        "tofino": ("tofino", "nfcluster.bin")}[self.target]
+        base = self.p4info.parent
+        if subdir and base.name != subdir:
+            base = base / subdir
+        return base / name
 
 
 class EdgeHostConfig(_Model):

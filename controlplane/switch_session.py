@@ -85,6 +85,10 @@ def new_flow_from(data: Any) -> NewFlow | None:
 WriteHook = Callable[[str, int], None]
 
 
+
+class DeviceConfigError(FileNotFoundError):
+    """The device config to push with the P4Info is missing (the path is in the message)."""
+
 class SwitchSession:
     """One controller's P4Runtime connection to one switch."""
 
@@ -104,12 +108,13 @@ class SwitchSession:
         p4info = p4info if p4info is not None else cfg.p4info
         blob: Path | bytes | None = device_config
         if blob is None:
-            path = cfg.device_config_path()
-            if path.exists():
-                blob = path
-            else:
-                LOG.warning("no device config at %s: the pipeline is not pushed, the switch's is used",
-                            path)
+            blob = cfg.device_config_path()
+        if isinstance(blob, Path) and not blob.is_file():
+            # without it the pipeline cannot be pushed, and a switch started without a program
+            # (BMv2 --no-p4) answers every read FAILED_PRECONDITION: fail now, naming the path
+            raise DeviceConfigError(
+                f"no device config at {blob} (switch.target {cfg.target}): run `make build` "
+                f"(BMv2's needs p4c-bm2-ss), or set switch.device_config / --device-config")
         self._on_primary = on_primary
         self._on_write = on_write
         self._primary = asyncio.Event()

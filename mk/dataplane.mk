@@ -15,7 +15,7 @@ build: setup ## compile p4src/ into build/ with p4sim (and with p4c-bm2-ss into 
 	  mkdir -p $(P4_BUILD_DIR)/bmv2; \
 	  echo "p4c-bm2-ss --arch v1model $(P4_INCLUDES) -o $(P4_BUILD_DIR)/bmv2/nfcluster.json $(P4_PROGRAM)"; \
 	  p4c-bm2-ss --arch v1model $(P4_INCLUDES) \
-	    --p4runtime-files $(P4_BUILD_DIR)/bmv2/nfcluster.p4info.txt \
+	    --p4runtime-files $(P4_BUILD_DIR)/bmv2/nfcluster.p4info.txtpb \
 	    -o $(P4_BUILD_DIR)/bmv2/nfcluster.json $(P4_PROGRAM); \
 	else echo "build: p4c-bm2-ss not on PATH: BMv2 output skipped"; fi
 

@@ -36,8 +36,10 @@ GRPC_PORT = 9559
 # What `make build` writes (mk/dataplane.mk): p4sim output in build/, p4c's in build/bmv2/.
 P4SIM_P4INFO = "nfcluster.p4info.txtpb"
 P4SIM_CONFIGS = ("nfcluster.p4sim.json", "nfcluster.json", "nfcluster.p4sim", "nfcluster.bin")
-BMV2_P4INFO = "bmv2/nfcluster.p4info.txt"
+BMV2_P4INFO = "bmv2/nfcluster.p4info.txtpb"
 BMV2_CONFIG = "bmv2/nfcluster.json"
+# BMv2 (through PI) delivers digest lists on a timer, p4sim at once (docs/bmv2.md)
+DIGEST_QUIET_S = {"p4sim": 0.05, "bmv2": 0.5}
 
 
 class RunError(RuntimeError):
@@ -149,6 +151,20 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
         proc.wait(timeout)
 
 
+def print_switch_log(path: Path, lines: int = 40) -> None:
+    """The last `lines` of the switch's log, or why there is none."""
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError as exc:
+        print(f"ptf-run: tests failed; no switch log to show ({path}: {exc.strerror})",
+              file=sys.stderr)
+        return
+    if not tail:
+        print(f"ptf-run: tests failed; the switch log {path} is empty", file=sys.stderr)
+        return
+    print("ptf-run: tests failed; last lines of the switch log:", *tail, sep="\n  ", file=sys.stderr)
+
+
 def run(
     target: str,
     build: Path,
@@ -174,6 +190,8 @@ def run(
             f"cpu_port={CPU_PORT}",
             f"p4info='{spec.p4info.resolve()}'",
             f"device_config='{spec.device_config.resolve()}'",
+            # how long a digest stream must stay quiet to count as drained between cases
+            f"digest_quiet_s={DIGEST_QUIET_S[target]}",
         ]
     )
     with namespace(ns, ports), open(logs / "switch.log", "wb") as switch_log:
@@ -187,7 +205,8 @@ def run(
                 str(Path(sys.executable).parent / "ptf"),
                 "--test-dir", str(PTF_DIR),
                 "--pypath", str(REPO),
-                "--log-dir", str(logs),
+                # a directory of its own: ptf empties its log directory, the switch's log with it
+                "--log-dir", str(logs / "ptf"),
                 "--default-timeout", "3",
                 "--default-negative-timeout", "0.3",
                 "--test-params", params,
@@ -200,8 +219,7 @@ def run(
         finally:
             stop(proc)
     if rc != 0:
-        tail = (logs / "switch.log").read_text(errors="replace").splitlines()[-40:]
-        print("ptf-run: tests failed; last lines of the switch log:", *tail, sep="\n  ", file=sys.stderr)
+        print_switch_log(logs / "switch.log")
         print(f"ptf-run: logs kept in {logs}", file=sys.stderr)
     elif log_dir is None:
         shutil.rmtree(logs, ignore_errors=True)

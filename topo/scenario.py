@@ -268,7 +268,7 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint:
         data["switch"]["target"] = target
         data["switch"].pop("device_config", None)
         if target == "bmv2":  # p4c's outputs, as `make build` writes them
-            data["switch"]["p4info"] = str(REPO / "build" / "bmv2" / "nfcluster.p4info.txt")
+            data["switch"]["p4info"] = str(REPO / "build" / "bmv2" / "nfcluster.p4info.txtpb")
     for key in ("p4info", "device_config"):
         if key in data["switch"] and not Path(data["switch"][key]).is_absolute():
             data["switch"][key] = str(REPO / data["switch"][key])

@@ -2,6 +2,20 @@
 #ifndef NFC_TNA_PARSER_P4
 #define NFC_TNA_PARSER_P4
 
+/* Every field of the parsers' `out` metadata is set (p4c: "out parameter 'meta' may be
+   uninitialized when the parser terminates" otherwise; Tofino does not zero PHV containers). */
+#define NFC_INIT_META(m)              \
+    m.port_role = PORT_ROLE_UNKNOWN;  \
+    m.bypass = false;                 \
+    m.owned = false;                  \
+    m.l4_src_port = 0;                \
+    m.l4_dst_port = 0;                \
+    m.slot = 0;                       \
+    m.group = 0;                      \
+    m.epoch = 0;                      \
+    m.primary = 0;                    \
+    m.new_flow = {0, 0, 0, 0, 0, 0};
+
 parser NfcIngressParser(packet_in pkt,
                         out headers_t hdr,
                         out local_metadata_t meta,
@@ -9,8 +23,7 @@ parser NfcIngressParser(packet_in pkt,
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
-        meta.l4_src_port = 0;
-        meta.l4_dst_port = 0;
+        NFC_INIT_META(meta)
         transition select(ig_intr_md.ingress_port) {
             TNA_CPU_PORT: parse_packet_out;
             default: parse_ethernet;
@@ -82,6 +95,7 @@ parser NfcEgressParser(packet_in pkt,
                        out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
+        NFC_INIT_META(meta)
         transition select(eg_intr_md.egress_port) {
             TNA_CPU_PORT: accept;
             default: parse_ethernet;

@@ -50,6 +50,10 @@ control ReplicationEgress(inout headers_t hdr,
             /* one application of nf_port: a table is applied in one place of the control graph */
             if (known_replica) {
                 nf_port.apply();
+            } else if (eg_intr_md.egress_rid != 0) {
+                /* a group replica without a known rid: never send a stamp anywhere by accident
+                   (as the v1model program does); rid 0 is no replica (a packet-out) */
+                eg_dprsr_md.drop_ctl = 1;
             }
         }
     }
