@@ -32,6 +32,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
 from controlplane.migration import MoveError, MoveResult
+from controlplane.spare_pool import ScaleError
 
 MAX_ROWS = 65536
 TOKEN_ENV = "NFC_API_TOKEN"
@@ -49,6 +50,8 @@ class ControllerView(Protocol):
     def move_rows(self) -> list[dict[str, Any]]: ...
     def lb_view(self, limit: int | None = None) -> dict[str, Any]: ...
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
+    async def scale_out(self, cluster: str | None) -> dict[str, Any]: ...
+    async def drain(self, nf: int) -> dict[str, Any]: ...
 
 
 def _int_arg(request: web.Request, name: str, default: int | None) -> int | None:
@@ -130,6 +133,22 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
             raise web.HTTPBadRequest(text=str(exc)) from None
         return web.json_response(result.to_json(), status=200 if result.ok else 409)
 
+    async def scale_out(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(await view.scale_out(request.query.get("cluster")))
+        except ScaleError as exc:
+            raise web.HTTPConflict(text=str(exc)) from None
+
+    async def drain(request: web.Request) -> web.Response:
+        try:
+            nf = int(request.match_info["nf"])
+        except ValueError:
+            raise web.HTTPBadRequest(text="the NF id must be an integer") from None
+        try:
+            return web.json_response(await view.drain(nf))
+        except ScaleError as exc:
+            raise web.HTTPConflict(text=str(exc)) from None
+
     async def lb_history(request: web.Request) -> web.Response:
         return web.json_response(view.lb_view(_int_arg(request, "limit", None)))
 
@@ -146,6 +165,8 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app.router.add_get("/moves", moves)
     app.router.add_post("/slots/{slot}/move", move)
     app.router.add_get("/lb/history", lb_history)
+    app.router.add_post("/lb/scale-out", scale_out)
+    app.router.add_post("/nfs/{nf}/drain", drain)
     app.router.add_get("/metrics", metrics)
     return app
 

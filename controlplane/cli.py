@@ -201,6 +201,14 @@ def lb_table(data: dict[str, Any], now: float | None = None) -> RenderableType:
     return t
 
 
+def scale_table(data: dict[str, Any]) -> Table:
+    t = Table(title="scaling")
+    for col in data:
+        t.add_column(col)
+    t.add_row(*(str(v) for v in data.values()))
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nfc", description="nfcluster operator CLI (talks to the controller's HTTP API)")
     p.add_argument("--api", default=DEFAULT_API, help=f"controller API base URL (default {DEFAULT_API})")
@@ -220,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("slot", type=int)
     mp.add_argument("--to", type=int, required=True, metavar="NF", help="the target primary's id")
     sub.add_parser("moves", help="the slot moves done so far")
+    so = sub.add_parser("scale-out", help="make a spare NF a primary (with a backup from the pool)")
+    so.add_argument("--cluster", help="its cluster (default: the one with the fewest primaries)")
+    dp = sub.add_parser("drain", help="move every slot of a primary away and return it to the pool")
+    dp.add_argument("nf", type=int, help="the primary's id")
     lp = sub.add_parser("lb", help="the load balancer")
     lsub = lp.add_subparsers(dest="lb_command", required=True)
     hp = lsub.add_parser("history", help="its decisions: kind, what, outcome, reason (newest last)")
@@ -243,6 +255,13 @@ def render(args: argparse.Namespace) -> tuple[Any, RenderableType]:
         data = fetch(args.api, f"/slots/{args.slot}/move", {"to": args.to}, timeout=30.0,
                      method="POST")
         return data, moves_table([data])
+    if args.command == "scale-out":
+        data = fetch(args.api, "/lb/scale-out", {"cluster": args.cluster}, timeout=30.0,
+                     method="POST")
+        return data, scale_table(data)
+    if args.command == "drain":
+        data = fetch(args.api, f"/nfs/{args.nf}/drain", {}, timeout=600.0, method="POST")
+        return data, scale_table(data)
     if args.command == "lb":
         data = fetch(args.api, "/lb/history", {"limit": args.limit})
         return data, lb_table(data)

@@ -30,6 +30,7 @@ from controlplane.migration import RELEASE_TIMEOUT, MoveResult, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
 from controlplane.slot_map import SlotEntry, SlotMap
 from controlplane.slot_store import SlotStore, load_or_build
+from controlplane.spare_pool import SparePool
 from controlplane.switch_session import SwitchSession
 
 LOG = logging.getLogger(__name__)
@@ -82,14 +83,15 @@ class Controller:
         self.load_interval = load_interval
         self._digest_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        self._move_lock = asyncio.Lock()  # one migration or fail-over at a time
+        self.move_lock = asyncio.Lock()  # one migration or fail-over at a time
         self.release_timeout = RELEASE_TIMEOUT
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
         self.moves: list[MoveResult] = []
         self.failovers: list[FailoverResult] = []
         self._background: set[asyncio.Task[None]] = set()
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
-        self.balancer = BalancerLoop(self)  # runs when load_balancer.enabled (run())
+        self.pool = SparePool(self)  # scale-out and drain (the balancer's executor, the API's)
+        self.balancer = BalancerLoop(self, executor=self.pool)  # runs when load_balancer.enabled
 
     # -- start-up ---------------------------------------------------------------------------------
     async def load_slot_map(self) -> None:
@@ -181,14 +183,14 @@ class Controller:
         return self.registry.nfs[nf_id].declared_down
 
     async def _fail_over(self, dead: int, confirmed: bool = False) -> None:
-        async with self._move_lock:
+        async with self.move_lock:
             if dead in self.pairs and await self._really_down(dead, confirmed):
                 self.failovers.append(await fail_over(self, dead))
             else:
                 self.nfs_configured.add(dead)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False) -> None:
-        async with self._move_lock:
+        async with self.move_lock:
             if not await self._really_down(dead, confirmed):
                 self.nfs_configured.add(dead)
                 return
@@ -201,7 +203,7 @@ class Controller:
         """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
         MoveError before the first move for a bad request; a failed move is undone and reported."""
         results = []
-        async with self._move_lock:
+        async with self.move_lock:
             for slot in slots:
                 result = await migrate_slot(self, slot, to_nf, self.release_timeout)
                 self.moves.append(result)
@@ -233,7 +235,7 @@ class Controller:
             return
         await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
-            async with self._move_lock:
+            async with self.move_lock:
                 self.failovers.extend(await protect(self))
 
     # -- building blocks for migration / fail-over / load balancing -------------------------------
@@ -287,14 +289,39 @@ class Controller:
                 await self.store.save_groups(self.groups)
             self.metrics.update_slot_counts(self.slot_map.counts())
 
+    def _group_for(self, primary: int) -> int:
+        """`primary`'s replica group id: its own, or for a new primary whose id a promoted NF
+        already uses as its group, the next free one."""
+        if primary in self.groups:
+            return self.groups[primary]
+        used = set(self.groups.values())
+        group = primary if primary not in used else max(used | set(self.pairs)) + 1
+        self.groups[primary] = group
+        return group
+
+    async def retire_primary(self, nf: int) -> None:
+        """A drained primary (no slot left) is a primary no more: its pair and replica group go
+        (from the switch too), persisted."""
+        if self.slot_map.slots_of(nf):
+            raise ValueError(f"NF {nf} still owns slots")
+        async with self._lock:
+            self.pairs.pop(nf, None)
+            group = self.groups.pop(nf, None)
+            if self.store is not None:
+                await self.store.save_pairs(self.pairs)
+                await self.store.save_groups(self.groups)
+            if group is not None and self.session.is_primary:
+                await self.session.delete_group(group)
+
     async def set_pair(self, primary: int, backup: int | None) -> None:
         """Make `primary` a primary with `backup`; writes its replica group."""
         async with self._lock:
             insert = primary not in self.pairs
             self.pairs[primary] = backup
-            group = self.groups.setdefault(primary, primary)
+            group = self._group_for(primary)
             if self.store is not None:
                 await self.store.save_pairs(self.pairs)
+                await self.store.save_groups(self.groups)
             if self.session.is_primary:
                 backup_port = None if backup is None else self.cfg.nf(backup).port
                 await self.session.set_group(group, self.cfg.nf(primary).port, backup_port,
@@ -396,6 +423,28 @@ class Controller:
 
     def lb_view(self, limit: int | None = None) -> dict[str, Any]:
         return self.balancer.view(limit)
+
+    async def scale_out(self, cluster: str | None = None) -> dict[str, Any]:
+        """A spare becomes a primary (of `cluster`, by default the one with the fewest
+        primaries); the operator's and the API's entry to `SparePool.scale_out`."""
+        if cluster is None:
+            counts = {c.name: 0 for c in self.cfg.clusters}
+            for p in self.pairs:
+                counts[self.cfg.nf(p).cluster] += 1
+            cluster = min(counts, key=lambda c: (counts[c], c))
+        nf = await self.pool.scale_out(cluster)
+        return {"nf": nf, "cluster": self.cfg.nf(nf).cluster, "backup": self.pairs.get(nf)}
+
+    async def drain(self, nf: int) -> dict[str, Any]:
+        """Move every slot of primary `nf` to its cluster peers and return it to the pool."""
+        slots = len(self.slot_map.slots_of(nf))
+        backup = self.pairs.get(nf)
+        self.balancer.draining.add(nf)
+        try:
+            await self.pool.drain(nf)
+        finally:
+            self.balancer.draining.discard(nf)
+        return {"nf": nf, "slots_moved": slots, "returned": [n for n in (nf, backup) if n]}
 
     def move_rows(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.moves]

@@ -241,6 +241,10 @@ class SwitchSession:
         group = self.builder.group(primary_id, primary_port, backup_port)
         await self._batched("insert" if insert else "modify", [group])
 
+    async def delete_group(self, group: int) -> None:
+        """Remove a replica group no slot points at any more (a drained primary's)."""
+        await self._batched("delete", [P4MulticastGroupEntry(group)])
+
     # -- reads ------------------------------------------------------------------------------------
     def _read(self, entity: Any) -> AsyncIterator[Any]:
         # finsy's overloads declare `async def read` returning a generator; at run time it is one

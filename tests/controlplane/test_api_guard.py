@@ -47,6 +47,12 @@ class FakeView:
     def lb_view(self, limit: int | None = None) -> dict[str, Any]:
         return {"enabled": False, "history": []}
 
+    async def scale_out(self, cluster: str | None) -> dict[str, Any]:
+        return {"nf": 9, "cluster": cluster}
+
+    async def drain(self, nf: int) -> dict[str, Any]:
+        return {"nf": nf}
+
     @property
     def results(self) -> list[MoveResult]:
         return [MoveResult(s[0], 1, to, 2, True, True) for s, to in self.moves]

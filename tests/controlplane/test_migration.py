@@ -21,6 +21,8 @@ from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.migration import MoveError
 from controlplane.slot_map import SlotEntry
+from controlplane.spare_pool import ScaleError
+from nf_host.proto import nf_control_pb2 as pb
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
 from tests.controlplane.oracle import OwnershipOracle
 from tests.support.procs import free_port
@@ -68,6 +70,9 @@ class FakeSession:
     async def set_group(self, primary: int, port: int, backup_port: int | None,
                         insert: bool = False) -> None:
         self.writes.append(("group", (primary, port, backup_port, insert)))
+
+    async def delete_group(self, group: int) -> None:
+        self.writes.append(("delete_group", group))
 
 
 def make(cfg: Any, etcd: bool) -> Controller:
@@ -377,5 +382,73 @@ def test_a_primary_left_without_a_backup_is_protected_when_a_spare_comes_back():
         assert fo.ok and fo.kind == "protect" and (fo.promoted, fo.new_backup) == (7, 6)
         assert fakes[7].backup == 6 and fakes[6].backed_up_for == 7
         assert set(c.slot_map.slots_of(7)) <= set(fakes[6].slots)
+
+    asyncio.run(with_controller(body))
+
+
+def test_scale_out_makes_a_spare_a_primary_with_its_own_group_and_drain_returns_it():
+    async def body(c, fakes, servers):
+        res = await c.scale_out("c1")
+        # NF 5 (the spare of c1, node c): a primary with a new replica group; no NF of c1 is
+        # idle on another node to back it up, so it has none yet (protected when one joins)
+        assert res == {"nf": 5, "cluster": "c1", "backup": None}
+        assert fakes[5].role == pb.PRIMARY and c.pairs[5] is None and c.groups[5] == 5
+        assert ("group", (5, c.cfg.nf(5).port, None, True)) in c.session.writes
+        assert 5 in c.balancer.ctl.pairs  # the balancer can move slots to it now
+        moved = c.slot_map.slots_of(1)[:3]
+        for slot in moved:
+            [r] = await c.migrate([slot], 5)
+            assert r.ok
+        # scale-in: its 3 slots go back to the other primaries of c1, then it returns to the pool
+        res = await c.drain(5)
+        assert res == {"nf": 5, "slots_moved": 3, "returned": [5]}
+        assert c.slot_map.slots_of(5) == [] and 5 not in c.pairs and 5 not in c.groups
+        assert all(c.slot_map.owner(s) in (1, 2) for s in moved)
+        assert fakes[5].role == pb.IDLE and c.registry.nfs[5].role == "spare"
+        assert ("delete_group", 5) in c.session.writes
+
+    asyncio.run(with_controller(body))
+
+
+def test_drain_of_a_primary_moves_its_slots_to_its_cluster_and_frees_its_backup():
+    async def body(c, fakes, servers):
+        slots = c.slot_map.slots_of(2)
+        res = await c.drain(2)
+        assert res["slots_moved"] == len(slots) and sorted(res["returned"]) == [2, 4]
+        assert all(c.slot_map.owner(s) == 1 for s in slots)  # c1's other primary
+        assert 2 not in c.pairs and fakes[2].role == pb.IDLE and fakes[4].role == pb.IDLE
+        with pytest.raises(ScaleError, match="not a primary"):
+            await c.drain(2)
+
+    asyncio.run(with_controller(body))
+
+
+def test_scale_out_without_any_spare_says_so():
+    async def body(c, fakes, servers):
+        await c.scale_out("c1")
+        with pytest.raises(ScaleError, match="no spare NF left"):
+            await c.scale_out("c1")
+        with pytest.raises(ScaleError, match="no cluster"):
+            await c.scale_out("c9")
+
+    asyncio.run(with_controller(body))
+
+
+def test_scale_out_and_drain_through_the_cli():
+    async def body(c, fakes, servers):
+        port = free_port()
+        runner = await serve(c, "127.0.0.1", port)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            code = await asyncio.to_thread(cli.main, ["--api", base, "scale-out", "--cluster", "c1"])
+            assert code == 0 and 5 in c.pairs
+            code = await asyncio.to_thread(cli.main, ["--api", base, "scale-out", "--cluster", "c1"])
+            assert code == 2  # no spare left: the controller refuses (409), nothing changed
+            code = await asyncio.to_thread(cli.main, ["--api", base, "drain", "5"])
+            assert code == 0 and 5 not in c.pairs
+            code = await asyncio.to_thread(cli.main, ["--api", base, "--watch", "1", "drain", "1"])
+            assert code == 2 and 1 in c.pairs  # --watch never repeats a state change
+        finally:
+            await runner.cleanup()
 
     asyncio.run(with_controller(body))
