@@ -80,4 +80,7 @@ class CopiesWithoutTargetDropped(NfcTest):
             expected = self.expected_copies(pkt, slot, epoch, NF1_ID, flags=None)
             testutils.send_packet(self, EDGE_CLIENT_PORT, pkt)
             self.receive(NF1_PORT, expected[NF1_PORT])
-            testutils.verify_no_other_packets(self)
+            # a packet of a normally replicated slot, after it: its copies, and nothing else
+            marker = udp_packet("10.0.1.71", "10.0.2.71", sport + 1, 9000)
+            m_slot, m_epoch = self.own_slot(marker)
+            self.nothing_else_after_marker(marker, m_slot, m_epoch)

@@ -172,3 +172,12 @@ class NfcTest(P4RuntimeTest):
         first = self.receive(primary_port, expected[primary_port])
         second = self.receive(backup_port, expected[backup_port])
         return first, second
+
+    def nothing_else_after_marker(self, marker: Packet, slot: int, epoch: int,
+                                  primary: int = NF1_ID) -> None:
+        """Prove that what was sent before produced nothing more, without waiting a fixed time:
+        `marker` (a packet of an owned slot, sent from the client edge port after the packets
+        that must be dropped) must come out on both NF ports; once it has, anything the earlier
+        packets produced would have come out before it, so nothing else may be waiting."""
+        self.send_and_receive_copies(EDGE_CLIENT_PORT, marker, slot, epoch, primary, flags=None)
+        testutils.verify_no_other_packets(self, timeout=0)
