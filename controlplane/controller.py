@@ -76,6 +76,7 @@ class Controller:
             on_write=self.metrics.count_write,
         )
         self.slot_counters: dict[int, tuple[int, int]] = {}
+        self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round
         self.last_reconcile: dict[str, int] | None = None
         self.nfs_configured: set[int] = set()
         self.started = time.time()
@@ -334,12 +335,25 @@ class Controller:
                 try:
                     self.slot_counters = await self.session.read_counter("slot_traffic")
                     self.metrics.update_slot_traffic(self.slot_counters)
+                    self.switch_drops = await self.read_switch_drops()
+                    self.metrics.update_switch_drops(self.switch_drops)
                 except Exception as exc:
                     LOG.debug("counter read failed: %s", exc)
             else:
                 self.metrics.is_primary.set(0)
             self.metrics.update_nfs(self.registry.summaries())
             await asyncio.sleep(self.counter_interval)
+
+    async def read_switch_drops(self) -> dict[str, int]:
+        """What the switch dropped and counted: NF output the dedup dropped (by reason), edge
+        packets of unowned slots, anything unroutable from NF ports (one wildcard read each)."""
+        out: dict[str, int] = {}
+        output = await self.session.read_counter("nf_output_drops")
+        for index, reason in enumerate(("duplicate", "stale_epoch", "bad_slot")):
+            out[f"nf_output_drops/{reason}"] = output.get(index, (0, 0))[0]
+        for name in ("unowned_drops", "nf_port_drops"):
+            out[f"{name}/all"] = sum(p for p, _ in (await self.session.read_counter(name)).values())
+        return out
 
     async def run(self) -> None:
         """Run until cancelled: switch session, NF configuration, heartbeats, load, counters."""
@@ -397,6 +411,7 @@ class Controller:
                     "configured": len(self.nfs_configured)},
             "flows": {"known": len(self.flows), "total": self.flows.total},
             "packets": sum(p for p, _ in self.slot_counters.values()),
+            "switch_drops": self.switch_drops,
             "moves": {"total": len(self.moves), "ok": sum(m.ok for m in self.moves),
                       "undone": sum(m.undone for m in self.moves)},
             "failovers": [f.to_json() for f in self.failovers],

@@ -38,6 +38,9 @@ class ControllerMetrics:
         self.lb_actions = Counter("nfc_lb_actions", "Load-balancer decisions by kind "
                                   "(intra, inter, scale_out, scale_in)", ["kind"], registry=r)
         self.slot_bytes = Gauge("nfc_slot_bytes", "Bytes the switch counted per slot", ["slot"], registry=r)
+        self.switch_drops = Gauge("nfc_switch_drops", "Packets the switch dropped and counted, by "
+                                  "counter and reason (output dedup, unowned slots, NF ports)",
+                                  ["counter", "reason"], registry=r)
 
     def count_write(self, op: str, n: int) -> None:
         self.writes.labels(op=op).inc(n)
@@ -53,6 +56,12 @@ class ControllerMetrics:
             self.nf_cpu.labels(nf=nf).set(s.get("cpu_percent", 0.0))
             self.nf_drops.labels(nf=nf).set(s.get("drops", 0))
             self.nf_gaps.labels(nf=nf).set(s.get("gaps", 0))
+
+    def update_switch_drops(self, drops: Mapping[str, int]) -> None:
+        """`drops`: "counter/reason" -> packets (see Controller.switch_drops)."""
+        for key, packets in drops.items():
+            counter, _, reason = key.partition("/")
+            self.switch_drops.labels(counter=counter, reason=reason).set(packets)
 
     def update_slot_counts(self, owners: Mapping[int, int]) -> None:
         for nf, count in owners.items():

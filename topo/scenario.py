@@ -481,10 +481,14 @@ def disturbance_tables(console: Console, dist: Disturbances) -> None:
 
 
 def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
-              nfs: list[dict[str, Any]], dist: Disturbances | None = None) -> None:
+              nfs: list[dict[str, Any]], dist: Disturbances | None = None,
+              switch_drops: dict[str, int] | None = None) -> None:
     sent = sum(client.sent.values()) + sum(server.sent.values())
     console.print()
     console.print(nf_table(nfs, "NF load at the end"))
+    counted = {k: v for k, v in (switch_drops or {}).items() if v}
+    console.print("switch drops (counted): " + (", ".join(f"{k} {v}" for k, v in sorted(counted.items()))
+                                               or "none"))
     if dist is not None:
         disturbance_tables(console, dist)
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
@@ -599,6 +603,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         nfs = http_json(f"{api}/nfs")
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
+        switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
+        (log_dir / "switch.json").write_text(json.dumps({"drops": switch_drops}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
             lb = http_json(f"{api}/lb/history")
@@ -622,7 +628,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
-    summarise(console, verdict, client_rep, server_rep, nfs, dist)
+    summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops)
     if lb:
         hot_run.summary(console, lb, lb["relief"])
         moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]
