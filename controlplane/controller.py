@@ -211,8 +211,12 @@ class Controller:
                 results.append(result)
         return results
 
+    def background_tasks(self) -> list[str]:
+        """Names of the fail-overs, backup replacements and reconfigurations still running."""
+        return sorted(t.get_name() for t in self._background if not t.done())
+
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
+        task = asyncio.create_task(coro, name=getattr(coro, "__qualname__", "task"))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
