@@ -22,7 +22,7 @@ from pathlib import Path
 from controlplane.api import api_token, serve
 from controlplane.config import ConfigError, ControllerConfig, load_config, split_hostport
 from controlplane.controller import Controller
-from controlplane.switch_session import DeviceConfigError
+from controlplane.switch_session import DeviceConfigError, SlotBitsError, check_slot_bits
 
 LOG = logging.getLogger("nfc-controller")
 
@@ -55,6 +55,7 @@ def summary(cfg: ControllerConfig) -> str:
 
 
 async def run(cfg: ControllerConfig, args: argparse.Namespace) -> None:
+    check_slot_bits(cfg.switch, args.p4info or cfg.switch.p4info)
     controller = Controller(cfg, election_id=args.election_id, use_etcd=not args.no_etcd,
                             p4info=args.p4info, device_config=args.device_config)
     host, port = split_hostport(args.api or cfg.api.listen)
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         asyncio.run(run(cfg, args))
-    except DeviceConfigError as exc:
+    except (DeviceConfigError, SlotBitsError) as exc:
         print(f"nfc-controller: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -38,6 +38,7 @@ class ControllerMetrics:
         self.lb_actions = Counter("nfc_lb_actions", "Load-balancer decisions by kind "
                                   "(intra, inter, scale_out, scale_in)", ["kind"], registry=r)
         self.slot_bytes = Gauge("nfc_slot_bytes", "Bytes the switch counted per slot", ["slot"], registry=r)
+        self._owners_seen: set[int] = set()
         self.switch_drops = Gauge("nfc_switch_drops", "Packets the switch dropped and counted, by "
                                   "counter and reason (output dedup, unowned slots, NF ports)",
                                   ["counter", "reason"], registry=r)
@@ -64,8 +65,13 @@ class ControllerMetrics:
             self.switch_drops.labels(counter=counter, reason=reason).set(packets)
 
     def update_slot_counts(self, owners: Mapping[int, int]) -> None:
+        """Slots per primary; an NF that owned slots and owns none now (failed over, drained)
+        reads 0, not its old count."""
+        for nf in self._owners_seen - set(owners):
+            self.slots_owned.labels(nf=str(nf)).set(0)
         for nf, count in owners.items():
             self.slots_owned.labels(nf=str(nf)).set(count)
+        self._owners_seen |= set(owners)
 
     def update_slot_traffic(self, counters: Mapping[int, tuple[int, int]]) -> None:
         """Per-slot switch counters; only slots that saw traffic get a series."""

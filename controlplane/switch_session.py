@@ -89,6 +89,23 @@ WriteHook = Callable[[str, int], None]
 class DeviceConfigError(FileNotFoundError):
     """The device config to push with the P4Info is missing (the path is in the message)."""
 
+
+class SlotBitsError(ValueError):
+    """The configuration's `switch.slot_bits` does not match the program's slot count."""
+
+
+def check_slot_bits(cfg: SwitchConfig, p4info: Path) -> None:
+    """The program sizes `slot_owner` (and every per-slot object) by its SLOT_BITS; a controller
+    configured for another slot count would write slots the switch cannot hold, or leave slots
+    without an owner. Raises SlotBitsError naming both values."""
+    table = next((t for t in P4Schema(p4info).tables if t.name.split(".")[-1] == "slot_owner"), None)
+    if table is None:
+        raise SlotBitsError(f"{p4info} has no slot_owner table: not the nfcluster program")
+    if table.size != cfg.slot_count:
+        raise SlotBitsError(
+            f"switch.slot_bits is {cfg.slot_bits} ({cfg.slot_count} slots) but the program in "
+            f"{p4info} holds {table.size} slots in slot_owner (its SLOT_BITS): make them agree")
+
 class SwitchSession:
     """One controller's P4Runtime connection to one switch."""
 

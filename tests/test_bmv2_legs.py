@@ -82,3 +82,14 @@ def test_ptf_runner_says_when_there_is_no_switch_log(
     (tmp_path / "switch.log").write_text("line 1\nline 2\n")
     ptf_run.print_switch_log(tmp_path / "switch.log")
     assert "line 2" in capsys.readouterr().err
+
+
+def test_a_slot_count_that_is_not_the_programs_stops_the_controller_naming_both(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = yaml.safe_load((REPO / "topo" / "nfcluster.yaml").read_text())
+    data["switch"].update(slot_bits=10, p4info=str(REPO / "build" / "nfcluster.p4info.txtpb"))
+    config = tmp_path / "controller.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert controller_main(["run", "--config", str(config), "--no-etcd"]) == 2
+    err = capsys.readouterr().err
+    assert "slot_bits is 10 (1024 slots)" in err and "4096 slots" in err

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from topo.procs import free_port, stop_process, wait_for
 
@@ -32,13 +33,17 @@ def etcd_binary() -> str | None:
 
 
 @contextmanager
-def run_etcd(timeout: float = 20.0) -> Iterator[EtcdServer]:
-    """Start etcd with a temporary data directory, wait until it is healthy, stop it afterwards."""
+def run_etcd(timeout: float = 20.0, log_path: Path | None = None) -> Iterator[EtcdServer]:
+    """Start etcd with a temporary data directory, wait until it is healthy, stop it afterwards.
+    Its output goes to `log_path` (default: `etcd.log` in the data directory, gone with it), never
+    to a pipe nobody reads: etcd would block once the pipe filled."""
     binary = etcd_binary()
     if binary is None:
         raise RuntimeError("etcd is not installed (apt-get install etcd-server, or run `make setup`)")
     client_port, peer_port = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="nfc-etcd-") as data_dir:
+        log_file = log_path or Path(data_dir) / "etcd.log"
+        log = open(log_file, "ab")  # noqa: SIM115  (closed with etcd, below)
         client_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         proc = subprocess.Popen(
@@ -53,14 +58,15 @@ def run_etcd(timeout: float = 20.0) -> Iterator[EtcdServer]:
                 "--initial-cluster", f"test={peer_url}",
                 "--log-level", "error",
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
+        log.close()  # etcd holds its own descriptor
         try:
             def healthy() -> bool:
                 if proc.poll() is not None:
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                    raise RuntimeError(f"etcd exited with {proc.returncode}: {err}")
+                    err = log_file.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"etcd exited with {proc.returncode} (log {log_file}): {err}")
                 with urllib.request.urlopen(f"{client_url}/health", timeout=1) as resp:
                     return b'"health":"true"' in resp.read()
 

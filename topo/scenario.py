@@ -523,7 +523,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     api = f"http://127.0.0.1:{api_port}"
     with ExitStack() as stack:
         console.print("starting etcd ...")
-        etcd = stack.enter_context(run_etcd())
+        etcd = stack.enter_context(run_etcd(log_path=log_dir / "etcd.log"))
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))

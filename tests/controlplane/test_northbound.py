@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 from rich.console import Console
 
 from controlplane import cli
 from controlplane.api import serve
 from controlplane.config import load_config
 from controlplane.controller import Controller
+from controlplane.metrics import ControllerMetrics
 from controlplane.switch_session import NewFlow
 from tests.support.procs import free_port
 
@@ -148,3 +150,11 @@ def test_move_slot_building_block_without_switch():
             await c.close()
 
     asyncio.run(run())
+
+
+def test_slot_gauge_of_an_nf_that_owns_no_slot_any_more_reads_zero() -> None:
+    m = ControllerMetrics()
+    m.update_slot_counts({1: 5, 2: 3})
+    m.update_slot_counts({2: 8})  # NF 1 failed over: its slots are NF 2's now
+    text = generate_latest(m.registry).decode()
+    assert 'nfc_nf_slots{nf="1"} 0.0' in text and 'nfc_nf_slots{nf="2"} 8.0' in text
