@@ -79,6 +79,9 @@ class Controller:
         self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round
         self.last_reconcile: dict[str, int] | None = None
         self.nfs_configured: set[int] = set()
+        # NFs configured at least once: they may hold state, so their death is always acted on
+        # (also while a reconfiguration after a false alarm is still under way)
+        self.ever_configured: set[int] = set()
         self.started = time.time()
         self.counter_interval = counter_interval
         self.load_interval = load_interval
@@ -147,6 +150,7 @@ class Controller:
                 try:
                     await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs)
                     self.nfs_configured.add(nf_id)
+                    self.ever_configured.add(nf_id)
                     LOG.info("NF %d configured", nf_id)
                 except NfControlError as exc:
                     LOG.debug("NF %d not configured yet: %s", nf_id, exc)
@@ -161,7 +165,7 @@ class Controller:
             # an NF that comes back has lost its configuration: give it its role and slots again
             self.nfs_configured.discard(event.nf_id)
             self._spawn(self._reconfigure(event.nf_id))
-        elif event.kind == "down" and event.nf_id in self.nfs_configured:
+        elif event.kind == "down" and event.nf_id in self.ever_configured:
             # an NF never configured (not started yet) holds no state: nothing to fail over
             self.nfs_configured.discard(event.nf_id)
             if event.nf_id in self.pairs:
@@ -234,6 +238,7 @@ class Controller:
         try:
             await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, await self.next_seqs())
             self.nfs_configured.add(nf_id)
+            self.ever_configured.add(nf_id)
             LOG.info("NF %d reconfigured", nf_id)
         except NfControlError as exc:
             LOG.warning("NF %d not reconfigured: %s", nf_id, exc)

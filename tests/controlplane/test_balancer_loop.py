@@ -85,6 +85,7 @@ async def with_balancer(body: Any, **knobs: Any) -> None:
             await s.start()
         await c.registry.configure(c.pairs, c.slot_map)
         c.nfs_configured.update(IDS)
+        c.ever_configured.update(IDS)
         await body(c, fakes, session, clock)
     finally:
         await c.balancer.cancel_scaling()

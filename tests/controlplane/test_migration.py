@@ -92,6 +92,7 @@ async def with_controller(body: Any, etcd: str | None = None) -> None:
         await c.load_slot_map()
         await c.registry.configure(c.pairs, c.slot_map)
         c.nfs_configured.update(IDS)
+        c.ever_configured.update(IDS)
         await body(c, fakes, servers)
     finally:
         await c.close()
@@ -240,6 +241,7 @@ def test_a_live_primary_whose_connection_blips_is_not_failed_over():
 def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
     async def body(c, fakes, servers):
         c.nfs_configured.discard(1)  # at start-up, NFs not running yet miss their heartbeats
+        c.ever_configured.discard(1)
         before = c.slot_map.copy()
         await servers[1].stop()
         for _ in range(3):
@@ -452,5 +454,20 @@ def test_scale_out_and_drain_through_the_cli():
             assert code == 2 and 1 in c.pairs  # --watch never repeats a state change
         finally:
             await runner.cleanup()
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_primary_that_dies_while_being_reconfigured_after_a_false_alarm_is_failed_over():
+    """A slow NF declared down then up is reconfigured; if it really dies before that finishes,
+    its death must still be acted on (it holds state): it was configured once."""
+    async def body(c, fakes, servers):
+        c.nfs_configured.discard(1)  # a reconfiguration after an "up" is under way
+        await servers[1].stop()
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
 
     asyncio.run(with_controller(body))
