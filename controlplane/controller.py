@@ -3,7 +3,7 @@
 `Controller` owns the live state (current primary/backup pairs, the slot map, learned flows, the
 last switch counters) and the building blocks: `move_slot()` (one `slot_owner` write + one etcd
 write, epoch + 1), `move_slots()` (the same in batches) and `set_pair()` (a primary's multicast
-group). On them it runs the two protocols of DESIGN.md §6: `migrate()` (controlplane/migration.py,
+group). On them it runs the protocols of docs/protocols.md: `migrate()` (controlplane/migration.py,
 also reachable as `POST /slots/{slot}/move?to=NF`) and fail-over of a primary declared down by the
 `NfRegistry` heartbeats (controlplane/failover.py). Moves and fail-overs are serialised by one lock
 and recorded (`moves`, `failovers`) for the API. The load balancer (controlplane/balancer_loop.py)

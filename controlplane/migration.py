@@ -1,4 +1,4 @@
-"""Migration of one slot from its primary A to another primary B (DESIGN.md §6 "Migration").
+"""Migration of one slot from its primary A to another primary B (docs/protocols.md §5).
 
 The steps, epoch e -> e+1 (the runtime's side is docs/protocols.md §5):
 
