@@ -56,14 +56,10 @@ def _compile(out: Path, *defines: str) -> p4i.P4Info:
         "-I", str(REPO / "p4src" / "shared"), *defines,
         "--p4runtime-files", str(out / "nfcluster.p4info.txtpb"), "-o", str(out),
     ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
-    except OSError as exc:
-        pytest.skip(f"p4sim is not runnable: {exc}")
+    # every part exists: a p4sim that cannot run or compile is a failure, never a skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     text = proc.stdout + proc.stderr
-    if proc.returncode != 0 and ("invalid choice: 'compile'" in text or "No module named" in text):
-        pytest.skip(f"`p4sim compile` is not available yet: {text.strip()[-200:]}")
-    assert proc.returncode == 0, f"p4sim rejected the program:\n{text}"
+    assert proc.returncode == 0, f"p4sim could not compile the program:\n{text}"
     return pbutil.from_text((out / "nfcluster.p4info.txtpb").read_text(), p4i.P4Info)
 
 
@@ -167,9 +163,7 @@ def test_runner_refuses_a_missing_target_cleanly(tmp_path: Path, capsys: pytest.
 @pytest.mark.netns
 @pytest.mark.slow
 def test_ptf_suite_passes_on_p4sim(build_dir: Path, tmp_path: Path) -> None:
-    reason = ptf_run.p4sim_run_available()
-    if reason:
-        pytest.skip(reason)
+    assert ptf_run.p4sim_run_available() is None, ptf_run.p4sim_run_available()
     proc = subprocess.run(
         [sys.executable, "-m", "ptf_tests.run", "--target", "p4sim", "--build-dir", str(build_dir),
          "--log-dir", str(tmp_path)],
@@ -187,7 +181,8 @@ class _Pipeline:
     """The nfcluster program loaded into an in-process p4sim switch, written to by names."""
 
     def __init__(self) -> None:
-        switch_mod = pytest.importorskip("p4sim.switch", reason="p4sim.switch is not built yet")
+        import p4sim.switch as switch_mod
+
         self.mod = switch_mod
         self.sw = switch_mod.Switch.load(
             str(PROGRAM), include_dirs=[str(REPO / "p4src" / "shared")], cpu_port=510

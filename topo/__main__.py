@@ -1,7 +1,8 @@
 """`python -m topo` (console script `nfc-topo`): the launcher behind `make run`.
 
-`run` brings the whole system up on the chosen target. Until every part exists it reports, part by
-part, what is built and what is not, and exits non-zero only when asked to run something missing.
+`run` brings the whole system up on the chosen target. It first checks what the project cannot
+bring itself (etcd and Mininet from Debian, BMv2 for `--target bmv2`) and, when one is missing,
+names it and how to get it, and starts nothing.
 """
 
 from __future__ import annotations
@@ -12,54 +13,34 @@ import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
-class Part:
+class Prerequisite:
     name: str
     present: bool
-    detail: str
+    how: str  # how to get it
 
 
-def _module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def survey(target: str) -> list[Part]:
-    """What of the system exists in this checkout and on this machine."""
-    program = REPO / "p4src" / "v1model" / "nfcluster.p4"
-    parts = [
-        Part("p4sim engine", _module("p4sim.switch"), "p4sim/switch.py (front end, interpreter, P4Info)"),
-        Part("p4sim P4Runtime server", _module("p4sim.server.service"), "p4sim/server/ (p4sim run)"),
-        Part("data-plane program", program.exists(), str(program.relative_to(REPO))),
-        Part("NF runtime", _module("nf_host.worker"), "nf_host/ (nf-host run)"),
-        Part("controller", _module("controlplane.switch_session"), "controlplane/ (nfc-controller)"),
-        Part("etcd", shutil.which("etcd") is not None, "Debian etcd-server"),
-        Part("mininet", _module("mininet"), "Debian mininet"),
+def prerequisites(target: str) -> list[Prerequisite]:
+    """What `make run` needs from the machine beyond this repository."""
+    needs = [
+        Prerequisite("etcd", shutil.which("etcd") is not None, "`make setup` (Debian etcd-server)"),
+        Prerequisite("mininet", importlib.util.find_spec("mininet") is not None,
+                     "`make setup` (Debian mininet)"),
     ]
     if target == "bmv2":
-        parts.append(
-            Part("BMv2", shutil.which("simple_switch_grpc") is not None, "simple_switch_grpc on PATH")
-        )
-    return parts
+        needs.append(Prerequisite("BMv2", shutil.which("simple_switch_grpc") is not None,
+                                  "simple_switch_grpc on PATH (built from p4lang/behavioral-model)"))
+    return needs
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    parts = survey(args.target)
-    missing = [p for p in parts if not p.present]
+    missing = [p for p in prerequisites(args.target) if not p.present]
     if missing:
-        width = max(len(p.name) for p in parts)
-        print(f"nfcluster on {args.target}: status of the parts")
-        for p in parts:
-            mark = "ready  " if p.present else "missing"
-            print(f"  {p.name:<{width}}  {mark}  {p.detail}")
-        print(f"\nCannot run: {', '.join(p.name for p in missing)} missing. Nothing was started.")
+        for p in missing:
+            print(f"nfc-topo: {p.name} is missing: {p.how}", file=sys.stderr)
+        print("Nothing was started.", file=sys.stderr)
         return 1
     from topo import scenario
 

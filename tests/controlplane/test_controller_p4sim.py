@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-pytest.importorskip("p4sim.server.service", reason="p4sim's P4Runtime server is not available yet")
-
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.pipeline_state import entry_args

@@ -1,29 +1,26 @@
-"""The launcher behind `make run` reports every part's status, and refuses to run without them."""
+"""The launcher behind `make run` names a missing prerequisite and how to get it, and starts
+nothing without it."""
 
 from __future__ import annotations
 
 import pytest
 
 from topo import __main__ as launcher
-from topo.__main__ import Part, main, survey
+from topo.__main__ import Prerequisite, main, prerequisites
 
 
 @pytest.mark.unit
-def test_survey_names_every_part() -> None:
-    names = {p.name for p in survey("p4sim")}
-    assert {"p4sim engine", "data-plane program", "NF runtime", "controller", "etcd"} <= names
-    assert "BMv2" in {p.name for p in survey("bmv2")}
+def test_prerequisites_by_target() -> None:
+    assert {p.name for p in prerequisites("p4sim")} == {"etcd", "mininet"}
+    assert "BMv2" in {p.name for p in prerequisites("bmv2")}
 
 
 @pytest.mark.unit
-def test_run_with_a_missing_part_prints_status_and_starts_nothing(
+def test_run_with_a_missing_prerequisite_names_it_and_starts_nothing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real = survey("p4sim")
-    fake = [*real[:-1], Part(real[-1].name, False, real[-1].detail)]
-    monkeypatch.setattr(launcher, "survey", lambda target: fake)
-    assert main(["run", "--target", "p4sim"]) == 1
-    out = capsys.readouterr().out
-    for p in fake:
-        assert p.name in out
-    assert f"Cannot run: {real[-1].name} missing" in out
+    monkeypatch.setattr(launcher, "prerequisites", lambda target: [
+        Prerequisite("etcd", True, "x"), Prerequisite("BMv2", False, "build it")])
+    assert main(["run", "--target", "bmv2"]) == 1
+    err = capsys.readouterr().err
+    assert "BMv2 is missing: build it" in err and "Nothing was started" in err and "etcd" not in err
