@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import select
 import socket
 import struct
@@ -44,6 +45,7 @@ class PortStats:
     tx: int = 0
     tx_errors: int = 0
     rx_errors: int = 0
+    gone: bool = False  # the interface disappeared: the port is out of the receive loop
 
 
 @dataclass
@@ -121,11 +123,36 @@ class PortSet:
                 if port is None:
                     continue
                 if events & (select.POLLERR | select.POLLNVAL | select.POLLHUP):
-                    self.stats[port].rx_errors += 1
-                    if events & select.POLLNVAL:
-                        poller.unregister(fd)
+                    self._error(port, events, poller)
                     continue
                 self._drain(port, deliver, poller)
+
+    _GONE = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)
+
+    def _error(self, port: int, events: int, poller: select.poll) -> None:
+        """Count a socket error and clear it (reading SO_ERROR does: left pending, poll would
+        report it again at once, a busy loop); a port whose interface is gone leaves the loop."""
+        st, s = self.stats[port], self._socks[port]
+        st.rx_errors += 1
+        err = 0 if events & select.POLLNVAL else s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if events & (select.POLLNVAL | select.POLLHUP) or err in self._GONE or not self._exists(port):
+            self._gone(port, poller, os.strerror(err) if err else "hang-up")
+
+    def _exists(self, port: int) -> bool:
+        try:
+            socket.if_nametoindex(self.interfaces[port])
+        except OSError:
+            return False
+        return True
+
+    def _gone(self, port: int, poller: select.poll, why: str) -> None:
+        if self.stats[port].gone:
+            return
+        self.stats[port].gone = True
+        with contextlib.suppress(KeyError, ValueError):
+            poller.unregister(self._socks[port].fileno())
+        LOG.warning("port %d (%s) went away (%s): no longer received on", port,
+                    self.interfaces[port], why)
 
     def _drain(self, port: int, deliver: Callable[[int, bytes], None], poller: select.poll) -> None:
         s = self._socks[port]
@@ -136,9 +163,8 @@ class PortSet:
                 return
             except OSError as exc:
                 self.stats[port].rx_errors += 1
-                if exc.errno in (errno.ENETDOWN, errno.ENXIO, errno.ENODEV):
-                    LOG.warning("port %d (%s) went away: %s", port, self.interfaces[port], exc)
-                    poller.unregister(s.fileno())
+                if exc.errno in self._GONE:
+                    self._gone(port, poller, str(exc))
                 return
             if addr[2] == PACKET_OUTGOING:
                 continue
