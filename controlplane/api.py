@@ -31,7 +31,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
-from controlplane.migration import MoveError, MoveResult
+from controlplane.migration import MoveError, MoveResult, NotPrimaryError
 from controlplane.spare_pool import ScaleError
 
 MAX_ROWS = 65536
@@ -129,6 +129,8 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
             raise web.HTTPBadRequest(text="query parameter 'to' (the target NF id) is required")
         try:
             [result] = await view.migrate([slot], to)
+        except NotPrimaryError as exc:
+            raise web.HTTPServiceUnavailable(text=str(exc)) from None
         except MoveError as exc:
             raise web.HTTPBadRequest(text=str(exc)) from None
         return web.json_response(result.to_json(), status=200 if result.ok else 409)

@@ -26,18 +26,14 @@ from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
 from controlplane.flow_table import FlowTable
 from controlplane.metrics import ControllerMetrics
-from controlplane.migration import RELEASE_TIMEOUT, MoveResult, migrate_slot
+from controlplane.migration import RELEASE_TIMEOUT, MoveResult, NotPrimaryError, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
-from controlplane.slot_map import SlotEntry, SlotMap
+from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import SlotStore, load_or_build
 from controlplane.spare_pool import SparePool
 from controlplane.switch_session import SwitchSession
 
 LOG = logging.getLogger(__name__)
-
-
-class NotPrimaryError(RuntimeError):
-    """A change of the switch asked of a controller that is not the switch's primary."""
 
 
 class Controller:
@@ -250,15 +246,25 @@ class Controller:
 
     # -- building blocks for migration / fail-over / load balancing -------------------------------
     async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:
-        """Give `slot` to primary `to_nf`: epoch + 1, one slot_owner write, persisted in etcd."""
+        """Give `slot` to primary `to_nf`: epoch + 1, one slot_owner write, persisted in etcd.
+        All or nothing: the controller's map changes only once the switch and etcd hold the new
+        entry; a failed etcd write puts the switch's entry back. Raises NotPrimaryError when
+        this controller is not the switch's primary (nothing is written)."""
         if to_nf not in self.pairs:
             raise ValueError(f"NF {to_nf} is not a primary")
+        if not self.session.is_primary:
+            raise NotPrimaryError("not the switch's primary controller: the slot is not moved")
         async with self._lock:
-            entry = self.slot_map.move(slot, to_nf)
-            if self.session.is_primary:
-                await self.session.write_slot(entry, self.groups.get(to_nf, to_nf))
+            old = self.slot_map.entry(slot)
+            entry = SlotEntry(slot, to_nf, next_epoch(old.epoch))
+            await self.session.write_slot(entry, self.groups.get(to_nf, to_nf))
             if self.store is not None:
-                await self.store.save_entry(entry)
+                try:
+                    await self.store.save_entry(entry)
+                except Exception:
+                    await self.session.write_slot(old, self.groups.get(old.owner, old.owner))
+                    raise
+            self.slot_map.set_entry(entry)
             self.metrics.slot_moves.inc()
             self.metrics.update_slot_counts(self.slot_map.counts())
             return entry

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from finsy.p4client import P4ClientError
 
+from controlplane.migration import NotPrimaryError
 from controlplane.nf_registry import NfControlError
 from nf_host.proto import nf_control_pb2 as pb
 
@@ -115,7 +116,7 @@ async def fail_over(ctl: Controller, dead: int) -> FailoverResult:
         try:
             replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps)
             break
-        except (NfControlError, P4ClientError, OSError) as exc:
+        except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             LOG.error("fail-over of NF %d to NF %d with backup %s: %s", dead, promoted, new_backup, error)
             if new_backup is None:  # not even without a new backup: A' or the switch fails
@@ -199,7 +200,7 @@ async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) ->
             await _assign_backup(ctl, new_backup, primary, slots)
         await ctl.set_pair(primary, new_backup)
         await _set_backup(ctl, primary, new_backup)
-    except (NfControlError, P4ClientError, OSError) as exc:
+    except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
         error = f"{type(exc).__name__}: {exc}"
         LOG.error("new backup for NF %d: %s", primary, error)
     LOG.warning("%s of NF %d: new backup %s",

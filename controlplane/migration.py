@@ -42,6 +42,11 @@ class MoveError(Exception):
     """A move that cannot start (bad slot or target); nothing was changed."""
 
 
+class NotPrimaryError(MoveError):
+    """A change of the switch asked of a controller that is not the switch's primary; nothing
+    was changed (the API answers 503)."""
+
+
 @dataclass(frozen=True)
 class MoveResult:
     """What one slot move did, for the API, the logs and the scenario's summary."""
@@ -67,6 +72,8 @@ class MoveResult:
 
 def check_move(ctl: Controller, slot: int, to_nf: int) -> int:
     """Validate a move request; return the current owner (raises MoveError)."""
+    if not ctl.session.is_primary:
+        raise NotPrimaryError("this controller is not the switch's primary: it moves nothing")
     if not 0 <= slot < ctl.slot_map.slot_count:
         raise MoveError(f"slot {slot} is outside 0..{ctl.slot_map.slot_count - 1}")
     if to_nf not in ctl.pairs:
@@ -110,7 +117,12 @@ async def migrate_slot(ctl: Controller, slot: int, to_nf: int,
         LOG.warning("move of slot %d to NF %d not started: %s", slot, to_nf, exc)
         return result(False, old_epoch, error=str(exc))
 
-    entry = await ctl.move_slot(slot, to_nf)  # the one atomic switch write (+ etcd)
+    try:
+        entry = await ctl.move_slot(slot, to_nf)  # the one atomic switch write (+ etcd)
+    except Exception as exc:  # nothing changed (all or nothing); B was told to adopt in vain
+        error = f"switch or etcd write failed: {type(exc).__name__}: {exc}"
+        LOG.warning("move of slot %d to NF %d not done: %s", slot, to_nf, error)
+        return result(False, old_epoch, error=error)
     error = ""
     reply: Any = None
     for full in ((False, True) if same_cluster else (True,)):

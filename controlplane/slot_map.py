@@ -132,6 +132,13 @@ class SlotMap:
         self._epochs[slot] = next_epoch(self._epochs[slot])
         return self.entry(slot)
 
+    def set_entry(self, entry: SlotEntry) -> None:
+        """Record an ownership the switch and etcd already hold (`Controller.move_slot`)."""
+        if not 0 <= entry.slot < self.slot_count:
+            raise IndexError(f"slot {entry.slot} is outside 0..{self.slot_count - 1}")
+        self._owners[entry.slot] = entry.owner
+        self._epochs[entry.slot] = entry.epoch
+
     def hand_over(self, from_owner: int, to_owner: int) -> list[SlotEntry]:
         """Every slot of `from_owner` to `to_owner` with its epoch unchanged: a fail-over, where the
         promoted backup continues the dead primary's numbering (same replica group, same epoch)."""

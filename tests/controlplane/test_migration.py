@@ -471,3 +471,44 @@ def test_a_primary_that_dies_while_being_reconfigured_after_a_false_alarm_is_fai
         assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
 
     asyncio.run(with_controller(body))
+
+
+def test_a_failed_switch_write_changes_nothing_and_the_move_reports_it():
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(1)[0]
+        before = c.slot_map.copy()
+
+        async def failing(entry, group=None):
+            raise OSError("the switch went away")
+
+        c.session.write_slot = failing
+        [r] = await c.migrate([slot], 2)
+        assert not r.ok and "switch or etcd write failed" in r.error and "went away" in r.error
+        assert c.slot_map == before and fakes[1].released == []  # A was never told to release
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_standby_controller_refuses_moves_with_503():
+    async def body(c, fakes, servers):
+        c.session.is_primary = False
+        port = free_port()
+        runner = await serve(c, "127.0.0.1", port)
+        try:
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/slots/{c.slot_map.slots_of(1)[0]}/move?to=2",
+                data=b"", method="POST", headers={"X-Nfc-Request": "1"})
+
+            def post() -> int:
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as resp:
+                        return int(resp.status)
+                except urllib.error.HTTPError as exc:
+                    return int(exc.code)
+
+            assert await asyncio.to_thread(post) == 503
+            assert all(n not in ("Adopt", "Release") for n in names(fakes[2]) + names(fakes[1]))
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(with_controller(body))

@@ -19,6 +19,7 @@ from controlplane.api import serve
 from controlplane.config import load_config
 from controlplane.controller import Controller
 from controlplane.metrics import ControllerMetrics
+from controlplane.migration import NotPrimaryError
 from controlplane.switch_session import NewFlow
 from tests.support.procs import free_port
 
@@ -141,9 +142,11 @@ def test_move_slot_building_block_without_switch():
         try:
             owner = c.slot_map.owner(9)
             target = 1 if owner != 1 else 2
-            entry = await c.move_slot(9, target)
-            assert (entry.owner, entry.epoch) == (target, 2)
-            assert c.slot_rows()[9]["owner"] == target
+            # not the switch's primary: nothing is moved, nothing changes (a move used to be
+            # recorded here without any switch write)
+            with pytest.raises(NotPrimaryError):
+                await c.move_slot(9, target)
+            assert c.slot_map.entry(9).owner == owner and c.slot_map.epoch(9) == 1
             with pytest.raises(ValueError, match="not a primary"):
                 await c.move_slot(9, 5)
         finally:

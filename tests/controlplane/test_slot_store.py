@@ -67,6 +67,15 @@ def test_slot_count_mismatch_and_missing_slots_are_errors(etcd_server):
     asyncio.run(run())
 
 
+class _PrimarySwitch:
+    """A switch session that is primary and accepts every slot write."""
+
+    is_primary = True
+
+    async def write_slot(self, entry, group=None):
+        pass
+
+
 def test_controller_resumes_slot_map_after_restart(etcd_server):
     from pathlib import Path
 
@@ -81,6 +90,7 @@ def test_controller_resumes_slot_map_after_restart(etcd_server):
 
     async def one_run(move: bool):
         c = Controller(cfg, p4info=p4info, device_config=b"x")
+        c.session = _PrimarySwitch()  # type: ignore[assignment]
         try:
             await c.load_slot_map()
             if move:
