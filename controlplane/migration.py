@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, Any
 from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import next_epoch
 from nf_host.proto import nf_control_pb2 as pb
+from nf_host.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
 
 if TYPE_CHECKING:
     from controlplane.controller import Controller
 
 LOG = logging.getLogger(__name__)
 
-ADOPT_TIMEOUT = 2.0
-RELEASE_TIMEOUT = 8.0  # the runtime gives up on an unanswered transfer after 5 s
+ADOPT_TIMEOUT = ADOPT_RPC_TIMEOUT
+RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond every limit of the runtime's release (nf_host/timing.py)
 
 
 class MoveError(Exception):
@@ -122,6 +123,7 @@ async def migrate_slot(ctl: Controller, slot: int, to_nf: int,
     except Exception as exc:  # nothing changed (all or nothing); B was told to adopt in vain
         error = f"switch or etcd write failed: {type(exc).__name__}: {exc}"
         LOG.warning("move of slot %d to NF %d not done: %s", slot, to_nf, error)
+        await _cancel_adoption(ctl, slot, to_nf, new_epoch)
         return result(False, old_epoch, error=error)
     error = ""
     reply: Any = None
@@ -144,12 +146,25 @@ async def migrate_slot(ctl: Controller, slot: int, to_nf: int,
                  "delta" if reply.delta else "full", time.monotonic() - t0)
         return result(True, entry.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
                       flows_shipped=reply.flows_shipped, last_seq=reply.last_seq)
-    return await _undo(ctl, slot, src, to_nf, error, result)
+    return await _undo(ctl, slot, src, to_nf, new_epoch, error, result)
 
 
-async def _undo(ctl: Controller, slot: int, src: int, to_nf: int, error: str, result: Any) -> MoveResult:
-    """The release failed: the slot goes back to its old owner (next epoch) and the owner is told."""
+async def _cancel_adoption(ctl: Controller, slot: int, to_nf: int, epoch: int) -> None:
+    """The adopter forgets an adoption that will not complete (best effort: an adopter that does
+    not answer keeps an idle ADOPTING slot, counted nowhere, until a later assignment)."""
+    try:
+        await ctl.registry.call(to_nf, "CancelAdopt", pb.AdoptRequest(slot=slot, epoch=epoch),
+                                timeout=ADOPT_TIMEOUT)
+    except NfControlError as exc:
+        LOG.warning("adoption of slot %d by NF %d not cancelled: %s", slot, to_nf, exc)
+
+
+async def _undo(ctl: Controller, slot: int, src: int, to_nf: int, epoch: int, error: str,
+                result: Any) -> MoveResult:
+    """The release failed: the slot goes back to its old owner (next epoch), the owner is told,
+    and the adopter forgets the adoption."""
     back = await ctl.move_slot(slot, src)
+    await _cancel_adoption(ctl, slot, to_nf, epoch)
     try:
         await ctl.registry.call(src, "AssignSlots", pb.AssignSlotsRequest(
             slots=[pb.SlotEpoch(slot=slot, epoch=back.epoch)]), timeout=ADOPT_TIMEOUT)

@@ -24,6 +24,7 @@ import psutil
 from nf_host.config import NfHostConfig
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from nf_host.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.worker import CommandError
 from nf_host.worker_process import WorkerPool
 
@@ -182,6 +183,16 @@ class NfControlServicer(pb_grpc.NfControlServicer):
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
+    def CancelAdopt(self, request: pb.AdoptRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            _check16("slot", request.slot)
+            _check16("epoch", request.epoch)
+            self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt",
+                              {"slot": request.slot, "epoch": request.epoch})
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
     def Release(self, request: pb.ReleaseRequest, context: grpc.ServicerContext) -> pb.ReleaseReply:
         def run() -> pb.ReleaseReply:
             _check16("slot", request.slot)
@@ -192,7 +203,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 self.pool.worker_of(request.slot), "release",
                 {"slot": request.slot, "to_nf": request.to_nf_id, "to_address": request.to_address,
                  "same_cluster": request.same_cluster},
-                timeout=15.0,
+                timeout=CONTROL_REPLY_TIMEOUT,
             )
             return pb.ReleaseReply(ok=True, **res)
 

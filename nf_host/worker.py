@@ -38,6 +38,7 @@ from nf_host.replication import (
 )
 from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
+from nf_host.timing import TRANSFER_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class WorkerConfig:
     backup_buffer_bytes: int = 64 * 1024 * 1024
     repl_host: str = "127.0.0.1"
     repl_port: int = 0
-    transfer_timeout: float = 5.0
+    transfer_timeout: float = TRANSFER_TIMEOUT
     max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
     limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
@@ -125,6 +126,7 @@ class Counters:
     transfer_bytes: int = 0
     backup_copies: int = 0
     reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
+    cancelled: int = 0  # packets buffered for an adoption that was cancelled (an undone move)
 
 
 class Worker:
@@ -721,6 +723,15 @@ class Worker:
         self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
         self.backed_up.discard(slot)
 
+    def cancel_adopt(self, slot: int, epoch: int) -> None:
+        """An undone move: forget the adoption of `slot` at `epoch` and what it buffered
+        (counted in `cancelled`); a slot not being adopted at that epoch is left alone."""
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.ADOPTING or (epoch and rt.epoch != epoch):
+            return
+        self.c.cancelled += len(rt.pending)
+        del self.slots[slot]
+
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
         rt = self.slots.get(slot)
         if rt is None or rt.role != SlotRole.PRIMARY:
@@ -857,12 +868,13 @@ class Worker:
             "slots": slots, "packets": c.packets, "gaps": gaps, "queue_depth": queue,
             "malformed": c.malformed, "duplicates": c.duplicates,
             "drops": c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
-            + self.kernel_drops,
+            + self.kernel_drops + c.cancelled,
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
             "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
             "nf_errors": c.nf_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
+            "cancelled": c.cancelled,
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
@@ -904,6 +916,9 @@ class Worker:
             return {}
         if name == "assign":
             self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]))
+            return {}
+        if name == "cancel_adopt":
+            self.cancel_adopt(int(args["slot"]), int(args["epoch"]))
             return {}
         if name == "adopt":
             self.adopt(int(args["slot"]), int(args["epoch"]))

@@ -69,6 +69,11 @@ class NfControlStub:
                 request_serializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
                 response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
+        self.CancelAdopt = channel.unary_unary(
+                '/nfcluster.nf.NfControl/CancelAdopt',
+                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                _registered_method=True)
         self.Release = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Release',
                 request_serializer=nf__host_dot_proto_dot_nf__control__pb2.ReleaseRequest.SerializeToString,
@@ -140,6 +145,14 @@ class NfControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelAdopt(self, request, context):
+        """A move that was undone: forget the adoption of this slot (at this epoch) and the packets
+        buffered for it (counted); nothing if the slot is not being adopted here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Release(self, request, context):
         """Give a slot away: stop at a packet boundary, ship its state, forward late packets.
         """
@@ -196,6 +209,11 @@ def add_NfControlServicer_to_server(servicer, server):
             ),
             'Adopt': grpc.unary_unary_rpc_method_handler(
                     servicer.Adopt,
+                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
+                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+            ),
+            'CancelAdopt': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelAdopt,
                     request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
                     response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
@@ -402,6 +420,33 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/Adopt',
+            nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelAdopt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nfcluster.nf.NfControl/CancelAdopt',
             nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
             nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,

@@ -96,6 +96,12 @@ class FakeNf(pb_grpc.NfControlServicer):
             self.adopting.pop(s.slot, None)
         return pb.Result(ok=True)
 
+    async def CancelAdopt(self, request, context):
+        self.calls.append(("CancelAdopt", (request.slot, request.epoch)))
+        if self.adopting.get(request.slot) == request.epoch:
+            del self.adopting[request.slot]
+        return pb.Result(ok=True)
+
     async def Adopt(self, request, context):
         self.calls.append(("Adopt", (request.slot, request.epoch, request.from_nf_id)))
         self.adopting[request.slot] = request.epoch

@@ -153,6 +153,8 @@ def test_a_release_that_times_out_is_undone():
                                     ("slot", SlotEntry(slot, 1, epoch + 2))]
         assert c.slot_map.owner(slot) == 1 and fakes[1].slots[slot] == epoch + 2
         assert [n for n in names(fakes[1]) if n == "Release"] == ["Release"]  # not asked twice
+        # the adopter forgets the adoption of the undone move (epoch e+1)
+        assert ("CancelAdopt", (slot, epoch + 1)) in fakes[2].calls and slot not in fakes[2].adopting
         assert c.status()["moves"] == {"total": 1, "ok": 0, "undone": 1}
 
     asyncio.run(with_controller(body))

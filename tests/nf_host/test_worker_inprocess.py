@@ -460,3 +460,26 @@ def test_a_failed_over_nf_that_comes_back_as_a_spare_drops_its_slots_and_output(
             await a.w.stop()
 
     run(body)
+
+
+def test_a_cancelled_adoption_forgets_the_slot_and_counts_what_it_buffered() -> None:
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            b.w.adopt(SLOT, 2)
+            sw = Switch()
+            sw.epochs[SLOT] = 2
+            for no in range(1, 4):
+                p, _c = sw.stamp(SLOT, checker_frame(1, no), 2, 0)
+                b.w.on_frame(p)
+            assert b.w.slots[SLOT].role == SlotRole.ADOPTING and len(b.w.slots[SLOT].pending) == 3
+            await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 1})  # another epoch's: kept
+            assert SLOT in b.w.slots
+            await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2})
+            assert SLOT not in b.w.slots and b.w.c.cancelled == 3
+            assert b.w.status()["drops"] == 3 and b.out == []
+        finally:
+            await b.w.stop()
+
+    run(body)

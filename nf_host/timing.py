@@ -1,0 +1,25 @@
+"""The move protocol's time limits, in one place: the NF runtime waits by them, and the
+controller derives its own deadlines from them, so that the controller never gives up on (and
+undoes) a move the runtime may still complete (docs/protocols.md §5).
+
+A release waits, each at most `TRANSFER_TIMEOUT`: for the link to the adopter, for the adopter's
+answer to the transfer, and for the old owner's output of the slot to leave (its backup's ack).
+"""
+
+from __future__ import annotations
+
+TRANSFER_TIMEOUT = 5.0
+"""Seconds a releasing NF waits at each of its three steps."""
+
+RELEASE_WORST_CASE = 3 * TRANSFER_TIMEOUT
+"""The longest a `Release` can take inside the runtime."""
+
+CONTROL_REPLY_TIMEOUT = RELEASE_WORST_CASE + 1.0
+"""How long the NF's control server waits for a worker's answer to a release."""
+
+RELEASE_RPC_TIMEOUT = CONTROL_REPLY_TIMEOUT + 2.0
+"""The controller's deadline for the `Release` RPC: after the runtime's own limits, so an undone
+move is one the runtime has given up on too."""
+
+ADOPT_RPC_TIMEOUT = 2.0
+"""The controller's deadline for `Adopt`, `CancelAdopt` and the backup's `AssignSlots`."""
