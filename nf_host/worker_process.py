@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import importlib
 import itertools
 import logging
@@ -21,6 +22,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -46,31 +48,52 @@ class _Socket(Protocol):
 
 
 class FrameSender:
-    """Writes output frames to the data socket; a frame the socket refuses is lost and counted.
+    """Writes output frames to the data socket, in order, waiting a little when the interface
+    queue is full; a frame it still cannot send is lost and counted.
 
     It never raises: it runs inside the backup's ack handler (`Link` -> `Worker._release`), where an
     exception would abort the release of batches already taken from `OutputCommit` and end the
-    link's task. A refused frame is not retried (a retry later would reorder it behind the frames
-    sent since): `queue_full` counts a full interface queue (EAGAIN), `errors` every other error
-    (ENETDOWN, ENOBUFS, ...), by errno in `errnos`. Both are in Status (`tx_lost`, in `drops`).
+    link's task. A full queue (EAGAIN, or ENOBUFS: a burst, e.g. a promoted backup's replay) is
+    waited out in place, up to `patience` seconds per frame (the worker pauses meanwhile: that is
+    backpressure, and order is kept); only then is the frame lost. `queue_full` counts frames lost
+    to a queue that stayed full, `errors` every other error (ENETDOWN, ENXIO, ...), by errno in
+    `errnos`. Both are in Status (`tx_lost`, in `drops`).
     """
 
-    def __init__(self, sock: _Socket) -> None:
+    _TRANSIENT = (errno.EAGAIN, errno.ENOBUFS)
+
+    def __init__(self, sock: _Socket, patience: float = 0.2) -> None:
         self.sock = sock
+        self.patience = patience
         self.queue_full = 0
+        self.waits = 0  # frames that had to wait for room (sent in the end)
         self.errors = 0
         self.errnos: dict[int, int] = {}
 
     def __call__(self, frame: bytes | bytearray) -> None:
-        try:
-            self.sock.send(frame)
-        except BlockingIOError:  # the interface queue is full: the frame is lost, count it
-            self.queue_full += 1
-        except OSError as exc:  # ENETDOWN, ENOBUFS, ENXIO...: the frame is lost, count it
-            self.errors += 1
-            self.errnos[exc.errno or 0] = self.errnos.get(exc.errno or 0, 0) + 1
-            if self.errors & (self.errors - 1) == 0:  # 1, 2, 4, 8...: logged, not flooded
-                log.warning("output frame lost (%d so far): %s", self.errors, exc)
+        deadline: float | None = None
+        while True:
+            try:
+                self.sock.send(frame)
+                return
+            except OSError as exc:
+                if exc.errno not in self._TRANSIENT:  # ENETDOWN, ENXIO...: lost, counted
+                    self.errors += 1
+                    self.errnos[exc.errno or 0] = self.errnos.get(exc.errno or 0, 0) + 1
+                    if self.errors & (self.errors - 1) == 0:  # 1, 2, 4, 8...: not flooded
+                        log.warning("output frame lost (%d so far): %s", self.errors, exc)
+                    return
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self.patience
+                self.waits += 1
+            elif now >= deadline:  # the queue stayed full: the frame is lost, counted
+                self.queue_full += 1
+                if self.queue_full & (self.queue_full - 1) == 0:
+                    log.warning("output frame lost (%d so far): transmit queue full for %.0f ms",
+                                self.queue_full, self.patience * 1000)
+                return
+            time.sleep(0.0002)  # a full transmit queue drains in microseconds
 
     def report(self, status: dict[str, Any]) -> None:
         """Add the transmit losses to a worker's status."""

@@ -91,7 +91,24 @@ class FlakySocket:
         return len(data)
 
 
-@pytest.mark.parametrize("err", [errno.ENETDOWN, errno.ENOBUFS])
+def test_a_full_transmit_queue_is_waited_out_in_order_not_lost() -> None:
+    """EAGAIN/ENOBUFS (a burst, e.g. a promoted backup's replay) delays a frame; it is sent, in
+    order: dropping it would lose output whose state the backup already holds."""
+    for err in (errno.EAGAIN, errno.ENOBUFS):
+        sock = FlakySocket({2, 3, 4}, err)
+        sender = FrameSender(sock)
+        for i in range(5):
+            sender(bytes([i]))
+        assert sock.sent == [bytes([i]) for i in range(5)]
+        assert (sender.waits, sender.queue_full, sender.errors) == (1, 0, 0)
+    stuck = FlakySocket(set(range(2, 10**6)), errno.EAGAIN)
+    sender = FrameSender(stuck, patience=0.01)
+    sender(b"a")
+    sender(b"b")  # the queue stays full: lost after its patience, counted
+    assert stuck.sent == [b"a"] and sender.queue_full == 1
+
+
+@pytest.mark.parametrize("err", [errno.ENETDOWN, errno.ENXIO])
 def test_a_transmit_error_in_the_ack_handler_is_counted_and_the_link_survives(err: int) -> None:
     async def body() -> None:
         a, b = Node(1), Node(2)
