@@ -324,6 +324,16 @@ def test_a_fail_over_with_no_possible_backup_says_so():
     asyncio.run(with_controller(body))
 
 
+def http_post(url: str) -> tuple[int, Any]:
+    """POST as the API's request guard requires; (status, JSON or error text)."""
+    req = urllib.request.Request(url, data=b"", method="POST", headers={"X-Nfc-Request": "1"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
 def test_move_through_the_http_api_and_the_cli():
     async def body(c, fakes, servers):
         port = free_port()
@@ -332,13 +342,7 @@ def test_move_through_the_http_api_and_the_cli():
         slot = c.slot_map.slots_of(1)[0]
         try:
             def post(path: str) -> tuple[int, Any]:
-                req = urllib.request.Request(base + path, data=b"", method="POST",
-                                             headers={"X-Nfc-Request": "1"})
-                try:
-                    with urllib.request.urlopen(req, timeout=10) as resp:
-                        return resp.status, json.loads(resp.read())
-                except urllib.error.HTTPError as exc:
-                    return exc.code, exc.read().decode()
+                return http_post(base + path)
 
             status, data = await asyncio.to_thread(post, f"/slots/{slot}/move?to=2")
             assert status == 200 and data["ok"] and data["to_nf"] == 2 and data["delta"]
@@ -497,18 +501,9 @@ def test_a_standby_controller_refuses_moves_with_503():
         port = free_port()
         runner = await serve(c, "127.0.0.1", port)
         try:
-            req = urllib.request.Request(
-                f"http://127.0.0.1:{port}/slots/{c.slot_map.slots_of(1)[0]}/move?to=2",
-                data=b"", method="POST", headers={"X-Nfc-Request": "1"})
-
-            def post() -> int:
-                try:
-                    with urllib.request.urlopen(req, timeout=10) as resp:
-                        return int(resp.status)
-                except urllib.error.HTTPError as exc:
-                    return int(exc.code)
-
-            assert await asyncio.to_thread(post) == 503
+            url = f"http://127.0.0.1:{port}/slots/{c.slot_map.slots_of(1)[0]}/move?to=2"
+            status, _ = await asyncio.to_thread(http_post, url)
+            assert status == 503
             assert all(n not in ("Adopt", "Release") for n in names(fakes[2]) + names(fakes[1]))
         finally:
             await runner.cleanup()
