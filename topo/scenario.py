@@ -205,8 +205,12 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) 
                 host.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
         client, server = net.get("client"), net.get("server")
         client_ip, server_ip = client.IP(), server.IP()
-        client.cmd(f"ip neigh replace {server_ip} lladdr {server.MAC()} dev {client.defaultIntf()}")
-        server.cmd(f"ip neigh replace {client_ip} lladdr {client.MAC()} dev {server.defaultIntf()}")
+        # permanent: a plain entry goes stale after ~30 s and the kernel re-probes it with ARP,
+        # which the switch does not answer; while it re-resolves, every packet is dropped
+        client.cmd(f"ip neigh replace {server_ip} lladdr {server.MAC()} nud permanent "
+                   f"dev {client.defaultIntf()}")
+        server.cmd(f"ip neigh replace {client_ip} lladdr {client.MAC()} nud permanent "
+                   f"dev {server.defaultIntf()}")
         yield net
     finally:
         with contextlib.suppress(Exception):
