@@ -660,14 +660,14 @@ class Worker:
                 rt.state.last_seq = (next_seq - 1) & SEQ_MASK
 
     def set_role(self, role: Role) -> None:
-        """The whole instance's role. Becoming a backup or idle (a spare) drops every slot this
-        worker owns, with the output it still holds: an NF the controller failed over (it hung,
+        """The whole instance's role. Becoming a backup or idle (a spare) from another role drops
+        every slot this worker owns, with the output it still holds: an NF the controller failed over (it hung,
         then came back) must never process or release anything of slots that are someone
         else's now; its promoted backup re-creates that output. Replicas and copies go too:
         a backup's come from `AssignSlots` and its primary's snapshot."""
-        self.role = role
-        if role == Role.PRIMARY:
-            return
+        old, self.role = self.role, role
+        if role == Role.PRIMARY or role == old:
+            return  # (a reconfiguration in the same role, e.g. after a false alarm, keeps all)
         dropped = [s for s, rt in self.slots.items() if rt.role != SlotRole.REPLICA]
         if dropped:
             log.warning("now %s: dropping %d owned slots and %d held outputs", role.name,

@@ -483,3 +483,25 @@ def test_a_cancelled_adoption_forgets_the_slot_and_counts_what_it_buffered() -> 
             await b.w.stop()
 
     run(body)
+
+
+def test_a_backup_reconfigured_as_a_backup_keeps_its_replica_and_copies() -> None:
+    """After a false alarm the controller configures a live backup again, in the same role:
+    nothing it holds may be dropped (it would be promoted with an empty replica)."""
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            await b.w.command("set_role", {"role": 2})
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            sw = Switch()
+            _p, c = sw.stamp(SLOT, checker_frame(1, 1), 1, 2)
+            assert c is not None
+            b.w.on_frame(c)
+            assert b.w.inbuf.count(SLOT) == 1
+            await b.w.command("set_role", {"role": 2})  # the same role again
+            assert SLOT in b.w.backed_up and b.w.inbuf.count(SLOT) == 1
+        finally:
+            await b.w.stop()
+
+    run(body)
