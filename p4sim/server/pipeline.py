@@ -103,8 +103,11 @@ class Pipeline:
         key = entities.entry_key(entry.match, entry.priority)
         mkey = (te.table_id, key)
         old_meta = self._entry_meta.get(mkey)
+        counts = self._direct_counts(table, te)
         if op == _INSERT:
             sw.table_insert(entry)  # the engine refuses a duplicate key (ALREADY_EXISTS)
+            if counts is not None:  # the entry's direct counter starts from the given data
+                sw.direct_counter_write(table.id, entry, *counts)
             self._set_meta(mkey, te.metadata)
 
             def undo_insert() -> None:
@@ -120,10 +123,14 @@ class Pipeline:
                 entry.packets, entry.bytes = old.packets, old.bytes
             before = replace(old)
             sw.table_modify(entry)
+            if counts is not None:
+                sw.direct_counter_write(table.id, entry, *counts)
             self._set_meta(mkey, te.metadata)
 
             def undo_modify() -> None:
                 sw.table_modify(before)
+                if counts is not None:
+                    sw.direct_counter_write(table.id, before, before.packets, before.bytes)
                 self._set_meta(mkey, old_meta)
 
             return undo_modify
@@ -135,6 +142,16 @@ class Pipeline:
             self._set_meta(mkey, old_meta)
 
         return undo_delete
+
+    @staticmethod
+    def _direct_counts(table: TableInfo, te: p4r.TableEntry) -> tuple[int, int] | None:
+        """The (packets, bytes) an INSERT or MODIFY sets the entry's direct counter to, when it
+        carries `counter_data`; a table without a direct counter refuses it."""
+        if not te.HasField("counter_data"):
+            return None
+        if not table.direct_counter_id:
+            raise invalid(f"table {table.name} has no direct counter: counter_data is not allowed")
+        return te.counter_data.packet_count, te.counter_data.byte_count
 
     def _set_meta(self, mkey: tuple[int, entities.EntryKey], meta: bytes | None) -> None:
         if meta:
