@@ -9,6 +9,7 @@ batch up to b, in order. Without a backup the output is released as soon as the 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,43 +60,54 @@ class OutputCommit:
 
 @dataclass
 class OutputLog:
-    """The backup's log of its primary's output that may not have left yet.
+    """The backup's log of its primary's output that may not have reached the switch yet.
 
     Every delta the backup receives carries the output of its batch and the primary's *released*
     watermark (the last batch whose output it handed to its socket); a (re)connection snapshot
     carries the output of every batch still waiting for an ack. The backup keeps each batch's
-    output until the watermark passes it. On promotion the new primary sends what is left again,
-    oldest first: output the dead primary released is dropped by the switch (which forwards each
-    input's output once), the rest leaves for the first time. Bounded by the primary's own
-    `max_held` (outputs waiting for acks), kept per primary.
+    output until the watermark passes it AND it is `retain` seconds old: output handed to the
+    socket can still wait in queues on its way into the switch's pipeline when the primary dies,
+    and the promoted backup's own output, sent meanwhile on another port, may reach the switch
+    first and move its dedup watermark past it. On promotion the new primary sends what is left
+    again, oldest first: output that had already been forwarded is dropped by the switch (which
+    forwards each input's output once), the rest leaves for the first time. Bounded by `retain`
+    and `max_frames` (past it the oldest released batches go first), kept per primary.
     """
 
-    logs: dict[int, deque[tuple[int, list[bytes]]]] = field(default_factory=dict)
+    logs: dict[int, deque[tuple[int, list[bytes], float]]] = field(default_factory=dict)
     frames: int = 0
+    retain: float = 0.5
+    max_frames: int = 1 << 17
 
-    def record(self, primary: int, logged: list[Any], released: Any, full: bool) -> None:
+    def record(self, primary: int, logged: list[Any], released: Any, full: bool,
+               now: float | None = None) -> None:
         """Log `logged` ([[batch id, [frame, ...]], ...]) of `primary`; forget what `released`
-        (a batch id) covers. A full snapshot restarts the log: it re-sends every held batch."""
+        (a batch id) covers once it is `retain` old. A full snapshot re-sends every held batch:
+        those already logged are not logged twice."""
+        now = time.monotonic() if now is None else now
         log = self.logs.setdefault(primary, deque())
-        if full:
-            self.frames -= sum(len(f) for _b, f in log)
-            log.clear()
+        known = {b for b, _f, _t in log} if full else set()
         for bid, frames in logged:
             if not isinstance(frames, list) or not all(isinstance(f, bytes) for f in frames):
                 raise ValueError("logged output must be a list of frames")
-            log.append((int(bid), frames))
+            if int(bid) in known:
+                continue
+            log.append((int(bid), frames, now))
             self.frames += len(frames)
         if released is not None:
-            rel = int(released)
-            while log and log[0][0] <= rel:
-                self.frames -= len(log.popleft()[1])
+            self._prune(log, int(released), now)
+
+    def _prune(self, log: deque[tuple[int, list[bytes], float]], rel: int, now: float) -> None:
+        while log and log[0][0] <= rel and (log[0][2] <= now - self.retain
+                                            or self.frames > self.max_frames):
+            self.frames -= len(log.popleft()[1])
 
     def take(self, primary: int) -> list[bytes]:
         """Remove and return the logged output of `primary` (of every primary if 0), in order."""
         ids = [primary] if primary else sorted(self.logs)
         out: list[bytes] = []
         for nf in ids:
-            for _bid, frames in self.logs.pop(nf, deque()):
+            for _bid, frames, _t in self.logs.pop(nf, deque()):
                 out.extend(frames)
         self.frames -= len(out)
         return out

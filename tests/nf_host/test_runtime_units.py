@@ -190,3 +190,18 @@ def test_sequence_numbers_wrap_around() -> None:
     for q in (top, 0, 1):
         buf.add(4, q, b"y")
     assert [q for q, _ in buf.take_beyond(4, top)] == [0, 1]
+
+
+def test_output_log_keeps_released_output_for_a_while() -> None:
+    """Released output can still be queued on its way into the switch when the primary dies,
+    behind the promoted backup's newer output: the backup keeps it `retain` seconds, then drops it."""
+    from nf_host.commit import OutputLog
+
+    log = OutputLog(retain=0.5)
+    log.record(1, [[1, [b"a"]], [2, [b"b"]]], released=0, full=False, now=10.0)
+    log.record(1, [[3, [b"c"]]], released=2, full=False, now=10.2)  # 1 and 2 released, recent
+    assert log.frames == 3
+    log.record(1, [], released=2, full=True, now=10.6)  # a snapshot: released and 0.6 s old
+    assert log.frames == 1
+    log.record(1, [[3, [b"c"]], [4, [b"d"]]], released=2, full=True, now=10.7)  # 3 not twice
+    assert log.take(1) == [b"c", b"d"] and log.frames == 0
