@@ -35,6 +35,14 @@ from controlplane.switch_session import SwitchSession
 
 LOG = logging.getLogger(__name__)
 
+# Counters of the switch indexed by a drop reason, and the reasons in index order
+# (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
+SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
+    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot"),
+    "slot_map_drops": ("orphan_fragment",),
+    "punt_drops": ("no_handler", "over_rate"),
+}
+
 
 class Controller:
     """One controller instance (primary or standby for the switch)."""
@@ -360,12 +368,15 @@ class Controller:
             await asyncio.sleep(self.counter_interval)
 
     async def read_switch_drops(self) -> dict[str, int]:
-        """What the switch dropped and counted: NF output the dedup dropped (by reason), edge
-        packets of unowned slots, anything unroutable from NF ports (one wildcard read each)."""
+        """What the switch dropped and counted: NF output the dedup dropped, edge packets
+        dropped before a slot (orphan fragments), non-IPv4 edge packets not punted (each by
+        reason), edge packets of unowned slots, anything unroutable from NF ports (one wildcard
+        read per counter; reasons as in p4src/shared/define.p4)."""
         out: dict[str, int] = {}
-        output = await self.session.read_counter("nf_output_drops")
-        for index, reason in enumerate(("duplicate", "stale_epoch", "bad_slot")):
-            out[f"nf_output_drops/{reason}"] = output.get(index, (0, 0))[0]
+        for name, reasons in SWITCH_DROP_REASONS.items():
+            cells = await self.session.read_counter(name)
+            for index, reason in enumerate(reasons):
+                out[f"{name}/{reason}"] = cells.get(index, (0, 0))[0]
         for name in ("unowned_drops", "nf_port_drops"):
             out[f"{name}/all"] = sum(p for p, _ in (await self.session.read_counter(name)).values())
         return out

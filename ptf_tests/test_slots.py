@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ptf.testutils as testutils
 from ptf.testutils import group
-from scapy.layers.inet import IP, IPOption_NOP
+from scapy.layers.inet import IP, IPOption_NOP, fragment
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
@@ -44,8 +44,9 @@ class SymmetricSlot(NfcTest):
 class SlotModelMatchesSwitch(NfcTest):
     """The Python slot model (ptf_tests/lib/slot_hash.py) agrees with the switch on many flows.
 
-    Both address orders, TCP, UDP, ICMP (no ports), IPv4 with options and a fragment (the
-    switch reads no L4 ports in those two), and DF set (ports still used).
+    Both address orders, TCP, UDP, ICMP (no ports), IPv4 with options (one word and the
+    maximum of ten: the ports behind them still count), a first fragment (it has the ports)
+    and DF set (ports still used).
     """
 
     def runTest(self) -> None:
@@ -54,7 +55,8 @@ class SlotModelMatchesSwitch(NfcTest):
             packets.append(udp_packet(f"10.0.1.{i + 1}", f"10.0.2.{200 - i}", 1000 + 97 * i, 53))
             packets.append(tcp_packet(f"10.0.2.{i + 7}", f"10.0.1.{i + 3}", 443, 50000 + i))
         packets.append(_with_ip(udp_packet("10.0.2.1", "10.0.1.1", 7, 7), proto=1))  # "ICMP"
-        packets.append(_with_ip(tcp_packet("10.0.2.2", "10.0.1.2", 80, 8080), options=True))
+        packets.append(_with_ip(tcp_packet("10.0.2.2", "10.0.1.2", 80, 8080), options=1))
+        packets.append(_with_ip(udp_packet("10.0.2.5", "10.0.1.5", 80, 8080), options=10))
         packets.append(_with_ip(udp_packet("10.0.2.3", "10.0.1.3", 53, 5353), ip_flags="MF"))
         packets.append(_with_ip(tcp_packet("10.0.2.4", "10.0.1.4", 22, 6000), ip_flags="DF"))
         owned: set[int] = set()
@@ -71,15 +73,15 @@ class SlotModelMatchesSwitch(NfcTest):
         testutils.verify_no_other_packets(self)
 
 
-def _with_ip(pkt: Packet, proto: int | None = None, options: bool = False,
+def _with_ip(pkt: Packet, proto: int | None = None, options: int = 0,
              ip_flags: str | None = None) -> Packet:
-    """`pkt` with its IPv4 header changed (protocol, a 4-byte option, flags such as MF or DF)."""
+    """`pkt` with its IPv4 header changed (protocol, `options` words of NOPs, flags: MF, DF)."""
     out = pkt.copy()
     ip = out[IP]
     if proto is not None:
         ip.proto = proto
     if options:
-        ip.options = [IPOption_NOP(), IPOption_NOP(), IPOption_NOP(), IPOption_NOP()]
+        ip.options = [IPOption_NOP() for _ in range(4 * options)]
     if ip_flags is not None:
         ip.flags = ip_flags
     ip.len = None
@@ -103,3 +105,52 @@ class UnownedSlotDropped(NfcTest):
         self.assertEqual(after[0] - before[0], 1)
         self.assertEqual(after[1] - before[1], len(pkt))
         self.assertEqual(self.read_counter("slot_traffic", slot), traffic_before)
+
+
+@group("slot")
+class OptionsKeepTheFlowsSlot(NfcTest):
+    """A TCP packet with IPv4 options and the same flow's packet without share slot and sequence."""
+
+    def runTest(self) -> None:
+        plain = tcp_packet("10.0.1.31", "10.0.2.31", 41000, 443)
+        slot, epoch = self.own_slot(plain)
+        first, _ = self.send_and_receive_copies(EDGE_CLIENT_PORT, plain, slot, epoch, flags=None)
+        with_options = _with_ip(plain, options=3)
+        second, _ = self.send_and_receive_copies(EDGE_CLIENT_PORT, with_options, slot, epoch, flags=None)
+        self.assertEqual(shim_of(second).seq, shim_of(first).seq + 1)
+        testutils.verify_no_other_packets(self)
+
+
+@group("slot")
+class FragmentsFollowTheirFirstFragment(NfcTest):
+    """The later fragments of a datagram (no ports) land in the slot of its first fragment,
+    which is the flow's slot; a later fragment whose first was never seen is dropped and
+    counted in slot_map_drops[orphan fragment]."""
+
+    def runTest(self) -> None:
+        datagram = _with_ip(udp_packet("10.0.1.41", "10.0.2.41", 42000, 5353, length=400))
+        datagram[IP].id = 0x4242
+        pieces = [Ether(bytes(Ether(src=datagram.src, dst=datagram.dst) / f))
+                  for f in fragment(datagram[IP], fragsize=128)]
+        self.assertGreaterEqual(len(pieces), 3)
+        slot, epoch = self.own_slot(datagram)
+        self.assertEqual(packet_slot(pieces[0]), slot, "the first fragment has the flow's ports")
+        seqs = []
+        for piece in pieces:
+            primary, _ = self.send_and_receive_copies(EDGE_CLIENT_PORT, piece, slot, epoch, flags=None)
+            seqs.append(shim_of(primary).seq)
+        self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(pieces))))
+
+        orphan = pieces[1].copy()
+        orphan[IP].id = 0x4343
+        orphan[IP].chksum = None
+        orphan = Ether(bytes(orphan))
+        before = self.read_counter("slot_map_drops", SLOT_MAP_DROP_ORPHAN_FRAGMENT)
+        testutils.send_packet(self, EDGE_CLIENT_PORT, orphan)
+        after = self.wait_counter("slot_map_drops", SLOT_MAP_DROP_ORPHAN_FRAGMENT, before[0] + 1)
+        self.assertEqual(after[0] - before[0], 1)
+        testutils.verify_no_other_packets(self)
+
+
+# index of counter slot_map_drops (p4src/shared/define.p4)
+SLOT_MAP_DROP_ORPHAN_FRAGMENT = 0

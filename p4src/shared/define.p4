@@ -60,6 +60,24 @@ const bit<32> OUTPUT_DROP_DUPLICATE   = 0;  /* this input's output already left 
 const bit<32> OUTPUT_DROP_STALE_EPOCH = 1;  /* output of an epoch before the previous one */
 const bit<32> OUTPUT_DROP_BAD_SLOT    = 2;  /* a slot number outside 0..SLOT_COUNT-1 */
 
+/* IPv4: the most option words a header can carry (ihl 15), the More Fragments flag bit. */
+#define IPV4_OPTION_WORDS 10
+const bit<3> IPV4_FLAG_MORE_FRAGMENTS = 1;
+
+/* Why SlotMap dropped an edge packet before its slot had an owner (counter slot_map_drops). */
+#define SLOT_MAP_DROP_REASONS 1
+const bit<32> SLOT_MAP_DROP_ORPHAN_FRAGMENT = 0;  /* a later fragment whose first fragment was not seen */
+
+/* Why PacketIoIngress dropped a non-IPv4 edge packet (counter punt_drops). */
+#define PUNT_DROP_REASONS 2
+const bit<32> PUNT_DROP_NO_HANDLER = 0;  /* the controller has not enabled the punt (edge_punt) */
+const bit<32> PUNT_DROP_OVER_RATE  = 1;  /* punt_meter marked the packet red */
+
+/* Meter colours (v1model's execute_meter and TNA's Meter.execute agree). */
+const bit<2> METER_GREEN  = 0;
+const bit<2> METER_YELLOW = 1;
+const bit<2> METER_RED    = 2;
+
 /* Receiver id passed to digest() for new-flow reports. */
 const bit<32> DIGEST_RECEIVER_NEW_FLOW = 1;
 

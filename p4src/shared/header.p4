@@ -59,6 +59,11 @@ header ipv4_h {
     ipv4_addr_t dst_addr;
 }
 
+/* One 32-bit word of IPv4 options: a header with ihl > 5 carries ihl - 5 of them (at most 10). */
+header ipv4_option_word_h {
+    bit<32> word;
+}
+
 header tcp_h {
     bit<16> src_port;
     bit<16> dst_port;
@@ -85,6 +90,7 @@ struct headers_t {
     ethernet_h   ethernet;
     nfc_shim_h   nfc_shim;
     ipv4_h       ipv4;
+    ipv4_option_word_h[IPV4_OPTION_WORDS] ipv4_options;
     tcp_h        tcp;
     udp_h        udp;
 }
@@ -117,6 +123,7 @@ struct local_metadata_t {
     epoch_t    epoch;
     nf_id_t    primary;
     new_flow_t new_flow;
+    bit<2>     punt_color;   /* colour of punt_meter for a punted non-IPv4 edge packet */
 }
 
 #endif /* NFC_HEADER_P4 */

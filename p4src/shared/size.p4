@@ -15,5 +15,7 @@
 #define EDGE_FORWARD_TABLE_SIZE  1024
 /* output dedup: one cell per slot and epoch parity */
 #define OUTPUT_DEDUP_SIZE        (SLOT_COUNT * 2)
+/* Cells remembering a first fragment's slot for the later fragments of its datagram. */
+#define FRAGMENT_MEMORY_SIZE     4096
 
 #endif /* NFC_SIZE_P4 */

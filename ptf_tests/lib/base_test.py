@@ -155,6 +155,15 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         self.client.write_entity(p4r.Update.MODIFY, p4r.Entity(table_entry=entry))
         return entry
 
+    def set_default_action(self, table: str, action: str, restore: str) -> None:
+        """Set a table's default action (no parameters); the undo sets `restore`."""
+        def write(name: str) -> None:
+            entry = self.table_entry(table, {}, name)
+            entry.is_default_action = True
+            self.client.write_entity(p4r.Update.MODIFY, p4r.Entity(table_entry=entry))
+        write(action)
+        self._undo.append(lambda: write(restore))
+
     # -- packet replication engine ---------------------------------------------------------
 
     def insert_mc_group(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
@@ -220,6 +229,19 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
         for e in self.client.read(entity):
             return decode_value(e.register_entry.data.bitstring)
         raise AssertionError(f"register {name}[{index}] not returned by the switch")
+
+    def set_meter(self, name: str, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
+        """Configure one cell of an indirect meter (rates per second, bursts in its unit); the
+        undo leaves the cell with rates no test reaches (BMv2 may not reset a cell)."""
+        m = self.p4info.meter(name)
+
+        def write(c: int, cb: int, p: int, pb: int) -> None:
+            entry = p4r.MeterEntry(
+                meter_id=m.preamble.id, index=p4r.Index(index=index),
+                config=p4r.MeterConfig(cir=c, cburst=cb, pir=p, pburst=pb))
+            self.client.write_entity(p4r.Update.MODIFY, p4r.Entity(meter_entry=entry))
+        write(cir, cburst, pir, pburst)
+        self._undo.append(lambda: write(1_000_000, 1_000_000, 1_000_000, 1_000_000))
 
     # -- digests ---------------------------------------------------------------------------
 

@@ -67,12 +67,16 @@ def ip_to_int(addr: str) -> int:
 
 
 def packet_slot(pkt: Packet) -> int:
-    """The slot the switch gives `pkt` (model in slot_hash.py)."""
+    """The slot the switch gives `pkt` (model in slot_hash.py).
+
+    A later fragment (offset > 0) takes its first fragment's slot, which this function cannot
+    know: pass the first fragment (or the unfragmented packet) instead.
+    """
     ip = pkt[IP]
     sport = dport = 0
-    if ip.ihl > 5 or ip.frag > 0 or int(ip.flags) & 1:
-        pass  # the switch reads no L4 ports behind IPv4 options or in fragments
-    elif TCP in pkt:
+    if ip.frag > 0:
+        raise ValueError("a later fragment's slot is its first fragment's: pass that one")
+    if TCP in pkt:
         sport, dport = pkt[TCP].sport, pkt[TCP].dport
     elif UDP in pkt:
         sport, dport = pkt[UDP].sport, pkt[UDP].dport

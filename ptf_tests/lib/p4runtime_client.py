@@ -84,6 +84,9 @@ class P4Info:
     def register(self, name: str) -> Any:
         return self._find(self.info.registers, name, "register")
 
+    def meter(self, name: str) -> Any:
+        return self._find(self.info.meters, name, "meter")
+
     def digest(self, name: str) -> Any:
         return self._find(self.info.digests, name, "digest")
 

@@ -4,6 +4,9 @@ The switch orders the two endpoints of the 5-tuple canonically (the smaller (add
 first), then takes CRC-16 (the BMv2 `crc16`: polynomial 0x8005, reflected, initial value 0,
 no final XOR, also known as CRC-16/ARC) of
 `lo_addr(32) hi_addr(32) lo_port(16) hi_port(16) protocol(8)` modulo the slot count.
+The ports are those of the TCP or UDP header, found behind IPv4 options too; a packet without
+one (ICMP, a later fragment) hashes with ports 0, except that a later fragment (offset > 0) is
+given the slot its first fragment had, which the switch remembers (SlotMap's fragment memory).
 Tests use it to know which slot a packet lands in before sending it; one test checks that
 the model agrees with the switch.
 """

@@ -14,7 +14,8 @@
     m.group = 0;                      \
     m.epoch = 0;                      \
     m.primary = 0;                    \
-    m.new_flow = {0, 0, 0, 0, 0, 0};
+    m.new_flow = {0, 0, 0, 0, 0, 0}; \
+    m.punt_color = 0;
 
 parser NfcIngressParser(packet_in pkt,
                         out headers_t hdr,
@@ -48,11 +49,87 @@ parser NfcIngressParser(packet_in pkt,
             default: accept;
         }
     }
+    /* IPv4 options and fragments as in the v1model parser (one state per option word). */
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        transition select(hdr.ipv4.ihl, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_TCP): parse_tcp;
-            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_UDP): parse_udp;
+        transition select(hdr.ipv4.ihl) {
+            4w5: parse_l4;
+            4w6 &&& 4w14: parse_ipv4_option_1;
+            4w8 &&& 4w8: parse_ipv4_option_1;
+            default: accept;
+        }
+    }
+    state parse_ipv4_option_1 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w6: parse_l4;
+            default: parse_ipv4_option_2;
+        }
+    }
+    state parse_ipv4_option_2 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w7: parse_l4;
+            default: parse_ipv4_option_3;
+        }
+    }
+    state parse_ipv4_option_3 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w8: parse_l4;
+            default: parse_ipv4_option_4;
+        }
+    }
+    state parse_ipv4_option_4 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w9: parse_l4;
+            default: parse_ipv4_option_5;
+        }
+    }
+    state parse_ipv4_option_5 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w10: parse_l4;
+            default: parse_ipv4_option_6;
+        }
+    }
+    state parse_ipv4_option_6 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w11: parse_l4;
+            default: parse_ipv4_option_7;
+        }
+    }
+    state parse_ipv4_option_7 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w12: parse_l4;
+            default: parse_ipv4_option_8;
+        }
+    }
+    state parse_ipv4_option_8 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w13: parse_l4;
+            default: parse_ipv4_option_9;
+        }
+    }
+    state parse_ipv4_option_9 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w14: parse_l4;
+            default: parse_ipv4_option_10;
+        }
+    }
+    state parse_ipv4_option_10 {
+        pkt.extract(hdr.ipv4_options.next);
+        transition parse_l4;
+    }
+    state parse_l4 {
+        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (13w0, IP_PROTO_TCP): parse_tcp;
+            (13w0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }
@@ -83,6 +160,7 @@ control NfcIngressDeparser(packet_out pkt,
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.nfc_shim);
         pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.ipv4_options);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.udp);
     }

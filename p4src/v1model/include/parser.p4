@@ -2,8 +2,9 @@
  * nfcluster v1model parser and deparser.
  *
  * CPU port: packet_out metadata, then Ethernet.  Every port: Ethernet, optionally the
- * nfcluster shim, IPv4, then TCP or UDP when the IPv4 header has no options and the packet
- * is not a fragment (otherwise the slot is computed from the addresses alone).
+ * nfcluster shim, IPv4 with its option words, then TCP or UDP when the packet is not a later
+ * fragment (fragment offset 0: an unfragmented packet or a first fragment).  A later fragment
+ * has no L4 header: SlotMap gives it the slot its first fragment had.
  * The parser has no loops.
  */
 #ifndef NFC_V1MODEL_PARSER_P4
@@ -45,10 +46,96 @@ parser NfcParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        /* L4 only without options (ihl == 5) and only in unfragmented packets (MF, the low flag bit, == 0; offset == 0). */
-        transition select(hdr.ipv4.ihl, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_TCP): parse_tcp;
-            (4w5, 3w0 &&& 3w1, 13w0, IP_PROTO_UDP): parse_udp;
+        /* ihl 5: no options; 6..15: ihl - 5 option words, one state each (no parser loop). */
+        transition select(hdr.ipv4.ihl) {
+            4w5: parse_l4;
+            4w6 &&& 4w14: parse_ipv4_option_1;    /* 6, 7 */
+            4w8 &&& 4w8: parse_ipv4_option_1;     /* 8..15 */
+            default: accept;                      /* ihl < 5: malformed, no L4 */
+        }
+    }
+
+    state parse_ipv4_option_1 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w6: parse_l4;
+            default: parse_ipv4_option_2;
+        }
+    }
+
+    state parse_ipv4_option_2 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w7: parse_l4;
+            default: parse_ipv4_option_3;
+        }
+    }
+
+    state parse_ipv4_option_3 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w8: parse_l4;
+            default: parse_ipv4_option_4;
+        }
+    }
+
+    state parse_ipv4_option_4 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w9: parse_l4;
+            default: parse_ipv4_option_5;
+        }
+    }
+
+    state parse_ipv4_option_5 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w10: parse_l4;
+            default: parse_ipv4_option_6;
+        }
+    }
+
+    state parse_ipv4_option_6 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w11: parse_l4;
+            default: parse_ipv4_option_7;
+        }
+    }
+
+    state parse_ipv4_option_7 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w12: parse_l4;
+            default: parse_ipv4_option_8;
+        }
+    }
+
+    state parse_ipv4_option_8 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w13: parse_l4;
+            default: parse_ipv4_option_9;
+        }
+    }
+
+    state parse_ipv4_option_9 {
+        packet.extract(hdr.ipv4_options.next);
+        transition select(hdr.ipv4.ihl) {
+            4w14: parse_l4;
+            default: parse_ipv4_option_10;
+        }
+    }
+
+    state parse_ipv4_option_10 {
+        packet.extract(hdr.ipv4_options.next);
+        transition parse_l4;
+    }
+
+    state parse_l4 {
+        transition select(hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (13w0, IP_PROTO_TCP): parse_tcp;
+            (13w0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }
@@ -75,6 +162,7 @@ control NfcDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.nfc_shim);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
     }

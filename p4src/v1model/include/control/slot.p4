@@ -4,7 +4,14 @@
  * The slot is a CRC-16 of the 5-tuple with the two endpoints put in a canonical order
  * (the smaller (address, port) first), so both directions of a connection share a slot:
  *   slot = crc16(lo_addr, hi_addr, lo_port, hi_port, protocol) mod SLOT_COUNT
- * Ports are 0 when the packet has no parsed TCP/UDP header.
+ * Ports are 0 when the packet has no TCP/UDP header (ICMP and other protocols).
+ *
+ * IPv4 fragments: the first fragment carries the ports, so it gets the flow's slot like any
+ * unfragmented packet, and SlotMap remembers that slot under (addresses, protocol,
+ * identification); the later fragments (offset > 0, no ports) take the remembered slot, so
+ * every packet of a flow lands in one slot whether it was fragmented or not.  A later
+ * fragment whose first fragment was not seen (reordered ahead of it, or its cell taken by
+ * another datagram) is dropped and counted in slot_map_drops[SLOT_MAP_DROP_ORPHAN_FRAGMENT].
  */
 #ifndef NFC_V1MODEL_SLOT_P4
 #define NFC_V1MODEL_SLOT_P4
@@ -15,6 +22,15 @@ control SlotMap(inout headers_t hdr,
 
     /* Edge packets dropped because their slot has no owner, per slot. */
     counter(SLOT_COUNT, CounterType.packets_and_bytes) unowned_drops;
+    /* Edge packets dropped before a slot was found, per reason (SLOT_MAP_DROP_*). */
+    counter(SLOT_MAP_DROP_REASONS, CounterType.packets_and_bytes) slot_map_drops;
+    /*
+     * The fragment memory, indexed by crc16(src, dst, protocol, identification) mod
+     * FRAGMENT_MEMORY_SIZE: the identification of the datagram whose first fragment last used
+     * the cell, and its slot + 1 (0: never used).  Written by first fragments only.
+     */
+    register<bit<16>>(FRAGMENT_MEMORY_SIZE) fragment_ident;
+    register<bit<32>>(FRAGMENT_MEMORY_SIZE) fragment_slot;
 
     action set_replica_group(bit<16> group, bit<16> epoch, bit<16> primary) {
         meta.owned = true;
@@ -50,24 +66,52 @@ control SlotMap(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid()) {
-            ipv4_addr_t lo_addr = hdr.ipv4.src_addr;
-            ipv4_addr_t hi_addr = hdr.ipv4.dst_addr;
-            bit<16> lo_port = meta.l4_src_port;
-            bit<16> hi_port = meta.l4_dst_port;
-            if (hdr.ipv4.src_addr > hdr.ipv4.dst_addr
-                    || (hdr.ipv4.src_addr == hdr.ipv4.dst_addr
-                        && meta.l4_src_port > meta.l4_dst_port)) {
-                lo_addr = hdr.ipv4.dst_addr;
-                hi_addr = hdr.ipv4.src_addr;
-                lo_port = meta.l4_dst_port;
-                hi_port = meta.l4_src_port;
-            }
-            hash(meta.slot,
+            bit<32> cell;
+            hash(cell,
                  HashAlgorithm.crc16,
-                 (bit<16>)0,
-                 { lo_addr, hi_addr, lo_port, hi_port, hdr.ipv4.protocol },
-                 (bit<32>)SLOT_COUNT);
-            slot_owner.apply();
+                 (bit<32>)0,
+                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, hdr.ipv4.identification },
+                 (bit<32>)FRAGMENT_MEMORY_SIZE);
+            if (hdr.ipv4.frag_offset != 0) {
+                /* A later fragment: the slot of its datagram's first fragment. */
+                bit<16> ident;
+                bit<32> slot_plus_one;
+                fragment_ident.read(ident, cell);
+                fragment_slot.read(slot_plus_one, cell);
+                if (slot_plus_one != 0 && ident == hdr.ipv4.identification) {
+                    meta.slot = (slot_id_t)(slot_plus_one - 1);
+                } else {
+                    meta.bypass = true;
+                    slot_map_drops.count(SLOT_MAP_DROP_ORPHAN_FRAGMENT);
+                    mark_to_drop(standard_metadata);
+                }
+            } else {
+                ipv4_addr_t lo_addr = hdr.ipv4.src_addr;
+                ipv4_addr_t hi_addr = hdr.ipv4.dst_addr;
+                bit<16> lo_port = meta.l4_src_port;
+                bit<16> hi_port = meta.l4_dst_port;
+                if (hdr.ipv4.src_addr > hdr.ipv4.dst_addr
+                        || (hdr.ipv4.src_addr == hdr.ipv4.dst_addr
+                            && meta.l4_src_port > meta.l4_dst_port)) {
+                    lo_addr = hdr.ipv4.dst_addr;
+                    hi_addr = hdr.ipv4.src_addr;
+                    lo_port = meta.l4_dst_port;
+                    hi_port = meta.l4_src_port;
+                }
+                hash(meta.slot,
+                     HashAlgorithm.crc16,
+                     (bit<16>)0,
+                     { lo_addr, hi_addr, lo_port, hi_port, hdr.ipv4.protocol },
+                     (bit<32>)SLOT_COUNT);
+                if ((hdr.ipv4.flags & IPV4_FLAG_MORE_FRAGMENTS) != 0) {
+                    /* A first fragment: remember its slot for the later ones. */
+                    fragment_ident.write(cell, hdr.ipv4.identification);
+                    fragment_slot.write(cell, (bit<32>)meta.slot + 1);
+                }
+            }
+            if (!meta.bypass) {
+                slot_owner.apply();
+            }
         }
     }
 }
