@@ -7,6 +7,10 @@
     GET /moves             every slot move so far (bytes shipped, delta or full, time, undone)
     POST /slots/{slot}/move?to=NF   migrate one slot to primary NF; answers the move's result
                            (200 moved, 409 failed and undone, 400 a request that cannot start)
+    POST /lb/scale-out?cluster=C   a spare becomes a primary (409: no spare)
+    POST /nfs/{nf}/drain   scale-in: every slot of the primary moved away, it and its backup idle
+    POST /nfs/{nf}/update  live update; the body is the NF's new parameters (a JSON object);
+                           answers the report (200 updated, 409 refused: slots moved back)
     GET /lb/history?limit=N   the load balancer: knobs, last loads, its decisions (newest last)
     GET /metrics           Prometheus text format
 
@@ -24,6 +28,7 @@ environment variable `NFC_API_TOKEN`, which wins), it also needs `Authorization:
 from __future__ import annotations
 
 import hmac
+import json
 import os
 from typing import Any, Protocol
 
@@ -52,6 +57,7 @@ class ControllerView(Protocol):
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
     async def scale_out(self, cluster: str | None) -> dict[str, Any]: ...
     async def drain(self, nf: int) -> dict[str, Any]: ...
+    async def update_nf(self, nf: int, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
 def _int_arg(request: web.Request, name: str, default: int | None) -> int | None:
@@ -151,6 +157,23 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
         except ScaleError as exc:
             raise web.HTTPConflict(text=str(exc)) from None
 
+    async def update(request: web.Request) -> web.Response:
+        try:
+            nf = int(request.match_info["nf"])
+        except ValueError:
+            raise web.HTTPBadRequest(text="the NF id must be an integer") from None
+        try:
+            params = json.loads(await request.text() or "{}")
+        except json.JSONDecodeError as exc:
+            raise web.HTTPBadRequest(text=f"the body is not JSON: {exc}") from None
+        if not isinstance(params, dict):
+            raise web.HTTPBadRequest(text="the body must be a JSON object: the NF's parameters")
+        try:
+            report = await view.update_nf(nf, params)
+        except ScaleError as exc:
+            raise web.HTTPConflict(text=str(exc)) from None
+        return web.json_response(report, status=200 if report["ok"] else 409)
+
     async def lb_history(request: web.Request) -> web.Response:
         return web.json_response(view.lb_view(_int_arg(request, "limit", None)))
 
@@ -169,6 +192,7 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app.router.add_get("/lb/history", lb_history)
     app.router.add_post("/lb/scale-out", scale_out)
     app.router.add_post("/nfs/{nf}/drain", drain)
+    app.router.add_post("/nfs/{nf}/update", update)
     app.router.add_get("/metrics", metrics)
     return app
 

@@ -6,10 +6,12 @@
     nfc flows [--limit N] flows learned from digests
     nfc move SLOT --to NF migrate a slot to another primary (prints bytes shipped and the time)
     nfc moves             the moves done so far
+    nfc scale-out [--cluster C]   a spare becomes a primary;  nfc drain NF   scale-in
+    nfc update NF --params JSON   live update: the NF restarted with new parameters
     nfc lb history [--limit N]   the load balancer's decisions: kind, reason, inputs, outcome
     --watch S             refresh every S seconds (a live view); --json prints the raw JSON
 
-State-changing requests (`move`) carry the header the API requires (X-Nfc-Request) and, when the
+State-changing requests (`move`, `scale-out`, `drain`, `update`) carry the header the API requires (X-Nfc-Request) and, when the
 environment variable NFC_API_TOKEN is set, `Authorization: Bearer $NFC_API_TOKEN`. `--watch`
 repeats a command, so it refuses any command that changes state (before sending anything).
 """
@@ -17,6 +19,7 @@ repeats a command, so it refuses any command that changes state (before sending 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import contextvars
 import json
 import os
@@ -44,7 +47,7 @@ class StateChangeRefused(Exception):
 
 
 def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: float = 3.0,
-          method: str = "GET") -> Any:
+          method: str = "GET", body: dict[str, Any] | None = None) -> Any:
     query = {k: v for k, v in (params or {}).items() if v is not None}
     url = api.rstrip("/") + path + (("?" + urllib.parse.urlencode(query)) if query else "")
     headers: dict[str, str] = {}
@@ -54,7 +57,7 @@ def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: fl
             raise StateChangeRefused(f"{method} {path}")
         # what the API's request guard requires of a state-changing request (not a form post)
         headers = {"X-Nfc-Request": "1", "Content-Type": "application/json"}
-        data = b"{}"
+        data = json.dumps(body or {}).encode()
         token = os.environ.get(TOKEN_ENV)
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -63,10 +66,11 @@ def fetch(api: str, path: str, params: dict[str, Any] | None = None, timeout: fl
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read(16 * 1024 * 1024))
     except urllib.error.HTTPError as exc:
-        body = exc.read(65536)
+        text = exc.read(65536)
         if exc.code == 409:  # a move that failed and was undone: its result is the answer
-            return json.loads(body)
-        raise ValueError(f"HTTP {exc.code}: {body.decode(errors='replace')}") from None
+            with contextlib.suppress(ValueError):
+                return json.loads(text)
+        raise ValueError(f"HTTP {exc.code}: {text.decode(errors='replace')}") from None
 
 
 def _fmt(value: Any) -> str:
@@ -209,6 +213,17 @@ def scale_table(data: dict[str, Any]) -> Table:
     return t
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """--params: a JSON object, or a usage error naming what is wrong."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {type(value).__name__}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nfc", description="nfcluster operator CLI (talks to the controller's HTTP API)")
     p.add_argument("--api", default=DEFAULT_API, help=f"controller API base URL (default {DEFAULT_API})")
@@ -232,6 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     so.add_argument("--cluster", help="its cluster (default: the one with the fewest primaries)")
     dp = sub.add_parser("drain", help="move every slot of a primary away and return it to the pool")
     dp.add_argument("nf", type=int, help="the primary's id")
+    up = sub.add_parser("update", help="live update: run an NF (and its backup) with new parameters, "
+                                       "moving its slots to its cluster peers and back")
+    up.add_argument("nf", type=int, help="the NF's id")
+    up.add_argument("--params", type=_json_object, default={}, metavar="JSON",
+                    help='the NF\'s whole new parameters, a JSON object (e.g. \'{"work_us": 20}\')')
     lp = sub.add_parser("lb", help="the load balancer")
     lsub = lp.add_subparsers(dest="lb_command", required=True)
     hp = lsub.add_parser("history", help="its decisions: kind, what, outcome, reason (newest last)")
@@ -261,6 +281,10 @@ def render(args: argparse.Namespace) -> tuple[Any, RenderableType]:
         return data, scale_table(data)
     if args.command == "drain":
         data = fetch(args.api, f"/nfs/{args.nf}/drain", {}, timeout=600.0, method="POST")
+        return data, scale_table(data)
+    if args.command == "update":
+        data = fetch(args.api, f"/nfs/{args.nf}/update", {}, timeout=1200.0, method="POST",
+                     body=args.params)
         return data, scale_table(data)
     if args.command == "lb":
         data = fetch(args.api, "/lb/history", {"limit": args.limit})
@@ -304,7 +328,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None,
         console.print_json(json.dumps(data))
     else:
         console.print(table)
-    if args.command == "move" and not data.get("ok"):
+    if args.command in ("move", "update") and not data.get("ok"):
         return 1
     return 0
 

@@ -25,6 +25,7 @@ from controlplane.balancer_loop import BalancerLoop
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
 from controlplane.flow_table import FlowTable
+from controlplane.live_update import update_nf
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import RELEASE_TIMEOUT, MoveResult, NotPrimaryError, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
@@ -486,6 +487,10 @@ class Controller:
         finally:
             self.balancer.draining.discard(nf)
         return {"nf": nf, "slots_moved": slots, "returned": [n for n in (nf, backup) if n]}
+
+    async def update_nf(self, nf: int, params: dict[str, Any]) -> dict[str, Any]:
+        """Live update of NF `nf` with new parameters (live_update.py)."""
+        return (await update_nf(self, nf, params)).to_json()
 
     def move_rows(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.moves]

@@ -80,7 +80,7 @@ class SparePool:
                     ctl.cfg.nf(new).cluster, backup if backup is not None else "none yet")
         return new
 
-    def _targets(self, nf: int) -> list[int]:
+    def targets(self, nf: int) -> list[int]:
         """Where a drained NF's slots go: the other primaries of its cluster, least loaded
         first; another cluster's when it has none."""
         ctl = self.ctl
@@ -99,7 +99,7 @@ class SparePool:
         ctl = self.ctl
         if nf not in ctl.pairs:
             raise ScaleError(f"NF {nf} is not a primary")
-        targets = self._targets(nf)
+        targets = self.targets(nf)
         if not targets:
             raise ScaleError(f"NF {nf} is the only live primary: nowhere to move its slots")
         slots = ctl.slot_map.slots_of(nf)

@@ -10,6 +10,7 @@ range), so malformed control messages are answered, counted and logged, never a 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -35,6 +36,10 @@ U16 = 0xFFFF
 HEARTBEAT_WORKER_TIMEOUT = 0.5
 
 
+# The largest parameter object UpdateNf accepts (bytes of JSON).
+MAX_PARAMS_JSON = 64 * 1024
+
+
 class BadRequest(ValueError):
     """A control message with a value out of range."""
 
@@ -50,6 +55,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         self.cfg, self.pool = cfg, pool
         self.role = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "idle": pb.IDLE}[cfg.role]
         self.backup_id = 0
+        self.params: dict[str, Any] = dict(cfg.params)
         self.started = time.monotonic()
         self.errors = 0
         self._rate_lock = threading.Lock()
@@ -97,6 +103,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         return pb.StatusReply(
             nf_id=self.cfg.nf_id, role=self.role, cluster=self.cfg.cluster, slots=slots, load=load,
             nf_type=self.cfg.nf, workers=self.cfg.workers, backup_nf_id=self.backup_id,
+            params_json=json.dumps(self.params, sort_keys=True),
         )
 
     def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.HeartbeatReply:
@@ -251,6 +258,26 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             )
 
         return self._guard(lambda e: pb.DumpSlotReply(ok=False, error=e), run)
+
+    def UpdateNf(self, request: pb.UpdateNfRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            if len(request.params_json) > MAX_PARAMS_JSON:
+                raise BadRequest(f"params_json is {len(request.params_json)} bytes: at most {MAX_PARAMS_JSON}")
+            try:
+                params = json.loads(request.params_json or "{}")
+            except json.JSONDecodeError as exc:
+                raise BadRequest(f"params_json is not JSON: {exc}") from None
+            if not isinstance(params, dict):
+                raise BadRequest("params_json must be a JSON object")
+            # every worker checks first (it builds the NF, it owns no slot), so that a refusal
+            # leaves all of them on the old version rather than some on each
+            self._all("update_nf", {"params": params, "dry_run": True})
+            self._all("update_nf", {"params": params, "dry_run": False})
+            log.warning("NF %s updated: params %s -> %s", self.cfg.nf, self.params, params)
+            self.params = params
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
 
 def serve(cfg: NfHostConfig, pool: WorkerPool) -> grpc.Server:

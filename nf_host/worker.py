@@ -689,6 +689,19 @@ class Worker:
         if self.backup_id:
             self.set_backup(0, "")
 
+    def replace_nf(self, nf: Any, *, dry_run: bool = False) -> None:
+        """Live update: process with `nf` from the next packet on. Refused while this worker
+        owns or adopts a slot (its packets would meet two versions of the NF mid-flow); the
+        copies and replicas it holds keep their flow state, which `nf` takes over as it is."""
+        busy = sorted(s for s, rt in self.slots.items()
+                      if rt.role in (SlotRole.PRIMARY, SlotRole.ADOPTING))
+        if busy:
+            more = f" and {len(busy) - 8} more" if len(busy) > 8 else ""
+            raise CommandError(f"NF update refused: slots {busy[:8]}{more} are still owned here "
+                               "(move them away first)")
+        if not dry_run:
+            self.nf = nf
+
     def set_backup(self, nf_id: int, address: str) -> None:
         old = self.backup_id
         if nf_id == 0:

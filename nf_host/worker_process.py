@@ -141,6 +141,14 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
 
     async def run_command(rid: int, name: str, args: dict[str, Any]) -> None:
         try:
+            if name == "update_nf":  # the worker cannot build an NF: it only knows its instance
+                try:
+                    new_nf = make_nf(cfg.nf, dict(args["params"]))
+                except Exception as exc:  # whatever the NF's constructor raises on bad params
+                    raise CommandError(f"NF {cfg.nf} refuses these params: {exc}") from exc
+                worker.replace_nf(new_nf, dry_run=bool(args["dry_run"]))
+                conn.send((rid, True, {}))
+                return
             result = await worker.command(name, args)
             if name == "status":
                 sender.report(result)

@@ -131,7 +131,7 @@ class FragmentsFollowTheirFirstFragment(NfcTest):
         datagram = _with_ip(udp_packet("10.0.1.41", "10.0.2.41", 42000, 5353, length=400))
         datagram[IP].id = 0x4242
         pieces = [Ether(bytes(Ether(src=datagram.src, dst=datagram.dst) / f))
-                  for f in fragment(datagram[IP], fragsize=128)]
+                  for f in fragment(datagram[IP], fragsize=128)]  # type: ignore[no-untyped-call]
         self.assertGreaterEqual(len(pieces), 3)
         slot, epoch = self.own_slot(datagram)
         self.assertEqual(packet_slot(pieces[0]), slot, "the first fragment has the flow's ports")

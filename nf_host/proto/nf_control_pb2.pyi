@@ -103,7 +103,7 @@ class SlotStatus(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[_Union[SlotRole, str]] = ..., packets: _Optional[int] = ..., committed_seq: _Optional[int] = ..., next_expected: _Optional[int] = ..., version: _Optional[int] = ..., flows: _Optional[int] = ..., peer_versions: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("nf_id", "role", "cluster", "slots", "load", "nf_type", "workers", "backup_nf_id")
+    __slots__ = ("nf_id", "role", "cluster", "slots", "load", "nf_type", "workers", "backup_nf_id", "params_json")
     NF_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class StatusReply(_message.Message):
     NF_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     nf_id: int
     role: Role
     cluster: int
@@ -120,7 +121,8 @@ class StatusReply(_message.Message):
     nf_type: str
     workers: int
     backup_nf_id: int
-    def __init__(self, nf_id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., cluster: _Optional[int] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., nf_type: _Optional[str] = ..., workers: _Optional[int] = ..., backup_nf_id: _Optional[int] = ...) -> None: ...
+    params_json: str
+    def __init__(self, nf_id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., cluster: _Optional[int] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., nf_type: _Optional[str] = ..., workers: _Optional[int] = ..., backup_nf_id: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("counter",)
@@ -269,3 +271,9 @@ class DumpSlotReply(_message.Message):
     last_seq: int
     flows: bytes
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., version: _Optional[int] = ..., last_seq: _Optional[int] = ..., flows: _Optional[bytes] = ...) -> None: ...
+
+class UpdateNfRequest(_message.Message):
+    __slots__ = ("params_json",)
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    params_json: str
+    def __init__(self, params_json: _Optional[str] = ...) -> None: ...

@@ -89,6 +89,11 @@ class NfControlStub:
                 request_serializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
                 response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotReply.FromString,
                 _registered_method=True)
+        self.UpdateNf = channel.unary_unary(
+                '/nfcluster.nf.NfControl/UpdateNf',
+                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.UpdateNfRequest.SerializeToString,
+                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                _registered_method=True)
 
 
 class NfControlServicer:
@@ -174,6 +179,15 @@ class NfControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateNf(self, request, context):
+        """Live update: restart the NF (the network function, not the runtime) with new parameters.
+        Refused while this NF owns or adopts a slot (the controller moves them away first); the
+        copies and replicas it holds keep their state, which the new NF must understand.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NfControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -231,6 +245,11 @@ def add_NfControlServicer_to_server(servicer, server):
                     servicer.DumpSlot,
                     request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.FromString,
                     response_serializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotReply.SerializeToString,
+            ),
+            'UpdateNf': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateNf,
+                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.UpdateNfRequest.FromString,
+                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -530,6 +549,33 @@ class NfControl:
             '/nfcluster.nf.NfControl/DumpSlot',
             nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
             nf__host_dot_proto_dot_nf__control__pb2.DumpSlotReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateNf(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nfcluster.nf.NfControl/UpdateNf',
+            nf__host_dot_proto_dot_nf__control__pb2.UpdateNfRequest.SerializeToString,
+            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,

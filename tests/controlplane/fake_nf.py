@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,8 @@ class FakeNf(pb_grpc.NfControlServicer):
     refuse_delta: bool = False  # Release with same_cluster fails (the adopter lacks the base)
     replay: int = 0  # what Promote reports as replayed
     promoted: list[int] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
+    on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
 
     async def Status(self, request, context):
         self.calls.append(("Status", request))
@@ -131,6 +134,19 @@ class FakeNf(pb_grpc.NfControlServicer):
         self.backed_up_for = 0
         self.role = pb.PRIMARY
         return pb.PromoteReply(ok=True, replayed=self.replay, slots=list(request.slots))
+
+
+    async def UpdateNf(self, request, context):
+        self.calls.append(("UpdateNf", request.params_json))
+        if self.on_update is not None:
+            self.on_update()
+        if self.slots and not self.backed_up_for:  # the runtime refuses while it owns slots
+            return pb.Result(ok=False, error=f"NF update refused: slots {sorted(self.slots)[:8]} are still owned here")
+        params = json.loads(request.params_json)
+        if "bad" in params:  # plays an NF whose constructor rejects its parameters
+            return pb.Result(ok=False, error="NF generic refuses these params: bad")
+        self.params = params
+        return pb.Result(ok=True)
 
 
 def distinct_ports(n: int) -> list[int]:

@@ -53,6 +53,9 @@ class FakeView:
     async def drain(self, nf: int) -> dict[str, Any]:
         return {"nf": nf}
 
+    async def update_nf(self, nf: int, params: dict[str, Any]) -> dict[str, Any]:
+        return {"nf": nf, "params": params, "ok": True}
+
     @property
     def results(self) -> list[MoveResult]:
         return [MoveResult(s[0], 1, to, 2, True, True) for s, to in self.moves]
