@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from nf_host.etcd_endpoints import parse_endpoints
+
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510  # bit<9> port numbers; 511 is the v1model drop port
 Port = Annotated[int, Field(ge=0, le=MAX_PORT)]
@@ -218,7 +220,9 @@ class EtcdConfig(_Model):
     @field_validator("endpoints")
     @classmethod
     def _endpoints(cls, values: list[str]) -> list[str]:
-        return [_check_hostport(v) for v in values]
+        values = [_check_hostport(v) for v in values]
+        parse_endpoints(values)  # several members: IPv4 addresses (one gRPC address list)
+        return values
 
 
 class ApiConfig(_Model):

@@ -107,15 +107,16 @@ class Controller:
         """Resume the slot map from etcd, or build and persist a fresh one."""
         if not self.use_etcd:
             return
-        endpoint = self.cfg.etcd.endpoints[0]
-        self.store = SlotStore(endpoint, self.cfg.etcd.prefix)
+        endpoints = self.cfg.etcd.endpoints
+        self.store = SlotStore(endpoints, self.cfg.etcd.prefix)
         self.slot_map, self.resumed = await load_or_build(
             self.store, sorted(self.pairs), self.cfg.switch.slot_count
         )
         if self.resumed:
             self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
             self.groups = await self.store.load_groups() or self.groups
-        LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created", endpoint)
+        LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
+                 ",".join(endpoints))
         self.metrics.update_slot_counts(self.slot_map.counts())
 
     async def _on_primary(self, session: SwitchSession) -> None:

@@ -62,6 +62,8 @@ class NfLoad:
     malformed: int = 0  # part of drops: frames without a valid shim or body
     duplicates: int = 0  # part of drops: sequence numbers already processed
     overload_drops: int = 0  # part of drops: input buffers full, kernel socket drops
+    global_store_errors: int = 0  # packets dropped: the global state store (etcd) failed
+    nf_errors: int = 0  # packets dropped: the NF raised
     workers: int = 1  # worker processes (CPU capacity: 100 % each)
     slot_flows: Mapping[int, int] = field(default_factory=dict)  # owned slot -> flows with state
     slots_behind: frozenset[int] = frozenset()  # owned slots a cluster peer/backup lags on
@@ -105,6 +107,7 @@ class NfState:
             "cpu_percent": load.cpu_percent, "drops": load.drops, "gaps": load.gaps,
             "packets": load.packets, "slots": load.slots,
             "malformed": load.malformed, "duplicates": load.duplicates,
+            "global_store_errors": load.global_store_errors, "nf_errors": load.nf_errors,
         }
 
 
@@ -341,6 +344,7 @@ class NfRegistry:
             packets=reply.load.packets, slots=len(owned),
             malformed=reply.load.malformed, duplicates=reply.load.duplicates,
             overload_drops=reply.load.overload_drops, workers=max(1, reply.workers),
+            global_store_errors=reply.load.global_store_errors, nf_errors=reply.load.nf_errors,
             slot_flows={s.slot: s.flows for s in owned},
             slots_behind=frozenset(
                 s.slot for s in owned

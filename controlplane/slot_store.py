@@ -16,13 +16,14 @@ The store speaks to etcd through aetcd (asyncio).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-
-import aetcd
+from typing import TypeVar
 
 from controlplane.slot_map import SlotEntry, SlotMap
+from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
 
+_T = TypeVar("_T")
 TXN_OPS = 100
 
 
@@ -33,10 +34,12 @@ class SlotStoreError(Exception):
 class SlotStore:
     """Reads and writes the slot map under `prefix` in etcd."""
 
-    def __init__(self, endpoint: str, prefix: str = "/nfcluster", timeout: float = 5.0) -> None:
-        host, _, port = endpoint.rpartition(":")
+    def __init__(self, endpoints: str | Sequence[str], prefix: str = "/nfcluster",
+                 timeout: float = 5.0) -> None:
         self.prefix = prefix.rstrip("/")
-        self._client = aetcd.Client(host=host, port=int(port), timeout=timeout)
+        self.timeout = timeout
+        # every member, each call retried until `timeout`: rides over the loss of one, even the leader
+        self._client = etcd_client(endpoints, min(timeout, ATTEMPT_TIMEOUT))
 
     async def __aenter__(self) -> SlotStore:
         await self._client.connect()
@@ -46,6 +49,9 @@ class SlotStore:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    async def _retry(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        return await with_retries(attempt, self.timeout)
 
     async def close(self) -> None:
         await self._client.close()
@@ -63,24 +69,26 @@ class SlotStore:
         """Write the whole map: every slot, then the meta key, so that a save interrupted half-way
         looks like no map at all (the next start builds a fresh one) rather than a broken one."""
         await self.save_entries(slot_map.entries())
-        await self._client.put(self._meta_key(), json.dumps({"slot_count": slot_map.slot_count}).encode())
+        await self._retry(lambda: self._client.put(self._meta_key(), json.dumps({"slot_count": slot_map.slot_count}).encode()))
 
     async def save_entries(self, entries: Iterable[SlotEntry]) -> None:
         """Write changed slots; each transaction holds at most TXN_OPS puts."""
         tx = self._client.transactions
         ops = [tx.put(self._slot_key(e.slot), f"{e.owner}:{e.epoch}".encode()) for e in entries]
         for start in range(0, len(ops), TXN_OPS):
-            await self._client.transaction(compare=[], success=ops[start : start + TXN_OPS], failure=[])
+            chunk = ops[start : start + TXN_OPS]
+            await self._retry(lambda chunk=chunk: self._client.transaction(  # type: ignore[misc]
+                compare=[], success=chunk, failure=[]))
 
     def _pairs_key(self) -> bytes:
         return f"{self.prefix}/slots/pairs".encode()
 
     async def save_pairs(self, pairs: Mapping[int, int | None]) -> None:
-        await self._client.put(self._pairs_key(), json.dumps({str(p): b for p, b in pairs.items()}).encode())
+        await self._retry(lambda: self._client.put(self._pairs_key(), json.dumps({str(p): b for p, b in pairs.items()}).encode()))
 
     async def load_pairs(self) -> dict[int, int | None] | None:
         """The primary -> backup pairs a fail-over left, or None when none were stored."""
-        kv = await self._client.get(self._pairs_key())
+        kv = await self._retry(lambda: self._client.get(self._pairs_key()))
         if kv is None:
             return None
         try:
@@ -93,11 +101,11 @@ class SlotStore:
         return f"{self.prefix}/slots/groups".encode()
 
     async def save_groups(self, groups: Mapping[int, int]) -> None:
-        await self._client.put(self._groups_key(), json.dumps({str(p): g for p, g in groups.items()}).encode())
+        await self._retry(lambda: self._client.put(self._groups_key(), json.dumps({str(p): g for p, g in groups.items()}).encode()))
 
     async def load_groups(self) -> dict[int, int] | None:
         """The primary -> replica group map a fail-over left, or None when none was stored."""
-        kv = await self._client.get(self._groups_key())
+        kv = await self._retry(lambda: self._client.get(self._groups_key()))
         if kv is None:
             return None
         try:
@@ -106,11 +114,11 @@ class SlotStore:
             raise SlotStoreError(f"{self._groups_key().decode()}: malformed ({exc})") from None
 
     async def save_entry(self, entry: SlotEntry) -> None:
-        await self._client.put(self._slot_key(entry.slot), f"{entry.owner}:{entry.epoch}".encode())
+        await self._retry(lambda: self._client.put(self._slot_key(entry.slot), f"{entry.owner}:{entry.epoch}".encode()))
 
     async def load(self, slot_count: int) -> SlotMap | None:
         """The persisted map, or None when nothing is stored; fails if it does not fit `slot_count`."""
-        meta = await self._client.get(self._meta_key())
+        meta = await self._retry(lambda: self._client.get(self._meta_key()))
         if meta is None:
             return None
         try:
@@ -123,7 +131,7 @@ class SlotStore:
             )
         owners = [-1] * slot_count
         epochs = [0] * slot_count
-        result = await self._client.get_prefix(self._slot_prefix())
+        result = await self._retry(lambda: self._client.get_prefix(self._slot_prefix()))
         for kv in result:
             key = kv.key.decode(errors="replace")
             try:
@@ -141,7 +149,7 @@ class SlotStore:
         return SlotMap(slot_count, owners, epochs)
 
     async def clear(self) -> None:
-        await self._client.delete_prefix(f"{self.prefix}/slots/".encode())
+        await self._retry(lambda: self._client.delete_prefix(f"{self.prefix}/slots/".encode()))
 
 
 async def load_or_build(store: SlotStore, primaries: Iterable[int], slot_count: int) -> tuple[SlotMap, bool]:

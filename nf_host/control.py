@@ -96,6 +96,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             repl_errors=sum(p.get("repl_errors", 0) for p in parts),
             repl_refused=sum(p.get("repl_refused", 0) for p in parts),
             tx_lost=sum(p.get("tx_lost", 0) for p in parts),
+            global_store_errors=sum(p.get("global_store_errors", 0) for p in parts),
+            nf_errors=sum(p.get("nf_errors", 0) for p in parts),
             overload_drops=sum(p["overflows"] + p["input_overflows"] + p["kernel_drops"] for p in parts),
         )
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]

@@ -33,16 +33,15 @@ from typing import Any, TypeVar
 
 import aetcd
 
-from nf_host.nf_api import GlobalStore
+from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, parse_endpoints, with_retries
+from nf_host.nf_api import GlobalStore, GlobalStoreError
+
+__all__ = ["EtcdStore", "GlobalStoreError", "MemoryStore", "open_store"]
 
 T = TypeVar("T")
 
 DEFAULT_PREFIX = "/nfc/global/"
 _MAX_CAS_RETRIES = 1000
-
-
-class GlobalStoreError(RuntimeError):
-    """The store could not complete an operation (unreachable etcd, timeout, contention)."""
 
 
 def _parse_counter(key: str, raw: bytes | None) -> int:
@@ -99,14 +98,10 @@ class EtcdStore:
     """Global state in etcd under `prefix`, with blocking calls (see the module docstring)."""
 
     def __init__(self, endpoint: str, prefix: str = DEFAULT_PREFIX, timeout: float = 5.0) -> None:
-        host, sep, port = endpoint.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"etcd endpoint {endpoint!r} is not HOST:PORT")
+        parse_endpoints(endpoint)  # a ValueError naming the bad endpoint, now rather than later
         self.endpoint = endpoint
         self.prefix = prefix
         self.timeout = timeout
-        self._host = host
-        self._port = int(port)
         self._lock = threading.Lock()
         self._pid = -1
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,7 +127,7 @@ class EtcdStore:
             if self._client is None:
 
                 async def make_client() -> aetcd.Client:
-                    client = aetcd.Client(host=self._host, port=self._port, timeout=self.timeout)
+                    client = etcd_client(self.endpoint, min(self.timeout, ATTEMPT_TIMEOUT))
                     await client.connect()
                     return client
 
@@ -148,14 +143,17 @@ class EtcdStore:
 
     def _run(self, coro_fn: Any, *args: Any) -> Any:
         loop, client = self._ensure_loop()
-        coro: Coroutine[Any, Any, Any] = coro_fn(client, *args)
+        # each attempt is bounded, then tried again until the deadline (the loss of etcd's leader
+        # loses the requests it was forwarded; a new one is elected within the deadline)
+        coro: Coroutine[Any, Any, Any] = with_retries(lambda: coro_fn(client, *args), self.timeout)
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
             return future.result(self.timeout + 1.0)
-        except TimeoutError:
+        except (TimeoutError, aetcd.ConnectionTimeoutError, aetcd.ConnectionFailedError):
             future.cancel()
             raise GlobalStoreError(
-                f"etcd at {self.endpoint} did not answer within {self.timeout} s"
+                f"etcd at {self.endpoint} did not answer within {self.timeout} s "
+                "(no quorum, or no member reachable)"
             ) from None
         except aetcd.ClientError as exc:
             raise GlobalStoreError(f"etcd at {self.endpoint}: {exc!r}") from exc
@@ -187,12 +185,22 @@ class EtcdStore:
         return deleted
 
     def compare_and_swap(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        """Also True when a retried attempt finds `value` already there: the first attempt
+        took effect and its answer was lost (so values must say who wrote them, as the NAT's
+        claims do, for a True to mean "mine")."""
+        attempts = 0
+
         async def op(client: aetcd.Client, k: bytes, exp: bytes | None, v: bytes) -> bool:
+            nonlocal attempts
+            attempts += 1
             tx = client.transactions
             compare = tx.version(k) == 0 if exp is None else tx.value(k) == exp
             succeeded, _ = await client.transaction(
                 compare=[compare], success=[tx.put(k, v)], failure=[]
             )
+            if not succeeded and attempts > 1:
+                current = await client.get(k)
+                return current is not None and bytes(current.value) == v
             return bool(succeeded)
 
         swapped: bool = self._run(op, self._k(key), expected, bytes(value))
@@ -243,13 +251,14 @@ class EtcdStore:
 
 
 def open_store(spec: str) -> GlobalStore:
-    """A store from a spec: "memory", or "etcd://HOST:PORT" with an optional "/prefix" path."""
+    """A store from a spec: "memory", or "etcd://HOST:PORT[,HOST:PORT...]" (the members of an
+    etcd cluster) with an optional "/prefix" path."""
     if spec == "memory":
         return MemoryStore()
     scheme = "etcd://"
     if not spec.startswith(scheme):
         raise ValueError(
-            f"global store spec {spec!r} is neither 'memory' nor 'etcd://HOST:PORT[/prefix]'"
+            f"global store spec {spec!r} is neither 'memory' nor 'etcd://HOST:PORT[,...][/prefix]'"
         )
     rest = spec[len(scheme) :]
     endpoint, slash, path = rest.partition("/")

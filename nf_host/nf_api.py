@@ -69,6 +69,11 @@ class Packet:
         return memoryview(self.frame)[start:]
 
 
+class GlobalStoreError(RuntimeError):
+    """The store could not complete an operation (unreachable etcd, no quorum, timeout,
+    contention). The runtime counts it (`global_store_errors`) and drops the packet."""
+
+
 class GlobalStore(Protocol):
     """Strongly consistent key-value store for global NF state (etcd; in memory for unit tests)."""
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
-from nf_host.nf_api import Context, GlobalStore, NetworkFunction, Verdict
+from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
@@ -119,6 +119,7 @@ class Counters:
     duplicates: int = 0
     overflows: int = 0
     nf_errors: int = 0
+    global_store_errors: int = 0  # packets dropped because the global state store failed
     forwarded: int = 0
     outputs: int = 0
     replayed: int = 0
@@ -307,6 +308,12 @@ class Worker:
             verdict = self.nf.process(
                 pkt, fs, Context(rt.slot, shim.seq, self.cfg.nf_id, ckey, rev, self.store, now)
             )
+        except GlobalStoreError as exc:  # etcd lost its quorum, say: counted, the packet dropped
+            self.c.global_store_errors += 1
+            if self.c.global_store_errors & (self.c.global_store_errors - 1) == 0:  # 1, 2, 4, ...
+                log.warning("global state store failed (%d times so far): %s",
+                            self.c.global_store_errors, exc)
+            verdict = Verdict.DROP
         except Exception:
             log.exception("NF %s failed on slot %d seq %d", self.nf.name, rt.slot, shim.seq)
             self.c.nf_errors += 1
@@ -885,6 +892,7 @@ class Worker:
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
             "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
             "nf_errors": c.nf_errors,
+            "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
             "cancelled": c.cancelled,

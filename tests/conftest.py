@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.etcd import EtcdServer, etcd_binary, run_etcd
+from tests.support.etcd import EtcdCluster, EtcdServer, etcd_binary, run_etcd, run_etcd_cluster
 
 
 def _is_root() -> bool:
@@ -30,3 +30,10 @@ def etcd_server() -> Iterator[EtcdServer]:
     """One real etcd for the whole test session (tests use distinct key prefixes)."""
     with run_etcd() as server:
         yield server
+
+
+@pytest.fixture
+def etcd_cluster() -> Iterator[EtcdCluster]:
+    """A real three-member etcd cluster of the test's own (it may kill and restart members)."""
+    with run_etcd_cluster(3) as cluster:
+        yield cluster

@@ -34,7 +34,7 @@ def test_bmv2_p4info_is_written_in_the_text_format_p4c_does_not_deprecate() -> N
 
 def test_make_run_bmv2_resolves_the_device_config_make_build_writes(tmp_path: Path) -> None:
     path = runtime_config(REPO / "topo" / "nfcluster.yaml", "bmv2", "127.0.0.1:9559",
-                          "127.0.0.1:2379", "127.0.0.1:8080", tmp_path)
+                          ["127.0.0.1:2379"], "127.0.0.1:8080", tmp_path)
     cfg = load_config(path).switch
     outputs = build_outputs()
     assert cfg.p4info == outputs["p4info"]

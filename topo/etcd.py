@@ -1,7 +1,10 @@
-"""A private etcd server (Debian's etcd-server) on free loopback ports.
+"""Private etcd servers (Debian's etcd-server) on free loopback ports: one, or a cluster.
 
-The launcher behind `make run` and the tests start their own etcd with `run_etcd()`: a temporary data
-directory, client and peer URLs on 127.0.0.1, and a wait until `/health` says it is up.
+The launcher behind `make run` and the tests start their own etcd: `run_etcd()` one member,
+`run_etcd_cluster(3)` a real three-member cluster (`make run` uses it) whose members can be
+killed and started again (`EtcdCluster.kill`, `EtcdCluster.start`) to play the loss of a member
+or of the quorum. Each member has a temporary data directory, client and peer URLs on
+127.0.0.1, and the launcher waits until `/health` says the cluster is up.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import tempfile
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from topo.procs import free_port, stop_process, wait_for
@@ -32,45 +35,140 @@ def etcd_binary() -> str | None:
     return shutil.which("etcd")
 
 
-@contextmanager
-def run_etcd(timeout: float = 20.0, log_path: Path | None = None) -> Iterator[EtcdServer]:
-    """Start etcd with a temporary data directory, wait until it is healthy, stop it afterwards.
-    Its output goes to `log_path` (default: `etcd.log` in the data directory, gone with it), never
-    to a pipe nobody reads: etcd would block once the pipe filled."""
-    binary = etcd_binary()
-    if binary is None:
-        raise RuntimeError("etcd is not installed (apt-get install etcd-server, or run `make setup`)")
-    client_port, peer_port = free_port(), free_port()
-    with tempfile.TemporaryDirectory(prefix="nfc-etcd-") as data_dir:
-        log_file = log_path or Path(data_dir) / "etcd.log"
-        log = open(log_file, "ab")  # noqa: SIM115  (closed with etcd, below)
-        client_url = f"http://127.0.0.1:{client_port}"
-        peer_url = f"http://127.0.0.1:{peer_port}"
-        proc = subprocess.Popen(
+@dataclass
+class EtcdMember:
+    name: str
+    client_port: int
+    peer_port: int
+    data_dir: Path
+    log_file: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def client_url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+
+@dataclass
+class EtcdCluster:
+    """A running etcd cluster of `len(members)` members on loopback."""
+
+    members: list[EtcdMember] = field(default_factory=list)
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Every member's client endpoint, HOST:PORT (the form the controller's config takes)."""
+        return [f"127.0.0.1:{m.client_port}" for m in self.members]
+
+    @property
+    def servers(self) -> list[EtcdServer]:
+        return [EtcdServer("127.0.0.1", m.client_port) for m in self.members]
+
+    def _initial_cluster(self) -> str:
+        return ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+
+    def start(self, index: int) -> None:
+        """Start member `index` (again: it rejoins with its data directory)."""
+        m = self.members[index]
+        if m.proc is not None and m.proc.poll() is None:
+            return
+        binary = etcd_binary()
+        if binary is None:
+            raise RuntimeError("etcd is not installed (apt-get install etcd-server, or run `make setup`)")
+        log = open(m.log_file, "ab")  # noqa: SIM115  (etcd holds its own descriptor)
+        m.proc = subprocess.Popen(
             [
                 binary,
-                "--name", "test",
-                "--data-dir", data_dir,
-                "--listen-client-urls", client_url,
-                "--advertise-client-urls", client_url,
-                "--listen-peer-urls", peer_url,
-                "--initial-advertise-peer-urls", peer_url,
-                "--initial-cluster", f"test={peer_url}",
+                "--name", m.name,
+                "--data-dir", str(m.data_dir),
+                "--listen-client-urls", m.client_url,
+                "--advertise-client-urls", m.client_url,
+                "--listen-peer-urls", m.peer_url,
+                "--initial-advertise-peer-urls", m.peer_url,
+                "--initial-cluster", self._initial_cluster(),
+                "--initial-cluster-state", "new",
+                "--initial-cluster-token", "nfcluster",
                 "--log-level", "error",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        log.close()  # etcd holds its own descriptor
-        try:
-            def healthy() -> bool:
-                if proc.poll() is not None:
-                    err = log_file.read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"etcd exited with {proc.returncode} (log {log_file}): {err}")
-                with urllib.request.urlopen(f"{client_url}/health", timeout=1) as resp:
-                    return b'"health":"true"' in resp.read()
+        log.close()
 
-            wait_for(healthy, timeout=timeout, what="etcd /health")
-            yield EtcdServer("127.0.0.1", client_port)
+    def kill(self, index: int) -> None:
+        """SIGKILL member `index` (its data directory stays, so `start` brings it back)."""
+        m = self.members[index]
+        if m.proc is not None:
+            if m.proc.poll() is None:
+                m.proc.kill()
+            m.proc.wait()
+            m.proc = None
+
+    def alive(self, index: int) -> bool:
+        proc = self.members[index].proc
+        return proc is not None and proc.poll() is None
+
+    def healthy(self, index: int) -> bool:
+        """Member `index` answers /health with true (it is up and the cluster has a quorum)."""
+        m = self.members[index]
+        if m.proc is not None and m.proc.poll() is not None:
+            err = m.log_file.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"etcd member {m.name} exited with {m.proc.returncode} "
+                               f"(log {m.log_file}): {err}")
+        try:
+            with urllib.request.urlopen(f"{m.client_url}/health", timeout=1) as resp:
+                return b'"health":"true"' in resp.read()
+        except OSError:
+            return False
+
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        """Wait until every running member reports a healthy cluster."""
+        running = [i for i in range(len(self.members)) if self.alive(i)]
+        wait_for(lambda: all(self.healthy(i) for i in running), timeout=timeout,
+                 what=f"etcd members {running} healthy")
+
+    def stop(self) -> None:
+        for i in range(len(self.members)):
+            m = self.members[i]
+            if m.proc is not None:
+                stop_process(m.proc)
+                m.proc = None
+
+
+@contextmanager
+def run_etcd_cluster(size: int = 3, timeout: float = 20.0, log_dir: Path | None = None,
+                     log_name: str = "etcd-{i}.log") -> Iterator[EtcdCluster]:
+    """Start a `size`-member etcd cluster, wait until it is healthy, stop it afterwards. Member
+    i logs to `log_dir/log_name` (`{i}` replaced; default: next to its data directory, gone
+    with it), never to a pipe nobody reads: etcd would block once the pipe filled."""
+    if etcd_binary() is None:
+        raise RuntimeError("etcd is not installed (apt-get install etcd-server, or run `make setup`)")
+    if size < 1:
+        raise ValueError(f"an etcd cluster needs at least one member, not {size}")
+    with tempfile.TemporaryDirectory(prefix="nfc-etcd-") as tmp:
+        cluster = EtcdCluster()
+        for i in range(size):
+            data_dir = Path(tmp) / f"member-{i}"
+            data_dir.mkdir()
+            log_file = (log_dir / log_name.format(i=i)) if log_dir else data_dir.with_suffix(".log")
+            cluster.members.append(EtcdMember(f"m{i}", free_port(), free_port(), data_dir, log_file))
+        try:
+            for i in range(size):
+                cluster.start(i)
+            cluster.wait_healthy(timeout)
+            yield cluster
         finally:
-            stop_process(proc)
+            cluster.stop()
+
+
+@contextmanager
+def run_etcd(timeout: float = 20.0, log_path: Path | None = None) -> Iterator[EtcdServer]:
+    """Start one etcd member with a temporary data directory, wait until it is healthy, stop it
+    afterwards. Its output goes to `log_path` (default: a file in the data directory)."""
+    log_dir, log_name = (log_path.parent, log_path.name) if log_path else (None, "")
+    with run_etcd_cluster(1, timeout, log_dir, log_name) as cluster:
+        yield cluster.servers[0]

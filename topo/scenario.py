@@ -57,7 +57,7 @@ from rich.table import Table
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
 from topo import hot as hot_run
-from topo.etcd import run_etcd
+from topo.etcd import run_etcd_cluster
 from topo.faults import FAULT_KINDS, FaultInjector, FaultRecord, percentiles, takeover_times
 from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
@@ -68,6 +68,9 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
 SINK_PORT = 9000
 
+
+# members of the etcd cluster `make run` starts (a quorum survives the loss of one)
+ETCD_MEMBERS = 3
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -256,7 +259,7 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
     return proc
 
 
-def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint: str, api: str,
+def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
                    out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0, hot: bool = False,
                    ) -> Path:
     """The configuration with this run's target and addresses (switch, etcd, API) filled in, the
@@ -277,7 +280,7 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoint:
         if key in data["switch"] and not Path(data["switch"][key]).is_absolute():
             data["switch"][key] = str(REPO / data["switch"][key])
     data["switch"].setdefault("p4info", str(REPO / "build" / "nfcluster.p4info.txtpb"))
-    data.setdefault("etcd", {})["endpoints"] = [etcd_endpoint]
+    data.setdefault("etcd", {})["endpoints"] = list(etcd_endpoints)
     data.setdefault("api", {})["listen"] = api
     if hot:
         hot_run.apply_config(data)
@@ -526,12 +529,12 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     grpc_port, api_port = free_port(), free_port()
     api = f"http://127.0.0.1:{api_port}"
     with ExitStack() as stack:
-        console.print("starting etcd ...")
-        etcd = stack.enter_context(run_etcd(log_path=log_dir / "etcd.log"))
+        console.print(f"starting etcd ({ETCD_MEMBERS} members) ...")
+        etcd = stack.enter_context(run_etcd_cluster(ETCD_MEMBERS, log_dir=log_dir))
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
-        cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoint,
+        cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
                                   opts.confirm_ms, opts.hot)
         ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115

@@ -46,7 +46,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Load(_message.Message):
-    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "overload_drops")
+    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops")
     PACKET_RATE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,8 @@ class Load(_message.Message):
     REPL_ERRORS_FIELD_NUMBER: _ClassVar[int]
     REPL_REFUSED_FIELD_NUMBER: _ClassVar[int]
     TX_LOST_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_STORE_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    NF_ERRORS_FIELD_NUMBER: _ClassVar[int]
     OVERLOAD_DROPS_FIELD_NUMBER: _ClassVar[int]
     packet_rate: float
     queue_depth: int
@@ -70,8 +72,10 @@ class Load(_message.Message):
     repl_errors: int
     repl_refused: int
     tx_lost: int
+    global_store_errors: int
+    nf_errors: int
     overload_drops: int
-    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., overload_drops: _Optional[int] = ...) -> None: ...
+    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
     __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions")

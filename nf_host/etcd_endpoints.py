@@ -1,0 +1,89 @@
+"""One etcd client over every member of an etcd cluster.
+
+aetcd speaks to a single gRPC target. gRPC's `ipv4:` resolver takes a list of addresses
+(`ipv4:10.0.0.1:2379,10.0.0.2:2379`) and its default `pick_first` policy moves to the next
+address when the one in use fails, so one client rides over the loss of a member; a retry
+policy (UNAVAILABLE only, a few attempts within 1 s) replays the calls that were in flight on
+the lost connection. A write that a follower forwarded to a leader that then died is lost
+inside etcd and would only fail at etcd's request timeout (7 s): `with_retries` gives each
+attempt `ATTEMPT_TIMEOUT` and tries again until the caller's deadline, by which time a new
+leader is elected (about 1 s). So a member's death, even the leader's, is invisible to the
+caller; the operations retried must be idempotent (see `EtcdStore.compare_and_swap`). Without
+a quorum a call fails at the caller's deadline, with an error that says so (the caller counts it).
+
+Used by the NF runtime's global state store (`nf_host.global_state.EtcdStore`) and the
+controller's slot store (`controlplane.slot_store.SlotStore`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import aetcd
+
+_T = TypeVar("_T")
+
+# one attempt of an etcd call: a request lost with a dead leader is abandoned after this and tried
+# again (until the caller's deadline) rather than failing at etcd's request timeout (7 s)
+ATTEMPT_TIMEOUT = 0.5
+
+# gRPC service config: retry calls that failed because their connection did (UNAVAILABLE)
+RETRY_SERVICE_CONFIG = json.dumps({"methodConfig": [{
+    "name": [{}],
+    "retryPolicy": {
+        "maxAttempts": 5, "initialBackoff": "0.05s", "maxBackoff": "0.5s",
+        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"],
+    },
+}]})
+
+
+def parse_endpoints(spec: str | Sequence[str]) -> list[tuple[str, int]]:
+    """HOST:PORT endpoints, from a list or a comma-separated string; ValueError naming the bad
+    one. Several endpoints must be IPv4 addresses (what gRPC's address-list resolver takes)."""
+    items = [e.strip() for e in (spec.split(",") if isinstance(spec, str) else spec)]
+    if not items or not all(items):
+        raise ValueError(f"etcd endpoints {spec!r}: expected HOST:PORT[,HOST:PORT...]")
+    out = []
+    for item in items:
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"etcd endpoint {item!r} is not HOST:PORT")
+        if len(items) > 1:
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ValueError(f"etcd endpoint {item!r}: with several endpoints each must be an "
+                                 "IPv4 address (gRPC's address list), not a host name") from None
+        out.append((host, int(port)))
+    return out
+
+
+def etcd_client(spec: str | Sequence[str], timeout: float) -> aetcd.Client:
+    """An aetcd client (not yet connected) over every endpoint of `spec`; each call has at most
+    `timeout` (pass ATTEMPT_TIMEOUT when the calls go through `with_retries`)."""
+    endpoints = parse_endpoints(spec)
+    *first, (last_host, last_port) = endpoints
+    # aetcd dials f"{host}:{port}": the address list goes in "host", its last port in "port"
+    host = last_host if not first else "ipv4:" + ",".join(
+        f"{h}:{p}" for h, p in first) + f",{last_host}"
+    options = {"grpc.service_config": RETRY_SERVICE_CONFIG, "grpc.enable_retries": 1}
+    return aetcd.Client(host=host, port=last_port, timeout=timeout, options=options)
+
+
+async def with_retries(attempt: Callable[[], Awaitable[_T]], timeout: float) -> _T:
+    """`attempt()` again after each timeout or lost connection, until `timeout` seconds have
+    passed (then the last error is raised). `attempt` must be idempotent."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            return await asyncio.wait_for(attempt(), max(0.05, min(ATTEMPT_TIMEOUT, remaining)))
+        except (TimeoutError, aetcd.ConnectionTimeoutError, aetcd.ConnectionFailedError):
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.05)
