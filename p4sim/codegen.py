@@ -23,6 +23,7 @@ from p4sim.model import (
     CounterInfo,
     DigestInfo,
     DirectCounterInfo,
+    MeterInfo,
     ProfileInfo,
     RegisterInfo,
     TableInfo,
@@ -186,6 +187,7 @@ class ExprCompiler:
         self.counters: dict[str, CounterInfo] = {}
         self.direct_counters: dict[str, DirectCounterInfo] = {}
         self.registers: dict[str, RegisterInfo] = {}
+        self.meters: dict[str, MeterInfo] = {}
         self.profiles: dict[str, ProfileInfo] = {}
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}

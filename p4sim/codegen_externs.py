@@ -248,6 +248,14 @@ class ExternCompiler(ExprCompiler):
             return
         if ext == "direct_counter" and m == "count":
             return  # direct counters count every hit of their table
+        if ext == "meter" and m == "execute_meter":
+            idx, out = args
+            ot = T.strip(out.ty)
+            if not isinstance(ot, T.Bits):
+                raise CompileError(out.loc, "execute_meter's result must be a bit<> field")
+            code = f"{oname}.execute({self.ex_as(idx, T.Bits(32), ctx)}, s[{self.pktlen}])"
+            self.assign_code(out, f"({code} & {ot.mask})", ctx, w)
+            return
         if ext == "register":
             ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
             if m == "read":

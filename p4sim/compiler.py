@@ -30,6 +30,7 @@ from p4sim.codegen import (
 )
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
+from p4sim.meters import MeterArray
 from p4sim.model import (
     ActionInfo,
     ActionRefInfo,
@@ -38,6 +39,7 @@ from p4sim.model import (
     CounterInfo,
     DirectCounterInfo,
     KeyInfo,
+    MeterInfo,
     ParamInfo,
     ProfileInfo,
     Program,
@@ -131,6 +133,7 @@ class Compiler(ExternCompiler):
             ingress=ns[fns["ingress"]], egress=ns[fns["egress"]], compute=ns[fns["compute"]],
             deparser=ns[fns["deparser"]], tables=self.tables, actions=self.actions,
             counters=self.counters, direct_counters=self.direct_counters, registers=self.registers,
+            meters=self.meters,
             profiles=self.profiles, digests=self.digests, controller_headers=cheaders,
             field_lists=field_lists, ctx=self.ctx_obj, warnings=self.warnings,
             ser_enums={sym.name: (sym.underlying.width, dict(sym.values)) for sym in self.ck.glob.names.values()
@@ -318,6 +321,16 @@ class Compiler(ExternCompiler):
             self.registers[fq] = ri
             n = self.uid("RG")
             self.ns[n] = ri.values
+            ctx.objs[inst] = n
+        elif kind == "meter":
+            size = int(args[0])
+            en = inst.args[1].ty
+            assert isinstance(en, T.Enum)
+            unit = {"packets": "PACKETS", "bytes": "BYTES"}[en.members[int(inst.args[1].const)]]
+            mi = MeterInfo(fq, size, unit, MeterArray(size, unit), inst.annotations)
+            self.meters[fq] = mi
+            n = self.uid("M")
+            self.ns[n] = mi.meters
             ctx.objs[inst] = n
         elif kind in ("action_profile", "action_selector"):
             sel = kind == "action_selector"

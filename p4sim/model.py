@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from p4sim import ast as A
+from p4sim.meters import MeterArray
 from p4sim.tables import Profile, Table
 
 
@@ -84,6 +85,15 @@ class DirectCounterInfo:
 
 
 @dataclass
+class MeterInfo:
+    fqname: str
+    size: int
+    unit: str  # PACKETS or BYTES
+    meters: MeterArray
+    annotations: list[A.Annotation] = field(default_factory=list)
+
+
+@dataclass
 class RegisterInfo:
     fqname: str
     size: int
@@ -136,6 +146,7 @@ class Program:
     counters: dict[str, CounterInfo]
     direct_counters: dict[str, DirectCounterInfo]
     registers: dict[str, RegisterInfo]
+    meters: dict[str, MeterInfo]
     profiles: dict[str, ProfileInfo]
     digests: dict[str, DigestInfo]
     controller_headers: dict[str, ControllerHeaderInfo]

@@ -128,6 +128,8 @@ def build_p4info(prog: Program) -> p4i.P4Info:
         syms.append(_Sym("direct_counter", dc.fqname, dc.annotations))
     for r in prog.registers.values():
         syms.append(_Sym("register", r.fqname, r.annotations))
+    for mt in prog.meters.values():
+        syms.append(_Sym("meter", mt.fqname, mt.annotations))
     for prof in prog.profiles.values():
         syms.append(_Sym("action_profile", prof.fqname, prof.annotations))
     for d in prog.digests.values():
@@ -192,6 +194,11 @@ def build_p4info(prog: Program) -> p4i.P4Info:
         m.spec.unit = UNITS[dc.unit]
         if dc.table:
             m.direct_table_id = ids[("table", dc.table)]
+    for mt in prog.meters.values():
+        mm = info.meters.add()
+        _pre(mm.preamble, ids[("meter", mt.fqname)], mt.fqname, al[mt.fqname], mt.annotations)
+        mm.spec.unit = p4i.MeterSpec.PACKETS if mt.unit == "PACKETS" else p4i.MeterSpec.BYTES
+        mm.size = mt.size
     for r in prog.registers.values():
         m = info.registers.add()
         _pre(m.preamble, ids[("register", r.fqname)], r.fqname, al[r.fqname], r.annotations)

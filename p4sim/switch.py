@@ -16,6 +16,7 @@ from finsy.proto import p4i
 
 from p4sim.build import build_text
 from p4sim.diagnostics import LineMap
+from p4sim.meters import MeterArray, MeterConfig
 from p4sim.model import Program, TableInfo
 from p4sim.p4info import build_p4info
 from p4sim.preprocess import preprocess
@@ -151,6 +152,7 @@ class Switch:
         self._counters = {c.preamble.id: prog.counters[c.preamble.name] for c in info.counters}
         self._direct_counters = {c.preamble.id: prog.direct_counters[c.preamble.name] for c in info.direct_counters}
         self._registers = {r.preamble.id: prog.registers[r.preamble.name] for r in info.registers}
+        self._meters = {m.preamble.id: prog.meters[m.preamble.name] for m in info.meters}
         self._digest_ids = {d.preamble.name: d.preamble.id for d in info.digests}
         self._digest_widths = {d.name: [m.width for m in d.members] for d in prog.digests.values()}
 
@@ -569,6 +571,30 @@ class Switch:
             self._check_value(f"register {r.fqname}", value, r.width)
             r.values[index] = value
 
+    def _meter(self, meter_id: int, index: int) -> MeterArray:
+        mt = self._meters.get(meter_id)
+        if mt is None:
+            raise P4simError("NOT_FOUND", f"no meter with id {meter_id:#x}")
+        if not 0 <= index < mt.size:
+            raise P4simError("OUT_OF_RANGE", f"meter {mt.fqname}: index {index} out of range (size {mt.size})")
+        return mt.meters
+
+    def meter_read(self, meter_id: int, index: int) -> MeterConfig | None:
+        """The configuration of one meter cell (None: unconfigured, every packet green)."""
+        with self._lock:
+            return self._meter(meter_id, index).config(index)
+
+    def meter_write(self, meter_id: int, index: int, config: MeterConfig | None) -> None:
+        """Configure one meter cell (its buckets full), or reset it with None."""
+        with self._lock:
+            meters = self._meter(meter_id, index)
+            if config is not None:
+                try:
+                    config.check(f"meter {self._meters[meter_id].fqname}[{index}]")
+                except ValueError as exc:
+                    raise _bad(str(exc)) from None
+            meters.configure(index, config)
+
     def register_size(self, register_id: int) -> int:
         with self._lock:
             self._register(register_id)
@@ -648,8 +674,9 @@ class Switch:
         raise P4simError("NOT_FOUND", f"action parameter {name}")
 
     def entity_id(self, kind: str, name: str) -> int:
-        """Id of a counter/register/direct_counter/action_profile/digest by (suffix of its) name."""
+        """Id of a counter/register/meter/direct_counter/action_profile/digest by (suffix of its) name."""
         items = {"counter": self.p4info.counters, "register": self.p4info.registers,
+                 "meter": self.p4info.meters,
                  "direct_counter": self.p4info.direct_counters, "action_profile": self.p4info.action_profiles,
                  "digest": self.p4info.digests}[kind]
         return self._lookup(items, name, kind)

@@ -22,7 +22,7 @@ from p4sim.symbols import (
     Var,
 )
 
-UNSUPPORTED_EXTERNS = {"meter": "extern meter", "direct_meter": "extern direct_meter"}
+UNSUPPORTED_EXTERNS = {"direct_meter": "extern direct_meter"}
 HEADER_METHODS = {"isValid", "setValid", "setInvalid"}
 
 

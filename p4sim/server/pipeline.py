@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from finsy.proto import p4d, p4i, p4r
 
+from p4sim.meters import MeterConfig
 from p4sim.server import bytestrings, entities
 from p4sim.server.digests import DigestBatcher, DigestConfig
 from p4sim.server.engine import ActionCall, P4simError, SwitchLike, TableEntry
@@ -77,6 +78,8 @@ class Pipeline:
             return self._write_direct_counter(op, ent.direct_counter_entry)
         if kind == "register_entry":
             return self._write_register(op, ent.register_entry)
+        if kind == "meter_entry":
+            return self._write_meter(op, ent.meter_entry)
         if kind == "packet_replication_engine_entry":
             pre = ent.packet_replication_engine_entry
             if pre.WhichOneof("type") == "multicast_group_entry":
@@ -308,6 +311,28 @@ class Pipeline:
 
         return undo
 
+    def _write_meter(self, op: int, m: p4r.MeterEntry) -> Undo:
+        """MODIFY only; with `config` the cells are configured (buckets full), without it they
+        are reset (every packet green). No index: every cell of the meter."""
+        if op != _MODIFY:
+            raise invalid("meter entries can only be modified")
+        if m.meter_id == 0:
+            raise invalid("meter id 0 in a write")
+        info = self.schema.meter(m.meter_id)
+        c = m.config
+        config = MeterConfig(c.cir, c.cburst, c.pir, c.pburst) if m.HasField("config") else None
+        sw = self.switch
+        olds = []
+        for i in self._indices(info, m.HasField("index"), m.index.index, "meter"):
+            olds.append((i, sw.meter_read(info.id, i)))
+            sw.meter_write(info.id, i, config)
+
+        def undo() -> None:
+            for i, old in olds:
+                sw.meter_write(info.id, i, old)
+
+        return undo
+
     def _write_direct_counter(self, op: int, d: p4r.DirectCounterEntry) -> Undo:
         if op != _MODIFY:
             raise invalid("direct counter entries can only be modified")
@@ -468,6 +493,8 @@ class Pipeline:
                 )
         elif kind == "register_entry":
             yield from self._read_registers(ent.register_entry)
+        elif kind == "meter_entry":
+            yield from self._read_meters(ent.meter_entry)
         elif kind == "packet_replication_engine_entry":
             yield from self._read_pre(ent.packet_replication_engine_entry)
         elif kind == "digest_entry":
@@ -578,6 +605,18 @@ class Pipeline:
                         data=p4r.CounterData(packet_count=packets, byte_count=bytes_),
                     )
                 )
+
+    def _read_meters(self, m: p4r.MeterEntry) -> Iterator[p4r.Entity]:
+        ids = [self.schema.meter(m.meter_id).id] if m.meter_id else sorted(self.schema.meters)
+        for mid in ids:
+            info = self.schema.meters[mid]
+            for i in self._indices(info, m.HasField("index"), m.index.index, "meter"):
+                config = self.switch.meter_read(mid, i)
+                out = p4r.MeterEntry(meter_id=mid, index=p4r.Index(index=i))
+                if config is not None:
+                    out.config.CopyFrom(p4r.MeterConfig(
+                        cir=config.cir, cburst=config.cburst, pir=config.pir, pburst=config.pburst))
+                yield p4r.Entity(meter_entry=out)
 
     def _read_registers(self, r: p4r.RegisterEntry) -> Iterator[p4r.Entity]:
         ids = (

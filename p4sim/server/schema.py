@@ -187,6 +187,12 @@ class Schema:
             raise invalid(f"unknown counter id {counter_id}")
         return c
 
+    def meter(self, meter_id: int) -> ArrayInfo:
+        m = self.meters.get(meter_id)
+        if m is None:
+            raise invalid(f"unknown meter id {meter_id}")
+        return m
+
     def register(self, register_id: int) -> ArrayInfo:
         r = self.registers.get(register_id)
         if r is None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from finsy.proto import p4i
 
+from p4sim.meters import MeterConfig
 from p4sim.server import entities
 from p4sim.server.engine import ActionCall, TableEntry
 
@@ -24,6 +25,7 @@ class FakeEngine:
         self.defaults: dict[int, ActionCall | None] = {}
         self.counters: dict[tuple[int, int], tuple[int, int]] = {}
         self.registers: dict[tuple[int, int], int] = {}
+        self.meters: dict[tuple[int, int], MeterConfig] = {}
         self.mcast: dict[int, list[tuple[int, int]]] = {}
         self.pending_digests: list[tuple[int, list[bytes]]] = []
         self.sizes = {c.preamble.id: c.size for c in p4info.counters}
@@ -83,6 +85,15 @@ class FakeEngine:
 
     def register_write(self, register_id: int, index: int, value: int) -> None:
         self.registers[(register_id, index)] = value
+
+    def meter_read(self, meter_id: int, index: int) -> MeterConfig | None:
+        return self.meters.get((meter_id, index))
+
+    def meter_write(self, meter_id: int, index: int, config: MeterConfig | None) -> None:
+        if config is None:
+            self.meters.pop((meter_id, index), None)
+        else:
+            self.meters[(meter_id, index)] = config
 
     def register_size(self, register_id: int) -> int:
         return int(self.sizes[register_id])

@@ -39,7 +39,7 @@ def test_one_member_lost_changes_nothing_the_quorum_lost_fails_clearly_then_reco
         etcd_cluster.kill(0)
         etcd_cluster.kill(1)
         started = time.monotonic()
-        with pytest.raises(GlobalStoreError, match="did not answer|etcd"):
+        with pytest.raises(GlobalStoreError, match=r"did not answer within .* \(no quorum"):
             store.put("port/999", b"flow-c")
         assert time.monotonic() - started < 8.0  # the store's timeout, not a hang
 

@@ -149,10 +149,10 @@ def test_unknown_match_kind(tmp_path):
     assert "fuzzy: unknown match kind" in err.message
 
 
-def test_meter_is_rejected_by_name(tmp_path):
-    err, line = compile_error(tmp_path, "meter(4, MeterType.packets) m; /*HERE*/\napply { }")
+def test_direct_meter_is_rejected_by_name(tmp_path):
+    err, line = compile_error(tmp_path, "direct_meter<bit<2>>(MeterType.packets) m; /*HERE*/\napply { }")
     assert err.loc.line == line
-    assert err.message == "extern meter is not supported by p4sim"
+    assert err.message == "extern direct_meter is not supported by p4sim"
 
 
 def test_syntax_error(tmp_path):

@@ -13,7 +13,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from p4sim.runtime import crc16, csum16
-from tests.p4sim.harness import Scratch, load, run_scratch
+from tests.p4sim.harness import Scratch, load, run_scratch, scratch_packet
 
 pytestmark = pytest.mark.unit
 
@@ -107,3 +107,62 @@ def test_udp_checksum_with_payload_verify_and_update(sw):
     broken = bytearray(raw)
     broken[-1] ^= 0xFF  # payload changed, checksum not: verify_checksum_with_payload flags it
     assert [p for p, _ in sw.process(1, bytes(broken))] == [9]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_meter_marks_green_then_yellow_then_red_and_refills(sw):
+    """RFC 2698 as BMv2 runs it: within cburst green, then yellow until the peak bucket is
+    empty, then red; the buckets refill at cir and pir."""
+    from p4sim.meters import MeterConfig
+
+    mid = sw.entity_id("meter", "op_meter")
+    clock = Clock()
+    [info] = [m for m in sw.prog.meters.values() if m.fqname.endswith("op_meter")]
+    info.meters.clock = clock
+
+    def colour(index: int = 1) -> int:
+        return run_scratch(sw, Scratch(op=6, a=index)).r8
+
+    assert [colour() for _ in range(3)] == [0, 0, 0]  # unconfigured: always green
+    sw.meter_write(mid, 1, MeterConfig(cir=10, cburst=2, pir=20, pburst=4))
+    assert sw.meter_read(mid, 1) == MeterConfig(10, 2, 20, 4)
+    assert [colour() for _ in range(5)] == [0, 0, 1, 1, 2]  # 2 green, 2 yellow, then red
+    assert colour(2) == 0  # another index, unconfigured
+    clock.now += 0.1  # +1 committed token, +2 peak tokens
+    assert [colour() for _ in range(3)] == [0, 1, 2]
+    clock.now += 10.0  # full again (capped at the bursts)
+    assert [colour() for _ in range(5)] == [0, 0, 1, 1, 2]
+    sw.meter_write(mid, 1, None)  # reset: unconfigured again
+    assert sw.meter_read(mid, 1) is None and colour() == 0
+    with pytest.raises(Exception, match="pir 1 is below cir 5"):
+        sw.meter_write(mid, 1, MeterConfig(cir=5, cburst=1, pir=1, pburst=1))
+    with pytest.raises(Exception, match="out of range"):
+        sw.meter_write(mid, 4, MeterConfig(1, 1, 1, 1))
+
+
+def test_bytes_meter_pays_the_packet_length(sw):
+    from p4sim.meters import MeterConfig
+
+    mid = sw.entity_id("meter", "byte_meter")
+    [info] = [m for m in sw.prog.meters.values() if m.fqname.endswith("byte_meter")]
+    info.meters.clock = Clock()
+    length = len(scratch_packet(Scratch(op=6)))
+    sw.meter_write(mid, 0, MeterConfig(cir=1, cburst=2 * length, pir=1, pburst=3 * length))
+    colours = [run_scratch(sw, Scratch(op=6, b=0)).r32 for _ in range(4)]
+    assert colours == [0, 0, 1, 2]
+
+
+def test_meters_in_p4info(sw):
+    meters = {m.preamble.name.rsplit(".", 1)[-1]: m for m in sw.p4info.meters}
+    assert meters["op_meter"].size == 4 and meters["byte_meter"].size == 2
+    from finsy.proto import p4i
+
+    assert meters["op_meter"].spec.unit == p4i.MeterSpec.PACKETS
+    assert meters["byte_meter"].spec.unit == p4i.MeterSpec.BYTES

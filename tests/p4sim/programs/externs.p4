@@ -1,4 +1,4 @@
-/* v1model externs: register read/write, indexed counter, digest, hash (crc16, crc32, csum16,
+/* v1model externs: register read/write, indexed counter, meter, digest, hash (crc16, crc32, csum16,
  * identity), random, and ipv4 checksum verify/update. */
 #include "include/base.p4"
 
@@ -40,6 +40,8 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     register<bit<32>>(16) totals;
     counter(8, CounterType.packets) op_packets;
+    meter(4, MeterType.packets) op_meter;
+    meter(2, MeterType.bytes) byte_meter;
     learn_t learn;
 
     apply {
@@ -77,6 +79,11 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
             hash(hdr.test.r32, HashAlgorithm.identity, 32w100, { hdr.test.a, hdr.test.b }, 32w1000);
         } else if (hdr.test.op == 5) {
             random(hdr.test.r8, 8w10, 8w20);
+        } else if (hdr.test.op == 6) {
+            op_meter.execute_meter((bit<32>)hdr.test.a, hdr.test.r8);
+            bit<32> colour;
+            byte_meter.execute_meter((bit<32>)hdr.test.b, colour);
+            hdr.test.r32 = colour;
         }
     }
 }

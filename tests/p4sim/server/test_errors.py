@@ -243,7 +243,7 @@ BAD_UPDATES: list[tuple[str, p4r.Update, int]] = [
     ("multicast group 0", mc_group(0, [(1, 1)]), C.INVALID_ARGUMENT),
     ("duplicate replica", mc_group(3, [(1, 1), (1, 1)]), C.INVALID_ARGUMENT),
     ("delete missing multicast group", mc_group(3, [], DELETE), C.NOT_FOUND),
-    ("meter entry", update(MODIFY, meter_entry=p4r.MeterEntry(meter_id=1)), C.UNIMPLEMENTED),
+    ("unknown meter id", update(MODIFY, meter_entry=p4r.MeterEntry(meter_id=1)), C.INVALID_ARGUMENT),
     (
         "unknown digest id",
         update(INSERT, digest_entry=p4r.DigestEntry(digest_id=3)),
@@ -349,10 +349,10 @@ def test_write_and_read_without_a_pipeline(harness: Harness) -> None:
         p4r.Entity(
             counter_entry=p4r.CounterEntry(counter_id=fk.PORT_COUNTER, index=p4r.Index(index=9999))
         ),
-        p4r.Entity(meter_entry=p4r.MeterEntry()),
+        p4r.Entity(meter_entry=p4r.MeterEntry(meter_id=77)),
         p4r.Entity(),
     ],
-    ids=["unknown table", "index out of range", "meters", "empty"],
+    ids=["unknown table", "index out of range", "unknown meter", "empty"],
 )
 def test_bad_reads(primary: Primary, entity: p4r.Entity) -> None:
     h, _ = primary
