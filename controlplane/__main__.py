@@ -3,9 +3,11 @@
     nfc-controller check --config topo/nfcluster.yaml
     nfc-controller run --config topo/nfcluster.yaml [--election-id N] [--no-etcd] [--api HOST:PORT]
 
-`run` connects to the switch (arbitration, pipeline push, reconciliation), resumes or creates the slot
-map in etcd, configures and heartbeats the NFs, and serves the HTTP API (and /metrics) until SIGINT or
-SIGTERM.
+`run` serves the HTTP API (and /metrics) at once, campaigns for the leadership in etcd (standing by
+while another controller leads), then connects to the switch (arbitration with an election id
+above every earlier leader's, pipeline push, reconciliation), resumes or creates the slot map in
+etcd, configures and heartbeats the NFs, until SIGINT or SIGTERM (it resigns, so a standby takes
+over at once). Exit status 3: the leadership was lost (the lease could not be renewed).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +26,7 @@ from pathlib import Path
 from controlplane.api import api_token, serve
 from controlplane.config import ConfigError, ControllerConfig, load_config, split_hostport
 from controlplane.controller import Controller
+from controlplane.leader import Leadership, LeadershipLost
 from controlplane.switch_session import DeviceConfigError, SlotBitsError, check_slot_bits
 
 LOG = logging.getLogger("nfc-controller")
@@ -39,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--api", metavar="HOST:PORT", help="HTTP API listen address (default: api.listen)")
     r.add_argument("--p4info", type=Path, help="P4Info text file (default: switch.p4info)")
     r.add_argument("--device-config", type=Path, help="device config (default: by switch.target)")
+    r.add_argument("--name", help="this controller's name in the leader election (default host:pid)")
     r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -54,23 +60,64 @@ def summary(cfg: ControllerConfig) -> str:
     return "\n".join(lines)
 
 
-async def run(cfg: ControllerConfig, args: argparse.Namespace) -> None:
+async def run(cfg: ControllerConfig, args: argparse.Namespace) -> int:
     check_slot_bits(cfg.switch, args.p4info or cfg.switch.p4info)
     controller = Controller(cfg, election_id=args.election_id, use_etcd=not args.no_etcd,
                             p4info=args.p4info, device_config=args.device_config)
     host, port = split_hostport(args.api or cfg.api.listen)
     runner = await serve(controller, host, port, token=api_token(cfg.api.token))
     LOG.info("API on http://%s:%d", host, port)
-    task = asyncio.create_task(controller.run())
+    leadership = None
+    if not args.no_etcd:  # one leader among the controllers (controlplane/leader.py)
+        leadership = controller.leadership = Leadership(
+            cfg.etcd.endpoints, cfg.etcd.prefix, args.name or f"{socket.gethostname()}:{os.getpid()}",
+            cfg.etcd.leader_ttl_s)
     loop = asyncio.get_running_loop()
+    current = asyncio.current_task()
+    assert current is not None
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, current.cancel)
     try:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        return await lead_then_run(controller, leadership, args.election_id or cfg.switch.election_id)
+    except asyncio.CancelledError:
+        return 0
     finally:
         await runner.cleanup()
         LOG.info("stopped")
+
+
+async def lead_then_run(controller: Controller, leadership: Leadership | None, election_base: int) -> int:
+    """Stand by until elected (when `leadership` is given), then run the controller while the
+    lease is renewed. Returns 0 when cancelled, 3 when the leadership was lost."""
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        if leadership is not None:
+            LOG.info("standby: campaigning for the leadership")
+            term = await leadership.campaign()
+            # above every earlier leader's: the switch makes this one primary, even over a
+            # previous leader that is still connected (cut off from etcd, not dead)
+            controller.session.set_election_id(election_base + term)
+        tasks.append(asyncio.create_task(controller.run(), name="controller"))
+        if leadership is not None:
+            tasks.append(asyncio.create_task(leadership.hold(), name="lease"))
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            if isinstance(t.exception(), LeadershipLost):
+                LOG.error("leadership lost (%s): stopping; start again to stand by", t.exception())
+                return 3
+            t.result()
+        return 0
+    finally:
+        for t in tasks:  # the controller's run() closes its connections when cancelled
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if not tasks:
+            await controller.close()
+        if leadership is not None:
+            await leadership.resign()  # a standby takes over now rather than at the lease's end
+            await leadership.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,11 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        asyncio.run(run(cfg, args))
+        return asyncio.run(run(cfg, args))
     except (DeviceConfigError, SlotBitsError) as exc:
         print(f"nfc-controller: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from controlplane.balancer_loop import BalancerLoop
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
 from controlplane.flow_table import FlowTable
+from controlplane.leader import Leadership
 from controlplane.live_update import update_nf
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import RELEASE_TIMEOUT, MoveResult, NotPrimaryError, migrate_slot
@@ -98,6 +99,7 @@ class Controller:
         self.moves: list[MoveResult] = []
         self.failovers: list[FailoverResult] = []
         self._background: set[asyncio.Task[None]] = set()
+        self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
         self.pool = SparePool(self)  # scale-out and drain (the balancer's executor, the API's)
         self.balancer = BalancerLoop(self, executor=self.pool)  # runs when load_balancer.enabled
@@ -115,9 +117,17 @@ class Controller:
         if self.resumed:
             self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
             self.groups = await self.store.load_groups() or self.groups
+            self._resumed_nfs_hold_state()
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
                  ",".join(endpoints))
         self.metrics.update_slot_counts(self.slot_map.counts())
+
+    def _resumed_nfs_hold_state(self) -> None:
+        """A map resumed from etcd was running: its primaries and backups may hold state, so
+        their death must be acted on even before this controller configured them (an NF that
+        died while no controller led is failed over as soon as this one leads)."""
+        self.ever_configured.update(self.pairs)
+        self.ever_configured.update(b for b in self.pairs.values() if b is not None)
 
     async def _on_primary(self, session: SwitchSession) -> None:
         """Runs each time we become the switch's primary: make the switch equal to our state."""
@@ -141,6 +151,11 @@ class Controller:
                 LOG.warning("new-flow digest not enabled: %s", exc)
             if self._digest_task is None or self._digest_task.done():
                 self._digest_task = asyncio.create_task(self._digest_loop())
+        # NFs declared down while we were not primary (a standby watching, or nobody leading):
+        # their "down" was not acted on then; it is now
+        for nf_id, state in sorted(self.registry.nfs.items()):
+            if state.declared_down and nf_id in self.ever_configured:
+                await self._nf_event(NfEvent("down", nf_id, state.misses))
 
     async def _digest_loop(self) -> None:
         async for flows in self.session.new_flows():
@@ -431,6 +446,7 @@ class Controller:
                 "election_id": self.session.switch.election_id,
                 "last_reconcile": self.last_reconcile,
             },
+            "leadership": self.leadership_view(),
             "slots": self.cfg.switch.slot_count,
             "slot_map": {"resumed": self.resumed, "persisted": self.store is not None,
                          "per_nf": {str(k): v for k, v in sorted(self.slot_map.counts().items())}},
@@ -445,6 +461,13 @@ class Controller:
             "failovers": [f.to_json() for f in self.failovers],
             "uptime_s": round(time.time() - self.started, 1),
         }
+
+    def leadership_view(self) -> dict[str, Any]:
+        lead = self.leadership
+        if lead is None:
+            return {"elected": False, "leader": None, "term": None}
+        return {"elected": lead.term is not None, "name": lead.name, "leader": lead.leader,
+                "term": lead.term}
 
     def nf_rows(self) -> list[dict[str, Any]]:
         counts = self.slot_map.counts()

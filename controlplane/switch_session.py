@@ -14,6 +14,7 @@ callback runs; the controller reconciles the switch from it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,6 +148,10 @@ class SwitchSession:
         self.switch = Switch(name, cfg.address, options)
         self.switch.ee.on(SwitchEvent.BECOME_BACKUP, self._lost_primary)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._lost_primary)
+
+    def set_election_id(self, election_id: int) -> None:
+        """The election id to connect with (before `run`): a new leader's, above every earlier one."""
+        self.switch.options = dataclasses.replace(self.switch.options, initial_election_id=election_id)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def __aenter__(self) -> SwitchSession:

@@ -526,8 +526,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         raise FileNotFoundError(f"{p4info} is missing: run `make build` first")
     log_dir = opts.out_dir
     log_dir.mkdir(parents=True, exist_ok=True)
-    grpc_port, api_port = free_port(), free_port()
+    grpc_port, api_port, standby_api_port = free_port(), free_port(), free_port()
     api = f"http://127.0.0.1:{api_port}"
+    standby_api = f"http://127.0.0.1:{standby_api_port}"
     with ExitStack() as stack:
         console.print(f"starting etcd ({ETCD_MEMBERS} members) ...")
         etcd = stack.enter_context(run_etcd_cluster(ETCD_MEMBERS, log_dir=log_dir))
@@ -542,7 +543,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         # the control plane first: on a saturated machine its heartbeats and fail-overs must not
         # wait behind the data plane (a slow answer looks like a dead NF)
         ctl = subprocess.Popen(["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run",
-                                "--config", str(cfg_path)],
+                                "--config", str(cfg_path), "--name", "controller"],
                                stdout=ctl_log, stderr=subprocess.STDOUT, cwd=str(REPO))
         stack.enter_context(started([ctl]))
         console.print("waiting for the controller to push the pipeline and configure every NF ...")
@@ -555,6 +556,16 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                         and st["nfs"]["configured"] == st["nfs"]["total"])
 
         wait_for(ready, timeout=opts.ready_timeout, interval=0.2, what="controller ready")
+        # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
+        standby_log = open(log_dir / "controller-standby.log", "wb")  # noqa: SIM115
+        stack.callback(standby_log.close)
+        standby = subprocess.Popen(
+            ["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run", "--config",
+             str(cfg_path), "--api", f"127.0.0.1:{standby_api_port}", "--name", "standby"],
+            stdout=standby_log, stderr=subprocess.STDOUT, cwd=str(REPO))
+        stack.enter_context(started([standby]))
+        wait_for(lambda: http_json(f"{standby_api}/status")["leadership"]["leader"] is not None,
+                 timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
         sink = server.popen([sys.executable, "-m", "topo.traffic", "sink", "--listen",
