@@ -177,6 +177,7 @@ class ExprCompiler:
         self.ns: dict[str, Any] = {
             "_PErr": R.ParserError, "_Exit": R.ExitBlock, "_sx": R.sx, "_div": R.div, "_mod": R.mod,
             "_shl": R.shl, "_sat": R.sat, "_peek": R.peek, "_csum16": R.csum16, "_csum16i": R.csum16i, "_H": R.HASHES,
+            "_pack": R.pack_bits,
             "_rnd": R.rnd, "_T": None,
         }
         self.template: list[Any] = [0] * len(HIDDEN)

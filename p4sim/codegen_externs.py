@@ -48,14 +48,22 @@ class ExternCompiler(ExprCompiler):
 
     # ------------------------------------------------------------------ externs
     def concat(self, data: A.Expr, ctx: Ctx) -> tuple[str, int]:
-        """An integer made of the bits of a field list / header / struct, and its width."""
-        parts: list[tuple[str, int]] = []
+        """An integer made of the bits of a field list / header / struct, and its width (every
+        field, valid or not: for digests and `Checksum16.get`-like uses that want the value)."""
+        parts = self.field_list_parts(data, ctx)
+        return self._join(parts), sum(wd for _, wd, _ in parts)
 
-        def add(x: A.Expr | None, t: T.Type, base: int | None) -> None:
+    def field_list_parts(self, data: A.Expr, ctx: Ctx) -> list[tuple[str, int, str | None]]:
+        """(code, width, validity code or None) of every field of a field list, in order; the
+        validity is that of the header the field belongs to (None: metadata, constants)."""
+        parts: list[tuple[str, int, str | None]] = []
+
+        def add(x: A.Expr | None, t: T.Type, base: int | None, valid: str | None) -> None:
             if isinstance(t, T.StructLike):
                 b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
+                inner = f"s[{b}]" if t.kind == "header" else valid
                 for n, ft in t.fields:
-                    add(None, ft, b + field_offset(t, n))
+                    add(None, ft, b + field_offset(t, n), inner)
                 return
             w = scalar_width(t)
             code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
@@ -64,22 +72,48 @@ class ExternCompiler(ExprCompiler):
                 code = f"int({code})"
             elif isinstance(st, T.Bits) and st.signed:
                 code = f"({code} & {st.mask})"
-            parts.append((code, w))
+            if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
+                    and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
+                valid = f"s[{self.place(x.expr, ctx)}]"
+            parts.append((code, w, valid))
 
         items = data.items if isinstance(data, A.ListExpr) else [data]
         for it in items:
             if it.ty is T.INT:
                 raise CompileError(it.loc, "field list elements need a width (cast the literal)")
-            add(it, it.ty, None)
-        total = sum(w for _, w in parts)
+            add(it, it.ty, None, None)
+        return parts
+
+    @staticmethod
+    def _join(parts: list[tuple[str, int, str | None]]) -> str:
+        total = sum(wd for _, wd, _ in parts)
         if not parts:
-            return "0", 0
+            return "0"
         code = []
         shift = total
-        for c, wd in parts:
+        for c, wd, _ in parts:
             shift -= wd
             code.append(f"({c} << {shift})" if shift else c)
-        return "(" + " | ".join(code) + ")", total
+        return "(" + " | ".join(code) + ")"
+
+    def field_list_bytes(self, data: A.Expr, ctx: Ctx) -> tuple[str, str | None]:
+        """Code of the bytes BMv2 hashes or checksums for a field list (`BufBuilder`): the
+        fields of valid headers (and metadata, constants) packed bit by bit, most significant
+        first, zero padding at the end to a whole byte; a field of an invalid header is left
+        out. Also returns, when no header can be invalid, the code of the same bytes as one
+        integer (for the csum16 shortcut), else None."""
+        parts = self.field_list_parts(data, ctx)
+        total = sum(wd for _, wd, _ in parts)
+        nbytes = (total + 7) // 8
+        pad = nbytes * 8 - total
+        joined = self._join(parts)
+        as_int = f"({joined} << {pad})" if pad else joined
+        static = f"({as_int}).to_bytes({nbytes}, 'big')"
+        conds = sorted({v for _, _, v in parts if v is not None})
+        if not conds:
+            return static, as_int
+        packed = "_pack((" + "".join(f"({c}, {wd}, {v or 'True'}), " for c, wd, v in parts) + "))"
+        return f"({static} if {' and '.join(conds)} else {packed})", None
 
     def algo_name(self, e: A.Expr) -> str:
         en = e.ty
@@ -109,9 +143,9 @@ class ExternCompiler(ExprCompiler):
             ot = T.strip(out.ty)
             if not isinstance(ot, T.Bits):
                 raise CompileError(out.loc, "hash result must be a bit<> field")
-            code, width = self.concat(data, ctx)
+            buf, _ = self.field_list_bytes(data, ctx)
             fn = self.algo_name(algo)
-            h_ = f"_H[{fn!r}](({code}).to_bytes({(width + 7) // 8}, 'big'))"
+            h_ = f"_H[{fn!r}]({buf})"
             b = self.ex_as(base, ot, ctx)
             m = lit(mx.const) if mx.const is not None else self.ex(mx, ctx)
             if mx.const is not None and int(mx.const) == 0:
@@ -156,16 +190,16 @@ class ExternCompiler(ExprCompiler):
         elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
                       "update_checksum_with_payload"):
             cond, data, ck, algo = args
-            code, width = self.concat(data, ctx)
+            buf, as_int = self.field_list_bytes(data, ctx)
             fn = self.algo_name(algo)
-            nbytes = (width + 7) // 8
+            nbytes = (sum(wd for _, wd, _ in self.field_list_parts(data, ctx)) + 7) // 8
             payload = " + CTX.payload" if name.endswith("_with_payload") else ""
             ct = T.strip(ck.ty)
             assert isinstance(ct, T.Bits)
-            if fn == "csum16" and not payload:
-                val = f"_csum16i({code}{' << 8' if nbytes % 2 else ''})"
+            if fn == "csum16" and not payload and as_int is not None:
+                val = f"_csum16i({as_int}{' << 8' if nbytes % 2 else ''})"
             else:
-                val = f"(_H[{fn!r}](({code}).to_bytes({nbytes}, 'big'){payload}) & {ct.mask})"
+                val = f"(_H[{fn!r}]({buf}{payload}) & {ct.mask})"
             w(f"if {self.ex(cond, ctx)}:")
             with w.block():
                 if name.startswith("verify"):

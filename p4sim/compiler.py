@@ -681,8 +681,8 @@ class Compiler(ExternCompiler):
             if ext == "packet_in" and m == "length":
                 return "pk.n"
             if ext == "Checksum16" and m == "get":
-                data, width = self.concat(e.args[0], ctx)
-                return f"_csum16(({data}).to_bytes({(width + 7) // 8}, 'big'))"
+                buf, _ = self.field_list_bytes(e.args[0], ctx)
+                return f"_csum16({buf})"
         raise Unsupported(e.loc, f"call of {self.call_name(e)} as an expression")
 
     def function_call(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> str:

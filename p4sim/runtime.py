@@ -125,7 +125,20 @@ def xor16(data: bytes) -> int:
 
 
 def identity(data: bytes) -> int:
-    return int.from_bytes(data, "big")
+    """BMv2's identity "hash": the first 8 bytes as a big-endian integer."""
+    return int.from_bytes(data[:8], "big")
+
+
+def pack_bits(items: tuple[tuple[int, int, bool], ...]) -> bytes:
+    """A field list as BMv2's BufBuilder packs it: each (value, width, valid) of a valid header
+    (or metadata) appended bit by bit, most significant first; zero padding at the end."""
+    acc = n = 0
+    for value, width, valid in items:
+        if valid:
+            acc = (acc << width) | (value & ((1 << width) - 1))
+            n += width
+    pad = -n % 8
+    return (acc << pad).to_bytes((n + pad) // 8, "big")
 
 
 def rnd(lo: int, hi: int) -> int:

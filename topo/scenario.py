@@ -496,6 +496,8 @@ def summarise(console: Console, verdict: Verdict, client: SideReport, server: Si
     counted = {k: v for k, v in (switch_drops or {}).items() if v}
     console.print("switch drops (counted): " + (", ".join(f"{k} {v}" for k, v in sorted(counted.items()))
                                                or "none"))
+    console.print(f"dropped by the end hosts' own sockets (full receive buffers, not nfcluster): "
+                  f"client {client.host_drops}, server {server.host_drops}")
     if dist is not None:
         disturbance_tables(console, dist)
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "

@@ -22,10 +22,38 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from topo.records import RECORD_LEN, Record
 
 MAX_DATAGRAM = 2048
+# receive buffers large enough to ride out a few seconds of a starved process (a 2-core machine
+# running the whole system): a full buffer drops packets in the kernel, which is not nfcluster
+RCVBUF_BYTES = 16 << 20
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)  # ancillary data: the socket's drop counter
+_ANC = socket.CMSG_SPACE(4)
+
+
+def open_for_receiving(sock: socket.socket) -> None:
+    """A large receive buffer (forced: we run as root), and the kernel's count of what it had
+    to drop anyway delivered with every datagram (SO_RXQ_OVFL)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+    sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
+
+
+def receive(sock: socket.socket) -> tuple[bytes, Any, int | None]:
+    """One datagram, its sender, and the socket's drop counter when it was queued (None while
+    the socket has dropped nothing: the kernel only sends a non-zero count)."""
+    payload, anc, _flags, peer = sock.recvmsg(MAX_DATAGRAM, _ANC)
+    dropped = None
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL and len(data) >= 4:
+            dropped = int.from_bytes(data[:4], sys.byteorder)
+    return payload, peer, dropped
 
 
 @dataclass
@@ -42,6 +70,13 @@ class SideReport:
     ports: dict[int, int] = field(default_factory=dict)  # the sender's UDP port of each flow
     # sender only: per flow, (Unix time packet n was sent, ms until the n-th reply arrived)
     rtt: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    # datagrams the kernel dropped at this end's sockets (full receive buffer), per socket
+    socket_drops: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def host_drops(self) -> int:
+        """Datagrams lost at this end's own sockets: the host's loss, not nfcluster's."""
+        return sum(self.socket_drops.values())
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -51,6 +86,7 @@ class SideReport:
             "sent_at": {str(k): v for k, v in self.sent_at.items()},
             "received_at": {str(k): v for k, v in self.received_at.items()},
             "ports": {str(k): v for k, v in self.ports.items()},
+            "socket_drops": {str(k): v for k, v in self.socket_drops.items()},
             **({"rtt": {str(k): v for k, v in self.rtt.items()}} if self.rtt else {}),
         }
 
@@ -74,6 +110,9 @@ class SideReport:
             assert isinstance(raw, dict)
             for k, v in raw.items():
                 times[int(k)] = [float(t) for t in v]
+        drops = data.get("socket_drops", {})
+        assert isinstance(drops, dict)
+        rep.socket_drops = {int(k): int(v) for k, v in drops.items()}
         rtt = data.get("rtt", {})
         assert isinstance(rtt, dict)
         for k, samples in rtt.items():
@@ -111,14 +150,17 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> Side
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        open_for_receiving(sock)
         sock.bind(listen)
         sock.settimeout(0.1)
         last = None
         while not stop and (last is None or time.monotonic() - last < idle):
             try:
-                payload, peer = sock.recvfrom(MAX_DATAGRAM)
+                payload, peer, dropped = receive(sock)
             except TimeoutError:
                 continue
+            if dropped is not None:
+                report.socket_drops[0] = dropped
             last = time.monotonic()
             rec = _record_arrival(report, payload)
             if rec is None:
@@ -145,6 +187,7 @@ def run_sender(
     socks: list[socket.socket] = []
     for flow_id in range(flows):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        open_for_receiving(s)
         s.setblocking(False)
         if flow_id < len(sports):
             s.bind(("", sports[flow_id]))
@@ -159,12 +202,14 @@ def run_sender(
             assert isinstance(sock, socket.socket)
             while True:
                 try:
-                    payload = sock.recv(MAX_DATAGRAM)
+                    payload, _peer, dropped = receive(sock)
                 except BlockingIOError:
                     break
                 except ConnectionRefusedError:
                     report.malformed += 1
                     break
+                if dropped is not None:
+                    report.socket_drops[key.data] = dropped
                 now = time.monotonic()
                 rec = _record_arrival(report, payload)
                 if rec is not None and 0 < rec.pkt_no <= len(sent_at[rec.flow_id]):

@@ -166,3 +166,58 @@ def test_meters_in_p4info(sw):
 
     assert meters["op_meter"].spec.unit == p4i.MeterSpec.PACKETS
     assert meters["byte_meter"].spec.unit == p4i.MeterSpec.BYTES
+
+
+# -- field lists as BMv2 builds them (behavioral-model src/bm_sim/calculations.cpp, BufBuilder) ----
+# Independent reference implementations: a bit string packed by hand, a bit-at-a-time CRC-16/ARC
+# (not p4sim's table), zlib's CRC-32, a ones'-complement sum written out.
+
+def _bits(*fields: tuple[int, int]) -> bytes:
+    """Fields (value, width) packed most significant bit first, zeros padded at the end."""
+    text = "".join(format(v, f"0{w}b") for v, w in fields)
+    text += "0" * (-len(text) % 8)
+    return int(text, 2).to_bytes(len(text) // 8, "big") if text else b""
+
+
+def _crc16_arc_bitwise(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def _ones_complement_sum16(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\x00"
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@pytest.mark.parametrize(("a", "b"), [(0x0F, 0xAB), (0x35, 0x00), (0xFF, 0xFF)])
+def test_a_field_list_of_19_bits_is_packed_bit_by_bit_and_padded_at_the_end(sw, a, b):
+    r = run_scratch(sw, Scratch(op=7, a=a, b=b))
+    data = _bits((a & 0xF, 4), (b, 12), (5, 3))
+    assert len(data) == 3
+    assert r.r16 == _crc16_arc_bitwise(data)
+    assert r.r32 == zlib.crc32(data)
+
+
+def test_fields_and_whole_headers_that_are_invalid_are_left_out(sw):
+    r = run_scratch(sw, Scratch(op=8, a=0x12, b=0x34))
+    assert r.r16 == _crc16_arc_bitwise(bytes([0x12, 0x34]))
+    assert r.r32 == zlib.crc32(bytes([0x12, 0x34]))
+
+
+def test_identity_takes_the_first_8_bytes(sw):
+    r = run_scratch(sw, Scratch(op=9, a=0xA1, b=0xB2))
+    first8 = bytes([0xA1, 0xB2, 9, 0x11, 0x22, 0x33, 0x44, 0x55])
+    assert (r.r16 << 48 | r.r32) == int.from_bytes(first8, "big") & 0xFFFF0000FFFFFFFF
+
+
+def test_csum16_of_a_padded_field_list_without_the_invalid_header(sw):
+    r = run_scratch(sw, Scratch(op=10, a=0xC3, b=0x0D))
+    assert r.r16 == _ones_complement_sum16(_bits((0xC3, 8), (0xD, 4)))

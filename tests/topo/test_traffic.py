@@ -63,3 +63,36 @@ def test_sender_uses_the_given_source_port_for_each_flow(tmp_path: Path) -> None
         run_sender(server.getsockname(), 2, 1, 0.0, 64, 0.0, tmp_path / "c.json", sports)
         peers = sorted(server.recvfrom(2048)[1][1] for _ in range(2))
     assert peers == sorted(sports)
+
+
+@pytest.mark.unit
+def test_datagrams_the_kernel_drops_at_a_full_socket_are_counted() -> None:
+    """SO_RXQ_OVFL: a receiver that falls behind sees how many datagrams its socket dropped."""
+    import socket
+
+    from topo.traffic import open_for_receiving, receive
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        open_for_receiving(rx)
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # tiny: most will not fit
+        rx.bind(("127.0.0.1", 0))
+        for i in range(200):
+            tx.sendto(i.to_bytes(4, "big") * 64, rx.getsockname())
+        rx.setblocking(False)
+        received, dropped = 0, 0
+
+        def drain() -> None:
+            nonlocal received, dropped
+            while True:
+                try:
+                    _payload, _peer, count = receive(rx)
+                except BlockingIOError:
+                    return
+                received += 1
+                dropped = max(dropped, count or 0)  # given (non-zero) once drops began
+
+        drain()
+        tx.sendto(b"after", rx.getsockname())  # queued after the drops: it carries their count
+        drain()
+        assert dropped > 0 and received - 1 + dropped == 200

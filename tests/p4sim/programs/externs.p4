@@ -79,6 +79,26 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
             hash(hdr.test.r32, HashAlgorithm.identity, 32w100, { hdr.test.a, hdr.test.b }, 32w1000);
         } else if (hdr.test.op == 5) {
             random(hdr.test.r8, 8w10, 8w20);
+        } else if (hdr.test.op == 7) {
+            /* 19 bits: BMv2 packs them bit by bit and pads at the end */
+            hash(hdr.test.r16, HashAlgorithm.crc16, 16w0,
+                 { (bit<4>)hdr.test.a, (bit<12>)hdr.test.b, 3w5 }, 32w0);
+            hash(hdr.test.r32, HashAlgorithm.crc32, 32w0,
+                 { (bit<4>)hdr.test.a, (bit<12>)hdr.test.b, 3w5 }, 33w0x100000000);
+        } else if (hdr.test.op == 8) {
+            /* hdr.ipv4 is not valid in a test packet: its field and its whole header are left out */
+            hash(hdr.test.r16, HashAlgorithm.crc16, 16w0, { hdr.test.a, hdr.ipv4.ttl, hdr.test.b }, 32w0);
+            hash(hdr.test.r32, HashAlgorithm.crc32, 32w0, { hdr.test.a, hdr.ipv4, hdr.test.b }, 33w0x100000000);
+        } else if (hdr.test.op == 9) {
+            /* identity: the first 8 bytes of the 11 */
+            bit<64> wide;
+            hash(wide, HashAlgorithm.identity, 64w0,
+                 { hdr.test.a, hdr.test.b, hdr.test.op, 32w0x11223344, 32w0x55667788 }, 65w0);
+            hdr.test.r32 = wide[31:0];
+            hdr.test.r16 = wide[63:48];
+        } else if (hdr.test.op == 10) {
+            /* csum16 over 12 bits of a valid header and a field of an invalid one */
+            hash(hdr.test.r16, HashAlgorithm.csum16, 16w0, { hdr.test.a, hdr.ipv4.ttl, (bit<4>)hdr.test.b }, 32w0);
         } else if (hdr.test.op == 6) {
             op_meter.execute_meter((bit<32>)hdr.test.a, hdr.test.r8);
             bit<32> colour;
