@@ -287,8 +287,11 @@ class ExternCompiler(ExprCompiler):
             ot = T.strip(out.ty)
             if not isinstance(ot, T.Bits):
                 raise CompileError(out.loc, "execute_meter's result must be a bit<> field")
-            code = f"{oname}.execute({self.ex_as(idx, T.Bits(32), ctx)}, s[{self.pktlen}])"
-            self.assign_code(out, f"({code} & {ot.mask})", ctx, w)
+            i = self.uid("_i")
+            w(f"{i} = {self.ex_as(idx, T.Bits(32), ctx)}")
+            w(f"if {i} < {oname}.size:")  # BMv2: out of range, neither meter nor result changes
+            with w.block():
+                self.assign_code(out, f"({oname}.execute({i}, s[{self.pktlen}]) & {ot.mask})", ctx, w)
             return
         if ext == "register":
             ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)

@@ -136,6 +136,7 @@ class Compiler(ExternCompiler):
             meters=self.meters,
             profiles=self.profiles, digests=self.digests, controller_headers=cheaders,
             field_lists=field_lists, ctx=self.ctx_obj, warnings=self.warnings,
+            metadata_slots=(range(m_base, m_base + size_of(m_t)), range(sm_base, sm_base + size_of(sm_t))),
             ser_enums={sym.name: (sym.underlying.width, dict(sym.values)) for sym in self.ck.glob.names.values()
                        if isinstance(sym, T.Enum) and sym.underlying is not None},
         )

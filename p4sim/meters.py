@@ -5,7 +5,8 @@ bucket (rate `cir`, size `cburst`) and a peak bucket (rate `pir`, size `pburst`)
 configured. A packet of size B (1 for a packets meter, its length for a bytes meter), once the
 buckets are refilled for the time since the last packet: RED if the peak bucket holds less than
 B; otherwise YELLOW if the committed bucket holds less than B (the peak bucket pays); otherwise
-GREEN (both pay). An index that was never configured, or was reset, marks every packet GREEN.
+GREEN (both pay). An index that was never configured, or was reset, marks every packet GREEN;
+an index out of range leaves the result field as it was (BMv2).
 Rates are units per second and bursts units, as in P4Runtime's `MeterConfig`.
 """
 

@@ -153,5 +153,7 @@ class Program:
     field_lists: dict[int, list[int]]  # @field_list index -> metadata slots to preserve
     ctx: Any
     warnings: list[Any] = field(default_factory=list)  # diagnostics.Warning_
+    # the user metadata's and standard_metadata's slots (an E2E clone starts with them reset)
+    metadata_slots: tuple[range, ...] = ()
     # serializable enums: name -> (underlying width, member -> value), for P4Info's type_info
     ser_enums: dict[str, tuple[int, dict[str, int]]] = field(default_factory=dict)

@@ -169,11 +169,16 @@ class V1Model:
                 pk = self._parse(c, data)
                 payload = data[pk.off :]
             else:
+                # BMv2 (clone_with_phv_reset_metadata_ptr): the headers as egress left them,
+                # every metadata field (user and standard) reset, then the field list copied
                 c = self.prog.template[:]
                 for i in range(len(self.h), len(c)):
                     c[i] = s[i]
+                for r in self.prog.metadata_slots:
+                    c[r.start:r.stop] = self.prog.template[r.start:r.stop]
                 c[self.h_clone_type] = 0
                 c[self.h_recirc] = 0
+                c[self.s_packet_length] = s[self.s_packet_length]
                 payload = self.prog.ctx.payload
             for i, v in keep:
                 c[i] = v
@@ -196,7 +201,9 @@ class V1Model:
         if self.s_egts >= 0:
             s[self.s_egts] = self._now_us()
         eport = s[self.s_egress_port]
-        s[self.s_egress_spec] = eport
+        # BMv2 sets egress_spec to drop_port + 1 so that egress does not see a drop: in the 9-bit
+        # field that is 0 (511 + 1 wraps); mark_to_drop in egress sets 511 again
+        s[self.s_egress_spec] = (DROP_PORT + 1) & 0x1FF
         try:  # noqa: SIM105 - cheaper than contextlib.suppress per packet
             prog.egress(s)
         except ExitBlock:

@@ -60,6 +60,21 @@ def test_e2e_clone_is_the_packet_after_egress(sw):
     assert got[8].r8 == 1 and got[8].r32 == E2E and got[8].r16 == 4
 
 
+def test_e2e_clone_resets_metadata_but_its_field_list_as_bmv2(sw):
+    """BMv2 (simple_switch.cpp, egress cloning): the clone's metadata is reset, then the fields
+    of the @field_list passed to clone_preserving_field_list are copied; and egress starts with
+    egress_spec = drop port + 1, which is 0 in the 9-bit field, in the original and the clone."""
+    sw.clone_session_set(6, [(8, 0)])
+    got = decode(sw.process(1, scratch_packet(Scratch(op=7, a=6))))
+    assert set(got) == {2, 8}
+    assert got[2].b == 0 and got[2].r32 == NORMAL  # egress_spec as egress saw it
+    clone = got[8]
+    assert clone.r32 == E2E
+    assert clone.b == 0x77  # @field_list(1): kept, with the value egress gave it
+    assert clone.r16 == 0  # meta.l4_src (0x2222 from ingress) was reset
+    assert clone.r8 == 0  # egress_spec at the clone's egress start, too
+
+
 def test_clone_without_session_sends_only_original(sw):
     got = decode(sw.process(1, scratch_packet(Scratch(op=2, a=77))))
     assert set(got) == {2}

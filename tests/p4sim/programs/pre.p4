@@ -35,6 +35,10 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         } else if (hdr.test.op == 6) {
             standard_metadata.egress_spec = 1;
             truncate(16);
+        } else if (hdr.test.op == 7) {
+            standard_metadata.egress_spec = 2;
+            meta.pass = 0x11;
+            meta.l4_src = 0x2222;
         } else {
             standard_metadata.egress_spec = 1;
         }
@@ -51,6 +55,19 @@ control MyEgress(inout headers_t hdr, inout metadata_t meta,
         }
         if (hdr.test.op == 3 && standard_metadata.instance_type == 0) {
             clone(CloneType.E2E, (bit<32>)hdr.test.a);
+        }
+        if (hdr.test.op == 7) {
+            if (standard_metadata.instance_type == 0) {
+                /* BMv2 starts egress with egress_spec = drop port + 1, 0 in 9 bits */
+                hdr.test.b = (bit<8>)standard_metadata.egress_spec;
+                meta.pass = 0x77;
+                clone_preserving_field_list(CloneType.E2E, (bit<32>)hdr.test.a, 1);
+            } else {
+                /* the clone: user metadata reset but for the @field_list(1) field */
+                hdr.test.b = meta.pass;
+                hdr.test.r16 = meta.l4_src;
+                hdr.test.r8 = (bit<8>)standard_metadata.egress_spec;
+            }
         }
         if (hdr.test.op == 5 && standard_metadata.instance_type == 0) {
             meta.pass = 0x33;
