@@ -33,6 +33,9 @@ from topo.procs import wait_for
 from topo.traffic import SideReport
 
 FAULT_KINDS = ("primary", "backup", "spare")
+# faults of the control plane (topo.chaos): the leading controller, an etcd member
+CONTROL_KINDS = ("controller", "etcd")
+ALL_KINDS = FAULT_KINDS + CONTROL_KINDS
 
 
 @dataclass
@@ -79,7 +82,10 @@ class FaultInjector:
     seed: int = 1
     hang: bool = False
     kinds: tuple[str, ...] = FAULT_KINDS
-    records: list[FaultRecord] = field(default_factory=list)
+    # injects a control-plane fault (kind, target) and returns its record (topo.chaos)
+    control: Callable[[str, int], Any] | None = None
+    etcd_members: int = 3
+    records: list[Any] = field(default_factory=list)  # FaultRecord, or chaos.ControlFault
     errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -94,15 +100,25 @@ class FaultInjector:
         kinds = [kind] if kind else list(self.kinds)
         self.rng.shuffle(kinds)
         for k in kinds:
+            if k in CONTROL_KINDS:
+                if self.control is not None:
+                    return k, self.rng.randrange(self.etcd_members) if k == "etcd" else 0
+                continue
             pool = sorted(r["id"] for r in nfs if r["role"] == k
                           and (k != "primary" or r.get("backup") in alive))
             if pool:
                 return k, self.rng.choice(pool)
         return None
 
-    def inject(self, kind: str, nf: int, timeout: float = 15.0) -> FaultRecord:
+    def inject(self, kind: str, nf: int, timeout: float = 15.0) -> Any:
         """Fault NF `nf` (whose role is `kind`), wait until the controller has dealt with it,
-        then kill it for good and start it again (it comes back as a spare)."""
+        then kill it for good and start it again (it comes back as a spare). A control-plane
+        kind goes to `control` (`nf` is then the etcd member's index)."""
+        if kind in CONTROL_KINDS:
+            assert self.control is not None
+            crec = self.control(kind, nf)
+            self.records.append(crec)
+            return crec
         slots = [r["slot"] for r in _get(f"{self.api}/slots?nf={nf}")] if kind == "primary" else []
         before = len(_get(f"{self.api}/status")["failovers"])
         proc = self.procs[nf]

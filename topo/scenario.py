@@ -56,9 +56,17 @@ from rich.table import Table
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
+from topo import chaos
 from topo import hot as hot_run
 from topo.etcd import run_etcd_cluster
-from topo.faults import FAULT_KINDS, FaultInjector, FaultRecord, percentiles, takeover_times
+from topo.faults import (
+    ALL_KINDS,
+    FAULT_KINDS,
+    FaultInjector,
+    FaultRecord,
+    percentiles,
+    takeover_times,
+)
 from topo.procs import free_port, stop_processes, wait_for
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
@@ -120,8 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", type=int, default=0, metavar="N",
                         help="with --kill-every: stop after N faults (default: until traffic ends)")
     parser.add_argument("--fault-kinds", default=",".join(FAULT_KINDS), metavar="KINDS",
-                        help="with --kill-every: victims' roles, comma-separated "
-                             "(default primary,backup,spare)")
+                        help="with --kill-every: what to fault, comma-separated, among "
+                             f"{','.join(ALL_KINDS)} (default primary,backup,spare: NFs by role; "
+                             "controller: the leading controller; etcd: one member)")
     parser.add_argument("--heartbeat-ms", type=int, default=0, metavar="MS",
                         help="heartbeat interval and deadline for this run (default: the config's)")
     parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
@@ -135,10 +144,10 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     if args.kill_every < 0:
         raise SystemExit("--kill-every must be positive")
     kinds = tuple(k.strip() for k in args.fault_kinds.split(",") if k.strip())
-    bad = [k for k in kinds if k not in FAULT_KINDS]
+    bad = [k for k in kinds if k not in ALL_KINDS]
     if bad or not kinds:
         raise SystemExit(f"--fault-kinds: {','.join(bad) or 'none given'}: choose among "
-                         f"{','.join(FAULT_KINDS)}")
+                         f"{','.join(ALL_KINDS)}")
     if args.heartbeat_ms < 0 or args.faults < 0 or args.confirm_ms < 0:
         raise SystemExit("--heartbeat-ms, --confirm-ms and --faults must not be negative")
     return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
@@ -323,6 +332,7 @@ class Disturbances:
     failovers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     losses: dict[str, Any] = field(default_factory=dict)
+    rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"end": process -> bytes
 
 
 def _processed(api: str) -> int:
@@ -455,7 +465,7 @@ def fault_table(faults: list[FaultRecord], losses: dict[str, Any]) -> Table:
     return table
 
 
-def disturbance_tables(console: Console, dist: Disturbances) -> None:
+def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0) -> None:
     if dist.moves:
         table = Table(title="slot moves (through the HTTP API)")
         for col in ("slot", "from", "to", "kind", "epoch", "bytes", "flows", "last seq", "ms",
@@ -479,6 +489,9 @@ def disturbance_tables(console: Console, dist: Disturbances) -> None:
                       + ("" if f["ok"] else f" FAILED: {f['error']}"))
     if dist.faults:
         console.print(fault_table(dist.faults, dist.losses))
+        console.print(chaos.kind_table(dist.faults, dist.losses, host_drops))
+    if dist.rss:
+        console.print(chaos.rss_table(dist.rss))
     if dist.losses:
         lo = dist.losses
         console.print(f"over the whole run: lost {lo['lost']}, duplicated {lo['duplicated']}, "
@@ -499,7 +512,7 @@ def summarise(console: Console, verdict: Verdict, client: SideReport, server: Si
     console.print(f"dropped by the end hosts' own sockets (full receive buffers, not nfcluster): "
                   f"client {client.host_drops}, server {server.host_drops}")
     if dist is not None:
-        disturbance_tables(console, dist)
+        disturbance_tables(console, dist, client.host_drops + server.host_drops)
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
                   f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
                   f"   received: {verdict.packets_received}")
@@ -540,14 +553,25 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
                                   opts.confirm_ms, opts.hot)
-        ctl_log = open(log_dir / "controller.log", "wb")  # noqa: SIM115
-        stack.callback(ctl_log.close)
-        # the control plane first: on a saturated machine its heartbeats and fail-overs must not
-        # wait behind the data plane (a slow answer looks like a dead NF)
-        ctl = subprocess.Popen(["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run",
-                                "--config", str(cfg_path), "--name", "controller"],
-                               stdout=ctl_log, stderr=subprocess.STDOUT, cwd=str(REPO))
-        stack.enter_context(started([ctl]))
+        ctl_procs: list[subprocess.Popen[bytes]] = []
+        stack.callback(lambda: stop_processes(ctl_procs))
+        ctl_ports = {"controller": api_port, "standby": standby_api_port}
+
+        def start_controller(name: str) -> subprocess.Popen[bytes]:
+            """`nfc-controller run` named `name` (it leads, or stands by until it can). The
+            control plane first: on a saturated machine its heartbeats and fail-overs must not
+            wait behind the data plane (a slow answer looks like a dead NF)."""
+            with open(log_dir / f"{name}.log", "ab") as log:
+                proc = subprocess.Popen(
+                    ["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run", "--config",
+                     str(cfg_path), "--api", f"127.0.0.1:{ctl_ports[name]}", "--name", name],
+                    stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
+            ctl_procs.append(proc)
+            return proc
+
+        ctls = chaos.Controllers(start_controller, {n: f"http://127.0.0.1:{p}"
+                                                    for n, p in ctl_ports.items()})
+        ctl = ctls.procs["controller"] = start_controller("controller")
         console.print("waiting for the controller to push the pipeline and configure every NF ...")
 
         def ready() -> bool:
@@ -559,15 +583,10 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
 
         wait_for(ready, timeout=opts.ready_timeout, interval=0.2, what="controller ready")
         # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
-        standby_log = open(log_dir / "controller-standby.log", "wb")  # noqa: SIM115
-        stack.callback(standby_log.close)
-        standby = subprocess.Popen(
-            ["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run", "--config",
-             str(cfg_path), "--api", f"127.0.0.1:{standby_api_port}", "--name", "standby"],
-            stdout=standby_log, stderr=subprocess.STDOUT, cwd=str(REPO))
-        stack.enter_context(started([standby]))
+        ctls.procs["standby"] = start_controller("standby")
         wait_for(lambda: http_json(f"{standby_api}/status")["leadership"]["leader"] is not None,
                  timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
+        rss_start = chaos.rss(os.getpid())
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
         sink = server.popen([sys.executable, "-m", "topo.traffic", "sink", "--listen",
@@ -604,7 +623,15 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 return proc
 
             faults = FaultInjector(api, by_id, restart, seed=opts.seed, hang=opts.hang,
-                                   kinds=opts.fault_kinds)
+                                   kinds=opts.fault_kinds, etcd_members=len(etcd.members))
+
+            def control_fault(kind: str, target: int) -> chaos.ControlFault:
+                rec = (chaos.kill_leader(ctls) if kind == "controller"
+                       else chaos.kill_etcd_member(etcd, target, ctls))
+                faults.api = ctls.leader_api(faults.api)  # the API of whoever leads now
+                return rec
+
+            faults.control = control_fault
             worker = threading.Thread(target=disturb, args=(api, opts, faults, sender, dist),
                                       name="disturb", daemon=True)
             worker.start()
@@ -616,11 +643,14 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                         live.update(hot_run.live(nf_table(http_json(f"{api}/nfs"), "NFs (live)",
                                                           loads), watch))
                     else:
-                        live.update(nf_table(http_json(f"{api}/nfs"), "NFs (live)"))
+                        live.update(nf_table(http_json(f"{ctls.leader_api(api)}/nfs"),
+                                             "NFs (live)"))
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
         if worker is not None:
             worker.join(timeout=30)
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
+        api = ctls.leader_api(api)  # after controller faults, the standby may lead
+        rss_end = chaos.rss(os.getpid())
         nfs = http_json(f"{api}/nfs")
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
@@ -633,6 +663,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             lb["hot_flows"] = hot_ids
         if dist is not None:
             dist.failovers = http_json(f"{api}/status")["failovers"]
+            dist.rss = {"start": rss_start, "end": rss_end}
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)

@@ -1,0 +1,226 @@
+"""Chaos: faults of the control plane's own parts, beside the NF faults of `topo.faults`.
+
+`make chaos` (`nfc-topo run --chaos ...`) and `make soak` mix, from one seeded schedule and one
+at a time, the NF faults (a primary, backup or spare killed; with `hang`, stopped) with:
+
+* **controller**: the leading `nfc-controller` is SIGKILLed. Detection: until the standby says
+  it is elected (its lease campaign won, once the dead leader's lease expired); recovery: until
+  it is the switch's primary and has reconciled. The killed one is started again as the new
+  standby. The data plane forwards meanwhile (nothing on the switch changes).
+* **etcd**: one member of the three is SIGKILLed and, `ETCD_DOWN_S` later, started again.
+  Detection: none needed (the clients ride over it); recovery: until the member reports a
+  healthy cluster again. The controller must keep leading throughout (checked).
+
+Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times), and `rss()`
+snapshots the memory of every process of the run, at the start and the end, for the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+from rich.table import Table
+
+from topo.etcd import EtcdCluster
+from topo.procs import wait_for
+
+CONTROL_KINDS = ("controller", "etcd")
+ETCD_DOWN_S = 2.0
+
+
+def _status(api: str) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"{api}/status", timeout=2) as resp:
+            data: dict[str, Any] = json.loads(resp.read())
+            return data
+    except OSError:
+        return None
+
+
+@dataclass
+class Controllers:
+    """The run's `nfc-controller` processes by name: process, API, and how to start one."""
+
+    start: Callable[[str], subprocess.Popen[bytes]]
+    apis: dict[str, str]
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def leader(self) -> str | None:
+        """The name of the controller that leads and is the switch's primary, if any."""
+        for name, api in self.apis.items():
+            st = _status(api)
+            if st is not None and st["leadership"]["elected"] and st["switch"]["primary"]:
+                return name
+        return None
+
+    def leader_api(self, default: str) -> str:
+        name = self.leader()
+        return self.apis[name] if name is not None else default
+
+
+@dataclass
+class ControlFault:
+    """A controller or etcd fault and what it cost (same fields as an NF's `FaultRecord`)."""
+
+    kind: str
+    mode: str
+    nf: int  # the etcd member's index; 0 for a controller
+    at: float
+    target: str = ""
+    detection_ms: float | None = None
+    takeover_ms: float | None = None  # recovery: see the module docstring
+    ok: bool = False
+    error: str = ""
+    slots: list[int] = field(default_factory=list)
+    promoted: int | None = None
+    new_backup: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
+                "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
+                "ok": self.ok, "error": self.error, "slots": 0, "promoted": None,
+                "new_backup": None}
+
+
+def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
+    """SIGKILL the leading controller; wait for the standby to lead and reconcile; start the
+    killed one again as the standby."""
+    leader = ctls.leader()
+    rec = ControlFault("controller", "kill", 0, time.time(), target=leader or "?")
+    if leader is None:
+        rec.error = "no controller leads"
+        return rec
+    proc = ctls.procs[leader]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    others = [n for n in ctls.apis if n != leader]
+    try:
+        def elected() -> str | None:
+            for n in others:
+                st = _status(ctls.apis[n])
+                if st is not None and st["leadership"]["elected"]:
+                    return n
+            return None
+
+        new = wait_for(elected, timeout=timeout, interval=0.02, what="a standby elected")
+        rec.detection_ms = (time.time() - rec.at) * 1000
+
+        def reconciled() -> bool:
+            st = _status(ctls.apis[new])
+            return bool(st and st["switch"]["primary"] and st["switch"]["last_reconcile"] is not None
+                        and st["nfs"]["configured"] == st["nfs"]["total"])
+
+        wait_for(reconciled, timeout=timeout, interval=0.02, what=f"{new} primary and reconciled")
+        rec.takeover_ms = (time.time() - rec.at) * 1000
+        rec.ok = True
+    except TimeoutError as exc:
+        rec.error = str(exc)
+    finally:
+        ctls.procs[leader] = ctls.start(leader)  # back as the standby
+    return rec
+
+
+def kill_etcd_member(cluster: EtcdCluster, index: int, ctls: Controllers,
+                     timeout: float = 30.0) -> ControlFault:
+    """SIGKILL etcd member `index`, start it again ETCD_DOWN_S later, wait until it is healthy;
+    a controller must lead throughout."""
+    rec = ControlFault("etcd", "kill", index, time.time(), target=f"etcd-{index}")
+    cluster.kill(index)
+    time.sleep(ETCD_DOWN_S)  # the fault's duration, not synchronisation
+    led = ctls.leader() is not None
+    cluster.start(index)
+    try:
+        wait_for(lambda: cluster.healthy(index), timeout=timeout, interval=0.05,
+                 what=f"etcd member {index} healthy")
+        rec.takeover_ms = (time.time() - rec.at) * 1000
+        rec.ok = led
+        rec.error = "" if led else "no controller led while the member was down"
+    except TimeoutError as exc:
+        rec.error = str(exc)
+    return rec
+
+
+def rss(root_pid: int) -> dict[str, int]:
+    """Resident memory of every process under `root_pid`, by a readable name (`nf3`,
+    `nfc-controller standby`, `etcd m1`, `p4sim`, ...) with the pid to keep names apart."""
+    out: dict[str, int] = {}
+    try:
+        procs = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return out
+    for p in procs:
+        try:
+            cmd = p.cmdline()
+            mem = p.memory_info().rss
+        except psutil.Error:
+            continue
+        out[f"{_name(cmd)} [{p.pid}]"] = mem
+    return out
+
+
+def _name(cmd: list[str]) -> str:
+    text = " ".join(cmd)
+    for key, label in (("nf_host", "nf-host"), ("controlplane", "nfc-controller"),
+                       ("etcd", "etcd"), ("p4sim", "p4sim"), ("simple_switch", "bmv2"),
+                       ("topo.traffic", "traffic")):
+        if key in text:
+            for flag in ("--nf-id", "--name"):
+                if flag in cmd:
+                    return f"{label} {cmd[cmd.index(flag) + 1]}"
+            return label
+    return cmd[0] if cmd else "?"
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    vs = sorted(values)
+    return vs[min(len(vs) - 1, round(q * (len(vs) - 1)))]
+
+
+def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Table:
+    """One row per fault kind: count, handled, detection and recovery p50/p99, and the run's
+    losses (by the system; by the wire and the end hosts), duplicates, reorderings, repeats."""
+    table = Table(title="faults by kind (recovery: NFs, the first packet delivered after the "
+                        "fault on the dead NF's slots; controller, the standby primary and "
+                        "reconciled; etcd, the member healthy again)")
+    for col in ("kind", "faults", "handled", "detect p50", "detect p99", "recover p50",
+                "recover p99"):
+        table.add_column(col, justify="right")
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    for kind in sorted({f.kind for f in faults}):
+        fs = [f for f in faults if f.kind == kind]
+        det = [f.detection_ms for f in fs if f.detection_ms is not None]
+        rec = [f.takeover_ms for f in fs if f.takeover_ms is not None]
+        table.add_row(kind, str(len(fs)), str(sum(f.ok for f in fs)), ms(_pct(det, 0.5)),
+                      ms(_pct(det, 0.99)), ms(_pct(rec, 0.5)), ms(_pct(rec, 0.99)))
+    if losses:
+        table.caption = (f"whole run: lost by the system {losses.get('lost', 0) - host_drops}, "
+                         f"by the end hosts' sockets {host_drops}, duplicated "
+                         f"{losses.get('duplicated', 0)}, reordered {losses.get('reordered', 0)}, "
+                         f"checker counts repeated {losses.get('count_repeats', 0)}")
+    return table
+
+
+def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
+    """Resident memory of each process alive at the start and the end, and its growth."""
+    start, end = rss_by_time.get("start", {}), rss_by_time.get("end", {})
+    table = Table(title="memory (RSS) of the processes alive at the start and the end")
+    for col in ("process", "start MiB", "end MiB", "growth"):
+        table.add_column(col, justify="right" if col != "process" else "left")
+    for name in sorted(set(start) & set(end)):
+        a, b = start[name], end[name]
+        table.add_row(name, f"{a / 2**20:.1f}", f"{b / 2**20:.1f}", f"{(b - a) / a * 100:+.1f} %"
+                      if a else "-")
+    return table
