@@ -18,7 +18,7 @@ SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup apt venv test lint unit run bench clean distclean
+.PHONY: help setup apt venv test lint unit run chaos soak bench clean distclean
 
 help: ## list the targets
 	@echo "nfcluster: make TARGET [VAR=value]"
@@ -61,6 +61,12 @@ lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scri
 
 run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1" or "--hot")
 	$(PY) -m topo run --target $(TARGET) $(RUN_ARGS)
+
+chaos: setup build ## faults of every part under load, one at a time, from a seeded schedule (CHAOS_ARGS="--duration 60 --fault-kinds controller,etcd --seed 3")
+	$(PY) -m topo chaos --target $(TARGET) $(CHAOS_ARGS)
+
+soak: setup build ## chaos for 10 minutes, at least 100 faults: the per-kind table and every process's RSS growth
+	$(PY) -m topo chaos --target $(TARGET) --duration 600 --kill-every 1 $(CHAOS_ARGS)
 
 bench: setup ## run every benchmark in bench/ (prints tables)
 	@set -e; for b in bench/*.py; do \

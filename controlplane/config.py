@@ -217,8 +217,9 @@ class EtcdConfig(_Model):
     endpoints: list[str] = Field(default_factory=lambda: ["127.0.0.1:2379"], min_length=1)
     prefix: str = "/nfcluster"
     # the leader's lease (controlplane/leader.py): a standby takes over this long after the
-    # leader died (etcd raises leases shorter than about 2 s to its minimum)
-    leader_ttl_s: float = Field(default=2.0, ge=1.0, le=60.0)
+    # leader died; longer than an election of etcd's own leader (about 2 s), during which no
+    # lease can be renewed
+    leader_ttl_s: float = Field(default=5.0, ge=1.0, le=60.0)
 
     @field_validator("endpoints")
     @classmethod

@@ -36,7 +36,7 @@ class Leadership:
     """One controller's campaign for, and tenure of, the leadership (module docstring)."""
 
     def __init__(self, endpoints: str | Sequence[str], prefix: str, name: str,
-                 ttl_s: float = 2.0, poll_s: float = 0.1) -> None:
+                 ttl_s: float = 5.0, poll_s: float = 0.1) -> None:
         self.key = f"{prefix.rstrip('/')}/leader".encode()
         self.name = name
         self.ttl = max(1, round(ttl_s))  # etcd leases are whole seconds

@@ -61,7 +61,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scenario.add_arguments(run)
     run.set_defaults(func=cmd_run)
+    chaos = sub.add_parser(
+        "chaos", help="the system under load for a duration while faults of every kind are "
+                      "injected, one at a time (what `make chaos` and `make soak` do)",
+        description="Runs the scenario for --duration seconds at --rate packets/s while NFs, the "
+                    "leading controller and etcd members are killed (or NFs hung) from a seeded "
+                    "schedule; ends with a table per fault kind and every process's memory.")
+    chaos.add_argument(
+        "--target", choices=["p4sim", "bmv2"], default="p4sim", help="switch target (default p4sim)"
+    )
+    scenario.add_arguments(chaos)
+    chaos.add_argument("--duration", type=float, default=60.0, metavar="S",
+                       help="seconds of traffic (default 60): sets --packets from --rate and --flows")
+    chaos.set_defaults(func=cmd_chaos, rate=1000.0, flows=16, kill_every=1.0,
+                       fault_kinds="primary,backup,spare,controller,etcd")
     return parser
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    """`run` with chaos defaults: the packet count follows the duration."""
+    if args.duration <= 0 or args.rate <= 0:
+        print("nfc-topo chaos: --duration and --rate must be positive", file=sys.stderr)
+        return 2
+    args.packets = max(1, round(args.duration * args.rate / args.flows))
+    return cmd_run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,7 +6,9 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
 * **controller**: the leading `nfc-controller` is SIGKILLed. Detection: until the standby says
   it is elected (its lease campaign won, once the dead leader's lease expired); recovery: until
   it is the switch's primary and has reconciled. The killed one is started again as the new
-  standby. The data plane forwards meanwhile (nothing on the switch changes).
+  standby. The data plane forwards meanwhile (nothing on the switch changes). A controller that
+  stopped by itself (a leader whose lease could not be renewed exits with status 3) is started
+  again before the next fault, and counted (`Controllers.revived`).
 * **etcd**: one member of the three is SIGKILLed and, `ETCD_DOWN_S` later, started again.
   Detection: none needed (the clients ride over it); recovery: until the member reports a
   healthy cluster again. The controller must keep leading throughout (checked).
@@ -52,6 +54,7 @@ class Controllers:
     start: Callable[[str], subprocess.Popen[bytes]]
     apis: dict[str, str]
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    revived: list[str] = field(default_factory=list)  # started again after stopping by themselves
 
     def leader(self) -> str | None:
         """The name of the controller that leads and is the switch's primary, if any."""
@@ -64,6 +67,15 @@ class Controllers:
     def leader_api(self, default: str) -> str:
         name = self.leader()
         return self.apis[name] if name is not None else default
+
+    def revive(self) -> list[str]:
+        """Start again every controller that stopped (a leader that lost its lease exits, as
+        designed, to stand by once started again); returns their names."""
+        stopped = [n for n, p in self.procs.items() if p.poll() is not None]
+        for name in stopped:
+            self.procs[name] = self.start(name)
+        self.revived += stopped
+        return stopped
 
 
 @dataclass

@@ -85,6 +85,10 @@ class FaultInjector:
     # injects a control-plane fault (kind, target) and returns its record (topo.chaos)
     control: Callable[[str, int], Any] | None = None
     etcd_members: int = 3
+    # the API to use now (the controllers may have changed leader), and what to do between
+    # faults (start again a controller that stopped): both set by the chaos harness
+    follow: Callable[[str], str] | None = None
+    between: Callable[[], object] | None = None
     records: list[Any] = field(default_factory=list)  # FaultRecord, or chaos.ControlFault
     errors: list[str] = field(default_factory=list)
 
@@ -95,7 +99,9 @@ class FaultInjector:
         """A live victim of `kind` (random kind and NF from the seeded schedule if None). One
         fault at a time: a primary is a victim only while a live backup protects it (a primary
         without one has nobody to fail over to: that would be a second fault)."""
-        nfs = [r for r in _get(f"{self.api}/nfs") if r["alive"]]
+        if self.between is not None:
+            self.between()
+        nfs = [r for r in _get(f"{self.leading()}/nfs") if r["alive"]]
         alive = {r["id"] for r in nfs}
         kinds = [kind] if kind else list(self.kinds)
         self.rng.shuffle(kinds)
@@ -119,8 +125,9 @@ class FaultInjector:
             crec = self.control(kind, nf)
             self.records.append(crec)
             return crec
-        slots = [r["slot"] for r in _get(f"{self.api}/slots?nf={nf}")] if kind == "primary" else []
-        before = len(_get(f"{self.api}/status")["failovers"])
+        api = self.leading()
+        slots = [r["slot"] for r in _get(f"{api}/slots?nf={nf}")] if kind == "primary" else []
+        before = len(_get(f"{api}/status")["failovers"])
         proc = self.procs[nf]
         rec = FaultRecord(kind, "hang" if self.hang else "kill", nf, time.time(), slots)
         _signal_group(proc, signal.SIGSTOP if self.hang else signal.SIGKILL)
@@ -131,7 +138,7 @@ class FaultInjector:
                 rec.detection_ms, rec.ok = (time.time() - rec.at) * 1000, True
             else:
                 def handled() -> dict[str, Any] | None:
-                    new = _get(f"{self.api}/status")["failovers"][before:]
+                    new = _get(f"{api}/status")["failovers"][before:]
                     return next((f for f in new if f["dead"] == nf), None)
 
                 wait_for(lambda: handled() is not None, timeout=timeout, interval=0.01,
@@ -151,12 +158,18 @@ class FaultInjector:
         self.records.append(rec)
         return rec
 
+    def leading(self) -> str:
+        """The API to ask: the leading controller's (`follow`), else the one given."""
+        if self.follow is not None:
+            self.api = self.follow(self.api)
+        return self.api
+
     def _alive(self, nf: int) -> bool:
-        return any(r["id"] == nf and r["alive"] for r in _get(f"{self.api}/nfs"))
+        return any(r["id"] == nf and r["alive"] for r in _get(f"{self.leading()}/nfs"))
 
     def wait_pool(self, timeout: float = 20.0) -> None:
         """Until every NF is alive again (restarted victims back in the pool)."""
-        wait_for(lambda: all(r["alive"] for r in _get(f"{self.api}/nfs")), timeout=timeout,
+        wait_for(lambda: all(r["alive"] for r in _get(f"{self.leading()}/nfs")), timeout=timeout,
                  interval=0.05, what="every NF alive again")
 
 

@@ -632,6 +632,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 return rec
 
             faults.control = control_fault
+            faults.follow = ctls.leader_api
+            faults.between = ctls.revive
             worker = threading.Thread(target=disturb, args=(api, opts, faults, sender, dist),
                                       name="disturb", daemon=True)
             worker.start()
@@ -664,6 +666,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         if dist is not None:
             dist.failovers = http_json(f"{api}/status")["failovers"]
             dist.rss = {"start": rss_start, "end": rss_end}
+            dist.errors += [f"controller {n} stopped by itself (lease lost) and was started again"
+                            for n in ctls.revived]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
