@@ -41,36 +41,33 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
 from topo import chaos
 from topo import hot as hot_run
+from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
 from topo.faults import (
     ALL_KINDS,
     FAULT_KINDS,
     FaultInjector,
-    FaultRecord,
-    percentiles,
     takeover_times,
 )
 from topo.procs import free_port, stop_processes, wait_for
+from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
-from topo.verify import FlowVerdict, Verdict, tally, verify
+from topo.verify import FlowVerdict, Verdict, verify
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
@@ -296,233 +293,6 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
     path = out / "controller.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def http_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return json.loads(resp.read())
-
-
-def http_post(url: str, timeout: float = 30.0) -> tuple[int, Any]:
-    # what the API's request guard requires of a state-changing request (docs/controller.md)
-    headers = {"X-Nfc-Request": "1", "Content-Type": "application/json"}
-    if os.environ.get("NFC_API_TOKEN"):
-        headers["Authorization"] = f"Bearer {os.environ['NFC_API_TOKEN']}"
-    req = urllib.request.Request(url, data=b"{}", method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            return exc.code, json.loads(body)
-        return exc.code, body
-
-
-# -- disturbances: slot moves and a killed primary during the traffic -----------------------------
-
-@dataclass
-class Disturbances:
-    """What the disturbing thread did; written to disturbances.json."""
-
-    moves: list[dict[str, Any]] = field(default_factory=list)
-    killed: int | None = None
-    killed_at: float | None = None
-    faults: list[FaultRecord] = field(default_factory=list)
-    failovers: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    losses: dict[str, Any] = field(default_factory=dict)
-    rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"end": process -> bytes
-
-
-def _processed(api: str) -> int:
-    return sum(int(r.get("packets", 0)) for r in http_json(f"{api}/nfs") if r["role"] == "primary")
-
-
-def _move_plan(api: str, n: int, avoid: int | None) -> list[tuple[int, int]]:
-    """(slot, target) for n distinct slots with traffic, alternating intra- and inter-cluster."""
-    nfs = http_json(f"{api}/nfs")
-    primaries = {r["id"]: r["cluster"] for r in nfs if r["role"] == "primary" and r["alive"]}
-    slots: dict[int, int] = {}
-    for row in http_json(f"{api}/flows"):
-        if row["owner"] in primaries and row["owner"] != avoid:
-            slots.setdefault(int(row["slot"]), int(row["owner"]))
-    plan: list[tuple[int, int]] = []
-    for i, (slot, owner) in enumerate(sorted(slots.items())[:n]):
-        intra = i % 2 == 0
-        targets = sorted(p for p, c in primaries.items()
-                         if p != owner and p != avoid and (c == primaries[owner]) == intra)
-        if not targets:  # no such primary in this topology: take any other
-            targets = sorted(p for p in primaries if p != owner and p != avoid)
-        if targets:
-            plan.append((slot, targets[i // 2 % len(targets)]))
-    return plan
-
-
-def disturb(api: str, opts: RunOptions, faults: FaultInjector,
-            sender: subprocess.Popen[bytes], out: Disturbances) -> None:
-    """Move slots, then kill a primary, while the sender runs (in a thread of the scenario)."""
-    total = 2 * opts.flows * opts.packets
-    try:
-        if opts.move_slots:
-            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 6,
-                     timeout=60, interval=0.05, what="traffic flowing")
-            wait_for(lambda: sender.poll() is not None
-                     or len(http_json(f"{api}/flows")) >= min(opts.flows, opts.move_slots),
-                     timeout=10, interval=0.05, what="flows learned")
-            for slot, target in _move_plan(api, opts.move_slots, opts.kill_nf):
-                status, result = http_post(f"{api}/slots/{slot}/move?to={target}")
-                if isinstance(result, dict):
-                    out.moves.append(result)
-                else:
-                    out.errors.append(f"move of slot {slot} to NF {target}: HTTP {status} {result}")
-        if opts.kill_nf is not None:
-            wait_for(lambda: sender.poll() is not None or _processed(api) >= total * 2 // 5,
-                     timeout=60, interval=0.05, what="traffic before the kill")
-            rec = faults.inject("primary", opts.kill_nf)
-            out.killed, out.killed_at = opts.kill_nf, rec.at
-        if opts.kill_every > 0:
-            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 10,
-                     timeout=60, interval=0.05, what="traffic before the first fault")
-            while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
-                time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
-                victim = faults.pick()
-                if victim is None or sender.poll() is not None:
-                    continue
-                faults.inject(*victim)
-                faults.wait_pool()
-    except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
-        out.errors.append(f"{type(exc).__name__}: {exc}")
-    out.faults = faults.records
-
-
-def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
-    """For a run with a killed primary: losses, duplicates, reorderings and repeated counts.
-
-    A loss of the documented window (an output committed but not yet sent when the primary died)
-    leaves a gap in the flow's checker counts (its state change survived in the backup), so
-    `lost_after_processing` counts the missing counts below each flow's highest count."""
-    forward, reverse, sent_fwd, sent_rev = verdict_input
-    lost = dup = reordered = repeats = not_rising = gaps = 0
-    for flow in sorted(set(sent_fwd) | set(sent_rev)):
-        counts: list[int] = []
-        for arrivals, sent in ((forward.get(flow, ()), sent_fwd.get(flow, 0)),
-                               (reverse.get(flow, ()), sent_rev.get(flow, 0))):
-            t = tally(arrivals, sent)
-            lost += t.lost
-            dup += t.duplicated
-            reordered += t.out_of_order
-            not_rising += t.counts_not_rising
-            counts += [c for _, c in arrivals]
-        repeats += len(counts) - len(set(counts))
-        if counts:
-            gaps += max(counts) - len(set(counts))
-    return {"lost": lost, "duplicated": dup, "reordered": reordered, "count_repeats": repeats,
-            "counts_not_rising": not_rising, "lost_after_processing": gaps,
-            "ok": dup == 0 and reordered == 0 and repeats == 0 and not_rising == 0}
-
-
-# -- the live view and the summary -----------------------------------------------------------------
-
-def nf_table(rows: list[dict[str, Any]], title: str, loads: dict[int, float] | None = None) -> Table:
-    """One row per NF; with `loads` (the balancer's view, --hot) a load column too."""
-    table = Table(title=title)
-    for col in ("NF", "node", "cluster", "role", "alive", "slots", "pkt/s", "packets", "queue",
-                "drops", "gaps", *(["load"] if loads is not None else [])):
-        table.add_column(col, justify="right" if col not in ("node", "cluster", "role") else "left")
-    # a backup holds replicas of its primary's slots: shown in parentheses
-    backed = {r.get("backup"): r.get("slots_owned", 0) for r in rows if r.get("backup")}
-    for r in rows:
-        slots = str(r.get("slots_owned", 0)) if r["id"] not in backed else f"({backed[r['id']]})"
-        table.add_row(str(r["id"]), str(r["node"]), str(r["cluster"]), str(r["role"]),
-                      "yes" if r["alive"] else "NO", slots,
-                      f"{r.get('packet_rate', 0):.0f}", str(r.get("packets", 0)),
-                      str(r.get("queue_depth", 0)), str(r.get("drops", 0)), str(r.get("gaps", 0)),
-                      *([f"{loads[r['id']]:.2f}" if r["id"] in loads else ""] if loads is not None
-                        else []))
-    return table
-
-
-def fault_table(faults: list[FaultRecord], losses: dict[str, Any]) -> Table:
-    """One row per injected fault, then p50/p99/max of detection and takeover."""
-    table = Table(title="faults (detection: signal to confirmed down; takeover: signal to the "
-                        "first packet sent after it, on the dead NF's slots, delivered)")
-    for col in ("#", "victim", "NF", "signal", "slots", "detection ms", "takeover ms", "promoted",
-                "new backup", "result"):
-        table.add_column(col, justify="right")
-
-    def ms(v: float | None) -> str:
-        return "-" if v is None else f"{v:.1f}"
-
-    for i, f in enumerate(faults, 1):
-        table.add_row(str(i), f.kind, str(f.nf), f.mode, str(len(f.slots)), ms(f.detection_ms),
-                      ms(f.takeover_ms), str(f.promoted or "-"), str(f.new_backup or "-"),
-                      "ok" if f.ok else f.error or "failed")
-    for name in ("p50", "p99", "max"):
-        det = percentiles([f.detection_ms for f in faults if f.detection_ms is not None])
-        tko = percentiles([f.takeover_ms for f in faults if f.takeover_ms is not None])
-        table.add_row(name, "", "", "", "", ms(det[name]), ms(tko[name]), "", "", "")
-    return table
-
-
-def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0) -> None:
-    if dist.moves:
-        table = Table(title="slot moves (through the HTTP API)")
-        for col in ("slot", "from", "to", "kind", "epoch", "bytes", "flows", "last seq", "ms",
-                    "result"):
-            table.add_column(col, justify="right")
-        for m in dist.moves:
-            kind = ("intra" if m["same_cluster"] else "inter") + ("/delta" if m["delta"] else "/full")
-            table.add_row(str(m["slot"]), str(m["from_nf"]), str(m["to_nf"]), kind, str(m["epoch"]),
-                          str(m["bytes_shipped"]),
-                          str(m["flows_shipped"]), str(m["last_seq"]), f"{m['seconds'] * 1000:.1f}",
-                          "ok" if m["ok"] else ("undone: " if m["undone"] else "") + m["error"])
-        console.print(table)
-    for f in dist.failovers:
-        backup = f"new backup NF {f['new_backup']}" if f["new_backup"] is not None \
-            else "no new backup (no NF of the cluster qualifies: it runs without one)"
-        what = {"primary": "fail-over", "backup": "backup replaced"}.get(f["kind"], "protected")
-        console.print(f"{what}: NF {f['dead']} -> NF {f['promoted']} for {f['slots']} slots, "
-                      f"{f['replayed']} packets replayed, {backup}, in {f['seconds'] * 1000:.1f} ms"
-                      + (f" ({', '.join(f'{k} {v:.1f}' for k, v in f['steps_ms'].items())})"
-                         if f.get("steps_ms") else "")
-                      + ("" if f["ok"] else f" FAILED: {f['error']}"))
-    if dist.faults:
-        console.print(fault_table(dist.faults, dist.losses))
-        console.print(chaos.kind_table(dist.faults, dist.losses, host_drops))
-    if dist.rss:
-        console.print(chaos.rss_table(dist.rss))
-    if dist.losses:
-        lo = dist.losses
-        console.print(f"over the whole run: lost {lo['lost']}, duplicated {lo['duplicated']}, "
-                      f"reordered {lo['reordered']}, checker counts repeated {lo['count_repeats']}")
-    for err in dist.errors:
-        console.print(f"[bold red]disturbance problem:[/] {err}")
-
-
-def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
-              nfs: list[dict[str, Any]], dist: Disturbances | None = None,
-              switch_drops: dict[str, int] | None = None) -> None:
-    sent = sum(client.sent.values()) + sum(server.sent.values())
-    console.print()
-    console.print(nf_table(nfs, "NF load at the end"))
-    counted = {k: v for k, v in (switch_drops or {}).items() if v}
-    console.print("switch drops (counted): " + (", ".join(f"{k} {v}" for k, v in sorted(counted.items()))
-                                               or "none"))
-    console.print(f"dropped by the end hosts' own sockets (full receive buffers, not nfcluster): "
-                  f"client {client.host_drops}, server {server.host_drops}")
-    if dist is not None:
-        disturbance_tables(console, dist, client.host_drops + server.host_drops)
-    console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
-                  f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
-                  f"   received: {verdict.packets_received}")
-    if verdict.ok:
-        console.print("[bold green]verified: every packet delivered exactly once and in order, "
-                      "and every flow's checker count unbroken[/]")
-    else:
-        console.print(f"[bold red]NOT verified: {sum(not f.ok for f in verdict.flows)} flows wrong[/]")
-        for line in verdict.problems():
-            console.print(f"  {line}")
 
 
 # -- the job ---------------------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""What disturbs a run while its traffic flows: slot moves through the HTTP API, NF kills and
+chaos faults from a seeded schedule (`disturb`, in a thread of the scenario), and what the sink's
+verdict says they cost (`loss_report`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from topo.faults import FaultInjector, FaultRecord
+from topo.procs import wait_for
+from topo.verify import tally
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from topo.scenario import RunOptions
+
+
+def http_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as resp:
+        return json.loads(resp.read())
+
+
+def http_post(url: str, timeout: float = 30.0) -> tuple[int, Any]:
+    # what the API's request guard requires of a state-changing request (docs/controller.md)
+    headers = {"X-Nfc-Request": "1", "Content-Type": "application/json"}
+    if os.environ.get("NFC_API_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['NFC_API_TOKEN']}"
+    req = urllib.request.Request(url, data=b"{}", method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        with contextlib.suppress(ValueError):
+            return exc.code, json.loads(body)
+        return exc.code, body
+
+
+# -- disturbances: slot moves and a killed primary during the traffic -----------------------------
+
+@dataclass
+class Disturbances:
+    """What the disturbing thread did; written to disturbances.json."""
+
+    moves: list[dict[str, Any]] = field(default_factory=list)
+    killed: int | None = None
+    killed_at: float | None = None
+    faults: list[FaultRecord] = field(default_factory=list)
+    failovers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    losses: dict[str, Any] = field(default_factory=dict)
+    rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"end": process -> bytes
+
+
+def _processed(api: str) -> int:
+    return sum(int(r.get("packets", 0)) for r in http_json(f"{api}/nfs") if r["role"] == "primary")
+
+
+def _move_plan(api: str, n: int, avoid: int | None) -> list[tuple[int, int]]:
+    """(slot, target) for n distinct slots with traffic, alternating intra- and inter-cluster."""
+    nfs = http_json(f"{api}/nfs")
+    primaries = {r["id"]: r["cluster"] for r in nfs if r["role"] == "primary" and r["alive"]}
+    slots: dict[int, int] = {}
+    for row in http_json(f"{api}/flows"):
+        if row["owner"] in primaries and row["owner"] != avoid:
+            slots.setdefault(int(row["slot"]), int(row["owner"]))
+    plan: list[tuple[int, int]] = []
+    for i, (slot, owner) in enumerate(sorted(slots.items())[:n]):
+        intra = i % 2 == 0
+        targets = sorted(p for p, c in primaries.items()
+                         if p != owner and p != avoid and (c == primaries[owner]) == intra)
+        if not targets:  # no such primary in this topology: take any other
+            targets = sorted(p for p in primaries if p != owner and p != avoid)
+        if targets:
+            plan.append((slot, targets[i // 2 % len(targets)]))
+    return plan
+
+
+def disturb(api: str, opts: RunOptions, faults: FaultInjector,
+            sender: subprocess.Popen[bytes], out: Disturbances) -> None:
+    """Move slots, then kill a primary, while the sender runs (in a thread of the scenario)."""
+    total = 2 * opts.flows * opts.packets
+    try:
+        if opts.move_slots:
+            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 6,
+                     timeout=60, interval=0.05, what="traffic flowing")
+            wait_for(lambda: sender.poll() is not None
+                     or len(http_json(f"{api}/flows")) >= min(opts.flows, opts.move_slots),
+                     timeout=10, interval=0.05, what="flows learned")
+            for slot, target in _move_plan(api, opts.move_slots, opts.kill_nf):
+                status, result = http_post(f"{api}/slots/{slot}/move?to={target}")
+                if isinstance(result, dict):
+                    out.moves.append(result)
+                else:
+                    out.errors.append(f"move of slot {slot} to NF {target}: HTTP {status} {result}")
+        if opts.kill_nf is not None:
+            wait_for(lambda: sender.poll() is not None or _processed(api) >= total * 2 // 5,
+                     timeout=60, interval=0.05, what="traffic before the kill")
+            rec = faults.inject("primary", opts.kill_nf)
+            out.killed, out.killed_at = opts.kill_nf, rec.at
+        if opts.kill_every > 0:
+            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 10,
+                     timeout=60, interval=0.05, what="traffic before the first fault")
+            while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
+                time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
+                victim = faults.pick()
+                if victim is None or sender.poll() is not None:
+                    continue
+                faults.inject(*victim)
+                faults.wait_pool()
+    except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
+        out.errors.append(f"{type(exc).__name__}: {exc}")
+    out.faults = faults.records
+
+
+def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
+    """For a run with a killed primary: losses, duplicates, reorderings and repeated counts.
+
+    A loss of the documented window (an output committed but not yet sent when the primary died)
+    leaves a gap in the flow's checker counts (its state change survived in the backup), so
+    `lost_after_processing` counts the missing counts below each flow's highest count."""
+    forward, reverse, sent_fwd, sent_rev = verdict_input
+    lost = dup = reordered = repeats = not_rising = gaps = 0
+    for flow in sorted(set(sent_fwd) | set(sent_rev)):
+        counts: list[int] = []
+        for arrivals, sent in ((forward.get(flow, ()), sent_fwd.get(flow, 0)),
+                               (reverse.get(flow, ()), sent_rev.get(flow, 0))):
+            t = tally(arrivals, sent)
+            lost += t.lost
+            dup += t.duplicated
+            reordered += t.out_of_order
+            not_rising += t.counts_not_rising
+            counts += [c for _, c in arrivals]
+        repeats += len(counts) - len(set(counts))
+        if counts:
+            gaps += max(counts) - len(set(counts))
+    return {"lost": lost, "duplicated": dup, "reordered": reordered, "count_repeats": repeats,
+            "counts_not_rising": not_rising, "lost_after_processing": gaps,
+            "ok": dup == 0 and reordered == 0 and repeats == 0 and not_rising == 0}
