@@ -13,6 +13,12 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   Detection: none needed (the clients ride over it); recovery: until the member reports a
   healthy cluster again. The controller must keep leading throughout (checked).
 
+* **netem**: `tc netem` (1 ms delay, 1 % loss, 1 % duplication, 10 % reordering) for
+  `NETEM_S` on the switch's side of a primary's data link, that is on everything the switch sends
+  it. The NF's sequencer puts reordered packets back in order and drops duplicates; a packet the
+  wire lost is a gap the NF skips and counts. The record keeps what netem dropped (`wire_lost`)
+  and the gaps the NF counted meanwhile: the run's losses are the wire's, never the system's.
+
 Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times), and `rss()`
 snapshots the memory of every process of the run, at the start and the end, for the summary.
 """
@@ -34,8 +40,9 @@ from rich.table import Table
 from topo.etcd import EtcdCluster
 from topo.procs import wait_for
 
-CONTROL_KINDS = ("controller", "etcd")
 ETCD_DOWN_S = 2.0
+NETEM = "delay 1ms loss 1% duplicate 1% reorder 10%"
+NETEM_S = 3.0
 
 
 def _status(api: str) -> dict[str, Any] | None:
@@ -94,12 +101,14 @@ class ControlFault:
     slots: list[int] = field(default_factory=list)
     promoted: int | None = None
     new_backup: int | None = None
+    wire_lost: int = 0  # netem: packets the link dropped
+    gaps: int = 0  # netem: sequence numbers the NF skipped meanwhile
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
                 "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
                 "ok": self.ok, "error": self.error, "slots": 0, "promoted": None,
-                "new_backup": None}
+                "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps}
 
 
 def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
@@ -157,6 +166,34 @@ def kill_etcd_member(cluster: EtcdCluster, index: int, ctls: Controllers,
         rec.error = "" if led else "no controller led while the member was down"
     except TimeoutError as exc:
         rec.error = str(exc)
+    return rec
+
+
+def _gaps(api: str, nf: int) -> int:
+    with urllib.request.urlopen(f"{api}/nfs", timeout=2) as resp:
+        return next(int(r.get("gaps", 0)) for r in json.loads(resp.read()) if r["id"] == nf)
+
+
+def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Callable[[], str],
+                       gap_settle_s: float = 1.0) -> ControlFault:
+    """netem on `intf` (the switch's side of NF `nf`'s data link; `run` runs a shell command
+    where that interface is) for NETEM_S; the link's drops and the NF's gaps meanwhile."""
+    rec = ControlFault("netem", "netem", nf, time.time(), target=intf)
+    before = _gaps(api(), nf)
+    out = run(f"tc qdisc replace dev {intf} root netem {NETEM}")
+    if out.strip():
+        rec.error = f"tc: {out.strip()}"
+        return rec
+    time.sleep(NETEM_S)  # the fault's duration, not synchronisation
+    stats = run(f"tc -s qdisc show dev {intf}")
+    run(f"tc qdisc del dev {intf} root")
+    words = stats.split()
+    rec.wire_lost = int(words[words.index("dropped") + 1].rstrip(",")) if "dropped" in words else 0
+    # a lost number is skipped once a later one has waited out the NF's gap timeout
+    time.sleep(gap_settle_s)  # (the NF's gap timeout is 200 ms in the scenario)
+    rec.gaps = _gaps(api(), nf) - before
+    rec.takeover_ms = NETEM_S * 1000
+    rec.ok = True
     return rec
 
 
@@ -218,7 +255,11 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
         table.add_row(kind, str(len(fs)), str(sum(f.ok for f in fs)), ms(_pct(det, 0.5)),
                       ms(_pct(det, 0.99)), ms(_pct(rec, 0.5)), ms(_pct(rec, 0.99)))
     if losses:
-        table.caption = (f"whole run: lost by the system {losses.get('lost', 0) - host_drops}, "
+        wire = sum(getattr(f, "wire_lost", 0) for f in faults)
+        system = losses.get("lost", 0) - host_drops - wire
+        table.caption = (f"whole run: lost by the system {system}, by netem on the wire {wire} "
+                         f"(gaps the NFs counted meanwhile: "
+                         f"{sum(getattr(f, 'gaps', 0) for f in faults)}), "
                          f"by the end hosts' sockets {host_drops}, duplicated "
                          f"{losses.get('duplicated', 0)}, reordered {losses.get('reordered', 0)}, "
                          f"checker counts repeated {losses.get('count_repeats', 0)}")

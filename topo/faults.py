@@ -34,7 +34,7 @@ from topo.traffic import SideReport
 
 FAULT_KINDS = ("primary", "backup", "spare")
 # faults of the control plane (topo.chaos): the leading controller, an etcd member
-CONTROL_KINDS = ("controller", "etcd")
+CONTROL_KINDS = ("controller", "etcd", "netem")
 ALL_KINDS = FAULT_KINDS + CONTROL_KINDS
 
 
@@ -107,9 +107,14 @@ class FaultInjector:
         self.rng.shuffle(kinds)
         for k in kinds:
             if k in CONTROL_KINDS:
-                if self.control is not None:
-                    return k, self.rng.randrange(self.etcd_members) if k == "etcd" else 0
-                continue
+                if self.control is None:
+                    continue
+                if k == "netem":  # the data link of a live primary
+                    primaries = sorted(r["id"] for r in nfs if r["role"] == "primary")
+                    if primaries:
+                        return k, self.rng.choice(primaries)
+                    continue
+                return k, self.rng.randrange(self.etcd_members) if k == "etcd" else 0
             pool = sorted(r["id"] for r in nfs if r["role"] == k
                           and (k != "primary" or r.get("backup") in alive))
             if pool:

@@ -58,3 +58,17 @@ def test_record_round_trip_and_short_payload() -> None:
     assert Record.unpack(r.pack(64)) == r
     with pytest.raises(ValueError, match="shorter than a record"):
         Record.unpack(b"\0" * 8)
+
+
+def test_losses_the_wire_explains_pass_more_do_not_and_duplicates_never() -> None:
+    from topo.verify import verify
+
+    fwd = {0: [(1, 1), (3, 3), (4, 4)]}  # packet 2 lost before the NF: never counted
+    rev = {0: [(1, 2)]}
+    assert not verify(fwd, rev, {0: 4}, {0: 1}).ok
+    assert verify(fwd, rev, {0: 4}, {0: 1}, wire_lost=1).ok
+    fwd_counts = {0: [(1, 1), (3, 2), (4, 3)]}  # a gap in the numbers, the counts consecutive
+    assert verify(fwd_counts, {0: [(1, 4)]}, {0: 4}, {0: 1}, wire_lost=1).ok
+    assert not verify(fwd_counts, {0: [(1, 4)]}, {0: 5}, {0: 1}, wire_lost=1).ok  # 2 lost > 1
+    dup = {0: [(1, 1), (1, 2), (3, 3)]}
+    assert not verify(dup, {0: [(1, 4)]}, {0: 3}, {0: 1}, wire_lost=5).ok
