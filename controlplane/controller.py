@@ -34,6 +34,8 @@ from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import SlotStore, load_or_build
 from controlplane.spare_pool import SparePool
 from controlplane.switch_session import SwitchSession
+from nf_host.proto import nf_control_pb2 as pb
+from nf_host.reorder import seq_after
 
 LOG = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class Controller:
         self.slot_counters: dict[int, tuple[int, int]] = {}
         self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round
         self.last_reconcile: dict[str, int] | None = None
+        self.reconciled_at: float | None = None  # time.time() of the last reconcile
         self.nfs_configured: set[int] = set()
         # NFs configured at least once: they may hold state, so their death is always acted on
         # (also while a reconfiguration after a false alarm is still under way)
@@ -140,9 +143,11 @@ class Controller:
                     self.slot_map = stored
                     self.pairs = await self.store.load_pairs() or self.pairs
                     self.groups = await self.store.load_groups() or self.groups
+            await self._resume_numbering(session)
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups)
             changes = await session.reconcile(desired)
             self.last_reconcile = changes.counts()
+            self.reconciled_at = time.time()
             self.switch_ready.set()
             self.metrics.reconciles.inc()
             try:
@@ -156,6 +161,35 @@ class Controller:
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down and nf_id in self.ever_configured:
                 await self._nf_event(NfEvent("down", nf_id, state.misses))
+
+    async def _resume_numbering(self, session: SwitchSession) -> None:
+        """A restarted switch numbers every slot from 1 again, while the NFs expect the numbers
+        after those they have seen: they would drop the new packets as duplicates. Before the
+        slots get their owners back (the reconcile that follows), every slot whose `slot_seq` is
+        behind the highest number an NF received (processed, buffered or held as a backup's
+        copy) is set to it, so the numbering goes on where the NFs are. After a mere reconnect
+        the switch is ahead and nothing is written. (Targets without register access: nothing.)"""
+        stamped = await self.next_seqs()
+        if stamped is None:
+            return
+        seen: dict[int, int] = {}
+        for nf_id, state in sorted(self.registry.nfs.items()):
+            if state.declared_down or state.alive is False:
+                continue
+            try:
+                reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+            except NfControlError:
+                continue
+            for st in reply.slots:
+                if st.has_seen and (st.slot not in seen or seq_after(st.highest_seen, seen[st.slot])):
+                    seen[st.slot] = st.highest_seen
+        behind = {slot: top for slot, top in seen.items()
+                  if seq_after(top, (stamped.get(slot, 1) - 1) & 0xFFFFFFFF)}
+        if behind:
+            await session.write_register("slot_seq", behind)
+            LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are",
+                        len(behind))
+            self.metrics.numbering_resumed.inc(len(behind))
 
     async def _digest_loop(self) -> None:
         async for flows in self.session.new_flows():
@@ -445,6 +479,7 @@ class Controller:
                 "primary": self.session.is_primary,
                 "election_id": self.session.switch.election_id,
                 "last_reconcile": self.last_reconcile,
+                "reconciled_at": self.reconciled_at,
             },
             "leadership": self.leadership_view(),
             "slots": self.cfg.switch.slot_count,

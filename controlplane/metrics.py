@@ -20,6 +20,9 @@ class ControllerMetrics:
         self.is_primary = Gauge("nfc_switch_primary", "1 when this controller is the switch's primary", registry=r)
         self.writes = Counter("nfc_p4rt_writes", "P4Runtime updates written", ["op"], registry=r)
         self.reconciles = Counter("nfc_reconciles", "Reconciliations of the switch state", registry=r)
+        self.numbering_resumed = Counter(
+            "nfc_numbering_resumed", "Slots whose switch numbering was set back to where the NFs are "
+            "(after a switch restart)", registry=r)
         self.digests = Counter("nfc_digest_lists", "Digest lists received (and acknowledged)", registry=r)
         self.new_flows = Counter("nfc_new_flows", "Flows first reported by a digest", registry=r)
         self.slot_moves = Counter("nfc_slot_moves", "slot_owner rewrites (migrations, fail-overs)", registry=r)

@@ -314,6 +314,12 @@ class SwitchSession:
                 out[e.index] = _as_int(e.data)
         return out
 
+    async def write_register(self, short: str, values: Mapping[int, int]) -> None:
+        """Set register cells (p4sim serves register writes; BMv2's P4Runtime server does not)."""
+        name = self.names.register(short)
+        await self._batched("modify", [P4RegisterEntry(name, index=i, data=v)
+                                       for i, v in sorted(values.items())])
+
     # -- digests ----------------------------------------------------------------------------------
     async def enable_new_flow_digest(
         self, max_list_size: int = 64, max_timeout_ns: int = 1_000_000, ack_timeout_ns: int = 100_000_000

@@ -857,9 +857,30 @@ class Worker:
         self.close_batch()
         return {"replayed": replayed, "slots": done, "reemitted": len(logged)}
 
+    def highest_seen(self, slot: int) -> int | None:
+        """The highest sequence number of `slot` this worker received: processed, buffered,
+        waiting for an adoption, or held as a backup's input copy (serial order; None: none).
+        After a switch restart the controller resumes the switch's numbering beyond it."""
+        seen: list[int] = []
+        rt = self.slots.get(slot)
+        if rt is not None:
+            if rt.seq.next_expected is not None:
+                seen.append((rt.seq.next_expected - 1) & SEQ_MASK)
+            seen += list(rt.seq.buffer)
+            seen += [shim.seq for shim, _ in rt.pending]
+        seen += list(self.inbuf.slots.get(slot, {}))
+        if not seen:
+            return None
+        top = seen[0]
+        for s in seen[1:]:
+            if seq_after(s, top):
+                top = s
+        return top
+
     def status(self) -> dict[str, Any]:
         slots = []
         for slot, rt in self.slots.items():
+            top = self.highest_seen(slot)
             slots.append({
                 "slot": slot, "epoch": rt.epoch, "role": int(rt.role), "packets": rt.packets,
                 "committed_seq": rt.committed_seq, "next_expected": rt.seq.next_expected or 0,
@@ -867,16 +888,19 @@ class Worker:
                 "peer_versions": {
                     nf: vers[slot] for nf, vers in self.acked_versions.items() if slot in vers
                 },
+                "highest_seen": top or 0, "has_seen": top is not None,
             })
         for slot in sorted(self.backed_up | set(self.replicas)):
             if slot in self.slots:
                 continue
             rep = self.replicas.get(slot) or Replica(slot)
             role = SlotRole.BACKUP if slot in self.backed_up else SlotRole.REPLICA
+            top = self.highest_seen(slot)
             slots.append({
                 "slot": slot, "epoch": rep.epoch, "role": int(role),
                 "packets": self.inbuf.count(slot), "committed_seq": rep.last_seq or 0,
                 "next_expected": 0, "version": rep.version, "flows": len(rep.flows),
+                "highest_seen": top or 0, "has_seen": top is not None,
             })
         c = self.c
         if self.drop_probe is not None:

@@ -13,6 +13,11 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   Detection: none needed (the clients ride over it); recovery: until the member reports a
   healthy cluster again. The controller must keep leading throughout (checked).
 
+* **switch**: the switch process (p4sim, or BMv2) SIGKILLed and started again at once (same
+  ports). Recovery: until the leading controller has reconnected, pushed the pipeline and
+  reconciled every entry and group, having first set each slot's numbering back to where the
+  NFs are. Packets sent during the outage, from the kill to that reconcile, are lost on the
+  wire (`window`); the verdict allows those, and only those.
 * **netem**: `tc netem` (1 ms delay, 1 % loss, 1 % duplication, 10 % reordering) for
   `NETEM_S` on the switch's side of a primary's data link, that is on everything the switch sends
   it. The NF's sequencer puts reordered packets back in order and drops duplicates; a packet the
@@ -103,12 +108,14 @@ class ControlFault:
     new_backup: int | None = None
     wire_lost: int = 0  # netem: packets the link dropped
     gaps: int = 0  # netem: sequence numbers the NF skipped meanwhile
+    window: tuple[float, float] | None = None  # switch: the outage (time.time() from, to)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
                 "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
                 "ok": self.ok, "error": self.error, "slots": 0, "promoted": None,
-                "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps}
+                "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps,
+                "window": self.window}
 
 
 def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
@@ -166,6 +173,31 @@ def kill_etcd_member(cluster: EtcdCluster, index: int, ctls: Controllers,
         rec.error = "" if led else "no controller led while the member was down"
     except TimeoutError as exc:
         rec.error = str(exc)
+    return rec
+
+
+def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> ControlFault:
+    """SIGKILL the switch process and start it again; wait for the leader's next reconcile."""
+    rec = ControlFault("switch", "restart", 0, time.time(), target=str(switch.name))
+    switch.proc.kill()
+    switch.proc.wait(timeout=10)
+    try:
+        switch.start([])
+        rec.detection_ms = (time.time() - rec.at) * 1000  # the switch serves again
+
+        def reconciled() -> bool:
+            name = ctls.leader()
+            st = _status(ctls.apis[name]) if name is not None else None
+            return bool(st and st["switch"]["primary"]
+                        and (st["switch"].get("reconciled_at") or 0) > rec.at)
+
+        wait_for(reconciled, timeout=timeout, interval=0.02, what="the switch reconciled again")
+        rec.takeover_ms = (time.time() - rec.at) * 1000
+        rec.ok = True
+    except (TimeoutError, RuntimeError) as exc:
+        rec.error = str(exc)
+    # packets already inside the killed process, or sent until the entries were back, are lost
+    rec.window = (rec.at - 0.2, time.time())
     return rec
 
 
@@ -256,8 +288,10 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
                       ms(_pct(det, 0.99)), ms(_pct(rec, 0.5)), ms(_pct(rec, 0.99)))
     if losses:
         wire = sum(getattr(f, "wire_lost", 0) for f in faults)
-        system = losses.get("lost", 0) - host_drops - wire
-        table.caption = (f"whole run: lost by the system {system}, by netem on the wire {wire} "
+        outage = losses.get("lost_in_switch_outages", 0)
+        system = losses.get("lost", 0) - host_drops - wire - outage
+        table.caption = (f"whole run: lost by the system {system}, in switch outages {outage}, "
+                         f"by netem on the wire {wire} "
                          f"(gaps the NFs counted meanwhile: "
                          f"{sum(getattr(f, 'gaps', 0) for f in faults)}), "
                          f"by the end hosts' sockets {host_drops}, duplicated "
@@ -277,3 +311,16 @@ def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
         table.add_row(name, f"{a / 2**20:.1f}", f"{b / 2**20:.1f}", f"{(b - a) / a * 100:+.1f} %"
                       if a else "-")
     return table
+
+
+def lost_in_windows(windows: list[tuple[float, float]], sides: list[tuple[Any, Any]]) -> int:
+    """Packets sent during one of `windows` (a switch outage) that never arrived: `sides` holds
+    (sender report, receiver report) for each direction."""
+    lost = 0
+    for sent_rep, recv_rep in sides:
+        for flow, times in sent_rep.sent_at.items():
+            got = {no for no, _ in recv_rep.received.get(flow, [])}
+            for no, t in enumerate(times, 1):
+                if no not in got and any(a <= t <= b for a, b in windows):
+                    lost += 1
+    return lost

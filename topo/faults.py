@@ -34,7 +34,7 @@ from topo.traffic import SideReport
 
 FAULT_KINDS = ("primary", "backup", "spare")
 # faults of the control plane (topo.chaos): the leading controller, an etcd member
-CONTROL_KINDS = ("controller", "etcd", "netem")
+CONTROL_KINDS = ("controller", "etcd", "netem", "switch")
 ALL_KINDS = FAULT_KINDS + CONTROL_KINDS
 
 

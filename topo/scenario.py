@@ -402,6 +402,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                     rec = chaos.kill_leader(ctls)
                 elif kind == "etcd":
                     rec = chaos.kill_etcd_member(etcd, target, ctls)
+                elif kind == "switch":
+                    rec = chaos.restart_switch(switch_node, ctls)
                 else:
                     intf = switch_node.intfs[cfg.nf(target).port].name
                     rec = chaos.netem_on_data_link(switch_node.cmd, intf, target,
@@ -451,8 +453,13 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
     # packets the wire dropped on purpose (netem faults): before any NF, so never counted by
     # one; losses at the end hosts' sockets (after the NFs: a gap in the counts) stay failures
-    wire = sum(getattr(f, "wire_lost", 0) for f in (dist.faults if dist is not None else []))
-    verdict = verify(*inputs, wire_lost=wire)
+    faults_seen = dist.faults if dist is not None else []
+    wire = sum(getattr(f, "wire_lost", 0) for f in faults_seen)
+    # switch restarts: what was sent during an outage is the wire's loss, and so are the outputs
+    # an NF released into the dead switch (their checker counts are missing)
+    windows = [w for f in faults_seen if (w := getattr(f, "window", None)) is not None]
+    outage = chaos.lost_in_windows(windows, [(client_rep, server_rep), (server_rep, client_rep)])
+    verdict = verify(*inputs, wire_lost=wire + outage, count_gaps=outage)
     if lb:
         moved = [d["at"] for d in lb["decisions"] if d["action"]["action"] == "move"]
         lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
@@ -461,6 +468,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if dist is not None:
         if dist.faults:
             dist.losses = loss_report(inputs)
+            dist.losses["lost_in_switch_outages"] = outage
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))

@@ -93,7 +93,7 @@ class _GrpcSwitch(Switch):  # type: ignore[misc]
                 # MLD): the switch would carry those frames to whatever is on the other side
                 self.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
         cmd = self.command()
-        with open(self.log_path, "wb") as log:
+        with open(self.log_path, "ab") as log:  # appended: a restarted switch keeps the old log
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.start_timeout
         while not _listening(self.grpc_port):

@@ -95,13 +95,16 @@ def verify(
     sent_forward: Mapping[int, int],
     sent_reverse: Mapping[int, int],
     wire_lost: int = 0,
+    count_gaps: int = 0,
 ) -> Verdict:
     """The verdict. `wire_lost`: packets the wire is known to have dropped before the NFs (a
     fault that drops on purpose: `tc netem`); the run may lose up to that many, as
     long as nothing is duplicated or reordered and every checker count is unbroken (a packet lost
-    before its NF is never counted, so the counts stay 1..N)."""
+    before its NF is never counted, so the counts stay 1..N). `count_gaps`: counts that may be
+    missing in all (the output of packets an NF processed while the switch was down)."""
     flows: list[FlowVerdict] = []
     lost = 0
+    budget = count_gaps  # shared by every flow
     for flow_id in sorted(set(sent_forward) | set(sent_reverse) | set(forward) | set(reverse)):
         fwd, rev = forward.get(flow_id, ()), reverse.get(flow_id, ())
         fv = FlowVerdict(flow_id, len(fwd), len(rev))
@@ -111,11 +114,15 @@ def verify(
             fv.problems += problems
             lost += n
         counts = sorted(c for _, c in (*fwd, *rev))
-        if counts != list(range(1, len(counts) + 1)):
+        gaps = (counts[-1] - len(counts)) if counts else 0
+        if (counts != list(range(1, len(counts) + 1))
+                and not (count_gaps and len(set(counts)) == len(counts) and 0 < gaps <= budget)):
             fv.problems.append(
                 f"checker counts over both directions are not 1..{len(counts)} "
                 f"(first {counts[:3]}, last {counts[-3:]})"
             )
+        elif counts and gaps > 0:
+            budget -= gaps
         flows.append(fv)
     if lost > wire_lost:
         flows.append(FlowVerdict(-1, 0, 0, [f"lost {lost} packets, more than the {wire_lost} "

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1enf_host/proto/nf_control.proto\x12\x0cnfcluster.nf\"#\n\x06Result\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x0f\n\rStatusRequest\"\x9e\x02\n\x04Load\x12\x13\n\x0bpacket_rate\x18\x01 \x01(\x01\x12\x13\n\x0bqueue_depth\x18\x02 \x01(\r\x12\x13\n\x0b\x63pu_percent\x18\x03 \x01(\x01\x12\r\n\x05\x64rops\x18\x04 \x01(\x04\x12\x0c\n\x04gaps\x18\x05 \x01(\x04\x12\x0f\n\x07packets\x18\x06 \x01(\x04\x12\x11\n\tmalformed\x18\x07 \x01(\x04\x12\x12\n\nduplicates\x18\x08 \x01(\x04\x12\x13\n\x0brepl_errors\x18\x14 \x01(\x04\x12\x14\n\x0crepl_refused\x18\x15 \x01(\x04\x12\x0f\n\x07tx_lost\x18\x16 \x01(\x04\x12\x1b\n\x13global_store_errors\x18\x17 \x01(\x04\x12\x11\n\tnf_errors\x18\x18 \x01(\x04\x12\x16\n\x0eoverload_drops\x18\t \x01(\x04\"\xa6\x02\n\nSlotStatus\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12$\n\x04role\x18\x03 \x01(\x0e\x32\x16.nfcluster.nf.SlotRole\x12\x0f\n\x07packets\x18\x04 \x01(\x04\x12\x15\n\rcommitted_seq\x18\x05 \x01(\r\x12\x15\n\rnext_expected\x18\x06 \x01(\r\x12\x0f\n\x07version\x18\x07 \x01(\x04\x12\r\n\x05\x66lows\x18\x08 \x01(\r\x12\x41\n\rpeer_versions\x18\t \x03(\x0b\x32*.nfcluster.nf.SlotStatus.PeerVersionsEntry\x1a\x33\n\x11PeerVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xe7\x01\n\x0bStatusReply\x12\r\n\x05nf_id\x18\x01 \x01(\r\x12 \n\x04role\x18\x02 \x01(\x0e\x32\x12.nfcluster.nf.Role\x12\x0f\n\x07\x63luster\x18\x03 \x01(\r\x12\'\n\x05slots\x18\x04 \x03(\x0b\x32\x18.nfcluster.nf.SlotStatus\x12 \n\x04load\x18\x05 \x01(\x0b\x32\x12.nfcluster.nf.Load\x12\x0f\n\x07nf_type\x18\x06 \x01(\t\x12\x0f\n\x07workers\x18\x07 \x01(\r\x12\x14\n\x0c\x62\x61\x63kup_nf_id\x18\x08 \x01(\r\x12\x13\n\x0bparams_json\x18\t \x01(\t\"#\n\x10HeartbeatRequest\x12\x0f\n\x07\x63ounter\x18\x01 \x01(\x04\"C\n\x0eHeartbeatReply\x12\r\n\x05nf_id\x18\x01 \x01(\r\x12\x0f\n\x07\x63ounter\x18\x02 \x01(\x04\x12\x11\n\tuptime_ms\x18\x03 \x01(\x04\"2\n\x0eSetRoleRequest\x12 \n\x04role\x18\x01 \x01(\x0e\x32\x12.nfcluster.nf.Role\"9\n\x10SetBackupRequest\x12\x14\n\x0c\x62\x61\x63kup_nf_id\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"&\n\x04Peer\x12\r\n\x05nf_id\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\";\n\x16SetClusterPeersRequest\x12!\n\x05peers\x18\x01 \x03(\x0b\x32\x12.nfcluster.nf.Peer\"L\n\tSlotEpoch\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12\x15\n\x08next_seq\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x0b\n\t_next_seq\"f\n\x12\x41ssignSlotsRequest\x12&\n\x05slots\x18\x01 \x03(\x0b\x32\x17.nfcluster.nf.SlotEpoch\x12\x11\n\tas_backup\x18\x02 \x01(\x08\x12\x15\n\rprimary_nf_id\x18\x03 \x01(\r\"U\n\x0c\x41\x64optRequest\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12\x12\n\nfrom_nf_id\x18\x03 \x01(\r\x12\x14\n\x0c\x66rom_address\x18\x04 \x01(\t\"Z\n\x0eReleaseRequest\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\x10\n\x08to_nf_id\x18\x02 \x01(\r\x12\x12\n\nto_address\x18\x03 \x01(\t\x12\x14\n\x0csame_cluster\x18\x04 \x01(\x08\"x\n\x0cReleaseReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x15\n\rbytes_shipped\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\r\x12\x15\n\rflows_shipped\x18\x05 \x01(\r\x12\r\n\x05\x64\x65lta\x18\x06 \x01(\x08\"a\n\x0ePromoteRequest\x12\r\n\x05slots\x18\x01 \x03(\r\x12\x12\n\ndead_nf_id\x18\x02 \x01(\r\x12\x14\n\x0c\x62\x61\x63kup_nf_id\x18\x03 \x01(\r\x12\x16\n\x0e\x62\x61\x63kup_address\x18\x04 \x01(\t\"J\n\x0cPromoteReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x10\n\x08replayed\x18\x03 \x01(\x04\x12\r\n\x05slots\x18\x04 \x03(\r\"\x1f\n\x0f\x44umpSlotRequest\x12\x0c\n\x04slot\x18\x01 \x01(\r\"\\\n\rDumpSlotReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\r\x12\r\n\x05\x66lows\x18\x05 \x01(\x0c\"&\n\x0fUpdateNfRequest\x12\x13\n\x0bparams_json\x18\x01 \x01(\t*?\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0b\n\x07PRIMARY\x10\x01\x12\n\n\x06\x42\x41\x43KUP\x10\x02\x12\x08\n\x04IDLE\x10\x03*\x80\x01\n\x08SlotRole\x12\x19\n\x15SLOT_ROLE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSLOT_PRIMARY\x10\x01\x12\x0f\n\x0bSLOT_BACKUP\x10\x02\x12\x11\n\rSLOT_ADOPTING\x10\x03\x12\x11\n\rSLOT_RELEASED\x10\x04\x12\x10\n\x0cSLOT_REPLICA\x10\x05\x32\xbf\x06\n\tNfControl\x12@\n\x06Status\x12\x1b.nfcluster.nf.StatusRequest\x1a\x19.nfcluster.nf.StatusReply\x12I\n\tHeartbeat\x12\x1e.nfcluster.nf.HeartbeatRequest\x1a\x1c.nfcluster.nf.HeartbeatReply\x12=\n\x07SetRole\x12\x1c.nfcluster.nf.SetRoleRequest\x1a\x14.nfcluster.nf.Result\x12\x41\n\tSetBackup\x12\x1e.nfcluster.nf.SetBackupRequest\x1a\x14.nfcluster.nf.Result\x12M\n\x0fSetClusterPeers\x12$.nfcluster.nf.SetClusterPeersRequest\x1a\x14.nfcluster.nf.Result\x12\x45\n\x0b\x41ssignSlots\x12 .nfcluster.nf.AssignSlotsRequest\x1a\x14.nfcluster.nf.Result\x12\x39\n\x05\x41\x64opt\x12\x1a.nfcluster.nf.AdoptRequest\x1a\x14.nfcluster.nf.Result\x12?\n\x0b\x43\x61ncelAdopt\x12\x1a.nfcluster.nf.AdoptRequest\x1a\x14.nfcluster.nf.Result\x12\x43\n\x07Release\x12\x1c.nfcluster.nf.ReleaseRequest\x1a\x1a.nfcluster.nf.ReleaseReply\x12\x43\n\x07Promote\x12\x1c.nfcluster.nf.PromoteRequest\x1a\x1a.nfcluster.nf.PromoteReply\x12\x46\n\x08\x44umpSlot\x12\x1d.nfcluster.nf.DumpSlotRequest\x1a\x1b.nfcluster.nf.DumpSlotReply\x12?\n\x08UpdateNf\x12\x1d.nfcluster.nf.UpdateNfRequest\x1a\x14.nfcluster.nf.Resultb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1enf_host/proto/nf_control.proto\x12\x0cnfcluster.nf\"#\n\x06Result\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"\x0f\n\rStatusRequest\"\x9e\x02\n\x04Load\x12\x13\n\x0bpacket_rate\x18\x01 \x01(\x01\x12\x13\n\x0bqueue_depth\x18\x02 \x01(\r\x12\x13\n\x0b\x63pu_percent\x18\x03 \x01(\x01\x12\r\n\x05\x64rops\x18\x04 \x01(\x04\x12\x0c\n\x04gaps\x18\x05 \x01(\x04\x12\x0f\n\x07packets\x18\x06 \x01(\x04\x12\x11\n\tmalformed\x18\x07 \x01(\x04\x12\x12\n\nduplicates\x18\x08 \x01(\x04\x12\x13\n\x0brepl_errors\x18\x14 \x01(\x04\x12\x14\n\x0crepl_refused\x18\x15 \x01(\x04\x12\x0f\n\x07tx_lost\x18\x16 \x01(\x04\x12\x1b\n\x13global_store_errors\x18\x17 \x01(\x04\x12\x11\n\tnf_errors\x18\x18 \x01(\x04\x12\x16\n\x0eoverload_drops\x18\t \x01(\x04\"\xce\x02\n\nSlotStatus\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12$\n\x04role\x18\x03 \x01(\x0e\x32\x16.nfcluster.nf.SlotRole\x12\x0f\n\x07packets\x18\x04 \x01(\x04\x12\x15\n\rcommitted_seq\x18\x05 \x01(\r\x12\x15\n\rnext_expected\x18\x06 \x01(\r\x12\x0f\n\x07version\x18\x07 \x01(\x04\x12\r\n\x05\x66lows\x18\x08 \x01(\r\x12\x41\n\rpeer_versions\x18\t \x03(\x0b\x32*.nfcluster.nf.SlotStatus.PeerVersionsEntry\x12\x14\n\x0chighest_seen\x18\n \x01(\r\x12\x10\n\x08has_seen\x18\x0b \x01(\x08\x1a\x33\n\x11PeerVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\xe7\x01\n\x0bStatusReply\x12\r\n\x05nf_id\x18\x01 \x01(\r\x12 \n\x04role\x18\x02 \x01(\x0e\x32\x12.nfcluster.nf.Role\x12\x0f\n\x07\x63luster\x18\x03 \x01(\r\x12\'\n\x05slots\x18\x04 \x03(\x0b\x32\x18.nfcluster.nf.SlotStatus\x12 \n\x04load\x18\x05 \x01(\x0b\x32\x12.nfcluster.nf.Load\x12\x0f\n\x07nf_type\x18\x06 \x01(\t\x12\x0f\n\x07workers\x18\x07 \x01(\r\x12\x14\n\x0c\x62\x61\x63kup_nf_id\x18\x08 \x01(\r\x12\x13\n\x0bparams_json\x18\t \x01(\t\"#\n\x10HeartbeatRequest\x12\x0f\n\x07\x63ounter\x18\x01 \x01(\x04\"C\n\x0eHeartbeatReply\x12\r\n\x05nf_id\x18\x01 \x01(\r\x12\x0f\n\x07\x63ounter\x18\x02 \x01(\x04\x12\x11\n\tuptime_ms\x18\x03 \x01(\x04\"2\n\x0eSetRoleRequest\x12 \n\x04role\x18\x01 \x01(\x0e\x32\x12.nfcluster.nf.Role\"9\n\x10SetBackupRequest\x12\x14\n\x0c\x62\x61\x63kup_nf_id\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"&\n\x04Peer\x12\r\n\x05nf_id\x18\x01 \x01(\r\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\";\n\x16SetClusterPeersRequest\x12!\n\x05peers\x18\x01 \x03(\x0b\x32\x12.nfcluster.nf.Peer\"L\n\tSlotEpoch\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12\x15\n\x08next_seq\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\x0b\n\t_next_seq\"f\n\x12\x41ssignSlotsRequest\x12&\n\x05slots\x18\x01 \x03(\x0b\x32\x17.nfcluster.nf.SlotEpoch\x12\x11\n\tas_backup\x18\x02 \x01(\x08\x12\x15\n\rprimary_nf_id\x18\x03 \x01(\r\"U\n\x0c\x41\x64optRequest\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12\x12\n\nfrom_nf_id\x18\x03 \x01(\r\x12\x14\n\x0c\x66rom_address\x18\x04 \x01(\t\"Z\n\x0eReleaseRequest\x12\x0c\n\x04slot\x18\x01 \x01(\r\x12\x10\n\x08to_nf_id\x18\x02 \x01(\r\x12\x12\n\nto_address\x18\x03 \x01(\t\x12\x14\n\x0csame_cluster\x18\x04 \x01(\x08\"x\n\x0cReleaseReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x15\n\rbytes_shipped\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\r\x12\x15\n\rflows_shipped\x18\x05 \x01(\r\x12\r\n\x05\x64\x65lta\x18\x06 \x01(\x08\"a\n\x0ePromoteRequest\x12\r\n\x05slots\x18\x01 \x03(\r\x12\x12\n\ndead_nf_id\x18\x02 \x01(\r\x12\x14\n\x0c\x62\x61\x63kup_nf_id\x18\x03 \x01(\r\x12\x16\n\x0e\x62\x61\x63kup_address\x18\x04 \x01(\t\"J\n\x0cPromoteReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x10\n\x08replayed\x18\x03 \x01(\x04\x12\r\n\x05slots\x18\x04 \x03(\r\"\x1f\n\x0f\x44umpSlotRequest\x12\x0c\n\x04slot\x18\x01 \x01(\r\"\\\n\rDumpSlotReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x10\n\x08last_seq\x18\x04 \x01(\r\x12\r\n\x05\x66lows\x18\x05 \x01(\x0c\"&\n\x0fUpdateNfRequest\x12\x13\n\x0bparams_json\x18\x01 \x01(\t*?\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0b\n\x07PRIMARY\x10\x01\x12\n\n\x06\x42\x41\x43KUP\x10\x02\x12\x08\n\x04IDLE\x10\x03*\x80\x01\n\x08SlotRole\x12\x19\n\x15SLOT_ROLE_UNSPECIFIED\x10\x00\x12\x10\n\x0cSLOT_PRIMARY\x10\x01\x12\x0f\n\x0bSLOT_BACKUP\x10\x02\x12\x11\n\rSLOT_ADOPTING\x10\x03\x12\x11\n\rSLOT_RELEASED\x10\x04\x12\x10\n\x0cSLOT_REPLICA\x10\x05\x32\xbf\x06\n\tNfControl\x12@\n\x06Status\x12\x1b.nfcluster.nf.StatusRequest\x1a\x19.nfcluster.nf.StatusReply\x12I\n\tHeartbeat\x12\x1e.nfcluster.nf.HeartbeatRequest\x1a\x1c.nfcluster.nf.HeartbeatReply\x12=\n\x07SetRole\x12\x1c.nfcluster.nf.SetRoleRequest\x1a\x14.nfcluster.nf.Result\x12\x41\n\tSetBackup\x12\x1e.nfcluster.nf.SetBackupRequest\x1a\x14.nfcluster.nf.Result\x12M\n\x0fSetClusterPeers\x12$.nfcluster.nf.SetClusterPeersRequest\x1a\x14.nfcluster.nf.Result\x12\x45\n\x0b\x41ssignSlots\x12 .nfcluster.nf.AssignSlotsRequest\x1a\x14.nfcluster.nf.Result\x12\x39\n\x05\x41\x64opt\x12\x1a.nfcluster.nf.AdoptRequest\x1a\x14.nfcluster.nf.Result\x12?\n\x0b\x43\x61ncelAdopt\x12\x1a.nfcluster.nf.AdoptRequest\x1a\x14.nfcluster.nf.Result\x12\x43\n\x07Release\x12\x1c.nfcluster.nf.ReleaseRequest\x1a\x1a.nfcluster.nf.ReleaseReply\x12\x43\n\x07Promote\x12\x1c.nfcluster.nf.PromoteRequest\x1a\x1a.nfcluster.nf.PromoteReply\x12\x46\n\x08\x44umpSlot\x12\x1d.nfcluster.nf.DumpSlotRequest\x1a\x1b.nfcluster.nf.DumpSlotReply\x12?\n\x08UpdateNf\x12\x1d.nfcluster.nf.UpdateNfRequest\x1a\x14.nfcluster.nf.Resultb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SLOTSTATUS_PEERVERSIONSENTRY']._loaded_options = None
   _globals['_SLOTSTATUS_PEERVERSIONSENTRY']._serialized_options = b'8\001'
-  _globals['_ROLE']._serialized_start=2065
-  _globals['_ROLE']._serialized_end=2128
-  _globals['_SLOTROLE']._serialized_start=2131
-  _globals['_SLOTROLE']._serialized_end=2259
+  _globals['_ROLE']._serialized_start=2105
+  _globals['_ROLE']._serialized_end=2168
+  _globals['_SLOTROLE']._serialized_start=2171
+  _globals['_SLOTROLE']._serialized_end=2299
   _globals['_RESULT']._serialized_start=48
   _globals['_RESULT']._serialized_end=83
   _globals['_STATUSREQUEST']._serialized_start=85
@@ -44,43 +44,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LOAD']._serialized_start=103
   _globals['_LOAD']._serialized_end=389
   _globals['_SLOTSTATUS']._serialized_start=392
-  _globals['_SLOTSTATUS']._serialized_end=686
-  _globals['_SLOTSTATUS_PEERVERSIONSENTRY']._serialized_start=635
-  _globals['_SLOTSTATUS_PEERVERSIONSENTRY']._serialized_end=686
-  _globals['_STATUSREPLY']._serialized_start=689
-  _globals['_STATUSREPLY']._serialized_end=920
-  _globals['_HEARTBEATREQUEST']._serialized_start=922
-  _globals['_HEARTBEATREQUEST']._serialized_end=957
-  _globals['_HEARTBEATREPLY']._serialized_start=959
-  _globals['_HEARTBEATREPLY']._serialized_end=1026
-  _globals['_SETROLEREQUEST']._serialized_start=1028
-  _globals['_SETROLEREQUEST']._serialized_end=1078
-  _globals['_SETBACKUPREQUEST']._serialized_start=1080
-  _globals['_SETBACKUPREQUEST']._serialized_end=1137
-  _globals['_PEER']._serialized_start=1139
-  _globals['_PEER']._serialized_end=1177
-  _globals['_SETCLUSTERPEERSREQUEST']._serialized_start=1179
-  _globals['_SETCLUSTERPEERSREQUEST']._serialized_end=1238
-  _globals['_SLOTEPOCH']._serialized_start=1240
-  _globals['_SLOTEPOCH']._serialized_end=1316
-  _globals['_ASSIGNSLOTSREQUEST']._serialized_start=1318
-  _globals['_ASSIGNSLOTSREQUEST']._serialized_end=1420
-  _globals['_ADOPTREQUEST']._serialized_start=1422
-  _globals['_ADOPTREQUEST']._serialized_end=1507
-  _globals['_RELEASEREQUEST']._serialized_start=1509
-  _globals['_RELEASEREQUEST']._serialized_end=1599
-  _globals['_RELEASEREPLY']._serialized_start=1601
-  _globals['_RELEASEREPLY']._serialized_end=1721
-  _globals['_PROMOTEREQUEST']._serialized_start=1723
-  _globals['_PROMOTEREQUEST']._serialized_end=1820
-  _globals['_PROMOTEREPLY']._serialized_start=1822
-  _globals['_PROMOTEREPLY']._serialized_end=1896
-  _globals['_DUMPSLOTREQUEST']._serialized_start=1898
-  _globals['_DUMPSLOTREQUEST']._serialized_end=1929
-  _globals['_DUMPSLOTREPLY']._serialized_start=1931
-  _globals['_DUMPSLOTREPLY']._serialized_end=2023
-  _globals['_UPDATENFREQUEST']._serialized_start=2025
-  _globals['_UPDATENFREQUEST']._serialized_end=2063
-  _globals['_NFCONTROL']._serialized_start=2262
-  _globals['_NFCONTROL']._serialized_end=3093
+  _globals['_SLOTSTATUS']._serialized_end=726
+  _globals['_SLOTSTATUS_PEERVERSIONSENTRY']._serialized_start=675
+  _globals['_SLOTSTATUS_PEERVERSIONSENTRY']._serialized_end=726
+  _globals['_STATUSREPLY']._serialized_start=729
+  _globals['_STATUSREPLY']._serialized_end=960
+  _globals['_HEARTBEATREQUEST']._serialized_start=962
+  _globals['_HEARTBEATREQUEST']._serialized_end=997
+  _globals['_HEARTBEATREPLY']._serialized_start=999
+  _globals['_HEARTBEATREPLY']._serialized_end=1066
+  _globals['_SETROLEREQUEST']._serialized_start=1068
+  _globals['_SETROLEREQUEST']._serialized_end=1118
+  _globals['_SETBACKUPREQUEST']._serialized_start=1120
+  _globals['_SETBACKUPREQUEST']._serialized_end=1177
+  _globals['_PEER']._serialized_start=1179
+  _globals['_PEER']._serialized_end=1217
+  _globals['_SETCLUSTERPEERSREQUEST']._serialized_start=1219
+  _globals['_SETCLUSTERPEERSREQUEST']._serialized_end=1278
+  _globals['_SLOTEPOCH']._serialized_start=1280
+  _globals['_SLOTEPOCH']._serialized_end=1356
+  _globals['_ASSIGNSLOTSREQUEST']._serialized_start=1358
+  _globals['_ASSIGNSLOTSREQUEST']._serialized_end=1460
+  _globals['_ADOPTREQUEST']._serialized_start=1462
+  _globals['_ADOPTREQUEST']._serialized_end=1547
+  _globals['_RELEASEREQUEST']._serialized_start=1549
+  _globals['_RELEASEREQUEST']._serialized_end=1639
+  _globals['_RELEASEREPLY']._serialized_start=1641
+  _globals['_RELEASEREPLY']._serialized_end=1761
+  _globals['_PROMOTEREQUEST']._serialized_start=1763
+  _globals['_PROMOTEREQUEST']._serialized_end=1860
+  _globals['_PROMOTEREPLY']._serialized_start=1862
+  _globals['_PROMOTEREPLY']._serialized_end=1936
+  _globals['_DUMPSLOTREQUEST']._serialized_start=1938
+  _globals['_DUMPSLOTREQUEST']._serialized_end=1969
+  _globals['_DUMPSLOTREPLY']._serialized_start=1971
+  _globals['_DUMPSLOTREPLY']._serialized_end=2063
+  _globals['_UPDATENFREQUEST']._serialized_start=2065
+  _globals['_UPDATENFREQUEST']._serialized_end=2103
+  _globals['_NFCONTROL']._serialized_start=2302
+  _globals['_NFCONTROL']._serialized_end=3133
 # @@protoc_insertion_point(module_scope)

@@ -78,7 +78,7 @@ class Load(_message.Message):
     def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
-    __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions")
+    __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions", "highest_seen", "has_seen")
     class PeerVersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,8 @@ class SlotStatus(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     FLOWS_FIELD_NUMBER: _ClassVar[int]
     PEER_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    HAS_SEEN_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     role: SlotRole
@@ -104,7 +106,9 @@ class SlotStatus(_message.Message):
     version: int
     flows: int
     peer_versions: _containers.ScalarMap[int, int]
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[_Union[SlotRole, str]] = ..., packets: _Optional[int] = ..., committed_seq: _Optional[int] = ..., next_expected: _Optional[int] = ..., version: _Optional[int] = ..., flows: _Optional[int] = ..., peer_versions: _Optional[_Mapping[int, int]] = ...) -> None: ...
+    highest_seen: int
+    has_seen: bool
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[_Union[SlotRole, str]] = ..., packets: _Optional[int] = ..., committed_seq: _Optional[int] = ..., next_expected: _Optional[int] = ..., version: _Optional[int] = ..., flows: _Optional[int] = ..., peer_versions: _Optional[_Mapping[int, int]] = ..., highest_seen: _Optional[int] = ..., has_seen: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
     __slots__ = ("nf_id", "role", "cluster", "slots", "load", "nf_type", "workers", "backup_nf_id", "params_json")

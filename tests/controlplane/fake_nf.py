@@ -43,6 +43,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     promoted: list[int] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
+    seen: dict[int, int] = field(default_factory=dict)  # slot -> highest sequence number received
 
     async def Status(self, request, context):
         self.calls.append(("Status", request))
@@ -52,7 +53,8 @@ class FakeNf(pb_grpc.NfControlServicer):
             slots=[pb.SlotStatus(slot=s, epoch=e, role=role, flows=self.slot_flows.get(s, 0),
                                  version=self.slot_flows.get(s, 0),
                                  peer_versions=({9: self.peer_version[s]}
-                                                if s in self.peer_version else {}))
+                                                if s in self.peer_version else {}),
+                                 highest_seen=self.seen.get(s, 0), has_seen=s in self.seen)
                    for s, e in sorted(self.slots.items())],
             load=pb.Load(packet_rate=self.packet_rate, queue_depth=self.queue_depth, packets=1000,
                          drops=1 + self.overload_drops, cpu_percent=self.cpu_percent,
