@@ -169,9 +169,9 @@ class Controller:
         behind the highest number an NF received (processed, buffered or held as a backup's
         copy) is set to it, so the numbering goes on where the NFs are. After a mere reconnect
         the switch is ahead and nothing is written. (Targets without register access: nothing.)"""
-        stamped = await self.next_seqs()
-        if stamped is None:
-            return
+        # the NFs first, the switch second: on a live switch (a reconnect) the numbers only grow,
+        # so what it says then is at least what any NF saw before, and nothing is written
+        # (read the other way round, packets stamped in between would look like a switch behind)
         seen: dict[int, int] = {}
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down or state.alive is False:
@@ -183,6 +183,9 @@ class Controller:
             for st in reply.slots:
                 if st.has_seen and (st.slot not in seen or seq_after(st.highest_seen, seen[st.slot])):
                     seen[st.slot] = st.highest_seen
+        stamped = await self.next_seqs()
+        if stamped is None:
+            return
         behind = {slot: top for slot, top in seen.items()
                   if seq_after(top, (stamped.get(slot, 1) - 1) & 0xFFFFFFFF)}
         if behind:

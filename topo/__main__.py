@@ -14,6 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# what `nfc-topo chaos` faults by default (netem left out on a kernel without it)
+CHAOS_KINDS = "primary,backup,spare,controller,etcd,netem,switch"
+
 
 @dataclass(frozen=True)
 class Prerequisite:
@@ -74,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--duration", type=float, default=60.0, metavar="S",
                        help="seconds of traffic (default 60): sets --packets from --rate and --flows")
     chaos.set_defaults(func=cmd_chaos, rate=1000.0, flows=16, kill_every=1.0,
-                       fault_kinds="primary,backup,spare,controller,etcd")
+                       fault_kinds=CHAOS_KINDS)
     return parser
 
 
@@ -84,6 +87,18 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         print("nfc-topo chaos: --duration and --rate must be positive", file=sys.stderr)
         return 2
     args.packets = max(1, round(args.duration * args.rate / args.flows))
+    kinds = [k.strip() for k in args.fault_kinds.split(",") if k.strip()]
+    if "netem" in kinds:
+        from topo.chaos import netem_available
+
+        if not netem_available():
+            if args.fault_kinds != CHAOS_KINDS:
+                print("nfc-topo chaos: --fault-kinds netem: this kernel has no netem qdisc "
+                      "(sch_netem)", file=sys.stderr)
+                return 2
+            print("nfc-topo chaos: no netem qdisc in this kernel (sch_netem): netem faults "
+                  "left out", file=sys.stderr)
+            args.fault_kinds = ",".join(k for k in kinds if k != "netem")
     return cmd_run(args)
 
 

@@ -201,6 +201,16 @@ def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> Con
     return rec
 
 
+def netem_available() -> bool:
+    """Whether this kernel has the netem qdisc (tried on the loopback of a new namespace)."""
+    try:
+        probe = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root",
+                                "netem", "delay", "1ms"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
 def _gaps(api: str, nf: int) -> int:
     with urllib.request.urlopen(f"{api}/nfs", timeout=2) as resp:
         return next(int(r.get("gaps", 0)) for r in json.loads(resp.read()) if r["id"] == nf)

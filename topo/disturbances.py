@@ -107,7 +107,9 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
             rec = faults.inject("primary", opts.kill_nf)
             out.killed, out.killed_at = opts.kill_nf, rec.at
         if opts.kill_every > 0:
-            wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 10,
+            # some traffic first: a tenth of the run, at most 4 s of it (a soak is long)
+            wait_for(lambda: sender.poll() is not None
+                     or _processed(api) >= min(total // 10, int(opts.rate * 2 * 4)),
                      timeout=60, interval=0.05, what="traffic before the first fault")
             while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
                 time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
