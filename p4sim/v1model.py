@@ -1,8 +1,9 @@
 """The v1model architecture at run time: parser -> ingress -> packet replication -> egress -> deparser.
 
 Implements BMv2 simple_switch behaviour for standard_metadata, drops (egress_spec 511), multicast
-groups with replication ids, I2E/E2E clone sessions, resubmit and recirculate (with preserved
-field lists) and truncation. Parser errors set ``standard_metadata.parser_error`` and the packet
+groups with replication ids, I2E/E2E clone sessions (every metadata field of a clone reset but for
+its preserved field list, as simple_switch.cpp), resubmit and recirculate (with preserved field
+lists) and truncation. Parser errors set ``standard_metadata.parser_error`` and the packet
 continues to ingress, as in v1model.
 """
 
@@ -56,6 +57,10 @@ class V1Model:
         self.h_trunc = h["truncate"]
         self.t0 = time.monotonic()
         self._budget = MAX_EGRESS
+        # the length of the packet the current ingress pass received: BMv2 keeps it in a packet
+        # register and sets standard_metadata.packet_length from it when egress starts, for the
+        # packet and for all its copies (replicas, clones)
+        self._in_len = 0
 
     def _used(self, slot: int) -> int:
         return slot if slot >= 0 and f"s[{slot}]" in self.prog.source else -1
@@ -101,7 +106,7 @@ class V1Model:
         s = prog.template[:]
         s[self.s_ingress_port] = in_port
         s[self.s_instance_type] = itype
-        s[self.s_packet_length] = len(data)
+        s[self.s_packet_length] = self._in_len = len(data)
         if self.s_igts >= 0:
             s[self.s_igts] = self._now_us()
         for i, v in keep:
@@ -162,24 +167,22 @@ class V1Model:
         reps, _cos, trunc = sess
         keep = self._preserve(s, fl)
         for eport, rid in reps:
+            c = self.prog.template[:]
             if from_ingress:
-                c = self.prog.template[:]
+                # BMv2 (copy_field_list_and_set_type): the packet as received is parsed again
+                # (with its ingress_port, as the parser may select on it), then every metadata
+                # field, user and standard, is reset: what the parser wrote and ingress_port too
                 c[self.s_ingress_port] = in_port
-                c[self.s_packet_length] = len(data)
                 pk = self._parse(c, data)
                 payload = data[pk.off :]
             else:
                 # BMv2 (clone_with_phv_reset_metadata_ptr): the headers as egress left them,
-                # every metadata field (user and standard) reset, then the field list copied
-                c = self.prog.template[:]
-                for i in range(len(self.h), len(c)):
-                    c[i] = s[i]
-                for r in self.prog.metadata_slots:
-                    c[r.start:r.stop] = self.prog.template[r.start:r.stop]
-                c[self.h_clone_type] = 0
-                c[self.h_recirc] = 0
-                c[self.s_packet_length] = s[self.s_packet_length]
+                # every metadata field (user and standard) reset
+                c[len(self.h):] = s[len(self.h):]
                 payload = self.prog.ctx.payload
+            template = self.prog.template
+            for r in self.prog.metadata_slots:
+                c[r.start:r.stop] = template[r.start:r.stop]
             for i, v in keep:
                 c[i] = v
             c[self.s_instance_type] = itype
@@ -201,6 +204,7 @@ class V1Model:
         if self.s_egts >= 0:
             s[self.s_egts] = self._now_us()
         eport = s[self.s_egress_port]
+        s[self.s_packet_length] = self._in_len
         # BMv2 sets egress_spec to drop_port + 1 so that egress does not see a drop: in the 9-bit
         # field that is 0 (511 + 1 wraps); mark_to_drop in egress sets 511 again
         s[self.s_egress_spec] = (DROP_PORT + 1) & 0x1FF
