@@ -221,3 +221,24 @@ def test_identity_takes_the_first_8_bytes(sw):
 def test_csum16_of_a_padded_field_list_without_the_invalid_header(sw):
     r = run_scratch(sw, Scratch(op=10, a=0xC3, b=0x0D))
     assert r.r16 == _ones_complement_sum16(_bits((0xC3, 8), (0xD, 4)))
+
+
+def test_fields_of_a_header_made_valid_are_in(sw):
+    """The lists of op 8 when hdr.ipv4 is valid at run time: its field and whole header are hashed."""
+    a, b = 0x12, 0x34
+    r = run_scratch(sw, Scratch(op=11, a=a, b=b))
+    ipv4 = bytes(IP(version=4, ihl=5, tos=0, len=20, id=0x1234, flags=2, frag=0, ttl=0x40, proto=17, chksum=0,
+                    src="10.0.0.1", dst="10.0.0.2"))
+    assert len(ipv4) == 20
+    assert r.r16 == _crc16_arc_bitwise(bytes([a, 0x40, b]))
+    assert r.r32 == zlib.crc32(bytes([a]) + ipv4 + bytes([b]))
+
+
+@pytest.mark.parametrize(("op", "widths"), [(12, (4, 8, 3)), (13, (4, 12, 3))])
+@pytest.mark.parametrize(("a", "b"), [(0x0F, 0xAB), (0x09, 0x00), (0xFF, 0xFF)])
+def test_update_checksum_csum16_of_a_list_not_a_multiple_of_8_bits_is_padded_at_the_end(sw, op, widths, a, b):
+    r = run_scratch(sw, Scratch(op=op, a=a, b=b))
+    wa, wb, wc = widths
+    data = _bits((a & 0xF, wa), (b, wb), (5, wc))
+    assert len(data) == (sum(widths) + 7) // 8
+    assert r.r16 == _ones_complement_sum16(data)

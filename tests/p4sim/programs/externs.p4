@@ -33,6 +33,12 @@ control MyCompute(inout headers_t hdr, inout metadata_t meta) {
             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, 8w0, hdr.ipv4.protocol, hdr.udp.length,
               hdr.udp.src_port, hdr.udp.dst_port, hdr.udp.length },
             hdr.udp.checksum, HashAlgorithm.csum16);
+        /* csum16 of lists no header validity decides (casts, metadata, constants): 15 bits, and
+         * 19 bits (an odd number of bytes), padded at the end */
+        update_checksum(hdr.test.isValid() && hdr.test.op == 12,
+            { (bit<4>)hdr.test.a, meta.pass, 3w5 }, hdr.test.r16, HashAlgorithm.csum16);
+        update_checksum(hdr.test.isValid() && hdr.test.op == 13,
+            { (bit<4>)hdr.test.a, (bit<12>)meta.pass, 3w5 }, hdr.test.r16, HashAlgorithm.csum16);
     }
 }
 
@@ -99,6 +105,26 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
         } else if (hdr.test.op == 10) {
             /* csum16 over 12 bits of a valid header and a field of an invalid one */
             hash(hdr.test.r16, HashAlgorithm.csum16, 16w0, { hdr.test.a, hdr.ipv4.ttl, (bit<4>)hdr.test.b }, 32w0);
+        } else if (hdr.test.op == 11) {
+            /* the lists of op 8 with hdr.ipv4 valid: every field is in */
+            hdr.ipv4.setValid();
+            hdr.ipv4.version = 4;
+            hdr.ipv4.ihl = 5;
+            hdr.ipv4.diffserv = 0;
+            hdr.ipv4.total_len = 20;
+            hdr.ipv4.identification = 0x1234;
+            hdr.ipv4.flags = 2;
+            hdr.ipv4.frag_offset = 0;
+            hdr.ipv4.ttl = 0x40;
+            hdr.ipv4.protocol = 17;
+            hdr.ipv4.hdr_checksum = 0;
+            hdr.ipv4.src_addr = 0x0A000001;
+            hdr.ipv4.dst_addr = 0x0A000002;
+            hash(hdr.test.r16, HashAlgorithm.crc16, 16w0, { hdr.test.a, hdr.ipv4.ttl, hdr.test.b }, 32w0);
+            hash(hdr.test.r32, HashAlgorithm.crc32, 32w0, { hdr.test.a, hdr.ipv4, hdr.test.b }, 33w0x100000000);
+            hdr.ipv4.setInvalid();
+        } else if (hdr.test.op == 12 || hdr.test.op == 13) {
+            meta.pass = hdr.test.b;  /* for the update_checksum of MyCompute */
         } else if (hdr.test.op == 6) {
             op_meter.execute_meter((bit<32>)hdr.test.a, hdr.test.r8);
             bit<32> colour;
