@@ -242,3 +242,9 @@ def test_update_checksum_csum16_of_a_list_not_a_multiple_of_8_bits_is_padded_at_
     data = _bits((a & 0xF, wa), (b, wb), (5, wc))
     assert len(data) == (sum(widths) + 7) // 8
     assert r.r16 == _ones_complement_sum16(data)
+
+
+def test_fields_and_elements_of_a_header_stack_that_are_invalid_are_left_out(sw):
+    r = run_scratch(sw, Scratch(op=14, a=0x56, b=0x78))
+    assert r.r16 == _crc16_arc_bitwise(bytes([0x56, 0x78]))
+    assert r.r32 == zlib.crc32(bytes([0x56, 0x78]))

@@ -123,6 +123,10 @@ control MyIngress(inout headers_t hdr, inout metadata_t meta,
             hash(hdr.test.r16, HashAlgorithm.crc16, 16w0, { hdr.test.a, hdr.ipv4.ttl, hdr.test.b }, 32w0);
             hash(hdr.test.r32, HashAlgorithm.crc32, 32w0, { hdr.test.a, hdr.ipv4, hdr.test.b }, 33w0x100000000);
             hdr.ipv4.setInvalid();
+        } else if (hdr.test.op == 14) {
+            /* header stack elements that are not valid in a test packet: left out as well */
+            hash(hdr.test.r16, HashAlgorithm.crc16, 16w0, { hdr.test.a, hdr.vlan[0].vid, hdr.test.b }, 32w0);
+            hash(hdr.test.r32, HashAlgorithm.crc32, 32w0, { hdr.test.a, hdr.vlan[1], hdr.test.b }, 33w0x100000000);
         } else if (hdr.test.op == 12 || hdr.test.op == 13) {
             meta.pass = hdr.test.b;  /* for the update_checksum of MyCompute */
         } else if (hdr.test.op == 6) {
