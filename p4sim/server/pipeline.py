@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from finsy.proto import p4d, p4i, p4r
 
@@ -20,6 +21,7 @@ from p4sim.server.errors import P4RuntimeError, invalid, not_found, unimplemente
 from p4sim.server.schema import ArrayInfo, Schema, TableInfo
 
 Undo = Callable[[], None]
+_V = TypeVar("_V")
 
 _INSERT = p4r.Update.INSERT
 _MODIFY = p4r.Update.MODIFY
@@ -293,6 +295,21 @@ class Pipeline:
             )
         return [index]
 
+    def _write_cells(self, info: ArrayInfo, has_index: bool, index: int, kind: str,
+                     read: Callable[[int], _V], write: Callable[[int, _V], None], value: _V) -> Undo:
+        """Write `value` into one cell of an indexed extern, or every cell when no index is
+        given; the undo writes back what each cell held."""
+        olds = []
+        for i in self._indices(info, has_index, index, kind):
+            olds.append((i, read(i)))
+            write(i, value)
+
+        def undo() -> None:
+            for i, old in olds:
+                write(i, old)
+
+        return undo
+
     def _write_counter(self, op: int, c: p4r.CounterEntry) -> Undo:
         if op != _MODIFY:
             raise invalid("counter entries can only be modified")
@@ -300,16 +317,11 @@ class Pipeline:
             raise invalid("counter id 0 in a write")
         info = self.schema.counter(c.counter_id)
         sw = self.switch
-        olds = []
-        for i in self._indices(info, c.HasField("index"), c.index.index, "counter"):
-            olds.append((i, sw.counter_read(info.id, i)))
-            sw.counter_write(info.id, i, c.data.packet_count, c.data.byte_count)
-
-        def undo() -> None:
-            for i, (p, b) in olds:
-                sw.counter_write(info.id, i, p, b)
-
-        return undo
+        return self._write_cells(
+            info, c.HasField("index"), c.index.index, "counter",
+            lambda i: sw.counter_read(info.id, i),
+            lambda i, v: sw.counter_write(info.id, i, *v),
+            (c.data.packet_count, c.data.byte_count))
 
     def _write_meter(self, op: int, m: p4r.MeterEntry) -> Undo:
         """MODIFY only; with `config` the cells are configured (buckets full), without it they
@@ -322,16 +334,9 @@ class Pipeline:
         c = m.config
         config = MeterConfig(c.cir, c.cburst, c.pir, c.pburst) if m.HasField("config") else None
         sw = self.switch
-        olds = []
-        for i in self._indices(info, m.HasField("index"), m.index.index, "meter"):
-            olds.append((i, sw.meter_read(info.id, i)))
-            sw.meter_write(info.id, i, config)
-
-        def undo() -> None:
-            for i, old in olds:
-                sw.meter_write(info.id, i, old)
-
-        return undo
+        return self._write_cells(
+            info, m.HasField("index"), m.index.index, "meter",
+            lambda i: sw.meter_read(info.id, i), lambda i, v: sw.meter_write(info.id, i, v), config)
 
     def _write_direct_counter(self, op: int, d: p4r.DirectCounterEntry) -> Undo:
         if op != _MODIFY:
@@ -358,16 +363,10 @@ class Pipeline:
             raise invalid(f"register {info.name}: data must be a bitstring")
         value = bytestrings.decode(r.data.bitstring, info.bitwidth, f"register {info.name}")
         sw = self.switch
-        olds = []
-        for i in self._indices(info, r.HasField("index"), r.index.index, "register"):
-            olds.append((i, sw.register_read(info.id, i)))
-            sw.register_write(info.id, i, value)
-
-        def undo() -> None:
-            for i, v in olds:
-                sw.register_write(info.id, i, v)
-
-        return undo
+        return self._write_cells(
+            info, r.HasField("index"), r.index.index, "register",
+            lambda i: sw.register_read(info.id, i), lambda i, v: sw.register_write(info.id, i, v),
+            value)
 
     def _write_mc(self, op: int, g: p4r.MulticastGroupEntry) -> Undo:
         gid = g.multicast_group_id
