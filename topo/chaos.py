@@ -30,11 +30,9 @@ snapshots the memory of every process of the run, at the start and the end, for 
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +40,9 @@ from typing import Any
 import psutil
 from rich.table import Table
 
+from topo.disturbances import http_json
 from topo.etcd import EtcdCluster
+from topo.faults import percentiles
 from topo.procs import wait_for
 
 ETCD_DOWN_S = 2.0
@@ -51,10 +51,10 @@ NETEM_S = 3.0
 
 
 def _status(api: str) -> dict[str, Any] | None:
+    """A controller's /status, or None while it does not answer (killed, starting)."""
     try:
-        with urllib.request.urlopen(f"{api}/status", timeout=2) as resp:
-            data: dict[str, Any] = json.loads(resp.read())
-            return data
+        data: dict[str, Any] = http_json(f"{api}/status")
+        return data
     except OSError:
         return None
 
@@ -212,8 +212,7 @@ def netem_available() -> bool:
 
 
 def _gaps(api: str, nf: int) -> int:
-    with urllib.request.urlopen(f"{api}/nfs", timeout=2) as resp:
-        return next(int(r.get("gaps", 0)) for r in json.loads(resp.read()) if r["id"] == nf)
+    return next(int(r.get("gaps", 0)) for r in http_json(f"{api}/nfs") if r["id"] == nf)
 
 
 def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Callable[[], str],
@@ -270,13 +269,6 @@ def _name(cmd: list[str]) -> str:
     return cmd[0] if cmd else "?"
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    vs = sorted(values)
-    return vs[min(len(vs) - 1, round(q * (len(vs) - 1)))]
-
-
 def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Table:
     """One row per fault kind: count, handled, detection and recovery p50/p99, and the run's
     losses (by the system; by the wire and the end hosts), duplicates, reorderings, repeats."""
@@ -292,10 +284,10 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
 
     for kind in sorted({f.kind for f in faults}):
         fs = [f for f in faults if f.kind == kind]
-        det = [f.detection_ms for f in fs if f.detection_ms is not None]
-        rec = [f.takeover_ms for f in fs if f.takeover_ms is not None]
-        table.add_row(kind, str(len(fs)), str(sum(f.ok for f in fs)), ms(_pct(det, 0.5)),
-                      ms(_pct(det, 0.99)), ms(_pct(rec, 0.5)), ms(_pct(rec, 0.99)))
+        det = percentiles([f.detection_ms for f in fs if f.detection_ms is not None])
+        rec = percentiles([f.takeover_ms for f in fs if f.takeover_ms is not None])
+        table.add_row(kind, str(len(fs)), str(sum(f.ok for f in fs)), ms(det["p50"]),
+                      ms(det["p99"]), ms(rec["p50"]), ms(rec["p99"]))
     if losses:
         wire = sum(getattr(f, "wire_lost", 0) for f in faults)
         outage = losses.get("lost_in_switch_outages", 0)
