@@ -73,6 +73,14 @@ def _int_arg(request: web.Request, name: str, default: int | None) -> int | None
     return value
 
 
+def _nf_arg(request: web.Request) -> int:
+    """The `{nf}` of the path, or 400 naming what is wrong."""
+    try:
+        return int(request.match_info["nf"])
+    except ValueError:
+        raise web.HTTPBadRequest(text="the NF id must be an integer") from None
+
+
 def api_token(configured: str | None) -> str | None:
     """The bearer token state-changing requests need: `NFC_API_TOKEN` if set, else `api.token`."""
     return os.environ.get(TOKEN_ENV) or configured or None
@@ -148,20 +156,14 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
             raise web.HTTPConflict(text=str(exc)) from None
 
     async def drain(request: web.Request) -> web.Response:
-        try:
-            nf = int(request.match_info["nf"])
-        except ValueError:
-            raise web.HTTPBadRequest(text="the NF id must be an integer") from None
+        nf = _nf_arg(request)
         try:
             return web.json_response(await view.drain(nf))
         except ScaleError as exc:
             raise web.HTTPConflict(text=str(exc)) from None
 
     async def update(request: web.Request) -> web.Response:
-        try:
-            nf = int(request.match_info["nf"])
-        except ValueError:
-            raise web.HTTPBadRequest(text="the NF id must be an integer") from None
+        nf = _nf_arg(request)
         try:
             params = json.loads(await request.text() or "{}")
         except json.JSONDecodeError as exc:
