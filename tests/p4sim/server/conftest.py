@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,6 +177,25 @@ def real_program(tmp_path_factory: pytest.TempPathFactory) -> RealProgram:
     cfg = sw.device_config()
     cfg_path.write_bytes(cfg)
     return RealProgram(sw.p4info, cfg, info_path, cfg_path)
+
+
+@contextmanager
+def pushed_program(program: Path, tmp_path: Path) -> Iterator[tuple[Harness, RealProgram]]:
+    """A server on the real engine with `program` (a test program, its includes beside it)
+    compiled and pushed by a primary (election id 10)."""
+    from p4sim.server.device import real_engine
+    from p4sim.switch import Switch
+
+    sw = Switch.load(str(program), [str(program.parent / "include")], cpu_port=510)
+    prog = RealProgram(sw.p4info, sw.device_config(), tmp_path / "p4info", tmp_path / "cfg")
+    h = start_harness(real_engine, prog)
+    try:
+        s = h.stream(10)
+        assert s.receive("arbitration").arbitration.status.code == 0
+        h.push(10)
+        yield h, prog
+    finally:
+        stop_harness(h)
 
 
 @pytest.fixture

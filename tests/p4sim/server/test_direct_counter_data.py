@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from finsy.proto import p4r
 
-from tests.p4sim.server.conftest import Harness, RealProgram, start_harness, stop_harness
+from tests.p4sim.server.conftest import Harness, RealProgram, pushed_program
 from tests.p4sim.server.entity_builders import INSERT, MODIFY, enc, table
 
 pytestmark = pytest.mark.unit
@@ -18,17 +18,8 @@ TABLES = Path(__file__).resolve().parents[1] / "programs" / "tables.p4"
 
 @pytest.fixture
 def tables(tmp_path: Path) -> Iterator[tuple[Harness, RealProgram]]:
-    from p4sim.server.device import real_engine
-    from p4sim.switch import Switch
-
-    sw = Switch.load(str(TABLES), cpu_port=510)
-    prog = RealProgram(sw.p4info, sw.device_config(), tmp_path / "p4info", tmp_path / "cfg")
-    h = start_harness(real_engine, prog)
-    s = h.stream(10)
-    assert s.receive("arbitration").arbitration.status.code == 0
-    h.push(10)
-    yield h, prog
-    stop_harness(h)
+    with pushed_program(TABLES, tmp_path) as pushed:
+        yield pushed
 
 
 def entry(prog: RealProgram, a: int, packets: int | None = None) -> p4r.TableEntry:

@@ -11,7 +11,7 @@ import grpc
 import pytest
 from finsy.proto import p4r
 
-from tests.p4sim.server.conftest import Harness, RealProgram, start_harness, stop_harness
+from tests.p4sim.server.conftest import Harness, RealProgram, pushed_program
 from tests.p4sim.server.entity_builders import INSERT, MODIFY, update
 from tests.p4sim.server.p4rt_client import status_details
 
@@ -21,17 +21,8 @@ EXTERNS = Path(__file__).resolve().parents[1] / "programs" / "externs.p4"
 
 @pytest.fixture
 def externs(tmp_path: Path) -> Iterator[tuple[Harness, RealProgram]]:
-    from p4sim.server.device import real_engine
-    from p4sim.switch import Switch
-
-    sw = Switch.load(str(EXTERNS), [str(EXTERNS.parent / "include")], cpu_port=510)
-    prog = RealProgram(sw.p4info, sw.device_config(), tmp_path / "p4info", tmp_path / "cfg")
-    h = start_harness(real_engine, prog)
-    s = h.stream(10)
-    assert s.receive("arbitration").arbitration.status.code == 0
-    h.push(10)
-    yield h, prog
-    stop_harness(h)
+    with pushed_program(EXTERNS, tmp_path) as pushed:
+        yield pushed
 
 
 def meter(mid: int, index: int | None, config: p4r.MeterConfig | None = None) -> p4r.MeterEntry:
