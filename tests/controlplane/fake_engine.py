@@ -12,20 +12,20 @@ from typing import Any
 
 from finsy.proto import p4i
 
-from p4sim.meters import MeterConfig
 from p4sim.server import entities
 from p4sim.server.engine import ActionCall, TableEntry
+from tests.support.fake_meters import FakeMeters
 
 
-class FakeEngine:
+class FakeEngine(FakeMeters):
     def __init__(self, p4info: p4i.P4Info, config: bytes) -> None:
+        super().__init__()
         self.p4info = p4info
         self._config = config
         self.tables: dict[int, dict[Any, TableEntry]] = {}
         self.defaults: dict[int, ActionCall | None] = {}
         self.counters: dict[tuple[int, int], tuple[int, int]] = {}
         self.registers: dict[tuple[int, int], int] = {}
-        self.meters: dict[tuple[int, int], MeterConfig] = {}
         self.mcast: dict[int, list[tuple[int, int]]] = {}
         self.pending_digests: list[tuple[int, list[bytes]]] = []
         self.sizes = {c.preamble.id: c.size for c in p4info.counters}
@@ -85,15 +85,6 @@ class FakeEngine:
 
     def register_write(self, register_id: int, index: int, value: int) -> None:
         self.registers[(register_id, index)] = value
-
-    def meter_read(self, meter_id: int, index: int) -> MeterConfig | None:
-        return self.meters.get((meter_id, index))
-
-    def meter_write(self, meter_id: int, index: int, config: MeterConfig | None) -> None:
-        if config is None:
-            self.meters.pop((meter_id, index), None)
-        else:
-            self.meters[(meter_id, index)] = config
 
     def register_size(self, register_id: int) -> int:
         return int(self.sizes[register_id])

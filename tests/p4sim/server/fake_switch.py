@@ -17,8 +17,8 @@ from pathlib import Path
 from finsy import pbutil
 from finsy.proto import p4i
 
-from p4sim.meters import MeterConfig
 from p4sim.server.engine import ActionCall, Match, P4simError, TableEntry
+from tests.support.fake_meters import FakeMeters
 
 P4INFO_PATH = Path(__file__).with_name("fake_p4info.txt")
 DEVICE_CONFIG = b"p4sim-fake-switch"
@@ -53,10 +53,11 @@ def _key(e: TableEntry) -> tuple[object, ...]:
     )
 
 
-class FakeSwitch:
+class FakeSwitch(FakeMeters):
     """Dictionaries behind the contract; enough data plane to test packet-in/out and digests."""
 
     def __init__(self, p4info: p4i.P4Info, cpu_port: int | None = 510) -> None:
+        super().__init__()
         self.p4info = p4info
         self.cpu_port = cpu_port
         self.lock = threading.RLock()
@@ -66,7 +67,6 @@ class FakeSwitch:
         self.defaults: dict[int, ActionCall] = {t: ActionCall(DROP, {}) for t in self.tables}
         self.counters = {PORT_COUNTER: [(0, 0)] * 512}
         self.registers = {REG: [0] * 16}
-        self.meters: dict[tuple[int, int], MeterConfig] = {}
         self._members: dict[int, dict[int, ActionCall]] = {SELECTOR: {}}
         self._groups: dict[int, dict[int, list[int]]] = {SELECTOR: {}}
         self._mc: dict[int, list[tuple[int, int]]] = {}
@@ -210,15 +210,6 @@ class FakeSwitch:
 
     def register_write(self, register_id: int, index: int, value: int) -> None:
         self.registers[register_id][index] = value
-
-    def meter_read(self, meter_id: int, index: int) -> MeterConfig | None:
-        return self.meters.get((meter_id, index))
-
-    def meter_write(self, meter_id: int, index: int, config: MeterConfig | None) -> None:
-        if config is None:
-            self.meters.pop((meter_id, index), None)
-        else:
-            self.meters[(meter_id, index)] = config
 
     def register_size(self, register_id: int) -> int:
         return len(self.registers[register_id])
