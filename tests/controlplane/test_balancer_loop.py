@@ -14,14 +14,13 @@ import pytest
 from rich.console import Console
 
 from controlplane import cli
-from controlplane.api import serve
 from controlplane.balancer_loop import BalancerLoop
 from controlplane.config import LoadBalancerConfig
 from controlplane.controller import Controller
 from controlplane.load_balancer import Move
+from tests.controlplane.api_server import served_api
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
 from tests.controlplane.test_migration import IDS, P4INFO, FakeSession, config, wait_until
-from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -250,10 +249,7 @@ def test_lb_history_over_http_and_the_cli():
             traffic(c, session, 1, rates)
             await c.balancer.step()
             clock.now += 1
-        port = free_port()
-        runner = await serve(c, "127.0.0.1", port)
-        base = f"http://127.0.0.1:{port}"
-        try:
+        async with served_api(c) as base:
             def get(path: str) -> Any:
                 with urllib.request.urlopen(base + path, timeout=5) as resp:
                     return json.loads(resp.read())
@@ -273,7 +269,5 @@ def test_lb_history_over_http_and_the_cli():
             code = await asyncio.to_thread(cli.main, ["--api", base, "--json", "lb", "history",
                                                       "--limit", "1"], console)
             assert code == 0 and len(json.loads(out.getvalue().strip("\x00"))["decisions"]) == 1
-        finally:
-            await runner.cleanup()
 
     asyncio.run(with_balancer(body))

@@ -10,10 +10,9 @@ import json
 import pytest
 
 from controlplane import cli
-from controlplane.api import serve
 from controlplane.spare_pool import ScaleError
+from tests.controlplane.api_server import served_api
 from tests.controlplane.test_migration import names, with_controller
-from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -75,10 +74,7 @@ def test_an_nf_without_slots_is_updated_at_once_and_bad_requests_change_nothing(
 
 def test_update_through_the_cli_with_wrong_input():
     async def body(c, fakes, servers):
-        port = free_port()
-        runner = await serve(c, "127.0.0.1", port)
-        base = f"http://127.0.0.1:{port}"
-        try:
+        async with served_api(c) as base:
             code = await asyncio.to_thread(
                 cli.main, ["--api", base, "update", "6", "--params", json.dumps({"rate": 3})])
             assert code == 0 and fakes[6].params == {"rate": 3} and fakes[7].params == {"rate": 3}
@@ -90,7 +86,5 @@ def test_update_through_the_cli_with_wrong_input():
             with pytest.raises(SystemExit) as exc:
                 cli.main(["--api", base, "update", "6", "--params", "[1, 2]"])
             assert exc.value.code == 2  # argparse: a JSON object is needed
-        finally:
-            await runner.cleanup()
 
     asyncio.run(with_controller(body))

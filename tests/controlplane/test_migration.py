@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from controlplane import cli
-from controlplane.api import serve
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.migration import MoveError
 from controlplane.slot_map import SlotEntry
 from controlplane.spare_pool import ScaleError
 from nf_host.proto import nf_control_pb2 as pb
+from tests.controlplane.api_server import served_api
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
 from tests.controlplane.oracle import OwnershipOracle
 from tests.support.procs import free_port
@@ -336,11 +336,8 @@ def http_post(url: str) -> tuple[int, Any]:
 
 def test_move_through_the_http_api_and_the_cli():
     async def body(c, fakes, servers):
-        port = free_port()
-        runner = await serve(c, "127.0.0.1", port)
-        base = f"http://127.0.0.1:{port}"
         slot = c.slot_map.slots_of(1)[0]
-        try:
+        async with served_api(c) as base:
             def post(path: str) -> tuple[int, Any]:
                 return http_post(base + path)
 
@@ -355,8 +352,6 @@ def test_move_through_the_http_api_and_the_cli():
             assert code == 0 and c.slot_map.owner(slot) == 6
             code = await asyncio.to_thread(cli.main, ["--api", base, "moves"])
             assert code == 0 and len(c.moves) == 2
-        finally:
-            await runner.cleanup()
 
     asyncio.run(with_controller(body))
 
@@ -446,10 +441,7 @@ def test_scale_out_without_any_spare_says_so():
 
 def test_scale_out_and_drain_through_the_cli():
     async def body(c, fakes, servers):
-        port = free_port()
-        runner = await serve(c, "127.0.0.1", port)
-        base = f"http://127.0.0.1:{port}"
-        try:
+        async with served_api(c) as base:
             code = await asyncio.to_thread(cli.main, ["--api", base, "scale-out", "--cluster", "c1"])
             assert code == 0 and 5 in c.pairs
             code = await asyncio.to_thread(cli.main, ["--api", base, "scale-out", "--cluster", "c1"])
@@ -458,8 +450,6 @@ def test_scale_out_and_drain_through_the_cli():
             assert code == 0 and 5 not in c.pairs
             code = await asyncio.to_thread(cli.main, ["--api", base, "--watch", "1", "drain", "1"])
             assert code == 2 and 1 in c.pairs  # --watch never repeats a state change
-        finally:
-            await runner.cleanup()
 
     asyncio.run(with_controller(body))
 
@@ -498,14 +488,10 @@ def test_a_failed_switch_write_changes_nothing_and_the_move_reports_it():
 def test_a_standby_controller_refuses_moves_with_503():
     async def body(c, fakes, servers):
         c.session.is_primary = False
-        port = free_port()
-        runner = await serve(c, "127.0.0.1", port)
-        try:
-            url = f"http://127.0.0.1:{port}/slots/{c.slot_map.slots_of(1)[0]}/move?to=2"
+        async with served_api(c) as base:
+            url = f"{base}/slots/{c.slot_map.slots_of(1)[0]}/move?to=2"
             status, _ = await asyncio.to_thread(http_post, url)
             assert status == 503
             assert all(n not in ("Adopt", "Release") for n in names(fakes[2]) + names(fakes[1]))
-        finally:
-            await runner.cleanup()
 
     asyncio.run(with_controller(body))
