@@ -28,7 +28,6 @@ environment variable `NFC_API_TOKEN`, which wins), it also needs `Authorization:
 from __future__ import annotations
 
 import hmac
-import json
 import os
 from typing import Any, Protocol
 
@@ -38,6 +37,7 @@ from aiohttp.typedefs import Handler, Middleware
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
 from controlplane.migration import MoveError, MoveResult, NotPrimaryError
 from controlplane.spare_pool import ScaleError
+from nf_host.nf_api import parse_params
 
 MAX_ROWS = 65536
 TOKEN_ENV = "NFC_API_TOKEN"
@@ -165,11 +165,9 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     async def update(request: web.Request) -> web.Response:
         nf = _nf_arg(request)
         try:
-            params = json.loads(await request.text() or "{}")
-        except json.JSONDecodeError as exc:
-            raise web.HTTPBadRequest(text=f"the body is not JSON: {exc}") from None
-        if not isinstance(params, dict):
-            raise web.HTTPBadRequest(text="the body must be a JSON object: the NF's parameters")
+            params = parse_params(await request.text() or "{}", "the body (the NF's parameters)")
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
         try:
             report = await view.update_nf(nf, params)
         except ScaleError as exc:

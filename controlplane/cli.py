@@ -36,6 +36,8 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
+from nf_host.nf_api import parse_params
+
 DEFAULT_API = "http://127.0.0.1:8080"
 TOKEN_ENV = "NFC_API_TOKEN"  # as controlplane.api.TOKEN_ENV (the CLI does not import the server)
 # set while --watch repeats a command: a request that changes state is refused, never repeated
@@ -216,12 +218,9 @@ def scale_table(data: dict[str, Any]) -> Table:
 def _json_object(text: str) -> dict[str, Any]:
     """--params: a JSON object, or a usage error naming what is wrong."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"a JSON object is needed, not {type(value).__name__}")
-    return value
+        return parse_params(text, "--params")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

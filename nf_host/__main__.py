@@ -10,7 +10,6 @@ underscores); flags override the file. The process runs until SIGTERM/SIGINT.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
@@ -18,18 +17,16 @@ import threading
 from typing import Any
 
 from nf_host.config import ConfigError, load_config
+from nf_host.nf_api import parse_params
 
 log = logging.getLogger("nf_host")
 
 
 def _params(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"--params is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("--params must be a JSON object")
-    return value
+        return parse_params(text, "--params")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

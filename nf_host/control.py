@@ -23,6 +23,7 @@ import msgpack
 import psutil
 
 from nf_host.config import NfHostConfig
+from nf_host.nf_api import parse_params
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.timing import CONTROL_REPLY_TIMEOUT
@@ -265,12 +266,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.Result:
             if len(request.params_json) > MAX_PARAMS_JSON:
                 raise BadRequest(f"params_json is {len(request.params_json)} bytes: at most {MAX_PARAMS_JSON}")
-            try:
-                params = json.loads(request.params_json or "{}")
-            except json.JSONDecodeError as exc:
-                raise BadRequest(f"params_json is not JSON: {exc}") from None
-            if not isinstance(params, dict):
-                raise BadRequest("params_json must be a JSON object")
+            params = parse_params(request.params_json or "{}", "params_json")
             # every worker checks first (it builds the NF, it owns no slot), so that a refusal
             # leaves all of them on the old version rather than some on each
             self._all("update_nf", {"params": params, "dry_run": True})
