@@ -101,7 +101,8 @@ class ExternCompiler(ExprCompiler):
         fields of valid headers (and metadata, constants) packed bit by bit, most significant
         first, zero padding at the end to a whole byte; a field of an invalid header is left
         out. Also returns, when no header can be invalid, the code of the same bytes as one
-        integer (for the csum16 shortcut), else None."""
+        integer of 16-bit words (a zero byte appended to an odd count: the csum16 shortcut's
+        input), else None."""
         parts = self.field_list_parts(data, ctx)
         total = sum(wd for _, wd, _ in parts)
         nbytes = (total + 7) // 8
@@ -111,7 +112,7 @@ class ExternCompiler(ExprCompiler):
         static = f"({as_int}).to_bytes({nbytes}, 'big')"
         conds = sorted({v for _, _, v in parts if v is not None})
         if not conds:
-            return static, as_int
+            return static, f"({as_int} << 8)" if nbytes % 2 else as_int
         packed = "_pack((" + "".join(f"({c}, {wd}, {v or 'True'}), " for c, wd, v in parts) + "))"
         return f"({static} if {' and '.join(conds)} else {packed})", None
 
@@ -190,14 +191,13 @@ class ExternCompiler(ExprCompiler):
         elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
                       "update_checksum_with_payload"):
             cond, data, ck, algo = args
-            buf, as_int = self.field_list_bytes(data, ctx)
+            buf, as_words = self.field_list_bytes(data, ctx)
             fn = self.algo_name(algo)
-            nbytes = (sum(wd for _, wd, _ in self.field_list_parts(data, ctx)) + 7) // 8
             payload = " + CTX.payload" if name.endswith("_with_payload") else ""
             ct = T.strip(ck.ty)
             assert isinstance(ct, T.Bits)
-            if fn == "csum16" and not payload and as_int is not None:
-                val = f"_csum16i({as_int}{' << 8' if nbytes % 2 else ''})"
+            if fn == "csum16" and not payload and as_words is not None:
+                val = f"_csum16i({as_words})"
             else:
                 val = f"(_H[{fn!r}]({buf}{payload}) & {ct.mask})"
             w(f"if {self.ex(cond, ctx)}:")
