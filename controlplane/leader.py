@@ -71,7 +71,7 @@ class Leadership:
             return None
         lease = self._lease = await self._client.lease(self.ttl)
         tx = self._client.transactions
-        won, _ = await self._client.transaction(
+        won, responses = await self._client.transaction(
             compare=[tx.version(self.key) == 0],
             success=[tx.put(self.key, self.name.encode(), lease=lease)],
             failure=[],
@@ -80,8 +80,8 @@ class Leadership:
             await lease.revoke()
             self._lease = None
             return None
-        kv = await self._client.get(self.key)
-        return int(kv.create_revision) if kv is not None else None
+        # the put's revision is the key's create revision (the key did not exist)
+        return int(responses[0].response_put.header.revision)
 
     async def hold(self) -> None:
         """Renew the lease every third of its life until cancelled; raise LeadershipLost when it
