@@ -33,7 +33,8 @@ from topo.procs import wait_for
 from topo.traffic import SideReport
 
 FAULT_KINDS = ("primary", "backup", "spare")
-# faults of the control plane (topo.chaos): the leading controller, an etcd member
+# faults of the other parts (topo.chaos): the leading controller, an etcd member, netem on a
+# primary's data link, the switch process
 CONTROL_KINDS = ("controller", "etcd", "netem", "switch")
 ALL_KINDS = FAULT_KINDS + CONTROL_KINDS
 

@@ -406,9 +406,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                     rec = chaos.restart_switch(switch_node, ctls)
                 else:
                     intf = switch_node.intfs[cfg.nf(target).port].name
-                    rec = chaos.netem_on_data_link(switch_node.cmd, intf, target,
-                                                   lambda: ctls.leader_api(api))
-                faults.api = ctls.leader_api(faults.api)  # the API of whoever leads now
+                    rec = chaos.netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
                 return rec
 
             faults.control = control_fault
