@@ -1,8 +1,9 @@
 """The controller's configuration: one YAML file, validated with pydantic.
 
-This module owns the schema (switch, edge hosts, clusters, NF instances, thresholds, load balancer,
-batch settings, heartbeats, etcd, API) and its cross-field rules (unique ids, ports and MACs; every primary has a
-backup on another node in the same cluster; referenced clusters exist; low < high water mark).
+This module owns the schema (switch, edge hosts, service chains, clusters, NF instances, thresholds,
+load balancer, batch settings, heartbeats, etcd, API) and its cross-field rules (unique ids, ports and
+MACs; every primary has a backup on another node in the same cluster; referenced clusters, stages and
+edge hosts exist; low < high water mark).
 Every problem is reported as `path: reason`, where `path` names the field, e.g. `nfs[2].backup`.
 `docs/controller.md` describes every field.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +24,7 @@ from nf_host.etcd_endpoints import parse_endpoints
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510  # bit<9> port numbers; 511 is the v1model drop port
+CHAIN_STAGES = 4  # the program's CHAIN_STAGES (1 << STAGE_BITS, p4src/shared/define.p4)
 Port = Annotated[int, Field(ge=0, le=MAX_PORT)]
 
 
@@ -122,10 +125,46 @@ class EdgeHostConfig(_Model):
         return out
 
 
+class StageConfig(_Model):
+    """One stage of a service chain: the NFs of the clusters naming it process its packets."""
+
+    name: str = Field(min_length=1)
+    # the stage's NF rewrites addresses or ports (a NAT): the switch computes its output's slot
+    # again from the rewritten headers, so both directions of a connection meet in one slot
+    rewrites_addresses: bool = False
+    # what the launcher (nfc-topo) runs in the stage's nf-host processes: an NF of nf_host/nfs
+    # and its parameters (the controller itself does not look at them)
+    nf: str | None = Field(default=None, min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChainConfig(_Model):
+    """A service chain: packets from an `inside` edge host go through the stages in order, packets
+    from an `outside` edge host in reverse; after the last stage they leave by destination."""
+
+    name: str = Field(min_length=1)
+    stages: list[StageConfig] = Field(min_length=1)
+    inside: list[str] = Field(min_length=1)   # edge host names
+    outside: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage as the switch numbers it: 0, 1, ... over the chains in configuration order."""
+
+    id: int
+    name: str
+    chain: str
+    position: int          # 0 = the chain's first stage
+    last: bool
+    rewrites_addresses: bool
+
+
 class ClusterConfig(_Model):
     """A cluster: NFs that replicate state among themselves, so moves within it ship deltas."""
 
     name: str = Field(min_length=1)
+    stage: str | None = None  # the chain stage its NFs serve (required when chains are declared)
 
 
 class NfConfig(_Model):
@@ -245,6 +284,7 @@ class ControllerConfig(_Model):
 
     switch: SwitchConfig = Field(default_factory=SwitchConfig)
     edge: list[EdgeHostConfig] = Field(default_factory=list)
+    chains: list[ChainConfig] = Field(default_factory=list)
     clusters: list[ClusterConfig] = Field(min_length=1)
     nfs: list[NfConfig] = Field(min_length=1)
     thresholds: ThresholdConfig = Field(default_factory=ThresholdConfig)
@@ -274,6 +314,41 @@ class ControllerConfig(_Model):
 
     def cluster_members(self, cluster: str) -> list[NfConfig]:
         return sorted((nf for nf in self.nfs if nf.cluster == cluster), key=lambda n: n.id)
+
+    # -- service chains ---------------------------------------------------------------------------
+    def stages(self) -> list[Stage]:
+        """Every stage, numbered over the chains in order; one stage 0 ("main") without chains."""
+        if not self.chains:
+            return [Stage(0, "main", "main", 0, True, False)]
+        out: list[Stage] = []
+        for chain in self.chains:
+            for pos, st in enumerate(chain.stages):
+                out.append(Stage(len(out), st.name, chain.name, pos, pos == len(chain.stages) - 1,
+                                 st.rewrites_addresses))
+        return out
+
+    def stage_of_cluster(self, cluster: str) -> int:
+        """The stage id of `cluster`'s NFs (0 without chains)."""
+        if not self.chains:
+            return 0
+        name = next(c.stage for c in self.clusters if c.name == cluster)
+        return next(st.id for st in self.stages() if st.name == name)
+
+    def stage_of(self, nf_id: int) -> int:
+        return self.stage_of_cluster(self.nf(nf_id).cluster)
+
+    @property
+    def slot_space(self) -> int:
+        """Slot indexes the controller manages: stage << slot_bits | slot for every stage."""
+        return self.switch.slot_count * len(self.stages())
+
+    def stage_of_slot(self, slot_index: int) -> int:
+        return slot_index >> self.switch.slot_bits
+
+    def stage_slots(self, stage: int) -> range:
+        """The slot indexes of `stage`."""
+        count = self.switch.slot_count
+        return range(stage * count, (stage + 1) * count)
 
 
 def _path(loc: Iterable[int | str]) -> str:
@@ -374,6 +449,66 @@ def cross_check(cfg: ControllerConfig) -> list[tuple[str, str]]:
         )
     if cfg.heartbeat.timeout_ms > cfg.heartbeat.interval_ms:
         problems.append(("heartbeat.timeout_ms", "must not exceed heartbeat.interval_ms"))
+    problems.extend(_check_chains(cfg))
+    return problems
+
+
+def _check_chains(cfg: ControllerConfig) -> list[tuple[str, str]]:
+    """Chains: stage names unique over every chain, at most CHAIN_STAGES stages, edge hosts that
+    exist and enter one chain only, every cluster in a stage and every stage with a primary."""
+    problems: list[tuple[str, str]] = []
+    if not cfg.chains:
+        for i, cluster in enumerate(cfg.clusters):
+            if cluster.stage is not None:
+                problems.append((f"clusters[{i}].stage", f"stage {cluster.stage!r} is not in chains "
+                                 "(no chains are declared)"))
+        return problems
+    _unique(problems, cfg.chains, "chains", "name")
+    stages: dict[str, str] = {}
+    total = 0
+    for c, chain in enumerate(cfg.chains):
+        for s, st in enumerate(chain.stages):
+            total += 1
+            if st.name in stages:
+                problems.append((f"chains[{c}].stages[{s}].name",
+                                 f"stage {st.name!r} is already a stage of chain {stages[st.name]!r}"))
+            stages.setdefault(st.name, chain.name)
+    if total > CHAIN_STAGES:
+        problems.append(("chains", f"{total} stages in all; the program has room for {CHAIN_STAGES} "
+                         "(STAGE_BITS in p4src/shared/define.p4)"))
+    if cfg.switch.slot_bits + (CHAIN_STAGES - 1).bit_length() > 16:
+        problems.append(("switch.slot_bits", f"{cfg.switch.slot_bits} leaves no room for the stage "
+                         "in the 16-bit slot index (at most 14 with chains)"))
+    hosts = {h.name for h in cfg.edge}
+    entered: dict[str, str] = {}
+    for c, chain in enumerate(cfg.chains):
+        for side in ("inside", "outside"):
+            for h, host in enumerate(getattr(chain, side)):
+                if host not in hosts:
+                    problems.append((f"chains[{c}].{side}[{h}]", f"edge host {host!r} is not in edge"))
+                elif host in entered:
+                    problems.append((f"chains[{c}].{side}[{h}]",
+                                     f"edge host {host!r} already enters {entered[host]}"))
+                else:
+                    entered[host] = f"chain {chain.name!r} ({side})"
+    for i, host in enumerate(cfg.edge):
+        if host.name not in entered:
+            problems.append((f"edge[{i}]", f"edge host {host.name!r} enters no chain (name it in a "
+                             "chain's inside or outside)"))
+    staffed: set[str] = set()
+    for i, cluster in enumerate(cfg.clusters):
+        if cluster.stage is None:
+            problems.append((f"clusters[{i}].stage", "a cluster needs a stage when chains are declared"))
+        elif cluster.stage not in stages:
+            problems.append((f"clusters[{i}].stage", f"stage {cluster.stage!r} is in no chain "
+                             f"(stages: {', '.join(sorted(stages))})"))
+        elif any(nf.cluster == cluster.name and nf.role == "primary" for nf in cfg.nfs):
+            staffed.add(cluster.stage)
+    for c, chain in enumerate(cfg.chains):
+        for s, st in enumerate(chain.stages):
+            if st.name not in staffed:
+                problems.append((f"chains[{c}].stages[{s}]", f"stage {st.name!r} has no primary NF "
+                                 "(no cluster of it has one)"))
     return problems
 
 

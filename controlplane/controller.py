@@ -71,7 +71,7 @@ class Controller:
         # each primary's replica group (multicast group, the switch's `slot_owner` points at it):
         # its own id at first; a promoted backup takes over its dead primary's group
         self.groups: dict[int, int] = {p: p for p in self.pairs}
-        self.slot_map = SlotMap.build(sorted(self.pairs), cfg.switch.slot_count)
+        self.slot_map = self.fresh_slot_map()
         self.resumed = False
         self.use_etcd = use_etcd
         self.store: SlotStore | None = None
@@ -108,15 +108,20 @@ class Controller:
         self.balancer = BalancerLoop(self, executor=self.pool)  # runs when load_balancer.enabled
 
     # -- start-up ---------------------------------------------------------------------------------
+    def fresh_slot_map(self) -> SlotMap:
+        """Every stage's slots spread by Maglev over that stage's configured primaries."""
+        cfg = self.cfg
+        return SlotMap.build_staged(
+            [sorted(p for p in self.pairs if cfg.stage_of(p) == st.id) for st in cfg.stages()],
+            cfg.switch.slot_count)
+
     async def load_slot_map(self) -> None:
         """Resume the slot map from etcd, or build and persist a fresh one."""
         if not self.use_etcd:
             return
         endpoints = self.cfg.etcd.endpoints
         self.store = SlotStore(endpoints, self.cfg.etcd.prefix)
-        self.slot_map, self.resumed = await load_or_build(
-            self.store, sorted(self.pairs), self.cfg.switch.slot_count
-        )
+        self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map())
         if self.resumed:
             self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
             self.groups = await self.store.load_groups() or self.groups
@@ -138,7 +143,7 @@ class Controller:
             self.metrics.is_primary.set(1)
             if self.store is not None:
                 # a standby taking over: the previous primary may have moved slots since we loaded
-                stored = await self.store.load(self.cfg.switch.slot_count)
+                stored = await self.store.load(self.cfg.slot_space)
                 if stored is not None:
                     self.slot_map = stored
                     self.pairs = await self.store.load_pairs() or self.pairs
@@ -485,7 +490,9 @@ class Controller:
                 "reconciled_at": self.reconciled_at,
             },
             "leadership": self.leadership_view(),
-            "slots": self.cfg.switch.slot_count,
+            "slots": self.cfg.slot_space,
+            "stages": [{"id": st.id, "name": st.name, "chain": st.chain}
+                       for st in self.cfg.stages()],
             "slot_map": {"resumed": self.resumed, "persisted": self.store is not None,
                          "per_nf": {str(k): v for k, v in sorted(self.slot_map.counts().items())}},
             "pairs": {str(p): b for p, b in sorted(self.pairs.items())},
@@ -521,7 +528,9 @@ class Controller:
             if nf is not None and e.owner != nf:
                 continue
             packets, nbytes = self.slot_counters.get(e.slot, (0, 0))
-            rows.append({"slot": e.slot, "owner": e.owner, "backup": self.pairs.get(e.owner),
+            stage, local = divmod(e.slot, self.cfg.switch.slot_count)
+            rows.append({"slot": e.slot, "stage": stage, "stage_slot": local, "owner": e.owner,
+                         "backup": self.pairs.get(e.owner),
                          "epoch": e.epoch, "packets": packets, "bytes": nbytes})
         return rows
 

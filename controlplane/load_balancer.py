@@ -128,6 +128,7 @@ class _Dests:
     def __init__(self, nfs: list[NfLoadInfo], proj: dict[int, float], low: float) -> None:
         self.proj, self.low = proj, low
         self.cluster_of = {n.nf_id: n.cluster for n in nfs}
+        self.stage_of = {n.nf_id: n.stage for n in nfs}
         self.by_cluster: dict[str, list[tuple[float, int]]] = {}
         self.all: list[tuple[float, int]] = []
         for n in nfs:
@@ -139,8 +140,9 @@ class _Dests:
         heapq.heapify(self.all)
         self.aside: list[tuple[list[tuple[float, int]], tuple[float, int]]] = []
 
-    def pop(self, kind: str, cluster: str) -> int | None:
-        """The least-loaded candidate in `cluster` (intra) or outside it (inter), or None."""
+    def pop(self, kind: str, cluster: str, stage: int = 0) -> int | None:
+        """The least-loaded candidate in `cluster` (intra) or outside it in the same chain
+        `stage` (inter), or None."""
         heap = self.by_cluster.get(cluster, []) if kind == "intra" else self.all
         while heap:
             entry = heapq.heappop(heap)
@@ -150,7 +152,7 @@ class _Dests:
             self.aside.append((heap, entry))
             if load >= self.low:
                 return None  # the rest is at least as loaded
-            if kind == "inter" and self.cluster_of[nf] == cluster:
+            if kind == "inter" and (self.cluster_of[nf] == cluster or self.stage_of[nf] != stage):
                 continue
             return nf
         return None
@@ -222,7 +224,7 @@ def decide(snap: LoadSnapshot, knobs: Knobs) -> list[Action]:
             costs = {s.slot: knobs.move_overhead_bytes + (s.delta_bytes if kind == "intra" else s.state_bytes)
                      for s in movable}
             while movable and limit > 0 and proj[h.nf_id] > target:
-                dst_id = dests.pop(kind, h.cluster)
+                dst_id = dests.pop(kind, h.cluster, h.stage)
                 if dst_id is None:
                     break
                 dst = snap.nfs[dst_id]

@@ -58,6 +58,7 @@ class NfLoadInfo:
     idle_since: float | None = None  # below the idle floor since
     settled: bool = True             # no move involved it for `nf_settle_s`: its report is current
     traffic_pps: float = field(default=-1.0)  # sum of its slots' pps (computed when -1)
+    stage: int = 0                   # its service-chain stage: slots move within a stage only
 
     def __post_init__(self) -> None:
         if self.traffic_pps < 0:
@@ -191,6 +192,7 @@ class SnapshotBuilder:
                                         self.lb.queue_growth)
         self.bytes_per_flow = float(self.lb.bytes_per_flow)
         self.clusters = {nf.id: nf.cluster for nf in cfg.nfs}
+        self.stages = {nf.id: cfg.stage_of(nf.id) for nf in cfg.nfs}
         self.slot_moved_at: dict[int, float] = {}
         self.nf_touched_at: dict[int, float] = {}
         self._hot_since: dict[int, float] = {}
@@ -249,7 +251,8 @@ class SnapshotBuilder:
                 slots.append(SlotLoad(s, rate[0], rate[1], full, full if s in behind else 0))
             touched = self.nf_touched_at.get(nf_id)
             nfs[nf_id] = NfLoadInfo(
-                nf_id=nf_id, cluster=self.clusters[nf_id], load=load, capacity_pps=cap,
+                nf_id=nf_id, cluster=self.clusters[nf_id], stage=self.stages[nf_id], load=load,
+                capacity_pps=cap,
                 packet_rate=report.packet_rate, cpu_percent=report.cpu_percent,
                 queue_depth=report.queue_depth, drop_rate=self.capacity.drop_rates.get(nf_id, 0.0),
                 slots=tuple(slots), slot_count=len(mine), hot_since=self._hot_since.get(nf_id),

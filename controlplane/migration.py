@@ -81,6 +81,11 @@ def check_move(ctl: Controller, slot: int, to_nf: int) -> int:
         raise MoveError(f"NF {to_nf} is not a primary")
     if ctl.registry.nfs[to_nf].declared_down:
         raise MoveError(f"NF {to_nf} is down")
+    stage, to_stage = ctl.cfg.stage_of_slot(slot), ctl.cfg.stage_of(to_nf)
+    if stage != to_stage:
+        names = {st.id: st.name for st in ctl.cfg.stages()}
+        raise MoveError(f"slot {slot} is a slot of stage {names[stage]!r}; NF {to_nf} serves "
+                        f"stage {names[to_stage]!r}")
     owner = ctl.slot_map.owner(slot)
     if owner == to_nf:
         raise MoveError(f"slot {slot} is already owned by NF {to_nf}")

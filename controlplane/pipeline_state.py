@@ -2,13 +2,15 @@
 
 Pure logic, no I/O: `EntityBuilder` turns the configuration, the current primary/backup pairs and the
 slot map into the entries of the contract's tables (`port_role`, `nf_port`, `edge_forward`,
-`slot_owner`) and one multicast group per primary ({primary port, rid 1}, {backup port, rid 2});
+`slot_owner`, and the service chains' `nf_stage`, `edge_chain`, `stage_next`) and one multicast group
+per primary ({primary port, rid 1}, {backup port, rid 2});
 `diff()` compares two entity sets by their P4Runtime encoding and returns the inserts, modifies and
 deletes that turn the actual state into the desired one (reconciliation after a reconnect).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +28,8 @@ ROLE_CPU = 3
 RID_PRIMARY = 1
 RID_BACKUP = 2
 
-MANAGED_TABLES = ("port_role", "nf_port", "edge_forward", "slot_owner")
+MANAGED_TABLES = ("port_role", "nf_port", "edge_forward", "slot_owner", "nf_stage", "edge_chain",
+                  "stage_next")
 
 
 @dataclass
@@ -55,12 +58,18 @@ class Diff:
 class EntityBuilder:
     """Builds contract entities with names resolved through the P4Info."""
 
-    def __init__(self, names: P4Names) -> None:
+    def __init__(self, names: P4Names, slot_count: int) -> None:
         self.names = names
+        self.slot_count = slot_count  # slots per stage (1 << switch.slot_bits)
         self.port_role_t = names.table_action("port_role", ["port"], "set_port_role", ["role"])
         self.slot_owner_t = names.table_action(
-            "slot_owner", ["slot"], "set_replica_group", ["group", "epoch", "primary"]
+            "slot_owner", ["stage", "slot"], "set_replica_group", ["group", "epoch", "primary"]
         )
+        self.nf_stage_t = names.table_action("nf_stage", ["port"], "set_nf_stage", ["stage"])
+        self.edge_chain_t = names.table_action("edge_chain", ["port"], "enter_chain",
+                                               ["stage", "reverse"])
+        self.stage_next_t = names.table_action("stage_next", ["stage", "reverse"], "to_stage",
+                                               ["stage", "rehash"])
         self.nf_port_t = names.table_action("nf_port", ["port"], "set_nf_target", ["nf_id", "nf_mac"])
         self.edge_t = names.table_action(
             "edge_forward", ["dst_addr"], "forward_to_edge", ["port", "dst_mac"]
@@ -95,11 +104,13 @@ class EntityBuilder:
         )
 
     def slot_owner(self, entry: SlotEntry, group: int | None = None) -> P4TableEntry:
-        """The slot's entry, pointing at replica group `group` (default: its owner's id)."""
+        """The slot's entry, pointing at replica group `group` (default: its owner's id); the
+        key is (stage, slot) of the slot index `entry.slot` (stage << slot_bits | slot)."""
         t = self.slot_owner_t
+        stage, slot = divmod(entry.slot, self.slot_count)
         return P4TableEntry(
             t.table,
-            match=P4TableMatch({t.fields["slot"]: entry.slot}),
+            match=P4TableMatch({t.fields["stage"]: stage, t.fields["slot"]: slot}),
             action=P4TableAction(
                 t.action,
                 **{
@@ -109,6 +120,42 @@ class EntityBuilder:
                 },
             ),
         )
+
+    def nf_stage(self, port: int, stage: int) -> P4TableEntry:
+        t = self.nf_stage_t
+        return P4TableEntry(t.table, match=P4TableMatch({t.fields["port"]: port}),
+                            action=P4TableAction(t.action, **{t.params["stage"]: stage}))
+
+    def edge_chain(self, port: int, stage: int, reverse: bool) -> P4TableEntry:
+        t = self.edge_chain_t
+        return P4TableEntry(t.table, match=P4TableMatch({t.fields["port"]: port}),
+                            action=P4TableAction(t.action, **{t.params["stage"]: stage,
+                                                              t.params["reverse"]: int(reverse)}))
+
+    def stage_next(self, stage: int, reverse: bool, to: int, rehash: bool) -> P4TableEntry:
+        t = self.stage_next_t
+        return P4TableEntry(
+            t.table, match=P4TableMatch({t.fields["stage"]: stage, t.fields["reverse"]: int(reverse)}),
+            action=P4TableAction(t.action, **{t.params["stage"]: to, t.params["rehash"]: int(rehash)}))
+
+    def chain_entries(self, cfg: ControllerConfig) -> list[P4TableEntry]:
+        """The chains' steering: each NF port's stage, each edge host's entry stage and
+        direction, each stage's next stage per direction (none without chains: the
+        program's defaults are stage 0, forward, then the edge)."""
+        if not cfg.chains:
+            return []
+        stages = cfg.stages()
+        out = [self.nf_stage(nf.port, cfg.stage_of(nf.id)) for nf in cfg.nfs]
+        hosts = {h.name: h for h in cfg.edge}
+        for chain in cfg.chains:
+            mine = [st for st in stages if st.chain == chain.name]
+            out += [self.edge_chain(hosts[h].port, mine[0].id, False) for h in chain.inside]
+            out += [self.edge_chain(hosts[h].port, mine[-1].id, True) for h in chain.outside]
+            for here, there in itertools.pairwise(mine):
+                # leaving a stage that rewrites addresses, the slot is computed again
+                out.append(self.stage_next(here.id, False, there.id, here.rewrites_addresses))
+                out.append(self.stage_next(there.id, True, here.id, there.rewrites_addresses))
+        return out
 
     @staticmethod
     def group(primary_id: int, primary_port: int, backup_port: int | None) -> P4MulticastGroupEntry:
@@ -135,6 +182,7 @@ class EntityBuilder:
         for host in cfg.edge:
             for prefix in host.prefixes:
                 state.tables.append(self.edge_forward(prefix, host.port, host.mac))
+        state.tables.extend(self.chain_entries(cfg))
         for primary, backup in sorted(pairs.items()):
             backup_port = None if backup is None else cfg.nf(backup).port
             state.groups.append(

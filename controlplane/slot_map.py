@@ -82,6 +82,15 @@ class SlotMap:
         """A fresh map: Maglev ownership, every epoch 1."""
         return cls(slot_count, maglev_table(list(primaries), slot_count), [1] * slot_count)
 
+    @classmethod
+    def build_staged(cls, stage_primaries: Sequence[Iterable[int]], slots_per_stage: int) -> SlotMap:
+        """A fresh map for service chains: stage k's slot indexes k * slots_per_stage, ... are
+        spread by Maglev over stage k's primaries (one stage: `build`)."""
+        owners: list[int] = []
+        for primaries in stage_primaries:
+            owners += maglev_table(list(primaries), slots_per_stage)
+        return cls(len(owners), owners, [1] * len(owners))
+
     # -- reading ----------------------------------------------------------------------------------
     def owner(self, slot: int) -> int:
         return self._owners[slot]

@@ -152,15 +152,15 @@ class SlotStore:
         await self._retry(lambda: self._client.delete_prefix(f"{self.prefix}/slots/".encode()))
 
 
-async def load_or_build(store: SlotStore, primaries: Iterable[int], slot_count: int) -> tuple[SlotMap, bool]:
-    """The persisted map if there is one (resumed=True), else a fresh Maglev map saved to etcd.
+async def load_or_build(store: SlotStore, fresh: SlotMap) -> tuple[SlotMap, bool]:
+    """The persisted map if there is one (resumed=True), else `fresh` saved to etcd.
 
-    A resumed map whose owners are not all among `primaries` is kept as it is: reconciling it
-    with the configuration is the orchestrator's job (fail-over of the missing owners).
+    A resumed map whose owners are not all among the configured primaries is kept as it is:
+    reconciling it with the configuration is the orchestrator's job (fail-over of the missing
+    owners).
     """
-    stored = await store.load(slot_count)
+    stored = await store.load(fresh.slot_count)
     if stored is not None:
         return stored, True
-    fresh = SlotMap.build(primaries, slot_count)
     await store.save(fresh)
     return fresh, False

@@ -41,13 +41,15 @@ class SparePool:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
 
-    def spares(self, cluster: str | None = None) -> list[int]:
-        """Live idle NFs (of `cluster`, or of every cluster), lowest id first."""
+    def spares(self, cluster: str | None = None, stage: int | None = None) -> list[int]:
+        """Live idle NFs (of `cluster`, or of every cluster of chain `stage`, or of every
+        cluster), lowest id first."""
         ctl = self.ctl
         busy = set(ctl.pairs) | {b for b in ctl.pairs.values() if b is not None}
         return sorted(
             nf.id for nf in ctl.cfg.nfs
             if (cluster is None or nf.cluster == cluster) and nf.id not in busy
+            and (stage is None or ctl.cfg.stage_of(nf.id) == stage)
             and ctl.registry.nfs[nf.id].role == "spare"
             and not ctl.registry.nfs[nf.id].declared_down and ctl.registry.nfs[nf.id].alive is not False
         )
@@ -58,9 +60,10 @@ class SparePool:
         ctl = self.ctl
         if cluster not in {c.name for c in ctl.cfg.clusters}:
             raise ScaleError(f"no cluster {cluster!r} in the configuration")
-        candidates = self.spares(cluster) or self.spares()
+        stage = ctl.cfg.stage_of_cluster(cluster)
+        candidates = self.spares(cluster) or self.spares(stage=stage)
         if not candidates:
-            raise ScaleError(f"no spare NF left in cluster {cluster} or any other")
+            raise ScaleError(f"no spare NF left in cluster {cluster} or any other of its stage")
         new = candidates[0]
         async with ctl.move_lock:
             backup = choose_backup(ctl, new, exclude={new})
@@ -82,10 +85,11 @@ class SparePool:
 
     def targets(self, nf: int) -> list[int]:
         """Where a drained NF's slots go: the other primaries of its cluster, least loaded
-        first; another cluster's when it has none."""
+        first; another cluster's of its chain stage when it has none."""
         ctl = self.ctl
-        cluster = ctl.cfg.nf(nf).cluster
-        live = [p for p in ctl.pairs if p != nf and not ctl.registry.nfs[p].declared_down]
+        cluster, stage = ctl.cfg.nf(nf).cluster, ctl.cfg.stage_of(nf)
+        live = [p for p in ctl.pairs if p != nf and not ctl.registry.nfs[p].declared_down
+                and ctl.cfg.stage_of(p) == stage]
         mine = [p for p in live if ctl.cfg.nf(p).cluster == cluster]
         load = {}
         for p in live:

@@ -36,7 +36,7 @@ from finsy import (
 )
 from finsy.p4client import P4ClientError
 
-from controlplane.config import SwitchConfig
+from controlplane.config import CHAIN_STAGES, SwitchConfig
 from controlplane.p4names import P4Names
 from controlplane.pipeline_state import MANAGED_TABLES, DesiredState, Diff, EntityBuilder, diff
 from controlplane.slot_map import SlotEntry
@@ -96,16 +96,17 @@ class SlotBitsError(ValueError):
 
 
 def check_slot_bits(cfg: SwitchConfig, p4info: Path) -> None:
-    """The program sizes `slot_owner` (and every per-slot object) by its SLOT_BITS; a controller
-    configured for another slot count would write slots the switch cannot hold, or leave slots
-    without an owner. Raises SlotBitsError naming both values."""
+    """The program sizes `slot_owner` (and every per-slot object) by its SLOT_BITS, with room for
+    CHAIN_STAGES stages of it; a controller configured for another slot count would write slots
+    the switch cannot hold, or leave slots without an owner. Raises SlotBitsError naming both."""
     table = next((t for t in P4Schema(p4info).tables if t.name.split(".")[-1] == "slot_owner"), None)
     if table is None:
         raise SlotBitsError(f"{p4info} has no slot_owner table: not the nfcluster program")
-    if table.size != cfg.slot_count:
+    if table.size != cfg.slot_count * CHAIN_STAGES:
         raise SlotBitsError(
-            f"switch.slot_bits is {cfg.slot_bits} ({cfg.slot_count} slots) but the program in "
-            f"{p4info} holds {table.size} slots in slot_owner (its SLOT_BITS): make them agree")
+            f"switch.slot_bits is {cfg.slot_bits} ({cfg.slot_count} slots per stage, "
+            f"{cfg.slot_count * CHAIN_STAGES} for {CHAIN_STAGES} stages) but the program in "
+            f"{p4info} holds {table.size} in slot_owner (its SLOT_BITS): make them agree")
 
 class SwitchSession:
     """One controller's P4Runtime connection to one switch."""
@@ -196,7 +197,7 @@ class SwitchSession:
         schema = self.switch.p4info
         if self._names is None or self._names[0] != id(schema.p4info):
             names = P4Names(schema)
-            self._names = (id(schema.p4info), names, EntityBuilder(names))
+            self._names = (id(schema.p4info), names, EntityBuilder(names, self.cfg.slot_count))
         return self._names[1], self._names[2]
 
     @property
@@ -283,7 +284,7 @@ class SwitchSession:
         return [g async for g in self._read(P4MulticastGroupEntry())]
 
     async def read_slot_owner(self) -> dict[int, SlotEntry]:
-        """slot -> (owner, epoch) as the switch holds it."""
+        """slot index (stage << slot_bits | slot) -> (owner, epoch) as the switch holds it."""
         t = self.builder.slot_owner_t
         out = {}
         for entry in await self.read_tables([t.table]):
@@ -292,7 +293,8 @@ class SwitchSession:
             if not isinstance(entry.action, P4TableAction):
                 continue
             args = entry.action.args
-            slot = _as_int(entry.match[t.fields["slot"]])
+            slot = (_as_int(entry.match[t.fields["stage"]]) * self.cfg.slot_count
+                    + _as_int(entry.match[t.fields["slot"]]))
             out[slot] = SlotEntry(slot, _as_int(args[t.params["primary"]]),
                                   _as_int(args[t.params["epoch"]]))
         return out

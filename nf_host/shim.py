@@ -7,10 +7,10 @@ that the two agree field by field. Layout (16 bytes, network byte order):
 
     offset  size  field
     0       1     kind        (Kind)
-    1       1     flags       (bit 0: first packet of a new epoch)
-    2       1     stage       (service-chain stage, 0 for now)
+    1       1     flags       (bit 0: first packet of a new epoch; bit 1: reverse direction)
+    2       1     stage       (service-chain stage, 0 without chains)
     3       1     reserved    (0)
-    4       2     slot
+    4       2     slot        (slot index: stage << SLOT_BITS | slot)
     6       2     epoch       (ownership version of the slot)
     8       2     nf_id       (target NF of this copy)
     10      4     seq         (per-slot sequence number, stamped by the switch)
@@ -27,6 +27,7 @@ ETHERTYPE_NFC = 0x88B5
 SHIM_LEN = 16
 ETH_HDR_LEN = 14
 FLAG_FIRST_OF_EPOCH = 0x01
+FLAG_REVERSE = 0x02  # the packet traverses its chain backwards; an NF's output keeps it
 
 _SHIM = struct.Struct("!BBBBHHHIH")
 assert _SHIM.size == SHIM_LEN
@@ -59,6 +60,10 @@ class Shim:
     @property
     def first_of_epoch(self) -> bool:
         return bool(self.flags & FLAG_FIRST_OF_EPOCH)
+
+    @property
+    def reverse(self) -> bool:
+        return bool(self.flags & FLAG_REVERSE)
 
     def pack(self) -> bytes:
         return _SHIM.pack(

@@ -36,7 +36,7 @@ from nf_host.replication import (
     encode,
     worker_address,
 )
-from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError
+from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
 from nf_host.timing import TRANSFER_TIMEOUT
 
@@ -332,7 +332,8 @@ class Worker:
             # insert EtherType 0x88B5 and the shim up to (not including) its ether_type field: the
             # frame's own EtherType, now right after it, becomes the shim's ether_type
             out[12:12] = _OUT_PREFIX + _OUT_SHIM.pack(
-                Kind.OUTPUT, 0, shim.stage, 0, rt.slot, rt.epoch, self.cfg.nf_id, shim.seq
+                Kind.OUTPUT, shim.flags & FLAG_REVERSE, shim.stage, 0, rt.slot, rt.epoch,
+                self.cfg.nf_id, shim.seq
             )
             batch.outputs.append(out)
         if batch.packets >= self.cfg.batch_size:

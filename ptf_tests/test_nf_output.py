@@ -20,6 +20,7 @@ from ptf_tests.lib.nfc_test import (
     NF2_PORT,
     SERVER_MAC,
     NfcTest,
+    fresh_epoch,
 )
 from ptf_tests.lib.packets import push_shim, set_field, strip_shim, tcp_packet, udp_packet
 
@@ -44,7 +45,8 @@ class OutputStrippedAndForwarded(NfcTest):
 
 @group("nf_output")
 class NonOutputFromNfDropped(NfcTest):
-    """Anything but shim OUTPUT from an NF port (and output with no route) is dropped and counted."""
+    """Anything but shim OUTPUT from an NF port is dropped and counted in nf_port_drops; output
+    with no route in no_route_drops."""
 
     def runTest(self) -> None:
         plain = udp_packet("10.0.2.20", "10.0.1.10", 53, 40000)
@@ -54,13 +56,17 @@ class NonOutputFromNfDropped(NfcTest):
             push_shim(plain, int(Kind.BACKUP), slot=1, epoch=1),
             push_shim(plain, int(Kind.CONTROL), slot=1, epoch=1),
             Ether(src=NF1_MAC, dst="ff:ff:ff:ff:ff:ff") / ARP(psrc="10.0.9.1", pdst="10.0.9.2"),
-            push_shim(udp_packet("192.168.7.1", "192.168.7.2", 1, 2), int(Kind.OUTPUT)),  # no route
         ]
+        no_route = push_shim(udp_packet("192.168.7.1", "192.168.7.2", 1, 2), int(Kind.OUTPUT),
+                             slot=19, epoch=fresh_epoch(), seq=1)
         before = self.read_counter("nf_port_drops", NF1_PORT)
         other_before = self.read_counter("nf_port_drops", NF2_PORT)
+        route_before = self.read_counter("no_route_drops", NF1_PORT)
         for pkt in bad:
             testutils.send_packet(self, NF1_PORT, pkt)
+        testutils.send_packet(self, NF1_PORT, no_route)
         testutils.verify_no_other_packets(self)
+        self.wait_counter("no_route_drops", NF1_PORT, route_before[0] + 1)
         after = self.wait_counter("nf_port_drops", NF1_PORT, before[0] + len(bad))
         self.assertEqual(after[0] - before[0], len(bad))
         self.assertEqual(after[1] - before[1], sum(len(bytes(p)) for p in bad))

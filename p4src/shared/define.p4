@@ -14,10 +14,26 @@
 #endif
 #define SLOT_COUNT (1 << SLOT_BITS)
 
+/*
+ * Service chains: at most CHAIN_STAGES stages (over every chain of the switch), numbered 0..
+ * CHAIN_STAGES-1. Every per-slot register and counter has one cell per (stage, slot), at the
+ * slot index stage << SLOT_BITS | slot, which is also the shim's slot field: it must fit in 16
+ * bits. A switch without chains uses stage 0 only (slot index = slot).
+ */
+#ifndef STAGE_BITS
+#define STAGE_BITS 2
+#endif
+#define CHAIN_STAGES (1 << STAGE_BITS)
+#define SLOT_SPACE (SLOT_COUNT * CHAIN_STAGES)
+#if SLOT_BITS + STAGE_BITS > 16
+#error "SLOT_BITS + STAGE_BITS must not exceed 16 (the shim's slot field)"
+#endif
+
 typedef bit<9>  port_num_t;
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<16> slot_id_t;
+typedef bit<8>  stage_t;
 typedef bit<16> epoch_t;
 typedef bit<16> nf_id_t;
 typedef bit<32> seq_num_t;
@@ -40,6 +56,7 @@ const bit<8> SHIM_KIND_CONTROL = 4;
 
 /* Shim flag bits (nfc_shim_h.flags). */
 const bit<8> SHIM_FLAG_FIRST_OF_EPOCH = 0x01;
+const bit<8> SHIM_FLAG_REVERSE        = 0x02;  /* traverses its chain from the last stage back */
 
 /* Port roles, written by the controller into table port_role. 0 means "not classified". */
 const bit<8> PORT_ROLE_UNKNOWN = 0;
@@ -55,10 +72,11 @@ const bit<16> REPLICA_RID_BACKUP  = 2;
 const port_num_t CPU_PORT = 510;
 
 /* Why the output dedup dropped an NF's output (index of counter nf_output_drops). */
-#define OUTPUT_DROP_REASONS 3
+#define OUTPUT_DROP_REASONS 4
 const bit<32> OUTPUT_DROP_DUPLICATE   = 0;  /* this input's output already left */
 const bit<32> OUTPUT_DROP_STALE_EPOCH = 1;  /* output of an epoch before the previous one */
-const bit<32> OUTPUT_DROP_BAD_SLOT    = 2;  /* a slot number outside 0..SLOT_COUNT-1 */
+const bit<32> OUTPUT_DROP_BAD_SLOT    = 2;  /* a slot index outside its stage's, or a bad stage */
+const bit<32> OUTPUT_DROP_WRONG_STAGE = 3;  /* output of a stage the sending port's NF is not in */
 
 /* IPv4: the most option words a header can carry (ihl 15), the More Fragments flag bit. */
 #define IPV4_OPTION_WORDS 10

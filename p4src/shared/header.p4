@@ -34,9 +34,9 @@ header ethernet_h {
 header nfc_shim_h {
     bit<8>    kind;        /* SHIM_KIND_* */
     bit<8>    flags;       /* SHIM_FLAG_* */
-    bit<8>    stage;       /* service-chain stage, 0 for now */
+    stage_t   stage;       /* service-chain stage the packet is in (0 without chains) */
     bit<8>    reserved;
-    slot_id_t slot;
+    slot_id_t slot;        /* slot index: stage << SLOT_BITS | slot */
     epoch_t   epoch;
     nf_id_t   nf_id;       /* target NF of this copy */
     seq_num_t seq;         /* per-slot sequence number */
@@ -115,10 +115,16 @@ struct dedup_pair_t {
 struct local_metadata_t {
     bit<8>     port_role;    /* PORT_ROLE_* of the ingress port */
     bool       bypass;       /* the packet's fate is decided; later ingress controls skip it */
-    bool       owned;        /* an edge packet whose slot has an owner: stamped and replicated */
+    bool       owned;        /* a packet entering a stage whose slot has an owner: stamped, replicated */
     bit<16>    l4_src_port;  /* 0 when the packet has no TCP/UDP header */
     bit<16>    l4_dst_port;
-    slot_id_t  slot;
+    slot_id_t  slot;         /* the slot within its stage (0..SLOT_COUNT-1) */
+    slot_id_t  slot_index;   /* stage << SLOT_BITS | slot: per-slot cells, the shim's slot */
+    stage_t    stage;        /* the stage the packet enters (edge_chain, or stage_next) */
+    bit<1>     reverse;      /* 1: traverses its chain from the last stage back to the first */
+    bool       accepted;     /* NF output let through by the output dedup (next stage or edge) */
+    bool       chained;      /* accepted NF output that goes on to its next stage */
+    bool       rehash;       /* with chained: its slot is recomputed from its (rewritten) headers */
     bit<16>    group;        /* multicast group of the slot's primary */
     epoch_t    epoch;
     nf_id_t    primary;

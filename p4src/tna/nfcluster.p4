@@ -17,6 +17,8 @@ const DigestType_t DIGEST_TYPE_NEW_FLOW = 1;
 #include "include/parser.p4"
 #include "include/control/port_role.p4"
 #include "include/control/packetio.p4"
+#include "include/control/output.p4"
+#include "include/control/chain.p4"
 #include "include/control/slot.p4"
 #include "include/control/stamping.p4"
 #include "include/control/replication.p4"
@@ -30,18 +32,22 @@ control NfcIngress(inout headers_t hdr,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     PortClassifier() port_classifier;
     PacketIoIngress() packetio;
+    NfOutputAcceptance() output;
+    ChainSteering() chain;
+    EdgeForwarding() forwarding;
     SlotMap() slot_map;
     Stamping() stamping;
     ReplicationIngress() replication;
-    NfOutputForwarding() forwarding;
 
     apply {
         port_classifier.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
         packetio.apply(hdr, meta, ig_intr_md, ig_tm_md);
+        output.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
+        chain.apply(hdr, meta, ig_intr_md);
+        forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
         slot_map.apply(hdr, meta, ig_dprsr_md);
         stamping.apply(hdr, meta, ig_dprsr_md);
         replication.apply(meta, ig_tm_md);
-        forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
     }
 }
 

@@ -15,6 +15,8 @@
 #include "include/parser.p4"
 #include "include/control/port_role.p4"
 #include "include/control/packetio.p4"
+#include "include/control/output.p4"
+#include "include/control/chain.p4"
 #include "include/control/slot.p4"
 #include "include/control/stamping.p4"
 #include "include/control/replication.p4"
@@ -25,18 +27,22 @@ control NfcIngress(inout headers_t hdr,
                    inout standard_metadata_t standard_metadata) {
     PortClassifier() port_classifier;
     PacketIoIngress() packetio;
+    NfOutputAcceptance() output;
+    ChainSteering() chain;
+    EdgeForwarding() forwarding;
     SlotMap() slot_map;
     Stamping() stamping;
     ReplicationIngress() replication;
-    NfOutputForwarding() forwarding;
 
     apply {
         port_classifier.apply(hdr, meta, standard_metadata);
         packetio.apply(hdr, meta, standard_metadata);
-        slot_map.apply(hdr, meta, standard_metadata);
+        output.apply(hdr, meta, standard_metadata);      /* NF output: accepted once, or dropped */
+        chain.apply(hdr, meta, standard_metadata);       /* the stage a packet enters, or none */
+        forwarding.apply(hdr, meta, standard_metadata);  /* output that left its chain: the edge */
+        slot_map.apply(hdr, meta, standard_metadata);    /* entering a stage: slot and owner */
         stamping.apply(hdr, meta, standard_metadata);
         replication.apply(hdr, meta, standard_metadata);
-        forwarding.apply(hdr, meta, standard_metadata);
     }
 }
 

@@ -39,6 +39,7 @@ NF1_MAC = "02:00:00:00:01:01"
 NF2_MAC = "02:00:00:00:01:02"
 CLIENT_MAC = "00:00:00:00:00:01"
 SERVER_MAC = "00:00:00:00:00:02"
+SLOT_BITS = 12  # the program's SLOT_BITS: a slot index is stage << SLOT_BITS | slot
 CLIENT_NET = ("10.0.1.0", 24)
 SERVER_NET = ("10.0.2.0", 24)
 
@@ -108,21 +109,35 @@ class NfcTest(P4RuntimeTest):
     def add_port_role_entry(self, port: int, role: int) -> None:
         self.insert_table_entry("port_role", {"port": port}, "set_port_role", {"role": role})
 
-    def add_slot_owner_entry(self, slot: int, group: int, epoch: int, primary: int) -> None:
+    def add_slot_owner_entry(self, slot: int, group: int, epoch: int, primary: int,
+                             stage: int = 0) -> None:
         self.insert_table_entry(
             "slot_owner",
-            {"slot": slot},
+            {"stage": stage, "slot": slot},
             "set_replica_group",
             {"group": group, "epoch": epoch, "primary": primary},
         )
 
-    def modify_slot_owner_entry(self, slot: int, group: int, epoch: int, primary: int) -> None:
+    def modify_slot_owner_entry(self, slot: int, group: int, epoch: int, primary: int,
+                                stage: int = 0) -> None:
         self.modify_table_entry(
             "slot_owner",
-            {"slot": slot},
+            {"stage": stage, "slot": slot},
             "set_replica_group",
             {"group": group, "epoch": epoch, "primary": primary},
         )
+
+    # service chains (tables nf_stage, edge_chain, stage_next)
+    def add_nf_stage_entry(self, port: int, stage: int) -> None:
+        self.insert_table_entry("nf_stage", {"port": port}, "set_nf_stage", {"stage": stage})
+
+    def add_edge_chain_entry(self, port: int, stage: int, reverse: bool) -> None:
+        self.insert_table_entry("edge_chain", {"port": port}, "enter_chain",
+                                {"stage": stage, "reverse": int(reverse)})
+
+    def add_stage_next_entry(self, stage: int, reverse: bool, to: int, rehash: bool = False) -> None:
+        self.insert_table_entry("stage_next", {"stage": stage, "reverse": int(reverse)}, "to_stage",
+                                {"stage": to, "rehash": int(rehash)})
 
     def add_nf_port_entry(self, port: int, nf_id: int, nf_mac: str) -> None:
         self.insert_table_entry(
@@ -156,7 +171,8 @@ class NfcTest(P4RuntimeTest):
         out: dict[int, object] = {}
         for kind, nf_id in ((Kind.PRIMARY, primary), (Kind.BACKUP, GROUP_BACKUP[primary])):
             port, mac = NF_PORTS[nf_id]
-            exp = push_shim(pkt, int(kind), slot=slot, epoch=epoch, nf_id=nf_id, flags=flags or 0)
+            exp = push_shim(pkt, int(kind), slot=slot, epoch=epoch, nf_id=nf_id, flags=flags or 0,
+                            stage=slot >> SLOT_BITS)
             exp = set_field(exp, Ether, "dst", mac)
             dont_care: list[tuple[type[Packet], str]] = [(NfcShim, "seq")]
             if flags is None:

@@ -19,6 +19,7 @@ from nf_host.shim import ETHERTYPE_NFC, Kind
 
 ETHERTYPE_IPV4 = 0x0800
 FLAG_FIRST_OF_EPOCH = 0x01
+FLAG_REVERSE = 0x02
 
 
 class NfcShim(Packet):
@@ -99,11 +100,14 @@ def push_shim(
     nf_id: int = 0,
     seq: int = 0,
     flags: int = 0,
+    stage: int = 0,
 ) -> Packet:
-    """`pkt` with the shim inserted after Ethernet, as the switch sends it toward an NF."""
+    """`pkt` with the shim inserted after Ethernet, as the switch sends it toward an NF (`slot`
+    is the slot index, stage << SLOT_BITS | slot)."""
     eth = pkt[Ether]
     shim = NfcShim(
-        kind=kind, flags=flags, slot=slot, epoch=epoch, nf_id=nf_id, seq=seq, ether_type=eth.type
+        kind=kind, flags=flags, stage=stage, slot=slot, epoch=epoch, nf_id=nf_id, seq=seq,
+        ether_type=eth.type,
     )
     out = Ether(src=eth.src, dst=eth.dst, type=ETHERTYPE_NFC) / shim / eth.payload.copy()
     return Ether(bytes(out))

@@ -75,7 +75,7 @@ def test_names_resolve_against_p4info(schema):
 
 
 def test_desired_state_from_example_config(schema, cfg):
-    builder = EntityBuilder(P4Names(schema))
+    builder = EntityBuilder(P4Names(schema), 4096)
     slot_map = SlotMap.build([p.id for p in cfg.primaries()], cfg.switch.slot_count)
     state = builder.desired(cfg, pairs_of(cfg), slot_map)
     by_table: dict[str, list[P4TableEntry]] = {}
@@ -98,7 +98,7 @@ def test_desired_state_from_example_config(schema, cfg):
 
 
 def test_diff_of_empty_switch_inserts_everything(schema, cfg):
-    builder = EntityBuilder(P4Names(schema))
+    builder = EntityBuilder(P4Names(schema), 4096)
     slot_map = SlotMap.build([1, 2, 3, 4], 4096)
     state = builder.desired(cfg, pairs_of(cfg), slot_map)
     changes = diff(state, [], [], schema)
@@ -106,7 +106,7 @@ def test_diff_of_empty_switch_inserts_everything(schema, cfg):
 
 
 def test_diff_after_readback_is_empty_and_finds_each_difference(schema, cfg):
-    builder = EntityBuilder(P4Names(schema))
+    builder = EntityBuilder(P4Names(schema), 4096)
     slot_map = SlotMap.build([1, 2, 3, 4], 4096)
     state = builder.desired(cfg, pairs_of(cfg), slot_map)
     tables = roundtrip(state.tables, schema)

@@ -24,7 +24,7 @@ def test_fresh_then_resumed_after_restart(etcd_server):
 
     async def first_controller() -> SlotMap:
         async with SlotStore(etcd_server.endpoint, pfx) as store:
-            m, resumed = await load_or_build(store, [1, 2, 3, 4], 4096)
+            m, resumed = await load_or_build(store, SlotMap.build([1, 2, 3, 4], 4096))
             assert not resumed
             # some ownership changes after start-up, persisted one write each
             for slot, to in ((5, 2), (77, 3), (4095, 1)):
@@ -35,7 +35,7 @@ def test_fresh_then_resumed_after_restart(etcd_server):
     async def restarted_controller() -> tuple[SlotMap, bool]:
         async with SlotStore(etcd_server.endpoint, pfx) as store:
             # a different primary list must not matter: the stored map wins
-            return await load_or_build(store, [1, 2], 4096)
+            return await load_or_build(store, SlotMap.build([1, 2], 4096))
 
     before = asyncio.run(first_controller())
     after, resumed = asyncio.run(restarted_controller())

@@ -174,4 +174,5 @@ def test_standby_cannot_write_and_takes_over(p4sim_server):
 
 def test_contract_p4info_parses():
     info = text_format.Parse(P4INFO.read_text(), p4i.P4Info())
-    assert {t.preamble.alias for t in info.tables} == {"port_role", "slot_owner", "nf_port", "edge_forward"}
+    assert {t.preamble.alias for t in info.tables} == {
+        "port_role", "slot_owner", "nf_port", "edge_forward", "nf_stage", "edge_chain", "stage_next"}

@@ -39,11 +39,14 @@ def short_names(items: Any) -> dict[str, Any]:
 def test_p4info_has_the_contract_names(sw):
     info = sw.p4info
     tables = short_names(info.tables)
-    assert {"port_role", "slot_owner", "nf_port", "edge_forward"} <= set(tables)
+    assert {"port_role", "slot_owner", "nf_port", "edge_forward", "nf_stage", "edge_chain",
+            "stage_next"} <= set(tables)
     assert all(t.preamble.name.startswith(("NfcIngress.", "NfcEgress.")) for t in info.tables)
     fields = {name: [(m.name, m.bitwidth) for m in t.match_fields] for name, t in tables.items()}
     assert fields["port_role"] == [("port", 9)]
-    assert fields["slot_owner"] == [("slot", 16)]
+    assert fields["slot_owner"] == [("stage", 8), ("slot", 16)]
+    assert fields["nf_stage"] == fields["edge_chain"] == [("port", 9)]
+    assert fields["stage_next"] == [("stage", 8), ("reverse", 1)]
     assert fields["nf_port"] == [("port", 9)]
     assert fields["edge_forward"] == [("dst_addr", 32)]
     actions = {a.preamble.name.rsplit(".", 1)[-1]: [(p.name, p.bitwidth) for p in a.params] for a in info.actions}
@@ -51,9 +54,13 @@ def test_p4info_has_the_contract_names(sw):
     assert actions["set_replica_group"] == [("group", 16), ("epoch", 16), ("primary", 16)]
     assert actions["set_nf_target"] == [("nf_id", 16), ("nf_mac", 48)]
     assert actions["forward_to_edge"] == [("port", 9), ("dst_mac", 48)]
+    assert actions["set_nf_stage"] == [("stage", 8)]
+    assert actions["enter_chain"] == [("stage", 8), ("reverse", 1)]
+    assert actions["to_stage"] == [("stage", 8), ("rehash", 1)]
     regs = {n: r.type_spec.bitstring.bit.bitwidth for n, r in short_names(info.registers).items()}
     assert regs["slot_seq"] == 32 and regs["slot_epoch"] == 16
-    assert {"slot_traffic", "nf_port_drops", "unowned_drops"} <= set(short_names(info.counters))
+    assert {"slot_traffic", "nf_port_drops", "no_route_drops", "unowned_drops",
+            "nf_output_drops"} <= set(short_names(info.counters))
     [digest] = [d for d in info.digests if d.preamble.name == "new_flow_t"]
     members = info.type_info.structs["new_flow_t"].members
     assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [
@@ -72,7 +79,8 @@ def test_edge_packet_is_stamped_and_replicated(sw):
         add(sw, "nf_port", {"port": Match("exact", port)}, "set_nf_target",
             {"nf_id": 10 + port, "nf_mac": 0x0200000000 + port})
     for slot in range(4096):
-        add(sw, "slot_owner", {"slot": Match("exact", slot)}, "set_replica_group",
+        add(sw, "slot_owner", {"stage": Match("exact", 0), "slot": Match("exact", slot)},
+            "set_replica_group",
             {"group": 12, "epoch": 1, "primary": 12})
     sw.mc_group_set(12, [(2, 1), (3, 2)])
     syn = Ether(src="00:00:00:00:00:aa", dst="00:00:00:00:00:bb") / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(

@@ -8,7 +8,7 @@ control SlotMap(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Hash<bit<16>>(HashAlgorithm_t.CRC16) slot_hash;
-    Counter<bit<64>, slot_id_t>(SLOT_COUNT, CounterType_t.PACKETS_AND_BYTES) unowned_drops;
+    Counter<bit<64>, slot_id_t>(SLOT_SPACE, CounterType_t.PACKETS_AND_BYTES) unowned_drops;
     Counter<bit<64>, bit<32>>(SLOT_MAP_DROP_REASONS, CounterType_t.PACKETS_AND_BYTES) slot_map_drops;
     Hash<bit<16>>(HashAlgorithm_t.CRC16) fragment_hash;
     Register<dedup_pair_t, bit<32>>(FRAGMENT_MEMORY_SIZE, {0, 0}) fragment_slot;
@@ -41,13 +41,14 @@ control SlotMap(inout headers_t hdr,
     action drop_unowned() {
         meta.owned = false;
         meta.bypass = true;
-        unowned_drops.count(meta.slot);
+        unowned_drops.count(meta.slot_index);
         ig_dprsr_md.drop_ctl = 1;
     }
 
-    /* slot_owner: exact on the slot -> group, epoch, primary. Controller: start-up, every move. */
+    /* slot_owner: exact on (stage, slot) -> group, epoch, primary. Controller: start-up, every move. */
     table slot_owner {
         key = {
+            meta.stage: exact @name("stage");
             meta.slot: exact @name("slot");
         }
         actions = {
@@ -59,11 +60,14 @@ control SlotMap(inout headers_t hdr,
     }
 
     apply {
-        if (!meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid()) {
+        bool from_edge = !meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid();
+        if (from_edge || meta.chained) {
+            /* carried from the stage before unless that stage rewrites addresses (see v1model) */
+            bool carried = meta.chained && !(meta.rehash && hdr.ipv4.frag_offset == 0);
             bit<32> cell = (bit<32>)fragment_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
                                                         hdr.ipv4.protocol, hdr.ipv4.identification })
                            & (FRAGMENT_MEMORY_SIZE - 1);
-            if (hdr.ipv4.frag_offset != 0) {
+            if (from_edge && hdr.ipv4.frag_offset != 0) {
                 bit<32> slot_plus_one = recall_fragment.execute(cell);
                 if (slot_plus_one != 0) {
                     meta.slot = (slot_id_t)(slot_plus_one - 1);
@@ -72,7 +76,7 @@ control SlotMap(inout headers_t hdr,
                     slot_map_drops.count(SLOT_MAP_DROP_ORPHAN_FRAGMENT);
                     ig_dprsr_md.drop_ctl = 1;
                 }
-            } else {
+            } else if (!carried) {
                 ipv4_addr_t lo_addr = hdr.ipv4.src_addr;
                 ipv4_addr_t hi_addr = hdr.ipv4.dst_addr;
                 bit<16> lo_port = meta.l4_src_port;
@@ -87,11 +91,12 @@ control SlotMap(inout headers_t hdr,
                 }
                 bit<16> h = slot_hash.get({ lo_addr, hi_addr, lo_port, hi_port, hdr.ipv4.protocol });
                 meta.slot = h & (bit<16>)(SLOT_COUNT - 1);
-                if ((hdr.ipv4.flags & IPV4_FLAG_MORE_FRAGMENTS) != 0) {
+                if (from_edge && (hdr.ipv4.flags & IPV4_FLAG_MORE_FRAGMENTS) != 0) {
                     remember_fragment.execute(cell);
                 }
             }
             if (!meta.bypass) {
+                meta.slot_index = ((slot_id_t)meta.stage << SLOT_BITS) | meta.slot;
                 slot_owner.apply();
             }
         }

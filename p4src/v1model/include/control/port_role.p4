@@ -33,6 +33,11 @@ control PortClassifier(inout headers_t hdr,
         meta.port_role = PORT_ROLE_UNKNOWN;
         meta.bypass = false;
         meta.owned = false;
+        meta.accepted = false;
+        meta.chained = false;
+        meta.rehash = false;
+        meta.reverse = 0;
+        meta.stage = 0;
         port_role.apply();
         /* packet-out (controller-originated) is handled by PacketIoIngress whatever the role */
         if (!hdr.packet_out.isValid()) {

@@ -1,5 +1,6 @@
 /*
- * Slot computation and ownership.
+ * Slot computation and ownership, for packets from the edge and NF output entering its next
+ * stage (ChainSteering).
  *
  * The slot is a CRC-16 of the 5-tuple with the two endpoints put in a canonical order
  * (the smaller (address, port) first), so both directions of a connection share a slot:
@@ -20,8 +21,8 @@ control SlotMap(inout headers_t hdr,
                 inout local_metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
 
-    /* Edge packets dropped because their slot has no owner, per slot. */
-    counter(SLOT_COUNT, CounterType.packets_and_bytes) unowned_drops;
+    /* Packets dropped because their slot has no owner in the stage they enter, per slot index. */
+    counter(SLOT_SPACE, CounterType.packets_and_bytes) unowned_drops;
     /* Edge packets dropped before a slot was found, per reason (SLOT_MAP_DROP_*). */
     counter(SLOT_MAP_DROP_REASONS, CounterType.packets_and_bytes) slot_map_drops;
     /*
@@ -42,18 +43,19 @@ control SlotMap(inout headers_t hdr,
     action drop_unowned() {
         meta.owned = false;
         meta.bypass = true;
-        unowned_drops.count((bit<32>)meta.slot);
+        unowned_drops.count((bit<32>)meta.slot_index);
         mark_to_drop(standard_metadata);
     }
 
     /*
-     * slot_owner: exact on the slot -> the multicast group of the slot's primary (group id =
-     * the primary's nf_id), the slot's epoch and the primary's nf_id.
-     * Written by the controller for every slot at start-up, and rewritten (one atomic MODIFY,
-     * epoch + 1) on every migration and fail-over. A miss drops and counts the packet.
+     * slot_owner: exact on (stage, slot) -> the replica (multicast) group of the slot's primary
+     * in that stage, the slot's epoch and the primary's nf_id.
+     * Written by the controller for every slot of every stage at start-up, and rewritten (one
+     * atomic MODIFY, epoch + 1) on every migration. A miss drops and counts the packet.
      */
     table slot_owner {
         key = {
+            meta.stage: exact @name("stage");
             meta.slot: exact @name("slot");
         }
         actions = {
@@ -65,14 +67,21 @@ control SlotMap(inout headers_t hdr,
     }
 
     apply {
-        if (!meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid()) {
-            bit<32> cell;
-            hash(cell,
-                 HashAlgorithm.crc16,
-                 (bit<32>)0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, hdr.ipv4.identification },
-                 (bit<32>)FRAGMENT_MEMORY_SIZE);
-            if (hdr.ipv4.frag_offset != 0) {
+        bool from_edge = !meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid();
+        if (from_edge || meta.chained) {
+            /* output going on to its next stage keeps its slot, unless the stage it leaves
+               rewrites addresses (then, but for a later fragment, which has no ports, the
+               slot is computed again from the rewritten headers) */
+            bool carried = meta.chained && !(meta.rehash && hdr.ipv4.frag_offset == 0);
+            bit<32> cell = 0;
+            if (from_edge) {
+                hash(cell,
+                     HashAlgorithm.crc16,
+                     (bit<32>)0,
+                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, hdr.ipv4.identification },
+                     (bit<32>)FRAGMENT_MEMORY_SIZE);
+            }
+            if (from_edge && hdr.ipv4.frag_offset != 0) {
                 /* A later fragment: the slot of its datagram's first fragment. */
                 bit<16> ident;
                 bit<32> slot_plus_one;
@@ -85,7 +94,7 @@ control SlotMap(inout headers_t hdr,
                     slot_map_drops.count(SLOT_MAP_DROP_ORPHAN_FRAGMENT);
                     mark_to_drop(standard_metadata);
                 }
-            } else {
+            } else if (!carried) {
                 ipv4_addr_t lo_addr = hdr.ipv4.src_addr;
                 ipv4_addr_t hi_addr = hdr.ipv4.dst_addr;
                 bit<16> lo_port = meta.l4_src_port;
@@ -103,13 +112,14 @@ control SlotMap(inout headers_t hdr,
                      (bit<16>)0,
                      { lo_addr, hi_addr, lo_port, hi_port, hdr.ipv4.protocol },
                      (bit<32>)SLOT_COUNT);
-                if ((hdr.ipv4.flags & IPV4_FLAG_MORE_FRAGMENTS) != 0) {
+                if (from_edge && (hdr.ipv4.flags & IPV4_FLAG_MORE_FRAGMENTS) != 0) {
                     /* A first fragment: remember its slot for the later ones. */
                     fragment_ident.write(cell, hdr.ipv4.identification);
                     fragment_slot.write(cell, (bit<32>)meta.slot + 1);
                 }
             }
             if (!meta.bypass) {
+                meta.slot_index = ((slot_id_t)meta.stage << SLOT_BITS) | meta.slot;
                 slot_owner.apply();
             }
         }
