@@ -327,6 +327,11 @@ class ControllerConfig(_Model):
                                  st.rewrites_addresses))
         return out
 
+    def stage_config(self, stage: int) -> StageConfig:
+        """The configuration of stage `stage` (a bare one without chains)."""
+        every = [st for chain in self.chains for st in chain.stages]
+        return every[stage] if every else StageConfig(name="main")
+
     def stage_of_cluster(self, cluster: str) -> int:
         """The stage id of `cluster`'s NFs (0 without chains)."""
         if not self.chains:

@@ -42,7 +42,7 @@ LOG = logging.getLogger(__name__)
 # Counters of the switch indexed by a drop reason, and the reasons in index order
 # (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
 SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
-    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot"),
+    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot", "wrong_stage"),
     "slot_map_drops": ("orphan_fragment",),
     "punt_drops": ("no_handler", "over_rate"),
 }
@@ -436,7 +436,7 @@ class Controller:
             cells = await self.session.read_counter(name)
             for index, reason in enumerate(reasons):
                 out[f"{name}/{reason}"] = cells.get(index, (0, 0))[0]
-        for name in ("unowned_drops", "nf_port_drops"):
+        for name in ("unowned_drops", "nf_port_drops", "no_route_drops"):
             out[f"{name}/all"] = sum(p for p, _ in (await self.session.read_counter(name)).values())
         return out
 
@@ -519,6 +519,7 @@ class Controller:
         rows = self.registry.summaries()
         for row in rows:
             row["slots_owned"] = counts.get(row["id"], 0)
+            row["stage"] = self.cfg.stage_of(row["id"])
             row["backup"] = self.pairs.get(row["id"])
         return rows
 

@@ -65,11 +65,20 @@ def _processed(api: str) -> int:
 
 
 def _move_plan(api: str, n: int, avoid: int | None) -> list[tuple[int, int]]:
-    """(slot, target) for n distinct slots with traffic, alternating intra- and inter-cluster."""
+    """(slot, target) for n distinct slots with traffic, alternating intra- and inter-cluster.
+    With service chains: slots of the middle stage of the first chain, to primaries of it."""
+    stages = http_json(f"{api}/status").get("stages", [])
+    stage = stages[len(stages) // 2]["id"] if len(stages) > 1 else None
     nfs = http_json(f"{api}/nfs")
-    primaries = {r["id"]: r["cluster"] for r in nfs if r["role"] == "primary" and r["alive"]}
+    primaries = {r["id"]: r["cluster"] for r in nfs if r["role"] == "primary" and r["alive"]
+                 and (stage is None or r.get("stage") == stage)}
     slots: dict[int, int] = {}
-    for row in http_json(f"{api}/flows"):
+    if stage is None:  # the flows the switch reported, at their slots
+        rows = list(http_json(f"{api}/flows"))
+    else:  # the stage's slots that carried packets
+        rows = [r for p in sorted(primaries) for r in http_json(f"{api}/slots?nf={p}")
+                if r["packets"] > 0]
+    for row in rows:
         if row["owner"] in primaries and row["owner"] != avoid:
             slots.setdefault(int(row["slot"]), int(row["owner"]))
     plan: list[tuple[int, int]] = []
@@ -95,7 +104,14 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
             wait_for(lambda: sender.poll() is not None
                      or len(http_json(f"{api}/flows")) >= min(opts.flows, opts.move_slots),
                      timeout=10, interval=0.05, what="flows learned")
-            for slot, target in _move_plan(api, opts.move_slots, opts.kill_nf):
+            plan: list[tuple[int, int]] = []
+
+            def planned() -> bool:  # the switch's counters show traffic on slots to move
+                plan[:] = _move_plan(api, opts.move_slots, opts.kill_nf)
+                return bool(plan) or sender.poll() is not None
+
+            wait_for(planned, timeout=10, interval=0.1, what="slots with traffic to move")
+            for slot, target in plan:
                 status, result = http_post(f"{api}/slots/{slot}/move?to={target}")
                 if isinstance(result, dict):
                     out.moves.append(result)
@@ -123,12 +139,13 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
     out.faults = faults.records
 
 
-def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
+def loss_report(verdict_input: tuple[Any, Any, Any, Any], counted: bool = True) -> dict[str, Any]:
     """For a run with a killed primary: losses, duplicates, reorderings and repeated counts.
 
     A loss of the documented window (an output committed but not yet sent when the primary died)
     leaves a gap in the flow's checker counts (its state change survived in the backup), so
-    `lost_after_processing` counts the missing counts below each flow's highest count."""
+    `lost_after_processing` counts the missing counts below each flow's highest count. Without
+    a checker NF in the path (`counted=False`) the count columns stay 0."""
     forward, reverse, sent_fwd, sent_rev = verdict_input
     lost = dup = reordered = repeats = not_rising = gaps = 0
     for flow in sorted(set(sent_fwd) | set(sent_rev)):
@@ -139,8 +156,8 @@ def loss_report(verdict_input: tuple[Any, Any, Any, Any]) -> dict[str, Any]:
             lost += t.lost
             dup += t.duplicated
             reordered += t.out_of_order
-            not_rising += t.counts_not_rising
-            counts += [c for _, c in arrivals]
+            not_rising += t.counts_not_rising if counted else 0
+            counts += [c for _, c in arrivals] if counted else []
         repeats += len(counts) - len(set(counts))
         if counts:
             gaps += max(counts) - len(set(counts))

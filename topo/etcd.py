@@ -43,10 +43,17 @@ class EtcdMember:
     data_dir: Path
     log_file: Path
     proc: subprocess.Popen[bytes] | None = None
+    also_on: str | None = None  # a second client address (the management network's gateway)
 
     @property
     def client_url(self) -> str:
         return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def client_urls(self) -> str:
+        """Where it serves clients: loopback, and `also_on` when given."""
+        extra = f",http://{self.also_on}:{self.client_port}" if self.also_on else ""
+        return self.client_url + extra
 
     @property
     def peer_url(self) -> str:
@@ -63,6 +70,10 @@ class EtcdCluster:
     def endpoints(self) -> list[str]:
         """Every member's client endpoint, HOST:PORT (the form the controller's config takes)."""
         return [f"127.0.0.1:{m.client_port}" for m in self.members]
+
+    def endpoints_on(self, host: str) -> list[str]:
+        """The client endpoints on `host` (one of the addresses the members serve on)."""
+        return [f"{host}:{m.client_port}" for m in self.members]
 
     @property
     def servers(self) -> list[EtcdServer]:
@@ -85,8 +96,8 @@ class EtcdCluster:
                 binary,
                 "--name", m.name,
                 "--data-dir", str(m.data_dir),
-                "--listen-client-urls", m.client_url,
-                "--advertise-client-urls", m.client_url,
+                "--listen-client-urls", m.client_urls,
+                "--advertise-client-urls", m.client_urls,
                 "--listen-peer-urls", m.peer_url,
                 "--initial-advertise-peer-urls", m.peer_url,
                 "--initial-cluster", self._initial_cluster(),
@@ -141,10 +152,13 @@ class EtcdCluster:
 
 @contextmanager
 def run_etcd_cluster(size: int = 3, timeout: float = 20.0, log_dir: Path | None = None,
-                     log_name: str = "etcd-{i}.log") -> Iterator[EtcdCluster]:
+                     log_name: str = "etcd-{i}.log", also_on: str | None = None,
+                     ) -> Iterator[EtcdCluster]:
     """Start a `size`-member etcd cluster, wait until it is healthy, stop it afterwards. Member
     i logs to `log_dir/log_name` (`{i}` replaced; default: next to its data directory, gone
-    with it), never to a pipe nobody reads: etcd would block once the pipe filled."""
+    with it), never to a pipe nobody reads: etcd would block once the pipe filled. Clients
+    reach it on loopback, and on `also_on` too when given (the management network's address
+    in the root namespace, for NF runtimes in their own namespaces)."""
     if etcd_binary() is None:
         raise RuntimeError("etcd is not installed (apt-get install etcd-server, or run `make setup`)")
     if size < 1:
@@ -155,7 +169,8 @@ def run_etcd_cluster(size: int = 3, timeout: float = 20.0, log_dir: Path | None 
             data_dir = Path(tmp) / f"member-{i}"
             data_dir.mkdir()
             log_file = (log_dir / log_name.format(i=i)) if log_dir else data_dir.with_suffix(".log")
-            cluster.members.append(EtcdMember(f"m{i}", free_port(), free_port(), data_dir, log_file))
+            cluster.members.append(EtcdMember(f"m{i}", free_port(), free_port(), data_dir, log_file,
+                                              also_on=also_on))
         try:
             for i in range(size):
                 cluster.start(i)

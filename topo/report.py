@@ -93,7 +93,9 @@ def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0
 
 def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
               nfs: list[dict[str, Any]], dist: Disturbances | None = None,
-              switch_drops: dict[str, int] | None = None) -> None:
+              switch_drops: dict[str, int] | None = None, chain: str = "") -> None:
+    """The end of a run: NF loads, drops, disturbances and the verdict. `chain`: the service
+    chain's stages (no checker NF in the path: the NAT's translation is judged instead)."""
     sent = sum(client.sent.values()) + sum(server.sent.values())
     console.print()
     console.print(nf_table(nfs, "NF load at the end"))
@@ -107,7 +109,10 @@ def summarise(console: Console, verdict: Verdict, client: SideReport, server: Si
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
                   f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
                   f"   received: {verdict.packets_received}")
-    if verdict.ok:
+    if verdict.ok and chain:
+        console.print(f"[bold green]verified through the chain {chain}: every packet delivered "
+                      "exactly once and in order both ways, one NAT mapping per flow[/]")
+    elif verdict.ok:
         console.print("[bold green]verified: every packet delivered exactly once and in order, "
                       "and every flow's checker count unbroken[/]")
     else:

@@ -53,7 +53,7 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
-from topo import chaos
+from topo import chain_run, chaos
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
@@ -71,6 +71,7 @@ from topo.verify import FlowVerdict, Verdict, verify
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
+CHAIN_CONFIG = REPO / "topo" / "chain.yaml"
 SINK_PORT = 9000
 
 
@@ -97,11 +98,14 @@ class RunOptions:
     heartbeat_ms: int = 0           # override heartbeat.interval_ms (and its timeout) if > 0
     confirm_ms: int = 0             # override heartbeat.confirm_timeout_ms if > 0
     hot: bool = False
+    chain: bool = False             # the config declares a service chain (topo/chain.yaml)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The scenario's options, shared by `python -m topo run` and the tests."""
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="controller YAML config")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="controller YAML config (default topo/nfcluster.yaml; with --chain "
+                             "topo/chain.yaml)")
     parser.add_argument("--flows", type=int, default=32, help="number of flows (default 32)")
     parser.add_argument("--packets", type=int, default=100, help="packets per flow and direction")
     parser.add_argument("--rate", type=float, default=400.0, help="packets/s sent by the client")
@@ -135,6 +139,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hot", action="store_true",
                         help=f"skewed traffic makes NF {hot_run.HOT_NF} hot; the load balancer "
                              "relieves it (decisions shown live and in the summary)")
+    parser.add_argument("--chain", action="store_true",
+                        help="a service chain, firewall -> nat -> flow_monitor (topo/chain.yaml): "
+                             "--move-slots moves slots of the middle stage, --kill-nf 1 kills the "
+                             "firewall's primary; the verdict also checks the NAT's translation")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -147,10 +155,13 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                          f"{','.join(ALL_KINDS)}")
     if args.heartbeat_ms < 0 or args.faults < 0 or args.confirm_ms < 0:
         raise SystemExit("--heartbeat-ms, --confirm-ms and --faults must not be negative")
-    return RunOptions(args.target, args.config, args.flows, args.packets, args.rate, args.workers,
+    if args.chain and args.hot:
+        raise SystemExit("--chain and --hot: choose one")
+    config = args.config or (CHAIN_CONFIG if args.chain else DEFAULT_CONFIG)
+    return RunOptions(args.target, config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
-                      args.confirm_ms, args.hot)
+                      args.confirm_ms, args.hot, args.chain)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -238,23 +249,27 @@ def started(procs: list[subprocess.Popen[bytes]]) -> Iterator[list[subprocess.Po
 
 
 def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
-              log_dir: Path) -> list[subprocess.Popen[bytes]]:
-    return [start_nf(net, cfg, topo, opts, log_dir, nf.id)
+              log_dir: Path, global_store: str = "memory") -> list[subprocess.Popen[bytes]]:
+    return [start_nf(net, cfg, topo, opts, log_dir, nf.id, global_store=global_store)
             for nf in sorted(cfg.nfs, key=lambda n: n.id)]
 
 
 def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, log_dir: Path,
-             nf_id: int, idle: bool = False) -> subprocess.Popen[bytes]:
+             nf_id: int, idle: bool = False, global_store: str = "memory",
+             ) -> subprocess.Popen[bytes]:
     """Start NF `nf_id`'s `nf-host` on its node (its log appended to `nf<id>.log`). An NF started
-    again after a fault (`idle`) comes up idle, and the controller returns it to the spare pool."""
+    again after a fault (`idle`) comes up idle, and the controller returns it to the spare pool.
+    It runs the checker NF, or with service chains its stage's NF (topo/chain_run.py)."""
     nf = cfg.nf(nf_id)
+    program = (chain_run.nf_args(cfg, nf_id, global_store) if cfg.chains
+               else ["--nf", "checker", "--global-store", global_store])
     node = net.get(topo.node_of(nf.id).name)
     role = "idle" if idle or nf.role == "spare" else nf.role
     cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id),
            "--cluster", str(cfg.cluster_numbers()[nf.cluster]),
            "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
            "--replication", nf.replication_address(), "--role", role,
-           "--nf", "checker", "--workers", str(opts.workers),
+           *program, "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
            "--gap-timeout-ms", "200", *(hot_run.nf_params() if opts.hot else [])]
@@ -315,11 +330,14 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     api = f"http://127.0.0.1:{api_port}"
     standby_api = f"http://127.0.0.1:{standby_api_port}"
     with ExitStack() as stack:
-        console.print(f"starting etcd ({ETCD_MEMBERS} members) ...")
-        etcd = stack.enter_context(run_etcd_cluster(ETCD_MEMBERS, log_dir=log_dir))
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
-        nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
+        console.print(f"starting etcd ({ETCD_MEMBERS} members) ...")
+        # on the management network too: the NF runtimes' global state (a NAT's port pool)
+        etcd = stack.enter_context(run_etcd_cluster(ETCD_MEMBERS, log_dir=log_dir,
+                                                    also_on=topo.mgmt_gateway))
+        store = "etcd://" + ",".join(etcd.endpoints_on(topo.mgmt_gateway)) + "/nfc-global"
+        nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir, store)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
                                   opts.confirm_ms, opts.hot)
@@ -359,6 +377,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         rss_start = chaos.rss(os.getpid())
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
+        for cmd in chain_run.neighbours(cfg, client.MAC()):
+            server.cmd(f"{cmd} dev {server.defaultIntf()}")
         sink = server.popen([sys.executable, "-m", "topo.traffic", "sink", "--listen",
                              f"{server_ip}:{SINK_PORT}", "--idle", "4", "--out",
                              str(log_dir / "server.json")], cwd=str(REPO))
@@ -388,7 +408,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), nf_procs, strict=True))
 
             def restart(nf_id: int) -> subprocess.Popen[bytes]:
-                proc = start_nf(net, cfg, topo, opts, log_dir, nf_id, idle=True)
+                proc = start_nf(net, cfg, topo, opts, log_dir, nf_id, idle=True, global_store=store)
                 nf_procs.append(proc)  # stopped with the others on the way out
                 return proc
 
@@ -457,7 +477,10 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     # an NF released into the dead switch (their checker counts are missing)
     windows = [w for f in faults_seen if (w := getattr(f, "window", None)) is not None]
     outage = chaos.lost_in_windows(windows, [(client_rep, server_rep), (server_rep, client_rep)])
-    verdict = verify(*inputs, wire_lost=wire + outage, count_gaps=outage)
+    verdict = verify(*inputs, wire_lost=wire + outage, count_gaps=outage, counted=not cfg.chains)
+    nat = chain_run.nat_problems(cfg, server_rep)
+    if nat:
+        verdict = Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, nat[:10])])
     if lb:
         moved = [d["at"] for d in lb["decisions"] if d["action"]["action"] == "move"]
         lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
@@ -465,12 +488,13 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
     if dist is not None:
         if dist.faults:
-            dist.losses = loss_report(inputs)
+            dist.losses = loss_report(inputs, counted=not cfg.chains)
             dist.losses["lost_in_switch_outages"] = outage
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
-    summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops)
+    chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
+    summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain)
     if lb:
         hot_run.summary(console, lb, lb["relief"])
         moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]

@@ -72,6 +72,8 @@ class SideReport:
     rtt: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
     # datagrams the kernel dropped at this end's sockets (full receive buffer), per socket
     socket_drops: dict[int, int] = field(default_factory=dict)
+    # sink only: per flow, the distinct "ip:port" it came from (one, unless a NAT is inconsistent)
+    peers: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
 
     @property
     def host_drops(self) -> int:
@@ -87,6 +89,7 @@ class SideReport:
             "received_at": {str(k): v for k, v in self.received_at.items()},
             "ports": {str(k): v for k, v in self.ports.items()},
             "socket_drops": {str(k): v for k, v in self.socket_drops.items()},
+            **({"peers": {str(k): v for k, v in self.peers.items()}} if self.peers else {}),
             **({"rtt": {str(k): v for k, v in self.rtt.items()}} if self.rtt else {}),
         }
 
@@ -113,6 +116,10 @@ class SideReport:
         drops = data.get("socket_drops", {})
         assert isinstance(drops, dict)
         rep.socket_drops = {int(k): int(v) for k, v in drops.items()}
+        peers = data.get("peers", {})
+        assert isinstance(peers, dict)
+        for k, addrs in peers.items():
+            rep.peers[int(k)] = [str(a) for a in addrs]
         rtt = data.get("rtt", {})
         assert isinstance(rtt, dict)
         for k, samples in rtt.items():
@@ -165,6 +172,9 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> Side
             rec = _record_arrival(report, payload)
             if rec is None:
                 continue
+            source = f"{peer[0]}:{peer[1]}"
+            if source not in report.peers[rec.flow_id]:
+                report.peers[rec.flow_id].append(source)
             report.sent[rec.flow_id] += 1
             reply = Record(rec.flow_id, report.sent[rec.flow_id]).pack(size)
             sock.sendto(reply, peer)

@@ -73,7 +73,7 @@ def tally(arrivals: Sequence[tuple[int, int]], sent: int) -> Tally:
 
 
 def _check_direction(name: str, arrivals: Sequence[tuple[int, int]], sent: int,
-                     lossy: bool = False) -> tuple[list[str], int]:
+                     lossy: bool = False, counted: bool = True) -> tuple[list[str], int]:
     """Problems of one direction, and its losses. With `lossy` (the run's wire lost packets, on
     purpose), losses alone are not a problem here: `verify` weighs them against the wire's."""
     problems: list[str] = []
@@ -84,7 +84,7 @@ def _check_direction(name: str, arrivals: Sequence[tuple[int, int]], sent: int,
             f"{name}: received {t.received} of {sent} "
             f"(lost {t.lost}, duplicated {t.duplicated}, out of order {t.out_of_order})"
         )
-    if t.counts_not_rising:
+    if counted and t.counts_not_rising:
         problems.append(f"{name}: checker counts do not rise strictly")
     return problems, t.lost
 
@@ -96,12 +96,15 @@ def verify(
     sent_reverse: Mapping[int, int],
     wire_lost: int = 0,
     count_gaps: int = 0,
+    counted: bool = True,
 ) -> Verdict:
     """The verdict. `wire_lost`: packets the wire is known to have dropped before the NFs (a
     fault that drops on purpose: `tc netem`); the run may lose up to that many, as
     long as nothing is duplicated or reordered and every checker count is unbroken (a packet lost
     before its NF is never counted, so the counts stay 1..N). `count_gaps`: counts that may be
-    missing in all (the output of packets an NF processed while the switch was down)."""
+    missing in all (the output of packets an NF processed while the switch was down).
+    `counted=False`: no checker NF in the path (a service chain of other NFs): packet numbers
+    alone are judged."""
     flows: list[FlowVerdict] = []
     lost = 0
     budget = count_gaps  # shared by every flow
@@ -110,10 +113,11 @@ def verify(
         fv = FlowVerdict(flow_id, len(fwd), len(rev))
         for name, arrivals, sent in (("forward", fwd, sent_forward.get(flow_id, 0)),
                                      ("reverse", rev, sent_reverse.get(flow_id, 0))):
-            problems, n = _check_direction(name, arrivals, sent, lossy=wire_lost > 0)
+            problems, n = _check_direction(name, arrivals, sent, lossy=wire_lost > 0,
+                                           counted=counted)
             fv.problems += problems
             lost += n
-        counts = sorted(c for _, c in (*fwd, *rev))
+        counts = sorted(c for _, c in (*fwd, *rev)) if counted else []
         gaps = (counts[-1] - len(counts)) if counts else 0
         if (counts != list(range(1, len(counts) + 1))
                 and not (count_gaps and len(set(counts)) == len(counts) and 0 < gaps <= budget)):
