@@ -25,3 +25,7 @@ bench-failover: setup build ## fail-over under load: 50 SIGKILLs and 20 SIGSTOPs
 
 bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; LB_BENCH_ARGS="--repeats 21")
 	$(PY) -m bench.load_balancer $(LB_BENCH_ARGS)
+
+.PHONY: bench-chain
+bench-chain: setup build ## service chains: RTT p50/p99 and delivered pkt/s of 1, 2 and 3 stages (BENCH_ARGS="--quick")
+	$(PY) -m bench.chain $(BENCH_ARGS)
