@@ -218,6 +218,8 @@ class LoadBalancerConfig(_Model):
 
     enabled: bool = False
     period_s: float = Field(default=1.0, gt=0.0, le=3600.0)
+    # how often the controller asks every NF for its load (packet rate, CPU, queue)
+    report_s: float = Field(default=1.0, ge=0.05, le=60.0)
     target_margin: float = Field(default=0.1, ge=0.0, lt=1.0)
     idle_floor: float = Field(default=0.05, ge=0.0, le=1.0)
     idle_for_s: float = Field(default=30.0, ge=0.0)

@@ -60,7 +60,7 @@ class Controller:
         p4info: Path | None = None,
         device_config: Path | bytes | None = None,
         counter_interval: float = 1.0,
-        load_interval: float = 1.0,
+        load_interval: float | None = None,
     ) -> None:
         self.cfg = cfg
         self.metrics = ControllerMetrics()
@@ -93,7 +93,8 @@ class Controller:
         self.ever_configured: set[int] = set()
         self.started = time.time()
         self.counter_interval = counter_interval
-        self.load_interval = load_interval
+        # NF load reports: the configuration's load_balancer.report_s unless given
+        self.load_interval = cfg.load_balancer.report_s if load_interval is None else load_interval
         self._digest_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.move_lock = asyncio.Lock()  # one migration or fail-over at a time

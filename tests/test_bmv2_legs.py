@@ -92,4 +92,4 @@ def test_a_slot_count_that_is_not_the_programs_stops_the_controller_naming_both(
     config.write_text(yaml.safe_dump(data))
     assert controller_main(["run", "--config", str(config), "--no-etcd"]) == 2
     err = capsys.readouterr().err
-    assert "slot_bits is 10 (1024 slots)" in err and "4096 slots" in err
+    assert "slot_bits is 10 (1024 slots per stage" in err and "holds 16384 in slot_owner" in err

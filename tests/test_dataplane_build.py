@@ -90,7 +90,7 @@ def test_tables_match_the_contract(p4info: p4i.P4Info) -> None:
         "port_role": ("NfcIngress", [("port", 9, p4i.MatchField.EXACT)], [("set_port_role", [("role", 8)])]),
         "slot_owner": (
             "NfcIngress",
-            [("slot", 16, p4i.MatchField.EXACT)],
+            [("stage", 8, p4i.MatchField.EXACT), ("slot", 16, p4i.MatchField.EXACT)],
             [("set_replica_group", [("group", 16), ("epoch", 16), ("primary", 16)])],
         ),
         "nf_port": (
@@ -116,12 +116,14 @@ def test_tables_match_the_contract(p4info: p4i.P4Info) -> None:
     owner = _by_suffix(list(p4info.tables), "slot_owner", "NfcIngress")
     assert isinstance(owner, p4i.Table)
     assert actions[owner.const_default_action_id].preamble.name.endswith("drop_unowned")
-    assert owner.size == 4096
+    # one entry per (stage, slot): CHAIN_STAGES (4) x 2^SLOT_BITS (default 12)
+    assert owner.size == 4 * 4096
 
 
 @pytest.mark.slow
 def test_externs_match_the_contract(p4info: p4i.P4Info) -> None:
-    for name, size in (("slot_traffic", 4096), ("unowned_drops", 4096), ("nf_port_drops", 512)):
+    # per-(stage, slot) cells at index stage << SLOT_BITS | slot; per-port counters by port
+    for name, size in (("slot_traffic", 4 * 4096), ("unowned_drops", 4 * 4096), ("nf_port_drops", 512)):
         c = _by_suffix(list(p4info.counters), name, "NfcIngress")
         assert isinstance(c, p4i.Counter)
         assert c.size == size
@@ -129,7 +131,7 @@ def test_externs_match_the_contract(p4info: p4i.P4Info) -> None:
     for name, width in (("slot_seq", 32), ("slot_epoch", 16)):
         r = _by_suffix(list(p4info.registers), name, "NfcIngress")
         assert isinstance(r, p4i.Register)
-        assert r.size == 4096
+        assert r.size == 4 * 4096
         assert r.type_spec.bitstring.bit.bitwidth == width
     digests = [d for d in p4info.digests if d.preamble.name == "new_flow_t"]
     assert len(digests) == 1
@@ -148,8 +150,8 @@ def test_externs_match_the_contract(p4info: p4i.P4Info) -> None:
 def test_slot_bits_define_sizes_per_slot_objects(tmp_path: Path) -> None:
     info = _compile(tmp_path, "-D", "SLOT_BITS=8")
     owner = [t for t in info.tables if t.preamble.name.endswith(".slot_owner")]
-    assert owner[0].size == 256
-    assert {c.preamble.name.split(".")[-1]: c.size for c in info.counters}["slot_traffic"] == 256
+    assert owner[0].size == 4 * 256
+    assert {c.preamble.name.split(".")[-1]: c.size for c in info.counters}["slot_traffic"] == 4 * 256
 
 
 @pytest.mark.unit
@@ -229,7 +231,7 @@ def pipeline() -> _Pipeline:
 @pytest.mark.unit
 def test_inprocess_stamps_and_replicates(pipeline: _Pipeline) -> None:
     slot = slot_of("10.0.1.1", "10.0.2.2", 1000, 2000, 17)
-    pipeline.insert("slot_owner", {"slot": slot}, "set_replica_group", {"group": 1, "epoch": 7, "primary": 1})
+    pipeline.insert("slot_owner", {"stage": 0, "slot": slot}, "set_replica_group", {"group": 1, "epoch": 7, "primary": 1})
     request = bytes(udp_packet("10.0.1.1", "10.0.2.2", 1000, 2000))
     reply = bytes(udp_packet("10.0.2.2", "10.0.1.1", 2000, 1000))
     seen = []

@@ -96,3 +96,14 @@ def test_load_balancer_knobs_are_checked_with_the_field_named():
     with pytest.raises(ConfigError) as info:
         config(bogus=1)
     assert info.value.problems == [("load_balancer.bogus", "unknown field")]
+
+
+def test_load_reports_come_every_report_s_unless_the_controller_is_told_otherwise():
+    from controlplane.config import ConfigError
+    from controlplane.controller import Controller
+    assert Controller(config(report_s=0.25), use_etcd=False).load_interval == 0.25
+    assert Controller(config(report_s=0.25), use_etcd=False, load_interval=2.0).load_interval == 2.0
+    assert Controller(config(), use_etcd=False).load_interval == 1.0
+    with pytest.raises(ConfigError) as info:
+        config(report_s=0.01)
+    assert [p for p, _ in info.value.problems] == ["load_balancer.report_s"]

@@ -28,7 +28,9 @@ def test_the_hot_configuration_is_valid_and_turns_the_balancer_on():
     data = yaml.safe_load(EXAMPLE.read_text())
     apply_config(data)
     cfg = parse_config(data)
-    assert cfg.load_balancer.enabled and cfg.load_balancer.period_s == 0.5
+    assert cfg.load_balancer.enabled and cfg.load_balancer.period_s == 0.4
+    # a load report per round: the relief shows one report after the moves
+    assert cfg.load_balancer.report_s == cfg.load_balancer.period_s
     assert {nf.capacity_pps for nf in cfg.nfs} == {400.0}
 
 
