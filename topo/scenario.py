@@ -72,10 +72,9 @@ from topo.verify import FlowVerdict, Verdict, verify
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
 SINK_PORT = 9000
-
-
 # members of the etcd cluster `make run` starts (a quorum survives the loss of one)
 ETCD_MEMBERS = 3
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -97,6 +96,11 @@ class RunOptions:
     heartbeat_ms: int = 0           # override heartbeat.interval_ms (and its timeout) if > 0
     confirm_ms: int = 0             # override heartbeat.confirm_timeout_ms if > 0
     hot: bool = False
+    nf: str = "checker"             # the NF every nf-host runs (the verdict needs the checker)
+    nf_params: str = ""             # its parameters, a JSON object ("" : the NF's defaults)
+    etcd_members: int = ETCD_MEMBERS
+    standby: bool = True            # also start a standby controller
+    gap_timeout_ms: int = 200
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -254,10 +258,12 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            "--cluster", str(cfg.cluster_numbers()[nf.cluster]),
            "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
            "--replication", nf.replication_address(), "--role", role,
-           "--nf", "checker", "--workers", str(opts.workers),
+           "--nf", opts.nf, "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
-           "--gap-timeout-ms", "200", *(hot_run.nf_params() if opts.hot else [])]
+           "--gap-timeout-ms", str(opts.gap_timeout_ms),
+           *(hot_run.nf_params() if opts.hot else []),
+           *(["--params", opts.nf_params] if opts.nf_params else [])]
     log = open(log_dir / f"nf{nf.id}.log", "ab")  # noqa: SIM115  (closed with the process)
     proc: subprocess.Popen[bytes] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                cwd=str(REPO))
@@ -297,14 +303,37 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
 
 # -- the job ---------------------------------------------------------------------------------------
 
-def run(opts: RunOptions, console: Console | None = None) -> Verdict:
-    """Run the scenario and return the sink's verdict (raises on a failure to start)."""
-    console = console or Console()
+@dataclass
+class System:
+    """What `system()` brought up: everything the run's traffic and disturbances need."""
+
+    opts: RunOptions
+    cfg: ControllerConfig
+    topo: Topology
+    net: Any                                  # the Mininet network
+    etcd: Any                                 # topo.etcd's cluster handle
+    nf_procs: list[subprocess.Popen[bytes]]   # one nf-host per NF, by ascending id
+    ctls: chaos.Controllers
+    api: str                                  # the first leader's HTTP API
+    log_dir: Path
+
+    def restart_nf(self, nf_id: int) -> subprocess.Popen[bytes]:
+        """Start NF `nf_id` again, idle (the controller returns it to the spare pool); it is
+        stopped with the others on the way out."""
+        proc = start_nf(self.net, self.cfg, self.topo, self.opts, self.log_dir, nf_id, idle=True)
+        self.nf_procs.append(proc)
+        return proc
+
+
+@contextmanager
+def system(opts: RunOptions, console: Console) -> Iterator[System]:
+    """Bring the whole system up (etcd, the Mininet network and its switch, one nf-host per NF,
+    the controller and, with `opts.standby`, a standby) and wait until the controller is the
+    switch's primary and has configured every NF; stop everything on the way out. `run` and the
+    experiments (`experiments/`) send their traffic through it."""
     if os.geteuid() != 0:
         raise PermissionError("the scenario creates network namespaces: run it as root")
     cfg = load_config(opts.config)
-    if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
-        raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
     topo = build_topology(cfg)
     p4info = REPO / cfg.switch.p4info if not cfg.switch.p4info.is_absolute() else cfg.switch.p4info
     if not p4info.exists():
@@ -315,8 +344,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     api = f"http://127.0.0.1:{api_port}"
     standby_api = f"http://127.0.0.1:{standby_api_port}"
     with ExitStack() as stack:
-        console.print(f"starting etcd ({ETCD_MEMBERS} members) ...")
-        etcd = stack.enter_context(run_etcd_cluster(ETCD_MEMBERS, log_dir=log_dir))
+        console.print(f"starting etcd ({opts.etcd_members} member(s)) ...")
+        etcd = stack.enter_context(run_etcd_cluster(opts.etcd_members, log_dir=log_dir))
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
@@ -352,10 +381,27 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                         and st["nfs"]["configured"] == st["nfs"]["total"])
 
         wait_for(ready, timeout=opts.ready_timeout, interval=0.2, what="controller ready")
-        # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
-        ctls.procs["standby"] = start_controller("standby")
-        wait_for(lambda: http_json(f"{standby_api}/status")["leadership"]["leader"] is not None,
-                 timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
+        if opts.standby:
+            # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
+            ctls.procs["standby"] = start_controller("standby")
+            wait_for(lambda: http_json(f"{standby_api}/status")["leadership"]["leader"] is not None,
+                     timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
+        else:
+            del ctls.apis["standby"]
+        yield System(opts, cfg, topo, net, etcd, nf_procs, ctls, api, log_dir)
+
+
+def run(opts: RunOptions, console: Console | None = None) -> Verdict:
+    """Run the scenario and return the sink's verdict (raises on a failure to start)."""
+    console = console or Console()
+    cfg = load_config(opts.config)
+    if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
+        raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
+    with ExitStack() as stack:
+        sys_ = stack.enter_context(system(opts, console))
+        cfg, topo, net, etcd, nf_procs, ctls, api, log_dir = (
+            sys_.cfg, sys_.topo, sys_.net, sys_.etcd, sys_.nf_procs, sys_.ctls, sys_.api,
+            sys_.log_dir)
         rss_start = chaos.rss(os.getpid())
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
@@ -387,12 +433,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             dist = Disturbances()
             by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), nf_procs, strict=True))
 
-            def restart(nf_id: int) -> subprocess.Popen[bytes]:
-                proc = start_nf(net, cfg, topo, opts, log_dir, nf_id, idle=True)
-                nf_procs.append(proc)  # stopped with the others on the way out
-                return proc
-
-            faults = FaultInjector(api, by_id, restart, seed=opts.seed, hang=opts.hang,
+            faults = FaultInjector(api, by_id, sys_.restart_nf, seed=opts.seed, hang=opts.hang,
                                    kinds=opts.fault_kinds, etcd_members=len(etcd.members))
 
             switch_node = net.get(topo.switch_name)
