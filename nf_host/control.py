@@ -113,6 +113,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             repl_rx_bytes=_sum_maps(p.get("repl_rx_bytes", {}) for p in parts),
             transfer_tx_bytes=sum(p.get("transfer_tx_bytes", 0) for p in parts),
             transfer_rx_bytes=sum(p.get("transfer_rx_bytes", 0) for p in parts),
+            batches=sum(p.get("batches", 0) for p in parts),
         )
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
         slots.sort(key=lambda s: s.slot)

@@ -940,7 +940,8 @@ class Worker:
             if kind == "x":
                 xfer_in += n
         return {"repl_tx_bytes": dict(self.bytes_to), "repl_rx_bytes": rx,
-                "transfer_tx_bytes": self.c.transfer_bytes, "transfer_rx_bytes": xfer_in}
+                "transfer_tx_bytes": self.c.transfer_bytes, "transfer_rx_bytes": xfer_in,
+                "batches": self.commit.last_id}
 
     def flows(self, slot: int) -> dict[str, Any]:
         """The state of one slot (owned or replicated), for tests and debugging."""
