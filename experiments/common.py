@@ -67,6 +67,7 @@ class Outcome:
     checks: list[Check] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # parameters changed and why, other remarks
+    error: str = ""  # the experiment failed: why
 
 
 @dataclass
@@ -186,11 +187,14 @@ class Bench:
         return http_json(f"{self.api}{path}")
 
     def post(self, path: str, timeout: float = 30.0) -> Any:
-        import urllib.request
+        """POST to the controller's API (as `topo.disturbances.http_post`); the JSON answer, or
+        {"ok": False, "error": ...} on an HTTP error without one."""
+        from topo.disturbances import http_post
 
-        req = urllib.request.Request(f"{self.api}{path}", method="POST", data=b"")
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read() or b"null")
+        status, body = http_post(f"{self.api}{path}", timeout)
+        if isinstance(body, dict):
+            return body
+        return {"ok": False, "error": f"HTTP {status}: {body}"}
 
     def nf_status(self, nf_id: int) -> Any:
         """NF `nf_id`'s Status over its control API (gRPC, through the management network)."""
@@ -233,17 +237,25 @@ class Bench:
                 cmd += ["--sports", ",".join(map(str, sports))]
             if dports:
                 cmd += ["--dports", ",".join(map(str, dports))]
-            sender = client.popen(cmd, cwd=str(REPO))
+            with open(d / "sender.log", "wb") as log:
+                sender = client.popen(cmd, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT)
             if during is not None:
                 during()
             sender.wait(timeout=packets * flows / max(rate, 1) + wait + 120)
-            sink.wait(timeout=idle + 60)
+            try:
+                sink.wait(timeout=idle + 10)
+            except subprocess.TimeoutExpired:  # nothing arrived: stopped, it writes its report
+                sink.terminate()
+                sink.wait(timeout=10)
         finally:
             for proc in (sink,):
                 if proc.poll() is None:
                     proc.terminate()
                     with suppress(subprocess.TimeoutExpired, OSError):
                         proc.wait(timeout=5)
+        if not (d / "client.json").exists():
+            raise RuntimeError(f"the sender wrote no report (exit {sender.returncode}): "
+                               f"{(d / 'sender.log').read_text()[-2000:]}")
         return Traffic.load(d, echo)
 
 
@@ -321,16 +333,19 @@ class Traffic:
 
 def ports_in_slots(slots: set[int], n: int, slot_count: int, rng: random.Random,
                    dports: Sequence[int] = (SINK_PORT,), client: str = "10.0.0.1",
-                   server: str = "10.0.0.2") -> list[tuple[int, int]]:
-    """`n` distinct (source port, destination port) pairs whose flows hash into `slots`, drawn in a
-    seeded order."""
+                   server: str = "10.0.0.2", sports: range = range(20000, 65536),
+                   ) -> list[tuple[int, int]]:
+    """`n` (source port, destination port) pairs, each source port once (one socket each), whose
+    flows hash into `slots`, drawn in a seeded order."""
     from topo.hot import slot_of
 
-    candidates = [(s, d) for d in dports for s in range(20000, 65536)]
+    candidates = [(s, d) for d in dports for s in sports]
     rng.shuffle(candidates)
     out: list[tuple[int, int]] = []
+    used: set[int] = set()
     for sport, dport in candidates:
-        if slot_of(client, server, sport, dport, 17, slot_count) in slots:
+        if sport not in used and slot_of(client, server, sport, dport, 17, slot_count) in slots:
+            used.add(sport)
             out.append((sport, dport))
             if len(out) == n:
                 return out
