@@ -221,7 +221,7 @@ def run_targets(ctx: Context) -> Outcome:
     rates = [500.0, 2000.0] if ctx.quick else [250.0, 500.0, 1000.0, 2000.0, 4000.0]
     flows, seconds = 16, (2.0 if ctx.quick else 4.0)
     ports = random_ports(flows, ctx.rng(name))
-    rows = []
+    rows: list[dict[str, Any]] = []
     steps, step = len(targets) * len(rates), 0
     for target in targets:
         sub = Context(ctx.out_dir, ctx.quick, ctx.seed, target, ctx.console)

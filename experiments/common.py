@@ -205,7 +205,8 @@ class Bench:
 
         mgmt = self.system.cfg.nf(nf_id).mgmt
         with grpc.insecure_channel(mgmt) as ch:
-            return pb_grpc.NfControlStub(ch).Status(pb.StatusRequest(), timeout=5)
+            stub = pb_grpc.NfControlStub(ch)  # type: ignore[no-untyped-call]
+            return stub.Status(pb.StatusRequest(), timeout=5)
 
     def traffic(self, flows: int, packets: int, rate: float, sports: Sequence[int] = (),
                 dports: Sequence[int] = (), echo: bool = True, wait: float = 5.0,
