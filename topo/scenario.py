@@ -184,7 +184,8 @@ def _no_ipv6_on_new_root_interfaces() -> Iterator[None]:
 
 
 @contextmanager
-def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) -> Iterator[Any]:
+def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path,
+                    device_id: int = 1) -> Iterator[Any]:
     """Build and start the Mininet network; stop it and remove what it left behind afterwards."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
@@ -196,8 +197,10 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) 
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
     try:
         with _no_ipv6_on_new_root_interfaces():
+            # the configuration's device id, not the switch class's counter (which goes on
+            # counting when one process builds several networks, e.g. the experiments)
             sw = net.addSwitch(topo.switch_name, cls=switch_class(target), grpc_port=grpc_port,
-                               cpu_port=topo.cpu_port, log_dir=str(log_dir))
+                               cpu_port=topo.cpu_port, log_dir=str(log_dir), device_id=device_id)
             mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
             for h in topo.edge:
                 host = _quiet(net.addHost(h.name, ip=h.ip, mac=h.mac))
@@ -347,7 +350,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
         console.print(f"starting etcd ({opts.etcd_members} member(s)) ...")
         etcd = stack.enter_context(run_etcd_cluster(opts.etcd_members, log_dir=log_dir))
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
-        net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
+        net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir,
+                                                  cfg.switch.device_id))
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
