@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -77,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -92,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("the experiments build Mininet networks: run them as root")
     from experiments import plots, report
 
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: everything is cleaned up
     console = Console(width=max(Console().width, 110))
     out_dir: Path = args.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
