@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from typing import Any, TypeVar
 
@@ -43,6 +43,15 @@ MAX_PARAMS_JSON = 64 * 1024
 
 class BadRequest(ValueError):
     """A control message with a value out of range."""
+
+
+def _sum_maps(maps: Iterable[dict[int, int]]) -> dict[int, int]:
+    """Per-worker counters by NF id, added up (worker status dicts cross a pipe: keys stay ints)."""
+    out: dict[int, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[int(k)] = out.get(int(k), 0) + int(v)
+    return out
 
 
 def _check16(what: str, value: int) -> int:
@@ -100,6 +109,11 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             global_store_errors=sum(p.get("global_store_errors", 0) for p in parts),
             nf_errors=sum(p.get("nf_errors", 0) for p in parts),
             overload_drops=sum(p["overflows"] + p["input_overflows"] + p["kernel_drops"] for p in parts),
+            repl_tx_bytes=_sum_maps(p.get("repl_tx_bytes", {}) for p in parts),
+            repl_rx_bytes=_sum_maps(p.get("repl_rx_bytes", {}) for p in parts),
+            transfer_tx_bytes=sum(p.get("transfer_tx_bytes", 0) for p in parts),
+            transfer_rx_bytes=sum(p.get("transfer_rx_bytes", 0) for p in parts),
+            batches=sum(p.get("batches", 0) for p in parts),
         )
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
         slots.sort(key=lambda s: s.slot)

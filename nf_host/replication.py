@@ -76,11 +76,16 @@ class FrameTooLarge(ProtocolError):
 
 
 async def read_message(reader: asyncio.StreamReader, max_frame: int = MAX_FRAME) -> Message:
+    return (await read_sized(reader, max_frame))[0]
+
+
+async def read_sized(reader: asyncio.StreamReader, max_frame: int = MAX_FRAME) -> tuple[Message, int]:
+    """One message and its size on the wire (length prefix included)."""
     head = await reader.readexactly(_LEN.size)
     (n,) = _LEN.unpack(head)
     if n > max_frame:
         raise FrameTooLarge(f"frame of {n} bytes exceeds {max_frame}")
-    return decode(await reader.readexactly(n))
+    return decode(await reader.readexactly(n)), _LEN.size + n
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -106,6 +111,9 @@ class ReplicationServer:
         self.host, self.port, self.handler = host, port, handler
         self.policy = policy
         self.errors = 0
+        # bytes received (frames, length prefix included) by sending NF (0: sender unknown, i.e.
+        # no hello) and by message type: what the experiments count as replication overhead
+        self.bytes_in: dict[tuple[int, str], int] = {}
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.StreamWriter] = set()
 
@@ -142,10 +150,12 @@ class ReplicationServer:
                 sender, msg = await self._hello(reader, policy, remote)
                 limit = policy.limits.max_frame
             else:
-                msg, limit = await read_message(reader), MAX_FRAME
+                (msg, size), limit = await read_sized(reader), MAX_FRAME
+                self._count(None, str(msg["t"]), size)
             while True:
                 if msg is None:
-                    msg = await read_message(reader, limit)
+                    msg, size = await read_sized(reader, limit)
+                    self._count(sender, str(msg["t"]), size)
                 if policy is not None:
                     msg = policy.check(sender, msg)
                     if msg is None:
@@ -188,21 +198,29 @@ class ReplicationServer:
             self._conns.discard(writer)
             writer.close()
 
-    @staticmethod
     async def _hello(
-        reader: asyncio.StreamReader, policy: PeerPolicy, remote: str | None
+        self, reader: asyncio.StreamReader, policy: PeerPolicy, remote: str | None
     ) -> tuple[int | None, Message | None]:
         """Admit a connection: (sender, a first message still to handle, if it was no hello)."""
         if not policy.limits.known_peers_only:  # a hello is optional: note the sender if any
-            msg = await read_message(reader, policy.limits.max_frame)
+            msg, size = await read_sized(reader, policy.limits.max_frame)
             if msg["t"] == HELLO:
-                return policy.admit(msg, remote), None
+                sender = policy.admit(msg, remote)
+                self._count(sender, HELLO, size)
+                return sender, None
+            self._count(None, str(msg["t"]), size)
             return None, msg
         try:
-            msg = await asyncio.wait_for(read_message(reader, HELLO_MAX_FRAME), HELLO_TIMEOUT)
+            msg, size = await asyncio.wait_for(read_sized(reader, HELLO_MAX_FRAME), HELLO_TIMEOUT)
         except TimeoutError:
             raise Refused("no_hello", f"no hello within {HELLO_TIMEOUT} s") from None
-        return policy.admit(msg, remote), None
+        sender = policy.admit(msg, remote)
+        self._count(sender, HELLO, size)
+        return sender, None
+
+    def _count(self, sender: int | None, kind: str, size: int) -> None:
+        key = (sender or 0, kind)
+        self.bytes_in[key] = self.bytes_in.get(key, 0) + size
 
     async def close(self) -> None:
         if self._server is not None:
@@ -227,8 +245,10 @@ class Link:
         on_connected: Callable[[Link], Awaitable[None] | None] | None = None,
         retry: float = 0.05,
         hello: Message | None = None,
+        tally: dict[int, int] | None = None,
     ) -> None:
         self.nf_id, self.address = nf_id, address
+        self.tally = tally  # bytes sent, by destination NF, kept across links (the owner's)
         self.hello = hello  # the first message on every connection (nf_host.peer_policy.hello)
         self.on_message, self.on_connected = on_message, on_connected
         self.retry = retry
@@ -255,6 +275,8 @@ class Link:
             asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(data)
         self.bytes_sent += len(data)
+        if self.tally is not None:
+            self.tally[self.nf_id] = self.tally.get(self.nf_id, 0) + len(data)
         return len(data)
 
     def backlog(self) -> int:

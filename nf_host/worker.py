@@ -151,6 +151,7 @@ class Worker:
         self.batch: Batch | None = None
         self._batch_timer: asyncio.TimerHandle | None = None
         self.links: dict[int, Link] = {}
+        self.bytes_to: dict[int, int] = {}  # replication bytes sent, by destination NF (all links)
         self.backup_id = 0
         self.peer_ids: set[int] = set()
         self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
@@ -522,7 +523,8 @@ class Worker:
         self.pending_versions.pop(nf_id, None)
         self.acked_versions.pop(nf_id, None)
         link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
-                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers))
+                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers),
+                    tally=self.bytes_to)
         self.links[nf_id] = link
         return link
 
@@ -925,7 +927,22 @@ class Worker:
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
             "repl_refused": self.policy.refused_total, "repl_refusals": dict(self.policy.refused),
+            **self.repl_bytes(),
         }
+
+    def repl_bytes(self) -> dict[str, Any]:
+        """Replication traffic in bytes on the wire since start: sent by destination NF, received
+        by sending NF (every message: deltas, snapshots, transfers, forwarded packets, acks), and
+        the slot transfers of moves alone, each way."""
+        rx: dict[int, int] = {}
+        xfer_in = 0
+        for (sender, kind), n in (self.server.bytes_in if self.server else {}).items():
+            rx[sender] = rx.get(sender, 0) + n
+            if kind == "x":
+                xfer_in += n
+        return {"repl_tx_bytes": dict(self.bytes_to), "repl_rx_bytes": rx,
+                "transfer_tx_bytes": self.c.transfer_bytes, "transfer_rx_bytes": xfer_in,
+                "batches": self.commit.last_id}
 
     def flows(self, slot: int) -> dict[str, Any]:
         """The state of one slot (owned or replicated), for tests and debugging."""

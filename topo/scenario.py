@@ -73,10 +73,9 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
 CHAIN_CONFIG = REPO / "topo" / "chain.yaml"
 SINK_PORT = 9000
-
-
 # members of the etcd cluster `make run` starts (a quorum survives the loss of one)
 ETCD_MEMBERS = 3
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -99,6 +98,11 @@ class RunOptions:
     confirm_ms: int = 0             # override heartbeat.confirm_timeout_ms if > 0
     hot: bool = False
     chain: bool = False             # the config declares a service chain (topo/chain.yaml)
+    nf: str = "checker"             # the NF every nf-host runs (the verdict needs the checker)
+    nf_params: str = ""             # its parameters, a JSON object ("" : the NF's defaults)
+    etcd_members: int = ETCD_MEMBERS
+    standby: bool = True            # also start a standby controller
+    gap_timeout_ms: int = 200
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -191,7 +195,8 @@ def _no_ipv6_on_new_root_interfaces() -> Iterator[None]:
 
 
 @contextmanager
-def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) -> Iterator[Any]:
+def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path,
+                    device_id: int = 1) -> Iterator[Any]:
     """Build and start the Mininet network; stop it and remove what it left behind afterwards."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
@@ -203,8 +208,10 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path) 
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
     try:
         with _no_ipv6_on_new_root_interfaces():
+            # the configuration's device id, not the switch class's counter (which goes on
+            # counting when one process builds several networks, e.g. the experiments)
             sw = net.addSwitch(topo.switch_name, cls=switch_class(target), grpc_port=grpc_port,
-                               cpu_port=topo.cpu_port, log_dir=str(log_dir))
+                               cpu_port=topo.cpu_port, log_dir=str(log_dir), device_id=device_id)
             mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
             for h in topo.edge:
                 host = _quiet(net.addHost(h.name, ip=h.ip, mac=h.mac))
@@ -262,7 +269,7 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
     It runs the checker NF, or with service chains its stage's NF (topo/chain_run.py)."""
     nf = cfg.nf(nf_id)
     program = (chain_run.nf_args(cfg, nf_id, global_store) if cfg.chains
-               else ["--nf", "checker", "--global-store", global_store])
+               else ["--nf", opts.nf, "--global-store", global_store])
     node = net.get(topo.node_of(nf.id).name)
     role = "idle" if idle or nf.role == "spare" else nf.role
     cmd = [sys.executable, "-m", "nf_host", "run", "--nf-id", str(nf.id),
@@ -272,7 +279,9 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            *program, "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
-           "--gap-timeout-ms", "200", *(hot_run.nf_params() if opts.hot else [])]
+           "--gap-timeout-ms", str(opts.gap_timeout_ms),
+           *(hot_run.nf_params() if opts.hot else []),
+           *(["--params", opts.nf_params] if opts.nf_params else [])]
     log = open(log_dir / f"nf{nf.id}.log", "ab")  # noqa: SIM115  (closed with the process)
     proc: subprocess.Popen[bytes] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                cwd=str(REPO))
@@ -312,14 +321,39 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
 
 # -- the job ---------------------------------------------------------------------------------------
 
-def run(opts: RunOptions, console: Console | None = None) -> Verdict:
-    """Run the scenario and return the sink's verdict (raises on a failure to start)."""
-    console = console or Console()
+@dataclass
+class System:
+    """What `system()` brought up: everything the run's traffic and disturbances need."""
+
+    opts: RunOptions
+    cfg: ControllerConfig
+    topo: Topology
+    net: Any                                  # the Mininet network
+    etcd: Any                                 # topo.etcd's cluster handle
+    nf_procs: list[subprocess.Popen[bytes]]   # one nf-host per NF, by ascending id
+    ctls: chaos.Controllers
+    api: str                                  # the first leader's HTTP API
+    log_dir: Path
+    store: str                                # the NF runtimes' global store (etcd over mgmt)
+
+    def restart_nf(self, nf_id: int) -> subprocess.Popen[bytes]:
+        """Start NF `nf_id` again, idle (the controller returns it to the spare pool); it is
+        stopped with the others on the way out."""
+        proc = start_nf(self.net, self.cfg, self.topo, self.opts, self.log_dir, nf_id, idle=True,
+                        global_store=self.store)
+        self.nf_procs.append(proc)
+        return proc
+
+
+@contextmanager
+def system(opts: RunOptions, console: Console) -> Iterator[System]:
+    """Bring the whole system up (etcd, the Mininet network and its switch, one nf-host per NF,
+    the controller and, with `opts.standby`, a standby) and wait until the controller is the
+    switch's primary and has configured every NF; stop everything on the way out. `run` and the
+    experiments (`experiments/`) send their traffic through it."""
     if os.geteuid() != 0:
         raise PermissionError("the scenario creates network namespaces: run it as root")
     cfg = load_config(opts.config)
-    if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
-        raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
     topo = build_topology(cfg)
     p4info = REPO / cfg.switch.p4info if not cfg.switch.p4info.is_absolute() else cfg.switch.p4info
     if not p4info.exists():
@@ -331,10 +365,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     standby_api = f"http://127.0.0.1:{standby_api_port}"
     with ExitStack() as stack:
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
-        net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir))
-        console.print(f"starting etcd ({ETCD_MEMBERS} members) ...")
+        net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir,
+                                                  cfg.switch.device_id))
+        console.print(f"starting etcd ({opts.etcd_members} member(s)) ...")
         # on the management network too: the NF runtimes' global state (a NAT's port pool)
-        etcd = stack.enter_context(run_etcd_cluster(ETCD_MEMBERS, log_dir=log_dir,
+        etcd = stack.enter_context(run_etcd_cluster(opts.etcd_members, log_dir=log_dir,
                                                     also_on=topo.mgmt_gateway))
         store = "etcd://" + ",".join(etcd.endpoints_on(topo.mgmt_gateway)) + "/nfc-global"
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir, store)))
@@ -370,10 +405,27 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                         and st["nfs"]["configured"] == st["nfs"]["total"])
 
         wait_for(ready, timeout=opts.ready_timeout, interval=0.2, what="controller ready")
-        # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
-        ctls.procs["standby"] = start_controller("standby")
-        wait_for(lambda: http_json(f"{standby_api}/status")["leadership"]["leader"] is not None,
-                 timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
+        if opts.standby:
+            # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
+            ctls.procs["standby"] = start_controller("standby")
+            wait_for(lambda: http_json(f"{standby_api}/status")["leadership"]["leader"] is not None,
+                     timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
+        else:
+            del ctls.apis["standby"]
+        yield System(opts, cfg, topo, net, etcd, nf_procs, ctls, api, log_dir, store)
+
+
+def run(opts: RunOptions, console: Console | None = None) -> Verdict:
+    """Run the scenario and return the sink's verdict (raises on a failure to start)."""
+    console = console or Console()
+    cfg = load_config(opts.config)
+    if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
+        raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
+    with ExitStack() as stack:
+        sys_ = stack.enter_context(system(opts, console))
+        cfg, topo, net, etcd, nf_procs, ctls, api, log_dir = (
+            sys_.cfg, sys_.topo, sys_.net, sys_.etcd, sys_.nf_procs, sys_.ctls, sys_.api,
+            sys_.log_dir)
         rss_start = chaos.rss(os.getpid())
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
@@ -407,12 +459,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             dist = Disturbances()
             by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), nf_procs, strict=True))
 
-            def restart(nf_id: int) -> subprocess.Popen[bytes]:
-                proc = start_nf(net, cfg, topo, opts, log_dir, nf_id, idle=True, global_store=store)
-                nf_procs.append(proc)  # stopped with the others on the way out
-                return proc
-
-            faults = FaultInjector(api, by_id, restart, seed=opts.seed, hang=opts.hang,
+            faults = FaultInjector(api, by_id, sys_.restart_nf, seed=opts.seed, hang=opts.hang,
                                    kinds=opts.fault_kinds, etcd_members=len(etcd.members))
 
             switch_node = net.get(topo.switch_name)

@@ -7,6 +7,9 @@ switch and the NFs. Each side writes what it sent and received to a JSON file; `
 
     python -m topo.traffic sink --listen 10.0.0.2:9000 --out server.json --idle 3
     python -m topo.traffic send --dst 10.0.0.2:9000 --flows 16 --packets 200 --rate 2000 --out client.json
+
+`--ports N` makes the sink listen on N consecutive ports and `--dports` sends each flow to its own
+port (more 5-tuples per slot than source ports alone give); `--no-echo` makes the traffic one-way.
 """
 
 from __future__ import annotations
@@ -145,8 +148,10 @@ def _record_arrival(report: SideReport, payload: bytes) -> Record | None:
     return rec
 
 
-def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> SideReport:
-    """Receive, record and answer until nothing arrived for `idle` seconds after the first packet."""
+def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path, ports: int = 1,
+             echo: bool = True) -> SideReport:
+    """Receive, record and (with `echo`) answer until nothing arrived for `idle` seconds after the
+    first packet; listens on `ports` consecutive ports from `listen`'s."""
     report = SideReport()
     stop = False
 
@@ -156,39 +161,54 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path) -> Side
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        open_for_receiving(sock)
-        sock.bind(listen)
-        sock.settimeout(0.1)
+    sel = selectors.DefaultSelector()
+    socks: list[socket.socket] = []
+    try:
+        for i in range(ports):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            socks.append(sock)
+            open_for_receiving(sock)
+            sock.bind((listen[0], listen[1] + i))
+            sock.setblocking(False)
+            sel.register(sock, selectors.EVENT_READ, i)
         last = None
         while not stop and (last is None or time.monotonic() - last < idle):
-            try:
-                payload, peer, dropped = receive(sock)
-            except TimeoutError:
-                continue
-            if dropped is not None:
-                report.socket_drops[0] = dropped
-            last = time.monotonic()
-            rec = _record_arrival(report, payload)
-            if rec is None:
-                continue
-            source = f"{peer[0]}:{peer[1]}"
-            if source not in report.peers[rec.flow_id]:
-                report.peers[rec.flow_id].append(source)
-            report.sent[rec.flow_id] += 1
-            reply = Record(rec.flow_id, report.sent[rec.flow_id]).pack(size)
-            sock.sendto(reply, peer)
-            report.sent_at[rec.flow_id].append(time.time())
+            for key, _ in sel.select(0.1):
+                ready = socks[key.data]
+                while True:
+                    try:
+                        payload, peer, dropped = receive(ready)
+                    except BlockingIOError:
+                        break
+                    if dropped is not None:
+                        report.socket_drops[key.data] = dropped
+                    last = time.monotonic()
+                    rec = _record_arrival(report, payload)
+                    if rec is None:
+                        continue
+                    source = f"{peer[0]}:{peer[1]}"
+                    if source not in report.peers[rec.flow_id]:
+                        report.peers[rec.flow_id].append(source)
+                    if not echo:
+                        continue
+                    report.sent[rec.flow_id] += 1
+                    reply = Record(rec.flow_id, report.sent[rec.flow_id]).pack(size)
+                    ready.sendto(reply, peer)
+                    report.sent_at[rec.flow_id].append(time.time())
+    finally:
+        for sock in socks:
+            sock.close()
     out.write_text(json.dumps(report.to_json()))
     return report
 
 
 def run_sender(
     dst: tuple[str, int], flows: int, packets: int, rate: float, size: int, wait: float, out: Path,
-    sports: Sequence[int] = (),
+    sports: Sequence[int] = (), dports: Sequence[int] = (),
 ) -> SideReport:
     """Send `packets` per flow round-robin at `rate` packets/s in all, then collect the replies.
     `sports`: the source port of each flow (which slot a flow hashes to); default: ephemeral.
+    `dports`: the destination port of each flow (default: `dst`'s), for a sink on several ports.
     The round trip of packet n of a flow is taken to its n-th reply (the sink answers each packet
     it receives, in order: exact when nothing is lost or reordered, which the verdict checks)."""
     report = SideReport()
@@ -201,7 +221,7 @@ def run_sender(
         s.setblocking(False)
         if flow_id < len(sports):
             s.bind(("", sports[flow_id]))
-        s.connect(dst)
+        s.connect((dst[0], dports[flow_id]) if flow_id < len(dports) else dst)
         report.ports[flow_id] = s.getsockname()[1]
         sel.register(s, selectors.EVENT_READ, flow_id)
         socks.append(s)
@@ -262,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     sink.add_argument("--idle", type=float, default=3.0, help="stop after this many idle seconds")
     sink.add_argument("--out", type=Path, required=True, help="JSON report to write")
     sink.add_argument("--size", type=int, default=64, help="reply payload size in bytes")
+    sink.add_argument("--ports", type=int, default=1,
+                      help="listen on this many consecutive ports from --listen's (default 1)")
+    sink.add_argument("--no-echo", action="store_false", dest="echo",
+                      help="record arrivals without answering them (one-way traffic)")
     send = sub.add_parser("send", help="send numbered packets on many flows and collect replies")
     send.add_argument("--dst", type=_parse_addr, required=True, help="the sink's HOST:PORT")
     send.add_argument("--flows", type=int, default=16, help="number of flows (UDP sockets)")
@@ -272,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--out", type=Path, required=True, help="JSON report to write")
     send.add_argument("--sports", type=_ports, default=[],
                       help="comma-separated source port of each flow (default: ephemeral ports)")
+    send.add_argument("--dports", type=_ports, default=[],
+                      help="comma-separated destination port of each flow (default: --dst's)")
     return parser
 
 
@@ -291,16 +317,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"--size must be at least {RECORD_LEN} bytes (the record)", file=sys.stderr)
         return 2
     if args.command == "sink":
-        run_sink(args.listen, args.idle, args.size, args.out)
+        if args.ports < 1:
+            print("--ports must be at least 1", file=sys.stderr)
+            return 2
+        run_sink(args.listen, args.idle, args.size, args.out, args.ports, args.echo)
     else:
         if args.flows < 1 or args.packets < 1:
             print("--flows and --packets must be at least 1", file=sys.stderr)
             return 2
-        if len(args.sports) > args.flows:
-            print("--sports lists more ports than --flows", file=sys.stderr)
+        if len(args.sports) > args.flows or len(args.dports) > args.flows:
+            print("--sports or --dports lists more ports than --flows", file=sys.stderr)
             return 2
         run_sender(args.dst, args.flows, args.packets, args.rate, args.size, args.wait, args.out,
-                   args.sports)
+                   args.sports, args.dports)
     return 0
 
 

@@ -505,3 +505,42 @@ def test_a_backup_reconfigured_as_a_backup_keeps_its_replica_and_copies() -> Non
             await b.w.stop()
 
     run(body)
+
+
+def test_replication_bytes_are_counted_by_peer_each_way() -> None:
+    """The counters behind the experiments' migration-overhead tables: what one NF sends to its
+    backup is what the backup received from it, and the transfer of a move is counted apart."""
+
+    async def body() -> None:
+        a, b, c = Node(1), Node(2), Node(3)
+        for n in (a, b, c):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            a.w.set_peers([(3, c.addr)])
+            await until(lambda: all(i in a.w.links and a.w.links[i].writer is not None
+                                    for i in (2, 3)), "links")
+            sw = Switch()
+            for no in range(1, 9):
+                p, cp = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert cp is not None
+                a.w.on_frame(p)
+                b.w.on_frame(cp)
+            await until(lambda: len(a.out) == 8, "release after ack")
+            await until(lambda: c.w.replicas.get(SLOT) is not None
+                        and c.w.replicas[SLOT].last_seq == 8, "peer delta")
+            sa, sb, sc = a.w.repl_bytes(), b.w.repl_bytes(), c.w.repl_bytes()
+            assert sa["repl_tx_bytes"][2] == sb["repl_rx_bytes"][1] > 0
+            assert sa["repl_tx_bytes"][3] == sc["repl_rx_bytes"][1] > 0
+            assert sb["repl_tx_bytes"] == {} and sa["transfer_tx_bytes"] == 0
+            c.w.adopt(SLOT, 2)
+            res = await a.w.release(SLOT, 3, c.addr, same_cluster=True)
+            assert c.w.repl_bytes()["transfer_rx_bytes"] == res["bytes_shipped"] \
+                == a.w.repl_bytes()["transfer_tx_bytes"] > 0
+        finally:
+            for n in (a, b, c):
+                await n.w.stop()
+
+    run(body)

@@ -1,0 +1,67 @@
+"""The figures: line plots (a measure against a parameter, one line per variant) and grouped bar
+plots (bytes per batch), written as PNG with matplotlib (Agg backend) when it is installed and
+with the small pure-Python plotter `experiments.pngplot` otherwise (`BACKEND` says which)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from experiments import pngplot
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    BACKEND = "matplotlib"
+except ImportError:  # not installed here: the fallback plotter draws the same figures
+    plt = None
+    BACKEND = "pngplot"
+
+Series = tuple[str, Sequence[float], Sequence[float]]
+
+
+def line(path: Path, title: str, xlabel: str, ylabel: str, series: Sequence[Series],
+         logx: bool = False) -> Path:
+    """One line (with markers) per (label, xs, ys); NaN values are left out."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if plt is None:
+        return pngplot.line_plot(path, title, xlabel, ylabel, series)
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for label, xs, ys in series:
+        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def bars(path: Path, title: str, xlabel: str, ylabel: str, categories: Sequence[str],
+         series: Sequence[tuple[str, Sequence[float]]]) -> Path:
+    """Grouped bars: for each category, one bar per (label, values) series."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if plt is None:
+        return pngplot.bar_plot(path, title, xlabel, ylabel, categories, series)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    k = max(1, len(series))
+    width = 0.8 / k
+    for i, (label, ys) in enumerate(series):
+        ax.bar([j + (i - (k - 1) / 2) * width for j in range(len(categories))], ys, width,
+               label=label)
+    ax.set_xticks(range(len(categories)), list(categories))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,105 @@
+"""`results/experiments/report.md`: the thesis's numbers (tables A.1-A.8) beside ours, with the
+ratio, a sentence on any difference of shape, the parameters we changed and why, the sanity checks
+and the plots.
+
+Each experiment's outcome is kept as `outcome-<name>.json` in the output directory, so that running
+one experiment alone (`make experiments EXP=...`) rewrites the report with every outcome present.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from experiments.common import Check, Comparison, Outcome
+from experiments.thesis_data import TABLES
+
+
+def save(outcome: Outcome, out_dir: Path, seconds: float, args: dict[str, Any]) -> Path:
+    data = asdict(outcome)
+    data["csvs"] = [p.name for p in outcome.csvs]
+    data["plots"] = [p.name for p in outcome.plots]
+    data["seconds"] = round(seconds, 1)
+    data["args"] = args
+    data["date"] = time.strftime("%Y-%m-%d %H:%M")
+    path = out_dir / f"outcome-{outcome.name}.json"
+    path.write_text(json.dumps(data, indent=1, default=str))
+    return path
+
+
+def load(out_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(out_dir.glob("outcome-*.json"))]
+
+
+def ratio(thesis: float | None, ours: float | None) -> float | None:
+    """ours / thesis, or None when either is missing or the thesis's value is 0."""
+    if thesis is None or ours is None or thesis == 0 or (isinstance(ours, float) and math.isnan(ours)):
+        return None
+    return ours / thesis
+
+
+def _num(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def comparison_table(c: Comparison | dict[str, Any]) -> list[str]:
+    """A Markdown table: x, thesis, ours, ours/thesis."""
+    d = asdict(c) if isinstance(c, Comparison) else c
+    lines = [f"**Table {d['table']}** — {d['title']}", "",
+             f"| {d['x_label']} | thesis ({d['unit_thesis']}) | ours ({d['unit_ours']}) | ours / thesis |",
+             "| ---: | ---: | ---: | ---: |"]
+    for x, thesis, ours in d["rows"]:
+        r = ratio(thesis, ours)
+        lines.append(f"| {x} | {_num(thesis)} | {_num(ours)} | {'-' if r is None else f'{r:.3g}'} |")
+    if d.get("shape"):
+        lines += ["", f"Shape: {d['shape']}"]
+    return [*lines, ""]
+
+
+def check_line(c: Check | dict[str, Any]) -> str:
+    d = asdict(c) if isinstance(c, Check) else c
+    return f"- {'PASS' if d['ok'] else 'FAIL'}: {d['what']}" + (f" ({d['detail']})" if d.get("detail") else "")
+
+
+def write(out_dir: Path, outcomes: list[dict[str, Any]] | None = None, plot_prefix: str = "") -> Path:
+    """Write report.md from the outcomes (default: every outcome saved in `out_dir`)."""
+    outcomes = load(out_dir) if outcomes is None else outcomes
+    lines = ["# nfcluster: the thesis's experiments on the real system", "",
+             f"Written {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} "
+             f"({platform.machine()}, Python {platform.python_version()}). Each section is one "
+             "experiment (`make experiments EXP=<name>`); the thesis's numbers are appendix A of "
+             "the thesis, tables " + ", ".join(TABLES) + ". Ratios are ours / thesis; where the "
+             "units differ (the thesis's throughput unit is not a rate we can name) only the "
+             "shape is comparable.", ""]
+    for o in outcomes:
+        args = o.get("args", {})
+        lines += [f"## {o['name']}", "",
+                  f"Run {o.get('date', '?')}, {o.get('seconds', '?')} s"
+                  + (", quick mode" if args.get("quick") else "")
+                  + f", seed {args.get('seed', '?')}, target {args.get('target', '?')}.", ""]
+        if o.get("error"):
+            lines += [f"**Failed:** {o['error']}", ""]
+        for note in o.get("notes", []):
+            lines.append(f"- {note}")
+        if o.get("notes"):
+            lines.append("")
+        for c in o.get("comparisons", []):
+            lines += comparison_table(c)
+        if o.get("checks"):
+            lines += ["Sanity checks:", "", *[check_line(c) for c in o["checks"]], ""]
+        for p in o.get("plots", []):
+            lines += [f"![{p}]({plot_prefix}{p})", ""]
+        if o.get("csvs"):
+            lines += ["Data: " + ", ".join(f"`{c}`" for c in o["csvs"]), ""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines))
+    return path

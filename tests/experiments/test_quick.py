@@ -1,0 +1,54 @@
+"""Each experiment's quick mode on the real system (Mininet, p4sim, nf-host processes): its CSVs and
+plots are written, and its figure's sanity properties hold (e.g. an intra-cluster move ships fewer
+bytes than an inter-cluster one; the unclustered system sends more replication bytes per batch).
+
+`QUICK_IN_TESTS` is the subset run here, to keep the suite within a few minutes on 2 cores; the
+others (`workers`, `load-balancer`, `failover`, `targets`, `work`) share their code paths (bring-up,
+traffic rounds, moves, CSV, plots) and run with `make experiments EXP_ARGS=--quick`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.common import REPO
+
+QUICK_IN_TESTS = ["migration-bytes", "batch-size", "packet-rate", "move-time", "replication-cost"]
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet)"),
+    pytest.mark.skipif(not (REPO / "build" / "nfcluster.p4info.txtpb").exists(),
+                       reason="run `make build` first"),
+]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", QUICK_IN_TESTS)
+def test_quick_mode_writes_its_csvs_and_plots_and_keeps_its_sanity_checks(
+        name: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "experiments", "--quick", "--seed", "1",
+                           "--out-dir", str(tmp_path), name],
+                          capture_output=True, text=True, cwd=REPO, timeout=580, check=False)
+    outcome_path = tmp_path / f"outcome-{name}.json"
+    assert outcome_path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    outcome = json.loads(outcome_path.read_text())
+    assert not outcome["error"], outcome["error"]
+    assert outcome["csvs"] and outcome["plots"]
+    for f in outcome["csvs"]:
+        lines = (tmp_path / f).read_text().splitlines()
+        assert len(lines) >= 2, f"{f} has no data row"
+    for f in outcome["plots"]:
+        assert (tmp_path / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    failing = [c for c in outcome["checks"] if not c["ok"]]
+    assert outcome["checks"] and not failing, failing
+    report = (tmp_path / "report.md").read_text()
+    assert f"## {name}" in report
+    assert proc.returncode == 0, proc.stdout[-3000:]
