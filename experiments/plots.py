@@ -1,24 +1,17 @@
 """The figures: line plots (a measure against a parameter, one line per variant) and grouped bar
-plots (bytes per batch), written as PNG with matplotlib (Agg backend) when it is installed and
-with the small pure-Python plotter `experiments.pngplot` otherwise (`BACKEND` says which)."""
+plots (bytes per batch), written as PNG with matplotlib's Agg backend (no display needed)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments import pngplot
+import matplotlib
 
-try:
-    import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after the backend is chosen
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    BACKEND = "matplotlib"
-except ImportError:  # not installed here: the fallback plotter draws the same figures
-    plt = None
-    BACKEND = "pngplot"
+BACKEND = f"matplotlib {matplotlib.__version__}"
 
 Series = tuple[str, Sequence[float], Sequence[float]]
 
@@ -27,8 +20,6 @@ def line(path: Path, title: str, xlabel: str, ylabel: str, series: Sequence[Seri
          logx: bool = False) -> Path:
     """One line (with markers) per (label, xs, ys); NaN values are left out."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if plt is None:
-        return pngplot.line_plot(path, title, xlabel, ylabel, series)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     for label, xs, ys in series:
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
@@ -49,8 +40,6 @@ def bars(path: Path, title: str, xlabel: str, ylabel: str, categories: Sequence[
          series: Sequence[tuple[str, Sequence[float]]]) -> Path:
     """Grouped bars: for each category, one bar per (label, values) series."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if plt is None:
-        return pngplot.bar_plot(path, title, xlabel, ylabel, categories, series)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     k = max(1, len(series))
     width = 0.8 / k

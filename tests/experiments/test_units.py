@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import struct
-import zlib
 from pathlib import Path
 
 import pytest
 
 from controlplane.config import parse_config
-from experiments import pngplot, report
+from experiments import plots, report
 from experiments.__main__ import EXPERIMENTS, main, unknown
 from experiments.common import Check, Comparison, Outcome, Traffic, make_config, read_csv, write_csv
 from experiments.thesis_data import A5_NF1, A7_NF3, MIGRATION_POINTS
@@ -72,17 +71,15 @@ def test_thesis_tables_have_the_papers_shape() -> None:
     assert A7_NF3[165] == 16500 and A5_NF1[68] == 800
 
 
-def test_fallback_plotter_writes_a_png(tmp_path: Path) -> None:
-    path = pngplot.line_plot(tmp_path / "l.png", "Title", "x", "y",
-                             [("a", [1, 2, 3], [1.0, math.nan, 3.0]), ("b", [1, 2], [0.5, 0.7])])
+def test_plots_are_pngs_of_every_series(tmp_path: Path) -> None:
+    path = plots.line(tmp_path / "l.png", "Title", "x", "y",
+                      [("a", [1, 2, 3], [1.0, math.nan, 3.0]), ("b", [1, 2], [0.5, 0.7])])
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     w, h = struct.unpack("!II", data[16:24])
-    assert (w, h) == (pngplot.W, pngplot.H)
-    idat = data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8]
-    assert len(zlib.decompress(idat)) == h * (1 + 3 * w)
-    assert pngplot.bar_plot(tmp_path / "b.png", "T", "x", "y", ["30", "60"],
-                            [("s", [3000.0, 0.0])]).stat().st_size > 0
+    assert w > 300 and h > 200
+    bars = plots.bars(tmp_path / "b.png", "T", "x", "y", ["30", "60"], [("s", [3000.0, 0.0])])
+    assert bars.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_unknown_experiment_names_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
