@@ -59,7 +59,8 @@ def nfcluster_case() -> tuple[Switch, list[tuple[int, bytes]]]:
         sw.table_insert(TableEntry(nfp, {1: Match("exact", port)}, ActionCall(snt, {1: port, 2: port})))
     so, srg = sw.table_id("slot_owner"), sw.action_id("set_replica_group")
     for slot in range(4096):
-        sw.table_insert(TableEntry(so, {1: Match("exact", slot)}, ActionCall(srg, {1: 2, 2: 1, 3: 2})))
+        sw.table_insert(TableEntry(so, {1: Match("exact", 0), 2: Match("exact", slot)},
+                                  ActionCall(srg, {1: 2, 2: 1, 3: 2})))
     sw.mc_group_set(2, [(2, 1), (3, 2)])
     pkts = [(1, bytes(Ether() / IP(src="10.0.0.1", dst="10.0.1.1") / TCP(sport=1000 + i, dport=80, flags="A")
                       / (b"x" * 64))) for i in range(32)]
