@@ -20,7 +20,7 @@ from finsy.proto import p4i
 from p4sim.meters import MeterConfig
 from p4sim.model import Program
 from p4sim.native.ccompiler import CProgram
-from p4sim.switch import ActionCall, Switch, TableEntry, _TableRef
+from p4sim.switch import ActionCall, PackedOutputs, Switch, TableEntry, _TableRef
 from p4sim.tables import Entry
 
 LOG = logging.getLogger("p4sim.native")
@@ -134,6 +134,21 @@ class NativeSwitch(Switch):
 
     def process_batch_flat(self, packets: Packets) -> list[tuple[int, tuple[int, bytes]]]:
         """Many packets in one C call: (input index, (port, bytes)) of every output, in order."""
+        with self._lock:
+            return self._outputs(self._run(packets))
+
+    def process_packed(self, packets: Packets) -> PackedOutputs:
+        """Many packets in one C call; the outputs copied out in two flat buffers."""
+        f = self._ffi
+        with self._lock:
+            n = self._run(packets)
+            if n == 0:
+                return PackedOutputs(b"", array("I"))
+            meta = array("I")
+            meta.frombytes(f.buffer(self._ometa[0], 16 * n))
+            return PackedOutputs(f.buffer(self._odata[0], meta[-2] + meta[-1])[:], meta)
+
+    def _run(self, packets: Packets) -> int:
         f = self._ffi
         offs = array("I", [0])
         total = 0
@@ -141,13 +156,11 @@ class NativeSwitch(Switch):
             total += len(d)
             offs.append(total)
         ports = array("I", [p for p, _ in packets])
-        data = b"".join([d for _, d in packets])
-        with self._lock:
-            if self._meter_infos:
-                self._meter_clock()
-            n = self._lib.p4n_process(self._c, data, f.from_buffer("uint32_t[]", offs),
-                                      f.from_buffer("uint32_t[]", ports), len(packets), self._odata, self._ometa)
-            return self._outputs(n)
+        data = b"".join([bytes(d) for _, d in packets])
+        if self._meter_infos:
+            self._meter_clock()
+        return int(self._lib.p4n_process(self._c, data, f.from_buffer("uint32_t[]", offs),
+                                         f.from_buffer("uint32_t[]", ports), len(packets), self._odata, self._ometa))
 
     def _outputs(self, n: int) -> list[tuple[int, tuple[int, bytes]]]:
         if n == 0:
