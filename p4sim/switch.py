@@ -7,11 +7,11 @@ One re-entrant lock guards the whole switch, so a table write is atomic with res
 from __future__ import annotations
 
 import json
-from array import array
 import logging
 import os
 import threading
 import zlib
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 

@@ -102,6 +102,7 @@ class NativeSwitch(Switch):
         self._pb = f.new("uint64_t[2]")
         self._warned_trace = False
         self.lib_path = lib_path
+        self.c_source = cprog.source
         super().__init__(prog, config, p4info, cpu_port)
         self._meter_infos = [prog.meters[name] for name in cprog.meters]
         for ref in self._tables.values():
