@@ -12,8 +12,8 @@ PIP        := $(VENV)/bin/pip
 TARGET     ?= p4sim
 PYTEST_ARGS ?=
 RUN_ARGS   ?=
-# Debian packages the project needs at run time and in tests.
-APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck procps
+# Debian packages the project needs at run time and in tests (gcc: p4sim's native engine).
+APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck procps gcc
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)

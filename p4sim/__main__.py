@@ -35,7 +35,11 @@ def add_compile(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--p4runtime-files", default="", metavar="FILES",
                    help="comma-separated P4Info outputs; format by extension: .txt/.txtpb text, .json, .bin")
     p.add_argument("-o", "--output", dest="outdir", metavar="OUTDIR",
-                   help="directory for the device config (<program>.p4sim) and <program>.p4info.txtpb")
+                   help="directory for the device config (<program>.p4sim), <program>.p4info.txtpb and, "
+                   "with the native engine, the generated C (<program>.c)")
+    p.add_argument("--engine", choices=["python", "native"], default=None,
+                   help="native (default: also generate the program's C and build it into the "
+                   "native engine's cache; a program it cannot run says why) or python")
     p.set_defaults(func=compile_cmd)
 
 
@@ -43,7 +47,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     from p4sim.switch import Switch
 
     try:
-        sw = Switch.load(args.program, args.include, dict(args.define))
+        sw = Switch.load(args.program, args.include, dict(args.define), engine=args.engine)
     except CompileError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -56,6 +60,9 @@ def compile_cmd(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         stem = Path(args.program).stem
         (out / f"{stem}.p4sim").write_bytes(sw.device_config())
+        c_source = getattr(sw, "c_source", None)
+        if c_source is not None:
+            (out / f"{stem}.c").write_text(c_source)
         _write_p4info(sw, out / f"{stem}.p4info.txtpb")
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from p4sim.checker import check
+from p4sim.checker import Checker, check
 from p4sim.compiler import compile_program
 from p4sim.model import Program
 from p4sim.parser import parse
@@ -18,8 +18,13 @@ def build(path: str, include_dirs: Sequence[str] = (), defines: Mapping[str, str
 
 
 def build_text(text: str, lines: object) -> Program:
+    return build_checked(text, lines)[0]
+
+
+def build_checked(text: str, lines: object) -> tuple[Program, Checker]:
+    """The compiled program and the checked one (which the native engine's compiler compiles again)."""
     from p4sim.diagnostics import LineMap
 
     assert isinstance(lines, LineMap)
-    prog = parse(text, lines)
-    return compile_program(check(prog))
+    ck = check(parse(text, lines))
+    return compile_program(ck), ck

@@ -16,6 +16,12 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from finsy.proto import p4i
+
+    from p4sim.server.engine import SwitchLike
 
 TRACE = 5
 LEVELS = {
@@ -91,6 +97,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pcap", metavar="DIR", help="write <iface>_in.pcap / <iface>_out.pcap per port into DIR"
     )
+    p.add_argument(
+        "--engine",
+        choices=["python", "native"],
+        default=None,
+        help="packet engine: native (the program compiled to C; the default, falling back to "
+        "python with a log line when it cannot be built) or python (the reference; traces "
+        "packets with -L trace, which picks it when --engine is not given). "
+        "Default: $P4SIM_ENGINE, else native",
+    )
 
 
 def register_run(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -131,14 +146,22 @@ def run(args: argparse.Namespace) -> int:
         return 2
     trace_log = logging.getLogger("p4sim.trace")
     trace = (lambda line: trace_log.log(TRACE, "%s", line)) if args.log_level == "trace" else None
-    device = Device(args.device_id, args.cpu_port, trace=trace)
-    if args.program:
-        from p4sim.switch import P4simError, Switch
+    from p4sim.switch import P4simError, Switch, default_engine
 
+    engine = args.engine or ("python" if trace is not None else default_engine())
+
+    def make_engine(data: bytes, p4info: p4i.P4Info, cpu_port: int | None) -> SwitchLike:
+        sw = Switch.from_device_config(data, p4info, cpu_port=cpu_port, engine=engine)
+        log.info("p4sim engine: %s", sw.engine)
+        return sw
+
+    device = Device(args.device_id, args.cpu_port, engine_factory=make_engine, trace=trace)
+    if args.program:
         try:
             switch = Switch.load(
-                args.program, args.include, dict(args.define), cpu_port=args.cpu_port
+                args.program, args.include, dict(args.define), cpu_port=args.cpu_port, engine=engine
             )
+            log.info("p4sim engine: %s", switch.engine)
         except P4simError as exc:
             log.error("%s", exc)
             device.close()

@@ -6,6 +6,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from scapy.layers.l2 import Ether
 
 from p4sim.switch import ActionCall, Match, Switch, TableEntry
@@ -15,8 +16,13 @@ ETH_TEST = 0x88B6
 CPU_PORT = 510
 
 
-def load(name: str, **defines: str) -> Switch:
-    return Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], defines, cpu_port=CPU_PORT)
+def load(name: str, engine: str | None = None, **defines: str) -> Switch:
+    """A program of tests/p4sim/programs on ``engine`` (default: ``$P4SIM_ENGINE``, see
+    tests/p4sim/conftest.py); a native run of a program the native engine does not run is skipped."""
+    sw = Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], defines, cpu_port=CPU_PORT, engine=engine)
+    if sw.native_fallback is not None:
+        pytest.skip(f"native engine: {sw.native_fallback}")
+    return sw
 
 
 @dataclass

@@ -18,8 +18,8 @@ PAIRS = [(0, 0), (1, 2), (200, 100), (100, 200), (255, 255), (0x80, 0x7F), (3, 0
 
 
 @pytest.fixture(scope="module")
-def sw():
-    return load("expressions.p4")
+def sw(p4sim_engine: str):
+    return load("expressions.p4", engine=p4sim_engine)
 
 
 def sx8(v: int) -> int:

@@ -26,9 +26,9 @@ INCLUDES = [str(ROOT / "p4src" / "shared"), str(ROOT / "p4src" / "v1model")]
 needs_program = pytest.mark.skipif(not PROGRAM.exists(), reason="p4src/v1model/nfcluster.p4 not present")
 
 
-@pytest.fixture(scope="module")
-def sw() -> Switch:
-    return Switch.load(str(PROGRAM), INCLUDES, cpu_port=510)
+@pytest.fixture
+def sw(p4sim_engine: str) -> Switch:
+    return Switch.load(str(PROGRAM), INCLUDES, cpu_port=510, engine=p4sim_engine)
 
 
 def short_names(items: Any) -> dict[str, Any]:

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture(scope="module")
-def sw():
-    return load("parser.p4")
+def sw(p4sim_engine: str):
+    return load("parser.p4", engine=p4sim_engine)
 
 
 def eth(src_low: int, ether_type: int) -> bytes:

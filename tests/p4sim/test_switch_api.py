@@ -58,7 +58,8 @@ def test_packet_out_goes_to_the_requested_port(sw):
     assert data == payload  # packet_out header removed, packet otherwise untouched
 
 
-def test_trace_reports_parser_tables_and_ports(sw):
+def test_trace_reports_parser_tables_and_ports():
+    sw = load("ipv4_forward.p4", engine="python")  # tracing is the Python engine's
     lines: list[str] = []
     sw.set_trace(lines.append)
     sw.process(1, ip_packet(ttl=1))
@@ -75,6 +76,15 @@ def test_trace_reports_parser_tables_and_ports(sw):
     sw.process(1, ip_packet())
     assert "table MyIngress.ipv4_lpm: hit, action MyIngress.ipv4_forward" in lines
     assert "out port 3, 46 bytes" in lines[-1]
+
+
+def test_native_engine_does_not_trace_and_says_so(caplog):
+    sw = load("ipv4_forward.p4", engine="native")
+    lines: list[str] = []
+    sw.set_trace(lines.append)
+    sw.process(1, ip_packet(ttl=1))
+    assert lines == []
+    assert "does not trace packets" in caplog.text
 
 
 def test_indexed_counter_api(sw):

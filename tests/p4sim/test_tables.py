@@ -15,8 +15,8 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture(scope="module")
-def program_sw():
-    return load("tables.p4")
+def program_sw(p4sim_engine: str):
+    return load("tables.p4", engine=p4sim_engine)
 
 
 @pytest.fixture

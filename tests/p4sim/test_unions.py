@@ -17,8 +17,8 @@ ETH = bytes(6) + bytes(5) + b"\x01" + b"\x12\x34"
 
 
 @pytest.fixture(scope="module")
-def sw() -> Switch:
-    return load("unions.p4")
+def sw(p4sim_engine: str) -> Switch:
+    return load("unions.p4", engine=p4sim_engine)
 
 
 def test_short_member_passes_through(sw):

@@ -209,3 +209,10 @@ def real(real_program: RealProgram) -> Iterator[tuple[Harness, StreamClient, Rea
     h.push(10)
     yield h, s, real_program
     stop_harness(h)
+
+
+@pytest.fixture
+def p4sim_engine() -> str:
+    """The server tests run once, on the default engine (the parent conftest runs the engine
+    tests on both)."""
+    return "default"

@@ -1,0 +1,560 @@
+"""C code generation of expressions, places, assignments and extern calls for the native engine.
+
+Overrides the Python engine's code generator (`p4sim.codegen`, `p4sim.codegen_externs`) method by
+method, over the same slot layout: every scalar is a ``uint64_t`` slot of ``s``. Anything the C
+form cannot hold exactly (signed ``int<N>``, values wider than 64 bits) raises `NativeUnsupported`,
+and the program runs on the Python engine instead. Integer literals are written bare; the compiler
+gives those that do not fit a C ``int`` the ``ULL`` suffix when it assembles the C source, and
+every shift's left operand is cast to ``uint64_t``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from p4sim import ast as A
+from p4sim import types as T
+from p4sim.codegen import DROP_PORT, Ctx, Writer, field_offset, leaf_types, scalar_width, size_of
+from p4sim.codegen_externs import ExternCompiler
+from p4sim.diagnostics import CompileError, Loc
+from p4sim.model import DigestInfo, ParamInfo
+
+ALGOS = {"crc32": "p4n_crc32", "crc32_custom": "p4n_crc32", "crc16": "p4n_crc16", "crc16_custom": "p4n_crc16",
+         "identity": "p4n_identity", "csum16": "p4n_csum16", "xor16": "p4n_xor16"}
+
+
+class NativeUnsupported(CompileError):
+    """A construct the native engine does not run: the program falls back to the Python engine."""
+
+    def __init__(self, loc: Loc | None, construct: str) -> None:
+        super().__init__(loc, f"{construct} is not supported by the native engine")
+        self.construct = construct
+
+
+def clit(v: object) -> str:
+    """A C literal (ints get their ULL suffix when the source is assembled)."""
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int):
+        if v < 0:
+            raise NativeUnsupported(None, f"negative constant {v}")
+        if v >> 64:
+            raise NativeUnsupported(None, f"constant {v:#x} wider than 64 bits")
+        return str(v)
+    raise NativeUnsupported(None, f"constant {v!r}")
+
+
+def check_type(t: T.Type, loc: Loc | None) -> None:
+    """Refuse signed and wider-than-64-bit scalars (their C form would differ)."""
+    st = T.strip(t)
+    if isinstance(st, T.Bits):
+        if st.signed:
+            raise NativeUnsupported(loc, f"signed type {t}")
+        if st.width > 64:
+            raise NativeUnsupported(loc, f"type {t} (wider than 64 bits)")
+    elif isinstance(st, T.StructLike):
+        for _, ft in st.fields:
+            check_type(ft, loc)
+    elif isinstance(st, T.Stack):
+        check_type(st.elem, loc)
+    elif isinstance(st, T.Varbit):
+        raise NativeUnsupported(loc, "varbit")
+
+
+@contextmanager
+def cblock(w: Writer, head: str) -> Iterator[None]:
+    w(head + " {")
+    with w.block():
+        yield
+    w("}")
+
+
+class CExterns(ExternCompiler):
+    """Expressions, places and externs as C."""
+
+    cidx: dict[str, int]  # generated object name (counter/register/meter) -> its C index
+    has_exit: bool
+
+    # ------------------------------------------------------------------ storage
+    def alloc(self, t: T.Type) -> int:
+        check_type(t, None)
+        return super().alloc(t)
+
+    def invalidate_siblings(self, e: A.Expr, ctx: Ctx, w: Writer, when: str | None = None) -> None:
+        sib = self.union_siblings(e, ctx)
+        if not sib:
+            return
+        body = " ".join(f"s[{b}] = 0;" for b in sib)
+        w(f"if ({when}) {{ {body} }}" if when is not None else body)
+
+    def load(self, e: A.Expr, ctx: Ctx) -> str:
+        code, guards = self.dyn_place(e, ctx)
+        if not guards:
+            return f"s[{code}]"
+        return f"(({' && '.join(guards)}) ? s[{code}] : 0)"
+
+    def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
+        slot, guards = self.dyn_place(target, ctx)
+        if not guards:
+            w(f"s[{slot}] = {code};")
+            return
+        w(f"if ({' && '.join(guards)}) s[{slot}] = {code};")
+
+    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
+        tt = target.ty
+        if isinstance(target, A.Slice):
+            base = target.expr
+            bt = T.strip(base.ty)
+            assert isinstance(bt, T.Bits)
+            check_type(bt, target.loc)
+            hi, lo = int(target.hi.const), int(target.lo.const)
+            m = ((1 << (hi - lo + 1)) - 1) << lo
+            cur = self.ex(base, ctx)
+            v = self.ex_as(value, tt, ctx)
+            self.assign_code(base, f"(({cur} & {bt.mask ^ m}) | (((uint64_t){v} << {lo}) & {m}))", ctx, w)
+            return
+        if isinstance(tt, (T.StructLike, T.Stack)):
+            slot = self.place(target, ctx)
+            self.assign_to(slot, tt, value, ctx, w)
+            if isinstance(tt, T.StructLike) and tt.kind == "header":
+                self.invalidate_siblings(target, ctx, w, when=f"s[{slot}]")
+            return
+        self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
+
+    def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
+        if isinstance(t, (T.StructLike, T.Stack)):
+            v = value
+            while isinstance(v, A.Cast):
+                v = v.expr
+            if isinstance(v, A.ListExpr) and isinstance(t, T.StructLike):
+                if t.kind == "header":
+                    w(f"s[{base}] = 1;")
+                for (n, ft), item in zip(t.fields, v.items, strict=True):
+                    self.assign_to(base + field_offset(t, n), ft, item, ctx, w)
+                return
+            if isinstance(v, A.StructExpr) and isinstance(t, T.StructLike):
+                if t.kind == "header":
+                    w(f"s[{base}] = 1;")
+                vals = dict(v.fields)
+                for n, ft in t.fields:
+                    self.assign_to(base + field_offset(t, n), ft, vals[n], ctx, w)
+                return
+            if self.is_place(v, ctx):
+                src = self.place(v, ctx)
+                if src != base:
+                    w(f"memmove(&s[{base}], &s[{src}], {size_of(t)} * sizeof(uint64_t));")
+                return
+            if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
+                nbits = T.width_of(t)
+                with cblock(w, ""):
+                    w(f"p4n_peek(c, {nbits});")
+                    off = 0
+                    for i, ft in enumerate(leaf_types(t), 1):
+                        fw = scalar_width(ft)
+                        w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
+                        off += fw
+                    w(f"s[{base}] = 1;")
+                return
+            raise NativeUnsupported(value.loc, f"this kind of {t} value")
+        w(f"s[{base}] = {self.ex_as(value, t, ctx)};")
+
+    # ------------------------------------------------------------------ expressions
+    def ex_as(self, e: A.Expr, t: T.Type, ctx: Ctx) -> str:
+        if e.const is not None and not isinstance(e.const, str):
+            v = e.const
+            st = T.strip(t)
+            if isinstance(st, T.Bits) and not isinstance(v, bool):
+                v = self.ck.convert_const(int(v), e.ty, st)
+            return clit(v)
+        return self.ex(e, ctx)
+
+    def ex(self, e: A.Expr, ctx: Ctx) -> str:
+        if e.const is not None and not isinstance(e.const, str) and (
+                not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
+            return clit(e.const)
+        if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
+            check_type(e.ty, e.loc)
+        if isinstance(e, A.Name):
+            return super().ex(e, ctx)
+        if isinstance(e, A.Member) and self.is_header_lookahead(e.expr):
+            ht = e.expr.ty
+            assert isinstance(ht, T.StructLike)
+            if isinstance(e.ty, T.StructLike):
+                raise NativeUnsupported(e.loc, "a struct field of a lookahead header")
+            shift, fw = self.field_bits(ht, e.name)
+            off = T.width_of(ht) - shift - fw
+            return f"(p4n_peek(c, {T.width_of(ht)}), p4n_getbits(c->pk + c->pk_off, {off}, {fw}))"
+        if isinstance(e, A.Member) and isinstance(e.expr.ty, T.ApplyResult):
+            r = self.ex(e.expr, ctx)
+            if e.name == "hit":
+                return f"(({r}) >> 32)"
+            if e.name == "miss":
+                return f"!(({r}) >> 32)"
+            return f"(({r}) & 0xffffffff)"
+        if isinstance(e, (A.Member, A.Index, A.Slice)):
+            return super().ex(e, ctx)
+        if isinstance(e, A.Cond):
+            t = e.ty
+            return f"(({self.ex(e.cond, ctx)}) ? {self.ex_as(e.then, t, ctx)} : {self.ex_as(e.other, t, ctx)})"
+        return super().ex(e, ctx)
+
+    def unary(self, e: A.Unary, ctx: Ctx) -> str:
+        a = self.ex(e.expr, ctx)
+        t = T.strip(e.ty)
+        if e.op == "!":
+            return f"(!{a})"
+        assert isinstance(t, T.Bits)
+        if e.op == "~":
+            return f"({a} ^ {t.mask})"
+        return f"((0 - {a}) & {t.mask})"
+
+    def wrap(self, code: str, t: T.Bits) -> str:
+        return f"({code} & {t.mask})"
+
+    def equal_code(self, t: T.Type, a: int, b: int) -> str:
+        if isinstance(t, T.StructLike) and t.kind == "header":
+            n = size_of(t)
+            return (f"(s[{a}] == s[{b}] && (!s[{a}] || !memcmp(&s[{a + 1}], &s[{b + 1}], "
+                    f"{n - 1} * sizeof(uint64_t))))")
+        if isinstance(t, T.StructLike):
+            parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
+            return "(" + " && ".join(parts) + ")" if parts else "1"
+        if isinstance(t, T.Stack):
+            es = size_of(t.elem)
+            return "(" + " && ".join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
+                                     for i in range(t.size)) + ")"
+        return f"(s[{a}] == s[{b}])"
+
+    def binary(self, e: A.Binary, ctx: Ctx) -> str:
+        op = e.op
+        if op in ("&&", "||"):
+            return f"({self.ex(e.left, ctx)} {op} {self.ex(e.right, ctx)})"
+        lt, rt = e.left.ty, e.right.ty
+        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
+            if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
+                raise NativeUnsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
+            code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))
+            return code if op == "==" else f"(!{code})"
+        if op == "++":
+            rs = T.strip(rt)
+            assert isinstance(rs, T.Bits)
+            return f"(((uint64_t){self.ex(e.left, ctx)} << {rs.width}) | {self.ex(e.right, ctx)})"
+        if op in ("<<", ">>"):
+            t = T.strip(e.ty)
+            assert isinstance(t, T.Bits)
+            a = self.ex(e.left, ctx)
+            if e.right.const is not None:
+                n = int(e.right.const)
+                if n >= 64 or (op == "<<" and n >= t.width):
+                    return "0"
+                return f"({a} >> {n})" if op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
+            b = self.ex(e.right, ctx)
+            if op == ">>":
+                return f"p4n_shr({a}, {b})"
+            return f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
+        ot = lt if lt is not T.INT else rt
+        a, b = self.ex_as(e.left, ot, ctx), self.ex_as(e.right, ot, ctx)
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return f"({a} {op} {b})"
+        t = T.strip(e.ty)
+        if not isinstance(t, T.Bits):
+            raise NativeUnsupported(e.loc, f"{op} on {e.ty} at run time")
+        if op in ("+", "-", "*"):
+            return self.wrap(f"({a} {op} {b})", t)
+        if op == "/":
+            return f"p4n_div({a}, {b})"
+        if op == "%":
+            return f"p4n_mod({a}, {b})"
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op == "|+|":
+            return f"p4n_sadd({a}, {b}, {t.mask})"
+        if op == "|-|":
+            return f"p4n_ssub({a}, {b})"
+        raise NativeUnsupported(e.loc, f"operator {op}")
+
+    def cast(self, e: A.Cast, ctx: Ctx) -> str:
+        dst, src = T.strip(e.ty), T.strip(e.expr.ty)
+        a = self.ex(e.expr, ctx)
+        if dst is T.BOOL:
+            return f"({a} != 0)" if src is not T.BOOL else a
+        if isinstance(dst, T.Bits):
+            sw = src.width if isinstance(src, T.Bits) else scalar_width(src) if isinstance(src, T.Enum) else 1
+            if src is T.BOOL or sw <= dst.width:
+                return a
+            return f"({a} & {dst.mask})"
+        return a
+
+    # ------------------------------------------------------------------ field lists, hashes
+    def field_list_parts(self, data: A.Expr, ctx: Ctx) -> list[tuple[str, int, str | None]]:
+        parts: list[tuple[str, int, str | None]] = []
+
+        def add(x: A.Expr | None, t: T.Type, base: int | None, valid: str | None) -> None:
+            if isinstance(t, T.StructLike):
+                b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
+                inner = f"s[{b}]" if t.kind == "header" else valid
+                for n, ft in t.fields:
+                    add(None, ft, b + field_offset(t, n), inner)
+                return
+            check_type(t, x.loc if x is not None else None)
+            wd = scalar_width(t)
+            code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
+            if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
+                    and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
+                valid = f"s[{self.place(x.expr, ctx)}]"
+            parts.append((code, wd, valid))
+
+        items = data.items if isinstance(data, A.ListExpr) else [data]
+        for it in items:
+            if it.ty is T.INT:
+                raise CompileError(it.loc, "field list elements need a width (cast the literal)")
+            add(it, it.ty, None, None)
+        return parts
+
+    def hash_code(self, data: A.Expr, fn: str, ctx: Ctx, with_payload: bool = False) -> str:
+        """A GNU statement expression: the hash `fn` of a field list's BufBuilder bytes."""
+        parts = self.field_list_parts(data, ctx)
+        nbytes = (sum(wd for _, wd, _ in parts) + 7) // 8
+        b = self.uid("bb")
+        puts = []
+        for code, wd, valid in parts:
+            put = f"p4n_bb_put(&{b}, {code}, {wd});"
+            puts.append(f"if ({valid}) {put}" if valid is not None else put)
+        body = " ".join(puts)
+        return (f"({{ uint8_t {b}_[{nbytes + 1}]; p4n_bb {b} = {{{b}_, 0}}; {body} "
+                f"p4n_hash_buf(c, {fn}, &{b}, {1 if with_payload else 0}); }})")
+
+    # ------------------------------------------------------------------ extern functions
+    def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
+        args = e.args
+        h = self.hidden
+        if name == "verify":
+            w(f"if (!({self.ex(args[0], ctx)})) P4N_PERR(c, {self.ex(args[1], ctx)});")
+        elif name == "mark_to_drop":
+            w(f"s[{self.sm_slot(args[0], 'egress_spec', ctx)}] = {DROP_PORT};")
+            w(f"s[{self.sm_slot(args[0], 'mcast_grp', ctx)}] = 0;")
+        elif name == "hash":
+            out, algo, base, data, mx = args
+            ot = T.strip(out.ty)
+            if not isinstance(ot, T.Bits):
+                raise CompileError(out.loc, "hash result must be a bit<> field")
+            h_ = self.hash_code(data, ALGOS[self.algo_name(algo)], ctx)
+            b = self.ex_as(base, ot, ctx)
+            if mx.const is not None and int(mx.const) == 0:
+                val = f"({b} + {h_})"
+            elif mx.const is not None:
+                val = f"({b} + {h_} % {clit(mx.const)})"
+            else:
+                val = f"({b} + p4n_mod({h_}, {self.ex(mx, ctx)}))"
+            self.assign_code(out, f"({val} & {ot.mask})", ctx, w)
+        elif name == "random":
+            out = args[0]
+            ot = T.strip(out.ty)
+            assert isinstance(ot, T.Bits)
+            lo, hi = self.ex_as(args[1], ot, ctx), self.ex_as(args[2], ot, ctx)
+            self.assign_code(out, f"p4n_rnd(c, {lo}, {hi})", ctx, w)
+        elif name == "digest":
+            self.digest(args[1], tv, ctx, w)
+        elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
+                      "update_checksum_with_payload"):
+            cond, data, ck, algo = args
+            ct = T.strip(ck.ty)
+            assert isinstance(ct, T.Bits)
+            fn = ALGOS[self.algo_name(algo)]
+            val = f"({self.hash_code(data, fn, ctx, name.endswith('_with_payload'))} & {ct.mask})"
+            with cblock(w, f"if ({self.ex(cond, ctx)})"):
+                if name.startswith("verify"):
+                    w(f"if ({val} != {self.ex(ck, ctx)}) s[{self.sm['checksum_error']}] = 1;")
+                else:
+                    self.assign_code(ck, val, ctx, w)
+        elif name in ("clone3", "resubmit", "recirculate") and not (
+                isinstance(args[-1], A.ListExpr) and not args[-1].items):
+            raise NativeUnsupported(e.loc, f"{name} with a list of fields to preserve")
+        elif name in ("clone", "clone3", "clone_preserving_field_list"):
+            ctype = args[0]
+            en = ctype.ty
+            assert isinstance(en, T.Enum)
+            kind = en.members[int(ctype.const)]
+            w(f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2};")
+            w(f"s[{h['clone_session']}] = {self.ex(args[1], ctx)};")
+            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else "(uint64_t)-1"
+            w(f"s[{h['clone_fl']}] = {fl};")
+        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
+                      "recirculate_preserving_field_list"):
+            which = "resubmit" if name.startswith("resubmit") else "recirculate"
+            fl = self.ex(args[0], ctx) if name.endswith("field_list") else "(uint64_t)-1"
+            w(f"s[{h[which]}] = 1;")
+            w(f"s[{h[which + '_fl']}] = {fl};")
+        elif name == "truncate":
+            w(f"s[{h['truncate']}] = {self.ex(args[0], ctx)};")
+        elif name in ("assert", "assume", "log_msg"):
+            pass  # the native engine does not log: run the Python engine to see these
+        else:
+            raise NativeUnsupported(e.loc, f"extern function {name}")
+
+    def digest(self, data: A.Expr, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
+        dt = data.ty
+        if isinstance(data, (A.ListExpr, A.StructExpr)) and isinstance(tv.get("T"), T.StructLike):
+            dt = tv["T"]
+        if not isinstance(dt, T.StructLike):
+            raise NativeUnsupported(data.loc, "digest of a value that is not a struct")
+        if dt.name not in self.digests:
+            self.digests[dt.name] = DigestInfo(dt.name, [ParamInfo(n, scalar_width(ft)) for n, ft in dt.fields])
+        vals = []
+        if self.is_place(data, ctx):
+            db = self.place(data, ctx)
+            vals = [f"s[{db + field_offset(dt, n)}]" for n, _ in dt.fields]
+        elif isinstance(data, (A.ListExpr, A.StructExpr)):
+            items = data.items if isinstance(data, A.ListExpr) else [dict(data.fields)[n] for n, _ in dt.fields]
+            for (_, ft), item in zip(dt.fields, items, strict=True):
+                if isinstance(ft, (T.StructLike, T.Stack)):
+                    raise NativeUnsupported(item.loc, "a digest member that is a struct or header")
+                vals.append(self.ex_as(item, ft, ctx))
+        else:
+            raise NativeUnsupported(data.loc, "digest of a struct expression")
+        idx = list(self.digests).index(dt.name)
+        v = self.uid("dg")
+        w(f"{{ uint64_t {v}[] = {{{', '.join(vals) or '0'}}}; p4n_digest(c, {idx}, {v}, {len(vals)}); }}")
+
+    # ------------------------------------------------------------------ extern methods
+    def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
+        _, ext, m, obj, _proto, tv = e.ref
+        args = e.args
+        if ext == "packet_in":
+            if m == "extract":
+                if len(args) != 1:
+                    raise NativeUnsupported(e.loc, "two-argument extract (varbit headers)")
+                self.extract(args[0], ctx, w)
+            elif m == "advance":
+                if args[0].const is not None and int(args[0].const) % 8:
+                    raise NativeUnsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
+                w(f"c->pk_off += (uint32_t)({self.ex(args[0], ctx)} >> 3);")
+                w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
+            elif m != "lookahead":
+                raise NativeUnsupported(e.loc, f"packet_in.{m}")
+            return
+        if ext == "packet_out":
+            self.emit(args[0], args[0].ty, None, ctx, w)
+            return
+        assert isinstance(obj, A.Expr)
+        oname = ctx.objs.get(obj.ref)
+        if oname is None:
+            raise CompileError(e.loc, f"{ext} instance is not visible here")
+        i = self.uid("ix")
+        if ext == "counter" and m == "count":
+            ci = self.counters[next(k for k, c in self.counters.items() if self.ns.get(oname + "p") is c.packets)]
+            k = self.cidx[oname]
+            w(f"{{ uint64_t {i} = {self.ex_as(args[0], T.Bits(32), ctx)}; if ({i} < {ci.size}) "
+              f"{{ c->cnt_p[{k}][{i}] += 1; c->cnt_b[{k}][{i}] += s[{self.pktlen}]; }} }}")
+            return
+        if ext == "direct_counter" and m == "count":
+            return
+        if ext == "meter" and m == "execute_meter":
+            idx, out = args
+            ot = T.strip(out.ty)
+            if not isinstance(ot, T.Bits):
+                raise CompileError(out.loc, "execute_meter's result must be a bit<> field")
+            k = self.cidx[oname]
+            mi = next(x for x in self.meters.values() if self.ns.get(oname) is x.meters)
+            units = "1.0" if mi.unit == "PACKETS" else f"(double)s[{self.pktlen}]"
+            with cblock(w, ""):
+                w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
+                with cblock(w, f"if ({i} < {mi.size})"):
+                    self.assign_code(out, f"(p4n_meter_mark(&c->met[{k}][{i}], p4n_meter_now(c), {units}) & {ot.mask})", ctx, w)
+            return
+        if ext == "register":
+            ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
+            k = self.cidx[oname]
+            if m == "read":
+                out, idx = args
+                with cblock(w, ""):
+                    w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
+                    self.assign_code(out, f"({i} < {ri.size} ? c->reg[{k}][{i}] : 0)", ctx, w)
+            elif m == "write":
+                idx, val = args
+                v = self.ex_as(val, tv.get("T", val.ty), ctx)
+                w(f"{{ uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)}; if ({i} < {ri.size}) c->reg[{k}][{i}] = {v}; }}")
+            return
+        raise NativeUnsupported(e.loc, f"{ext}.{m}")
+
+    def stack_op(self, stk: A.Expr, op: str, n: int, ctx: Ctx, w: Writer) -> None:
+        t = stk.ty
+        assert isinstance(t, T.Stack)
+        b = self.place(stk, ctx)
+        es = size_of(t.elem)
+        first = b + 1
+        total = t.size * es
+        n = min(n, t.size)
+        moved = (total - n * es)
+        if op == "push_front":
+            w(f"memmove(&s[{first + n * es}], &s[{first}], {moved} * sizeof(uint64_t));")
+            w(f"memset(&s[{first}], 0, {n * es} * sizeof(uint64_t));")
+            w(f"s[{b}] = s[{b}] + {n} < {t.size} ? s[{b}] + {n} : {t.size};")
+        else:
+            w(f"memmove(&s[{first}], &s[{first + n * es}], {moved} * sizeof(uint64_t));")
+            w(f"memset(&s[{first + moved}], 0, {n * es} * sizeof(uint64_t));")
+            w(f"s[{b}] = s[{b}] > {n} ? s[{b}] - {n} : 0;")
+
+    # ------------------------------------------------------------------ parser input, deparser output
+    def extract(self, target: A.Expr, ctx: Ctx, w: Writer) -> None:
+        t = target.ty
+        if not (isinstance(t, T.StructLike) and t.kind == "header"):
+            raise CompileError(target.loc, f"extract needs a header, not {t}")
+        check_type(t, target.loc)
+        nb = T.width_of(t) // 8
+        w("{")
+        with w.block():
+            if isinstance(target, A.Member) and isinstance(target.expr.ty, T.Stack) and target.name == "next":
+                stk_t = target.expr.ty
+                sb = self.place(target.expr, ctx)
+                es = size_of(stk_t.elem)
+                w(f"uint64_t i_ = s[{sb}];")
+                w(f"if (i_ >= {stk_t.size}) P4N_PERR(c, {self.errcode('StackOutOfBounds')});")
+                w(f"uint64_t *h_ = &s[{sb + 1} + i_ * {es}];")
+                after = f"s[{sb}] = i_ + 1;"
+            else:
+                w(f"uint64_t *h_ = &s[{self.place(target, ctx)}];")
+                after = ""
+            w(f"if (c->pk_off + {nb} > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
+            w("const uint8_t *p_ = c->pk + c->pk_off;")
+            off = 0
+            for i, ft in enumerate(leaf_types(t), 1):
+                fw = scalar_width(ft)
+                w(f"h_[{i}] = p4n_getbits(p_, {off}, {fw});")
+                off += fw
+            w(f"c->pk_off += {nb};")
+            w("h_[0] = 1;")
+            if after:
+                w(after)
+            else:
+                self.invalidate_siblings(target, ctx, w)
+        w("}")
+
+    def emit(self, x: A.Expr | None, t: T.Type, base: int | None, ctx: Ctx, w: Writer) -> None:
+        b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
+        if isinstance(t, T.StructLike) and t.kind == "header":
+            nb = T.width_of(t) // 8
+            self.deparse_max += nb
+            with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):
+                w("uint8_t *q_ = c->ob + c->ob_n;")
+                w(f"memset(q_, 0, {nb});")
+                off = 0
+                for i, ft in enumerate(leaf_types(t), 1):
+                    fw = scalar_width(ft)
+                    w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
+                    off += fw
+                w(f"c->ob_n += {nb};")
+        elif isinstance(t, T.StructLike):
+            for n, ft in t.fields:
+                if not isinstance(ft, (T.StructLike, T.Stack)):
+                    raise CompileError(x.loc if x else None, f"emit: {t.name}.{n} is not a header")
+                self.emit(None, ft, b + field_offset(t, n), ctx, w)
+        elif isinstance(t, T.Stack):
+            es = size_of(t.elem)
+            for i in range(t.size):
+                self.emit(None, t.elem, b + 1 + i * es, ctx, w)
+        else:
+            raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
+
+    deparse_max = 0

@@ -1,0 +1,66 @@
+"""The native engine's build and fallback: it builds once per program (content-hash cache), and a
+program or machine it cannot serve runs on the Python engine with a log line saying why.
+
+Run one case: .venv/bin/pytest tests/p4sim/test_native.py -k fallback
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from p4sim.native import build as native_build
+from p4sim.switch import Switch
+from tests.p4sim.harness import CPU_PORT, PROGRAMS
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module", autouse=True)
+def p4sim_engine() -> str:
+    """These tests name their engine (overrides the per-engine parametrisation)."""
+    return "both"
+
+
+def load(name: str, engine: str) -> Switch:
+    return Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], cpu_port=CPU_PORT, engine=engine)
+
+
+def test_library_is_built_once_per_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("P4SIM_NATIVE_CACHE", str(tmp_path))
+    first = load("ipv4_forward.p4", "native")
+    assert first.engine == "native"
+    [lib] = list(tmp_path.glob("p4sim-*.so"))
+    stamp = lib.stat().st_mtime_ns
+    again = load("ipv4_forward.p4", "native")
+    assert again.lib_path == lib and lib.stat().st_mtime_ns == stamp  # type: ignore[attr-defined]
+    load("tables.p4", "native")
+    assert len(list(tmp_path.glob("p4sim-*.so"))) == 2  # another program, another library
+
+
+def test_unsupported_construct_falls_back_with_its_name(caplog: pytest.LogCaptureFixture) -> None:
+    sw = load("expressions.p4", "native")
+    assert sw.engine == "python"
+    assert sw.native_fallback is not None and "int<8>" in sw.native_fallback
+    assert "native engine unavailable" in caplog.text and "int<8>" in caplog.text
+
+
+def test_no_compiler_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("P4SIM_NATIVE_CACHE", str(tmp_path))
+    monkeypatch.setattr(native_build, "find_cc", lambda: None)
+    sw = load("ipv4_forward.p4", "native")
+    assert sw.engine == "python"
+    assert sw.native_fallback == "no C compiler found (install gcc, or set CC)"
+    assert "no C compiler found" in caplog.text
+
+
+def test_python_engine_when_asked() -> None:
+    sw = load("ipv4_forward.p4", "python")
+    assert sw.engine == "python" and sw.native_fallback is None
+
+
+def test_unknown_engine_is_refused() -> None:
+    with pytest.raises(Exception, match="unknown engine 'fast'"):
+        load("ipv4_forward.p4", "fast")
