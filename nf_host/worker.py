@@ -774,6 +774,13 @@ class Worker:
         st = rt.state
         base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
         entries = st.since(base) if base is not None else st.everything()
+        # stopped: until the adopter answers, arriving packets wait here (rt.pending)
+        rt.role = SlotRole.RELEASED
+        rt.forward = None
+        # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
+        # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
+        # switch accepts both epochs, so their order at the sink is the order they reach it
+        await self._released(last_batch, self.cfg.transfer_timeout)
         self._xfer_id += 1
         xid = self._xfer_id
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
@@ -782,9 +789,6 @@ class Worker:
             "t": "x", "id": xid, "slot": slot, "epoch": rt.epoch, "seq": st.last_seq,
             "version": st.version, "base": -1 if base is None else base, "flows": entries,
         })
-        # stopped: until the adopter answers, arriving packets wait here (rt.pending)
-        rt.role = SlotRole.RELEASED
-        rt.forward = None
         self.c.transfer_bytes += nbytes
         error = ""
         try:
@@ -811,9 +815,8 @@ class Worker:
         backup = self.links.get(self.backup_id) if self.backup_id else None
         if backup is not None and backup is not link:
             backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
-        # the move is complete once our output of s has left too: the switch keeps two epochs
-        # of a slot apart, so a next move must not start while our epoch's output is held
-        await self._released(last_batch, self.cfg.transfer_timeout)
+        # (our output of s left before the transfer: a next move cannot start while our epoch's
+        # output is held, which the switch's two-epoch output dedup needs)
         return {
             "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
             "delta": base is not None,

@@ -544,3 +544,60 @@ def test_replication_bytes_are_counted_by_peer_each_way() -> None:
                 await n.w.stop()
 
     run(body)
+
+
+def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None:
+    """The switch accepts output of the slot's old and new epoch, so their order at the sink is the
+    order they reach it: the old owner's output of its last batch (held for its backup's ack)
+    must leave before the adopter can process anything (it waits for the transfer)."""
+    async def body() -> None:
+        a, b, p = Node(1), Node(2), Node(3, batch=2)  # p: its 2 packets close a batch at once
+        wire: list[tuple[int, int]] = []  # (nf, seq of the input) in the order output leaves
+        a.w.tx = lambda f: wire.append((1, strip_shim(f)[0].seq))
+        p.w.tx = lambda f: wire.append((3, strip_shim(f)[0].seq))
+        held: list[tuple[Link, Message]] = []
+        hold = True
+        on_message = a.w._on_link_message
+
+        def acks_held(link: Link, msg: Message) -> None:
+            if hold and msg.get("t") == "a":
+                held.append((link, msg))
+            else:
+                on_message(link, msg)
+
+        a.w._on_link_message = acks_held  # type: ignore[method-assign]
+        for n in (a, b, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+            sw = Switch()
+            for no in range(1, 5):  # one batch, its output held: the backup's ack does not come
+                prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert copy is not None
+                a.w.on_frame(prim)
+                b.w.on_frame(copy)
+            await until(lambda: len(held) == 1, "the backup's ack (held)")
+            p.w.adopt(SLOT, 2)
+            sw.epochs[SLOT] = 2
+            for no in range(5, 7):  # the new owner's first packets: buffered until the transfer
+                p.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3)[0])
+            release = asyncio.create_task(a.w.release(SLOT, 3, p.addr, same_cluster=False))
+            try:  # the adopter must not produce output while the old owner's is held
+                await until(lambda: bool(wire), "output", timeout=0.5)
+            except AssertionError:
+                pass
+            assert wire == [], "the adopter's output left before the old owner's"
+            hold = False
+            for link, msg in held:
+                on_message(link, msg)
+            await release
+            await until(lambda: len(wire) == 6, f"every output (so far {wire})")
+            assert wire == [(1, 1), (1, 2), (1, 3), (1, 4), (3, 5), (3, 6)]
+        finally:
+            for n in (a, b, p):
+                await n.w.stop()
+
+    run(body)
