@@ -84,9 +84,8 @@ def run(ctx: Context) -> Outcome:
             "ms (mean round trip)",
             [(int(r), A8_LATENCY_VS_RATE_LB.get(int(r), (None, None))[i],
               get[(r, label)]["latency_ms_mean"]) for r in rates],
-            shape="The thesis's latency falls as the rate rises and the balancer helps most at "
-                  "low rates; ours rises with the rate, since the NFs here are idle until the hot "
-                  "one is overloaded, and the balancer helps where it is (the highest rate)."))
+            shape="The balancer can only help once an NF is over its high mark: at low rates "
+                  "every NF here is idle and both columns measure the path alone."))
     top = max(rates)
     out.checks.append(Check(
         f"at {top:g} pkt/s the balancer moves slots off the hot NF",

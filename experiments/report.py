@@ -60,9 +60,34 @@ def comparison_table(c: Comparison | dict[str, Any]) -> list[str]:
     for x, thesis, ours in d["rows"]:
         r = ratio(thesis, ours)
         lines.append(f"| {x} | {_num(thesis)} | {_num(ours)} | {'-' if r is None else f'{r:.3g}'} |")
-    if d.get("shape"):
-        lines += ["", f"Shape: {d['shape']}"]
+    trends = shape_line(d["rows"], d["x_label"])
+    if trends or d.get("shape"):
+        lines += ["", "Shape: " + " ".join(x for x in (trends, d.get("shape", "")) if x)]
     return [*lines, ""]
+
+
+def trend(xs: list[Any], ys: list[Any], flat: float = 0.1) -> str | None:
+    """How `ys` goes from its first to its last number (None: fewer than two): "rises N %",
+    "falls N %" or "stays within N %" when the change is below `flat` (10 %)."""
+    pts = [(x, float(y)) for x, y in zip(xs, ys, strict=True)
+           if y is not None and not (isinstance(y, float) and math.isnan(y))]
+    if len(pts) < 2 or pts[0][1] == 0:
+        return None
+    change = pts[-1][1] / pts[0][1] - 1
+    if abs(change) < flat:
+        spread = max(abs(y / pts[0][1] - 1) for _, y in pts)
+        return f"stays within {spread:.0%} from {pts[0][0]} to {pts[-1][0]}"
+    return f"{'rises' if change > 0 else 'falls'} {abs(change):.0%} from {pts[0][0]} to {pts[-1][0]}"
+
+
+def shape_line(rows: list[Any], x_label: str) -> str:
+    """The measured shapes, thesis and ours, over the points both have (computed, not written)."""
+    both = [r for r in rows if r[1] is not None and r[2] is not None]
+    thesis = trend([r[0] for r in both], [r[1] for r in both])
+    ours = trend([r[0] for r in both], [r[2] for r in both])
+    if thesis is None or ours is None:
+        return ""
+    return f"Over {x_label} the thesis's value {thesis}; ours {ours}."
 
 
 def check_line(c: Check | dict[str, Any]) -> str:

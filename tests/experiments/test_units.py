@@ -95,3 +95,13 @@ def test_list_names_every_experiment(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["--list"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in EXPERIMENTS)
+
+
+def test_the_report_states_each_shape_from_the_numbers() -> None:
+    assert report.trend([10, 50, 100], [100.0, 104.0, 103.0]) == "stays within 4% from 10 to 100"
+    assert report.trend([1, 5], [425.0, 816.0]) == "rises 92% from 1 to 5"
+    assert report.trend([25, 100], [10.0, 5.0]) == "falls 50% from 25 to 100"
+    assert report.trend([1], [1.0]) is None
+    line = report.shape_line([(10, 3871, 2332.0), (100, 3831, 2351.0), (200, None, 9.0)], "batch")
+    assert line == ("Over batch the thesis's value stays within 1% from 10 to 100; "
+                    "ours stays within 1% from 10 to 100.")
