@@ -166,13 +166,13 @@ class P4simSwitch(_GrpcSwitch):
 
 
 def p4sim_engines() -> list[str]:
-    """The engines `p4sim run --engine` offers (["python"] when it has no such option)."""
+    """The engines `p4sim run --engine` offers ([] when it has no such option: only its one)."""
     import re
 
     out = subprocess.run([sys.executable, "-m", "p4sim.server.cli", "--help"], capture_output=True,
                          text=True, check=False).stdout
     m = re.search(r"--engine \{([^}]*)\}", out)
-    return m.group(1).split(",") if m else ["python"]
+    return m.group(1).split(",") if m else []
 
 
 class Bmv2Switch(_GrpcSwitch):
