@@ -4,7 +4,10 @@ For each variant (p4sim `--io` x `--engine`) the system of `make run` is brought
 (`topo.scenario.system`: Mininet, the p4sim switch, one nf-host per NF running the checker, the
 controller, etcd), and a search over the client's rate finds the highest rate at which every
 packet is delivered: short rounds of numbered traffic in both directions, each judged by the
-sink's verdict (`topo.verify`: every packet of every flow delivered once and in order). The search
+sink's verdict (`topo.verify`: every packet of every flow delivered once and in order) and by the
+backlog: the last reply must come within `--drain` seconds of the last packet sent. (Without that,
+a round shorter than what the switch's and the NFs' buffers hold would pass at a rate the system
+cannot sustain: the queues absorb the excess and drain after the sender stopped.) The search
 is a bisection on a logarithmic scale between `--lo` and `--hi`. Variants are interleaved within
 each repeat, so a change of the machine's load hits them alike; the table gives each variant's
 median capacity over `--repeats` and its ratio to the first variant. At the first rate that lost
@@ -47,6 +50,7 @@ class Trial:
     sent: int
     lost: int
     seconds: float
+    drain_s: float = 0.0  # last reply received minus last packet sent (the backlog left)
     sites: list[str] = field(default_factory=list)  # where drops were counted (failed rounds)
 
 
@@ -77,12 +81,20 @@ class Variant:
         return f"{self.io}/{self.engine}"
 
 
-def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path) -> Trial:
+def drain_time(client: Any) -> float:
+    """Seconds from the client's last packet sent to its last reply received."""
+    sent = [t for ts in client.sent_at.values() for t in ts]
+    got = [t for ts in client.received_at.values() for t in ts]
+    return max(got) - max(sent) if sent and got else 0.0
+
+
+def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
+              max_drain: float = 1.0) -> Trial:
     """Numbered traffic through a running system at `rate` client packets/s for about `seconds`;
     judged by packet numbers (a flow's earlier rounds may have left checker state behind)."""
     from topo import chain_run
     from topo.disturbances import http_json, loss_report
-    from topo.losses import where_lost
+    from topo.losses import interface_drops, where_lost
     from topo.procs import wait_for
     from topo.traffic import SideReport
     from topo.verify import verify
@@ -118,13 +130,16 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path) -> 
     verdict = verify(*inputs, counted=False)
     lost = loss_report(inputs, counted=False)["lost"]
     sent = sum(client_rep.sent.values()) + sum(server_rep.sent.values())
-    trial = Trial(rate, verdict.ok, sent, lost, time.monotonic() - t0)
+    drain = drain_time(client_rep)
+    trial = Trial(rate, verdict.ok and drain <= max_drain, sent, lost, time.monotonic() - t0,
+                  drain)
     if not verdict.ok:
         switch = (http_json(f"http://{sys_.switch_stats}/status") if sys_.switch_stats else None)
         status = http_json(f"{sys_.api}/status")
         sites = where_lost(sys_.cfg, switch, status.get("switch_drops", {}),
                            http_json(f"{sys_.api}/nfs"),
-                           {"client": client_rep.host_drops, "server": server_rep.host_drops})
+                           {"client": client_rep.host_drops, "server": server_rep.host_drops},
+                           interface_drops(sys_.net))
         trial.sites = [f"{s.where}: {s.packets} {s.why}" for s in sites]
     return trial
 
@@ -144,10 +159,12 @@ def capacity_of(variant: Variant, args: argparse.Namespace, out: Path, console: 
 
         def ok(rate: float) -> bool:
             # the counters are cumulative: what earlier rounds lost stays in them
-            trial = one_round(sys_, rate, args.flows, args.seconds, out / f"round{len(trials) + 1}")
+            trial = one_round(sys_, rate, args.flows, args.seconds,
+                              out / f"round{len(trials) + 1}", args.drain)
             trials.append(trial)
-            console.print(f"  {variant.name} {rate:>7.0f} pkt/s: "
-                          + ("all delivered" if trial.ok else f"lost {trial.lost} of {trial.sent}")
+            what = (f"lost {trial.lost} of {trial.sent}" if trial.lost else "all delivered")
+            console.print(f"  {variant.name} {rate:>7.0f} pkt/s: {what}, backlog drained in "
+                          f"{trial.drain_s:.2f} s" + ("" if trial.ok else " -> too much")
                           + f" ({trial.seconds:.0f} s)")
             return trial.ok
 
@@ -179,8 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lo", type=float, default=1000.0, help="lowest rate tried (client pkt/s)")
     p.add_argument("--hi", type=float, default=16000.0, help="highest rate tried")
     p.add_argument("--steps", type=int, default=4, help="bisection steps between lo and hi")
-    p.add_argument("--seconds", type=float, default=4.0, help="traffic per round, seconds")
+    p.add_argument("--seconds", type=float, default=5.0, help="traffic per round, seconds")
     p.add_argument("--flows", type=int, default=16, help="flows per round")
+    p.add_argument("--drain", type=float, default=1.0,
+                   help="a round passes only if its last reply comes within this many seconds "
+                   "of the last packet sent (default 1)")
     p.add_argument("--quick", action="store_true",
                    help="one repeat, one bisection step, 1.5 s rounds (for the test)")
     p.add_argument("--out", type=Path, default=REPO / "results" / "bench" / "system_capacity",

@@ -3,7 +3,8 @@
 p4sim serves them at `http://<switch.stats>/status` (`p4sim run --metrics-addr`; docs/p4sim.md);
 the P4 program's drop counters are read over P4Runtime instead (`Controller.read_switch_drops`).
 What the controller keeps is "port/reason" -> packets: per port the frames the kernel dropped
-before p4sim read them, transmit errors, frames lost to a full transmit ring and receive errors;
+before p4sim read them, transmit errors, frames lost to a full transmit ring and frames too long
+for a ring block;
 and "device/reason" for the engine's failures and packets that came before a program.
 """
 
@@ -13,7 +14,8 @@ from typing import Any
 
 import aiohttp
 
-PORT_REASONS = ("kernel_drops", "tx_errors", "tx_overflows", "rx_errors")
+PORT_REASONS = ("kernel_drops", "tx_errors", "tx_overflows", "rx_truncated", "if_tx_dropped",
+                "if_rx_dropped")
 DEVICE_REASONS = ("engine_errors", "no_pipeline")
 
 

@@ -65,10 +65,16 @@ PAGE = mmap.PAGESIZE
 class RingConfig:
     """Sizes of one port's rings. The receive ring holds `rx_blocks` blocks of `block_size`
     bytes (a frame larger than a block is truncated: counted); the transmit ring `tx_frames`
-    slots of `tx_frame_size` bytes (a larger frame is sent with a plain `send`)."""
+    slots of `tx_frame_size` bytes (a larger frame is sent with a plain `send`).
 
-    block_size: int = 1 << 14
-    rx_blocks: int = 256
+    The kernel retires a block `timeout_ms` after it opened it even when it is not full, so at
+    low rates most blocks hold a few frames: the ring's depth in time is about `rx_blocks` x
+    `timeout_ms`. Hence many small blocks (one page each): 2048 of them ride out two seconds of
+    a stalled switch at any rate the timer decides, and a block still takes ~20 small frames
+    at high rates."""
+
+    block_size: int = PAGE
+    rx_blocks: int = 2048
     timeout_ms: int = 1
     tx_frame_size: int = 1 << 11
     tx_frames: int = 512
@@ -86,8 +92,8 @@ class RingConfig:
 
     @classmethod
     def sized(cls, megabytes: float) -> RingConfig:
-        """A receive ring of about `megabytes` MiB (default blocks of 16 KiB)."""
-        blocks = max(2, int(megabytes * (1 << 20)) // (1 << 14))
+        """A receive ring of about `megabytes` MiB (blocks of one page)."""
+        blocks = max(2, int(megabytes * (1 << 20)) // PAGE)
         return cls(rx_blocks=blocks)
 
     @property
@@ -139,9 +145,9 @@ def tx_slot_status(buf: memoryview | bytearray | mmap.mmap, off: int) -> int:
 
 def tx_write(buf: memoryview | bytearray | mmap.mmap, off: int, data: bytes) -> None:
     """Fill the transmit slot at `off` with `data` and mark it for sending (status last)."""
-    buf[off + TX_DATA_AT:off + TX_DATA_AT + len(data)] = data
-    U32.pack_into(buf, off + TX_LEN_AT, len(data))
-    U32.pack_into(buf, off, 0)  # tp_next_offset: must be 0 (no variable-sized slots)
+    n = len(data)
+    buf[off + TX_DATA_AT:off + TX_DATA_AT + n] = data
+    U32.pack_into(buf, off + TX_LEN_AT, n)  # (tp_next_offset stays 0: the ring starts zeroed)
     U32.pack_into(buf, off + TX_STATUS_AT, TP_STATUS_SEND_REQUEST)
 
 
@@ -182,12 +188,13 @@ class PacketRing:
         self.malformed = 0  # transmit slots the kernel refused (TP_STATUS_WRONG_FORMAT)
 
     # ---------------------------------------------------------------- receive
-    def receive(self, max_blocks: int) -> tuple[list[RxFrame], int]:
-        """Frames of up to `max_blocks` retired blocks, and how many blocks were read."""
+    def receive(self, max_frames: int) -> tuple[list[RxFrame], int]:
+        """Frames of the retired blocks, whole blocks until at least `max_frames` frames (or no
+        block is ready), and how many blocks were read."""
         frames: list[RxFrame] = []
         m, size, n = self.map, self.cfg.block_size, self.cfg.rx_blocks
         blocks = 0
-        while blocks < max_blocks:
+        while len(frames) < max_frames:
             base = self.rx_next * size
             if not block_ready(m, base):
                 break

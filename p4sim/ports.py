@@ -59,16 +59,23 @@ class PortStats:
     rx: int = 0  # frames read and handed to the pipeline
     tx: int = 0  # frames handed to the kernel for sending
     tx_errors: int = 0  # frames the kernel refused (interface down, gone, too big), lost
-    rx_errors: int = 0  # socket errors on receive (and truncated frames, lost)
+    rx_errors: int = 0  # socket errors on receive (occasions, e.g. the interface went away)
+    rx_truncated: int = 0  # frames longer than a ring block: cut short, so dropped
     kernel_drops: int = 0  # frames the kernel dropped before p4sim read them (full buffer/ring)
     ring_freezes: int = 0  # times the receive ring was full (every block waiting for p4sim)
     tx_overflows: int = 0  # frames lost because the transmit ring stayed full (p4sim's queue)
+    # the interface's own drop counters since p4sim opened it (/sys/class/net/IF/statistics): a
+    # veth counts in tx_dropped what it could not hand to its peer (the peer's backlog was full)
+    if_tx_dropped: int = 0
+    if_rx_dropped: int = 0
     gone: bool = False  # the interface disappeared: the port is out of the receive loop
 
     @property
     def lost(self) -> int:
-        """Every frame lost at this port, in either direction."""
-        return self.kernel_drops + self.tx_errors + self.tx_overflows + self.rx_errors
+        """Every frame lost at this port, in either direction (error occasions and ring freezes
+        are not frames: counted, not added)."""
+        return (self.kernel_drops + self.tx_errors + self.tx_overflows + self.rx_truncated
+                + self.if_tx_dropped + self.if_rx_dropped)
 
     def to_json(self) -> dict[str, int | bool]:
         return {**asdict(self), "lost": self.lost}
@@ -87,6 +94,7 @@ class PortSet:
     _stats_lock: threading.Lock = field(default_factory=threading.Lock)
     _next_stats: float = 0.0
     _logged: dict[int, tuple[float, int]] = field(default_factory=dict)  # port -> (when, lost)
+    _if_base: dict[int, tuple[int, int]] = field(default_factory=dict)  # sysfs drops at open
 
     io = "socket"
 
@@ -106,6 +114,7 @@ class PortSet:
             self._socks[port] = s
             self._by_fd[s.fileno()] = port
             self.stats[port] = PortStats()
+            self._if_base[port] = self._if_drops(port)
 
     def _open_one(self, name: str) -> socket.socket:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -131,6 +140,15 @@ class PortSet:
         raw = self._socks[port].getsockopt(SOL_PACKET, PACKET_STATISTICS, TPACKET_STATS.size)
         return int(TPACKET_STATS.unpack(raw)[1]), 0
 
+    def _if_drops(self, port: int) -> tuple[int, int]:
+        """The interface's (tx_dropped, rx_dropped) counters; (0, 0) if unreadable."""
+        base = f"/sys/class/net/{self.interfaces[port]}/statistics/"
+        try:
+            with open(base + "tx_dropped") as tx, open(base + "rx_dropped") as rx:
+                return int(tx.read()), int(rx.read())
+        except (OSError, ValueError):
+            return 0, 0
+
     def refresh(self) -> None:
         """Add the kernel's drop counts to every port's stats, and log ports whose losses grew."""
         with self._stats_lock:
@@ -141,6 +159,10 @@ class PortSet:
                         drops, freezes = self._kernel_counts(port)
                         st.kernel_drops += drops
                         st.ring_freezes += freezes
+                    tx0, rx0 = self._if_base[port]
+                    tx, rx = self._if_drops(port)
+                    if (tx, rx) != (0, 0):  # (gone: keep the last values)
+                        st.if_tx_dropped, st.if_rx_dropped = max(0, tx - tx0), max(0, rx - rx0)
                 self._log_losses(port, st)
 
     def _log_losses(self, port: int, st: PortStats) -> None:
@@ -150,9 +172,10 @@ class PortSet:
             self._logged[port] = (now, st.lost)
             LOG.warning(
                 "port %d (%s): %d frames lost since the last report (total: kernel drops %d, "
-                "ring freezes %d, tx errors %d, tx ring full %d, rx errors %d)", port,
-                self.interfaces[port], st.lost - before, st.kernel_drops, st.ring_freezes,
-                st.tx_errors, st.tx_overflows, st.rx_errors)
+                "ring freezes %d, tx errors %d, tx ring full %d, truncated %d, interface tx/rx "
+                "dropped %d/%d)", port, self.interfaces[port], st.lost - before, st.kernel_drops,
+                st.ring_freezes, st.tx_errors, st.tx_overflows, st.rx_truncated, st.if_tx_dropped,
+                st.if_rx_dropped)
 
     def _maybe_refresh(self) -> None:
         now = time.monotonic()

@@ -2,7 +2,7 @@
 
 `RingPortSet` is `PortSet` with a `PacketRing` (p4sim/pktring.py: a TPACKET_V3 receive ring and
 a transmit ring) on every interface. The one receive thread polls every port; each wake-up takes
-up to `MAX_BLOCKS` retired blocks from each readable ring, hands all their frames to the pipeline
+retired blocks from each readable ring (about `BATCH_FRAMES` frames at most), hands all their frames to the pipeline
 as one batch (processed back to back under one lock), and then flushes every transmit ring that
 got frames: one `send()` per port and batch instead of one per frame.
 
@@ -28,7 +28,8 @@ from p4sim.ports import Deliver, PortSet
 
 LOG = logging.getLogger("p4sim.ports")
 
-MAX_BLOCKS = 2  # blocks taken from one ring per wake-up (bounds a batch, and the lock it holds)
+BATCH_FRAMES = 256  # frames taken from one ring per wake-up (whole blocks; bounds a batch and
+# the time it holds the device lock)
 
 DeliverBatch = Callable[[list[tuple[int, bytes]]], None]
 
@@ -41,6 +42,7 @@ class RingPortSet(PortSet):
     _rings: dict[int, PacketRing] = field(default_factory=dict)
     _tx_locks: dict[int, threading.Lock] = field(default_factory=dict)
     _dirty: set[int] = field(default_factory=set)  # ports with frames queued since the last flush
+    _loop_ident: int = -1  # the receive thread's id: its sends wait for the batch's flush
 
     io = "ring"
 
@@ -60,7 +62,7 @@ class RingPortSet(PortSet):
         if len(data) > ring.max_tx:
             super().send(port, data)
             return
-        in_loop = threading.current_thread() is self._thread
+        in_loop = threading.get_ident() == self._loop_ident
         with self._tx_locks[port]:
             if not ring.put(data):
                 self._flush_locked(port, ring)
@@ -110,6 +112,7 @@ class RingPortSet(PortSet):
         self._thread.start()
 
     def _ring_loop(self, deliver_batch: DeliverBatch) -> None:
+        self._loop_ident = threading.get_ident()
         poller = select.poll()
         for fd in self._by_fd:
             poller.register(fd, select.POLLIN)
@@ -135,12 +138,12 @@ class RingPortSet(PortSet):
 
     def _take(self, port: int, batch: list[tuple[int, bytes]]) -> None:
         st = self.stats[port]
-        frames, _blocks = self._rings[port].receive(MAX_BLOCKS)
+        frames, _blocks = self._rings[port].receive(BATCH_FRAMES)
         for f in frames:
             if f.outgoing:
                 continue
             if f.truncated:  # longer than a ring block: the rest of it is gone
-                st.rx_errors += 1
+                st.rx_truncated += 1
                 continue
             st.rx += 1
             batch.append((port, f.data))

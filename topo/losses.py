@@ -11,6 +11,7 @@ the end hosts' sockets. `where_lost` lists the non-zero ones, named by place, fo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,9 @@ from controlplane.config import ControllerConfig
 
 PORT_REASONS = {
     "kernel_drops": "dropped by the kernel before p4sim read them (receive ring/buffer full)",
-    "rx_errors": "receive errors or truncated frames",
+    "rx_truncated": "longer than a receive ring block (dropped)",
+    "if_tx_dropped": "dropped by the interface on sending (its peer's backlog full)",
+    "if_rx_dropped": "dropped by the interface on receiving",
     "tx_errors": "refused by the kernel on sending (interface down or gone)",
     "tx_overflows": "transmit ring full",
 }
@@ -54,11 +57,46 @@ def port_names(cfg: ControllerConfig) -> dict[int, str]:
     return names
 
 
+def udp_counters(text: str) -> dict[str, int]:
+    """`NoPorts` and `InErrors` of /proc/net/snmp's Udp lines (datagrams that came to a port
+    nobody listens on, e.g. after the sink closed; and every other UDP receive error)."""
+    lines = [ln.split() for ln in text.splitlines() if ln.startswith("Udp:")]
+    if len(lines) < 2:
+        return {}
+    row = dict(zip(lines[0][1:], lines[1][1:], strict=False))
+    return {"udp_noports": int(row.get("NoPorts", 0)), "udp_inerrors": int(row.get("InErrors", 0))}
+
+
+def interface_drops(net: Any) -> dict[str, dict[str, int]]:
+    """Every Mininet host's interfaces' own drop counters ("host/interface" -> {"tx_dropped",
+    "rx_dropped"}, non-zero only): a veth counts in tx_dropped the frames its peer's backlog had
+    no room for (e.g. a burst into the switch's port); and the host's UDP errors ("host/udp" ->
+    {"udp_noports", "udp_inerrors"}: datagrams that came after the receiving socket closed)."""
+    out: dict[str, dict[str, int]] = {}
+    for host in net.hosts:
+        udp = udp_counters(host.cmd("cat /proc/net/snmp"))
+        if any(udp.values()):
+            out[f"{host.name}/udp"] = udp
+        try:
+            links = json.loads(host.cmd("ip -j -s link show"))
+        except (ValueError, TypeError):
+            continue
+        for link in links:
+            stats = link.get("stats64", {})
+            drops = {"tx_dropped": int(stats.get("tx", {}).get("dropped", 0)),
+                     "rx_dropped": int(stats.get("rx", {}).get("dropped", 0))}
+            if link.get("ifname") != "lo" and any(drops.values()):
+                out[f"{host.name}/{link['ifname']}"] = drops
+    return out
+
+
 def where_lost(cfg: ControllerConfig, switch: dict[str, Any] | None, switch_drops: dict[str, int],
-               nfs: list[dict[str, Any]], host_drops: dict[str, int]) -> list[LossSite]:
+               nfs: list[dict[str, Any]], host_drops: dict[str, int],
+               interfaces: dict[str, dict[str, int]] | None = None) -> list[LossSite]:
     """Every non-zero drop counter of the path. `switch`: p4sim's /status document (None: not
     read, e.g. BMv2); `switch_drops`: the P4 program's drop counters ("counter/reason");
-    `nfs`: the controller's NF rows (with `losses`); `host_drops`: end host -> socket drops."""
+    `nfs`: the controller's NF rows (with `losses`); `host_drops`: end host -> socket drops;
+    `interfaces`: the hosts' interfaces' own drops (`interface_drops`)."""
     sites: list[LossSite] = []
     names = port_names(cfg)
     for port, c in sorted((switch or {}).get("ports", {}).items(), key=lambda kv: int(kv[0])):
@@ -76,6 +114,20 @@ def where_lost(cfg: ControllerConfig, switch: dict[str, Any] | None, switch_drop
                                       NF_REASONS.get(reason, reason), int(packets)))
     sites += [LossSite(f"{host} socket", "receive buffer full (the end host's own loss)", n)
               for host, n in sorted(host_drops.items()) if n]
+    for name, drops in sorted((interfaces or {}).items()):
+        if drops.get("tx_dropped"):
+            sites.append(LossSite(f"interface {name}", "dropped on sending (the peer's backlog "
+                                  "full: a burst into the switch or host)", drops["tx_dropped"]))
+        if drops.get("rx_dropped"):
+            sites.append(LossSite(f"interface {name}", "dropped on receiving",
+                                  drops["rx_dropped"]))
+        if drops.get("udp_noports"):
+            sites.append(LossSite(f"host {name.split('/')[0]}", "UDP datagrams to a closed port "
+                                  "(arrived after the receiver stopped: late, not lost)",
+                                  drops["udp_noports"]))
+        if drops.get("udp_inerrors"):
+            sites.append(LossSite(f"host {name.split('/')[0]}", "UDP receive errors",
+                                  drops["udp_inerrors"]))
     return sites
 
 

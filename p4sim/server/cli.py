@@ -103,8 +103,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         f"system call per frame); default {DEFAULT_IO}",
     )
     p.add_argument(
-        "--ring-mb", type=float, default=4.0, metavar="MB",
-        help="with --io ring: receive ring size per port in MiB (default 4)",
+        "--ring-mb", type=float, default=8.0, metavar="MB",
+        help="with --io ring: receive ring size per port in MiB (default 8: 2048 blocks of 4 KiB)",
     )
     p.add_argument(
         "--metrics-addr", metavar="HOST:PORT",
@@ -151,7 +151,8 @@ def status_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
-    cols = ["rx", "tx", "kernel_drops", "ring_freezes", "tx_errors", "tx_overflows", "rx_errors"]
+    cols = ["rx", "tx", "kernel_drops", "ring_freezes", "tx_errors", "tx_overflows",
+            "rx_truncated", "rx_errors", "if_tx_dropped", "if_rx_dropped"]
     print(f"p4sim device {data['device_id']}, io {data['io']}, lost {data['lost']}")
     print(f"{'port':>5} {'interface':<16}" + "".join(f"{c:>13}" for c in cols))
     for port, c in data["ports"].items():

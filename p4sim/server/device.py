@@ -182,22 +182,26 @@ class Device:
             if pipeline is None:
                 self.stats.no_pipeline += len(packets)
                 return
-            switch, tap = pipeline.switch, self.tap
+            switch, tap, process = pipeline.switch, self.tap, pipeline.switch.process
+            self.stats.packets_in += len(packets)
             for port, data in packets:
                 if tap is not None:
                     tap("in", port, data)
-                self.stats.packets_in += 1
                 try:
-                    outputs += switch.process(port, data)
-                    digests = switch.take_digests()
+                    outputs += process(port, data)
                 except Exception as exc:  # never let one bad packet stop the switch
                     self.stats.engine_errors += 1
                     LOG.warning("engine failed on a packet from port %d: %r", port, exc)
-                    continue
-                if digests:
-                    now = time.time_ns()
-                    for digest_id, members in digests:
-                        lists.extend(pipeline.digests.add(digest_id, members, now))
+            try:
+                digests = switch.take_digests()
+            except Exception as exc:
+                self.stats.engine_errors += 1
+                LOG.warning("engine failed taking digests: %r", exc)
+                digests = []
+            if digests:
+                now = time.time_ns()
+                for digest_id, members in digests:
+                    lists.extend(pipeline.digests.add(digest_id, members, now))
             if pipeline.digests.next_deadline_ns() is not None:
                 self._wake.notify()
         for out_port, out_data in outputs:

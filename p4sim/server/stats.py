@@ -30,7 +30,10 @@ PORT_COUNTERS = {
     "ring_freezes": "Times the receive ring was full (every block waiting for p4sim)",
     "tx_errors": "Frames the kernel refused to send (interface down or gone), lost",
     "tx_overflows": "Frames lost because the transmit ring stayed full",
-    "rx_errors": "Receive errors and truncated frames, lost",
+    "rx_truncated": "Frames longer than a receive ring block, cut short and dropped",
+    "rx_errors": "Receive errors (occasions: e.g. the interface went away)",
+    "if_tx_dropped": "Frames the interface dropped on sending (a veth: its peer's backlog full)",
+    "if_rx_dropped": "Frames the interface dropped on receiving",
 }
 DEVICE_COUNTERS = {
     "packets_in": "Packets into the pipeline",

@@ -82,8 +82,8 @@ def test_a_transmit_slot_is_filled_then_marked_for_sending() -> None:
 
 def test_kernel_statistics_and_ring_sizes() -> None:
     assert parse_stats_v3(struct.pack("=III", 10, 3, 1)) == (10, 3, 1)
-    cfg = RingConfig.sized(4)
-    assert cfg.rx_bytes == 4 << 20 and cfg.rx_blocks == 256
+    cfg = RingConfig.sized(8)
+    assert cfg.rx_bytes == 8 << 20 and cfg.rx_blocks == 2048
     with pytest.raises(ValueError, match="page size"):
         RingConfig(block_size=1000)
     with pytest.raises(ValueError, match="at least 2"):
@@ -91,8 +91,9 @@ def test_kernel_statistics_and_ring_sizes() -> None:
 
 
 def test_port_losses_add_up() -> None:
-    st = PortStats(rx=10, kernel_drops=3, tx_errors=2, tx_overflows=1, rx_errors=1, ring_freezes=9)
-    assert st.lost == 7  # freezes are occasions, not frames
+    st = PortStats(rx=10, kernel_drops=3, tx_errors=2, tx_overflows=1, rx_truncated=1,
+                   rx_errors=4, ring_freezes=9)
+    assert st.lost == 7  # freezes and errors are occasions, not frames
     assert st.to_json()["lost"] == 7
 
 
