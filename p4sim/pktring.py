@@ -165,6 +165,9 @@ class PacketRing:
 
     def __init__(self, sock: socket.socket, cfg: RingConfig) -> None:
         self.sock, self.cfg = sock, cfg
+        # every frame in flight is charged to the send buffer: with the default (~200 KiB) a
+        # batch to one port can exhaust it, and the kernel then stops early (see `flush`)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V3)
         # a malformed transmit frame is skipped and marked, not an error that stops the ring
         sock.setsockopt(SOL_PACKET, PACKET_LOSS, 1)
@@ -183,6 +186,7 @@ class PacketRing:
                              mmap.PROT_READ | mmap.PROT_WRITE)
         self.rx_next = 0  # the next block to look at
         self.tx_next = 0  # the next transmit slot to fill
+        self.tx_last = -1  # offset of the slot filled last (-1: none yet)
         self.tx_pending = 0  # slots filled since the last flush
         self.max_tx = cfg.tx_frame_size - TX_DATA_AT
         self.malformed = 0  # transmit slots the kernel refused (TP_STATUS_WRONG_FORMAT)
@@ -214,24 +218,30 @@ class PacketRing:
         elif status != TP_STATUS_AVAILABLE:
             return False
         tx_write(self.map, off, data)
+        self.tx_last = off
         self.tx_next = (self.tx_next + 1) % self.tx_frames
         self.tx_pending += 1
         return True
 
-    def flush(self) -> int:
-        """Hand every queued frame to the device; returns how many were queued. Raises OSError
-        (ENETDOWN, ENXIO, ...) when the device refused them; they are then given up (`abandon`)."""
-        n, self.tx_pending = self.tx_pending, 0
-        if n:
-            try:
-                self.sock.send(b"", socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                pass  # sent what fit; the rest stays queued for the next flush
-            except OSError as exc:
-                if exc.errno in (errno.ENOBUFS, errno.EAGAIN):
-                    return n
+    def flush(self) -> bool:
+        """Hand the queued frames to the device; True when every one was taken. The kernel
+        stops early, without an error, when the socket's send buffer is full (frames in flight
+        not yet freed by the device): the rest stays queued, in order, for the next `flush`.
+        Raises OSError (ENETDOWN, ENXIO, ...) when the device refused them (`abandon` them)."""
+        self.tx_pending = 0
+        if self.tx_last < 0:
+            return True
+        try:
+            self.sock.send(b"", socket.MSG_DONTWAIT)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
                 raise
-        return n
+        return not self.unsent()
+
+    def unsent(self) -> bool:
+        """Frames are still waiting in the ring (frames are taken in order: the last one
+        filled tells)."""
+        return self.tx_last >= 0 and tx_slot_status(self.map, self.tx_last) == TP_STATUS_SEND_REQUEST
 
     def abandon(self) -> int:
         """Give up every slot still waiting to be sent (after an error): how many there were."""

@@ -20,6 +20,7 @@ import logging
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -72,20 +73,30 @@ class RingPortSet(PortSet):
             st.tx += 1
             if in_loop:
                 self._dirty.add(port)
-            else:
-                self._flush_locked(port, ring)
+                return
+            # another thread (a packet-out): sent now; a full send buffer drains in microseconds
+            for _ in range(100):
+                if self._flush_locked(port, ring):
+                    return
+                time.sleep(0.0002)
+            LOG.warning("port %d: a packet-out still waits in the transmit ring", port)
 
     def flush(self) -> None:
-        """Send what the last batch queued, one system call per port."""
+        """Send what the last batch queued, one system call per port; a port whose ring the
+        kernel did not empty (its send buffer was full) stays due for the next round."""
+        due = set()
         for port in self._dirty:
             with self._tx_locks[port]:
-                self._flush_locked(port, self._rings[port])
-        self._dirty.clear()
+                if not self._flush_locked(port, self._rings[port]):
+                    due.add(port)
+        self._dirty = due
 
-    def _flush_locked(self, port: int, ring: PacketRing) -> None:
+    def _flush_locked(self, port: int, ring: PacketRing) -> bool:
+        """Flush one port's ring; False when frames are still waiting in it."""
         st = self.stats[port]
+        done = True
         try:
-            ring.flush()
+            done = ring.flush()
         except OSError as exc:
             lost = ring.abandon()
             st.tx_errors += lost
@@ -96,6 +107,7 @@ class RingPortSet(PortSet):
             st.tx_errors += ring.malformed
             st.tx -= ring.malformed
             ring.malformed = 0
+        return done
 
     # ---------------------------------------------------------------- receive
     def start(self, deliver: Deliver, deliver_batch: DeliverBatch | None = None) -> None:
@@ -119,7 +131,8 @@ class RingPortSet(PortSet):
         while not self._stop.is_set():
             self._maybe_refresh()
             batch: list[tuple[int, bytes]] = []
-            for fd, events in poller.poll(200):
+            # frames still waiting in a transmit ring: come back for them within a millisecond
+            for fd, events in poller.poll(1 if self._dirty else 200):
                 port = self._by_fd.get(fd)
                 if port is None:
                     continue
@@ -128,13 +141,13 @@ class RingPortSet(PortSet):
                     if self.stats[port].gone:
                         continue
                 self._take(port, batch)
-            if not batch:
-                continue
-            try:
-                deliver_batch(batch)
-            except Exception:
-                LOG.exception("a batch of %d packets failed", len(batch))
-            self.flush()
+            if batch:
+                try:
+                    deliver_batch(batch)
+                except Exception:
+                    LOG.exception("a batch of %d packets failed", len(batch))
+            if self._dirty:
+                self.flush()
 
     def _take(self, port: int, batch: list[tuple[int, bytes]]) -> None:
         st = self.stats[port]

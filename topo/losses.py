@@ -57,6 +57,19 @@ def port_names(cfg: ControllerConfig) -> dict[int, str]:
     return names
 
 
+def switch_status(address: str | None) -> dict[str, Any] | None:
+    """p4sim's /status at `address` (None without one, or when the switch does not answer)."""
+    if address is None:
+        return None
+    from topo.disturbances import http_json
+
+    try:
+        doc: dict[str, Any] = http_json(f"http://{address}/status")
+    except Exception:  # a switch that died with a fault: no counters
+        return None
+    return doc
+
+
 def udp_counters(text: str) -> dict[str, int]:
     """`NoPorts` and `InErrors` of /proc/net/snmp's Udp lines (datagrams that came to a port
     nobody listens on, e.g. after the sink closed; and every other UDP receive error)."""

@@ -63,7 +63,7 @@ from topo.faults import (
     FaultInjector,
     takeover_times,
 )
-from topo.losses import loss_lines, where_lost
+from topo.losses import interface_drops, loss_lines, switch_status, where_lost
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
@@ -518,12 +518,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         nfs = http_json(f"{api}/nfs")
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
-        switch_doc: dict[str, Any] | None = None
-        if sys_.switch_stats is not None:
-            with contextlib.suppress(Exception):  # a switch that died with a fault: no counters
-                switch_doc = http_json(f"http://{sys_.switch_stats}/status")
-        (log_dir / "switch.json").write_text(json.dumps({"drops": switch_drops,
-                                                         "p4sim": switch_doc}, indent=1))
+        switch_doc, iface_drops = switch_status(sys_.switch_stats), interface_drops(net)
+        (log_dir / "switch.json").write_text(json.dumps(
+            {"drops": switch_drops, "p4sim": switch_doc, "interfaces": iface_drops}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
             lb = http_json(f"{api}/lb/history")
@@ -565,10 +562,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
     summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain)
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]
-    sites = where_lost(cfg, switch_doc, switch_drops, nfs,
-                       {"client": client_rep.host_drops, "server": server_rep.host_drops})
-    if lost or not verdict.ok:
-        for line in loss_lines(lost, sites):
+    if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
+        for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
+                "client": client_rep.host_drops, "server": server_rep.host_drops}, iface_drops)):
             console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])

@@ -40,3 +40,39 @@ def test_a_loss_no_counter_saw_is_called_unaccounted() -> None:
     assert where_lost(cfg, None, {}, [], {}) == []
     assert loss_lines(0, []) == []
     assert "not accounted for" in loss_lines(3, [])[-1]
+
+
+SNMP = """Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors
+Udp: 100 15685 3 90 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors
+UdpLite: 0 0 0 0 0 0
+"""
+LINKS = ('[{"ifname":"lo","stats64":{"rx":{"dropped":0},"tx":{"dropped":0}}},'
+         '{"ifname":"client-eth0","stats64":{"rx":{"dropped":0},"tx":{"dropped":12}}}]')
+
+
+class FakeHost:
+    name = "client"
+
+    def cmd(self, command: str) -> str:
+        return SNMP if "snmp" in command else LINKS
+
+
+class FakeNet:
+    hosts = [FakeHost()]
+
+
+def test_hosts_interface_and_udp_drops_are_read_and_named() -> None:
+    from topo.losses import interface_drops, udp_counters
+
+    assert udp_counters(SNMP) == {"udp_noports": 15685, "udp_inerrors": 3}
+    assert udp_counters("") == {}
+    drops = interface_drops(FakeNet())
+    assert drops == {"client/udp": {"udp_noports": 15685, "udp_inerrors": 3},
+                     "client/client-eth0": {"tx_dropped": 12, "rx_dropped": 0}}
+    cfg = load_config(CONFIG)
+    sites = where_lost(cfg, None, {}, [], {}, drops)
+    text = "\n".join(loss_lines(15700, sites))
+    assert "interface client/client-eth0: 12 dropped on sending" in text
+    assert "host client: 15685 UDP datagrams to a closed port" in text
+    assert "drops counted on the path: 15700" in text
