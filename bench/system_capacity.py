@@ -101,6 +101,17 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
 
     out.mkdir(parents=True, exist_ok=True)
     packets = max(10, round(rate * seconds / flows))
+
+    def sites_now(client_drops: int = 0, server_drops: int = 0) -> dict[tuple[str, str], int]:
+        switch = (http_json(f"http://{sys_.switch_stats}/status") if sys_.switch_stats else None)
+        status = http_json(f"{sys_.api}/status")
+        sites = where_lost(sys_.cfg, switch, status.get("switch_drops", {}),
+                           http_json(f"{sys_.api}/nfs"),
+                           {"client": client_drops, "server": server_drops},
+                           interface_drops(sys_.net))
+        return {(s.where, s.why): s.packets for s in sites}
+
+    before = sites_now()  # the counters are cumulative: this round's share is the difference
     client, server = sys_.net.get("client"), sys_.net.get("server")
     server_ip = server.IP()
     for cmd in chain_run.neighbours(sys_.cfg, client.MAC()):
@@ -134,13 +145,9 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
     trial = Trial(rate, verdict.ok and drain <= max_drain, sent, lost, time.monotonic() - t0,
                   drain)
     if not verdict.ok:
-        switch = (http_json(f"http://{sys_.switch_stats}/status") if sys_.switch_stats else None)
-        status = http_json(f"{sys_.api}/status")
-        sites = where_lost(sys_.cfg, switch, status.get("switch_drops", {}),
-                           http_json(f"{sys_.api}/nfs"),
-                           {"client": client_rep.host_drops, "server": server_rep.host_drops},
-                           interface_drops(sys_.net))
-        trial.sites = [f"{s.where}: {s.packets} {s.why}" for s in sites]
+        after = sites_now(client_rep.host_drops, server_rep.host_drops)
+        trial.sites = [f"{where}: {n - before.get((where, why), 0)} {why}"
+                       for (where, why), n in after.items() if n > before.get((where, why), 0)]
     return trial
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 TRACE = 5
 IO_KINDS = ("socket", "ring")
-DEFAULT_IO = "socket"
+DEFAULT_IO = "ring"  # twice the zero-loss capacity of `make run` (make bench-system)
 LEVELS = {
     "trace": TRACE,
     "debug": logging.DEBUG,
