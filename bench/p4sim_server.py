@@ -10,6 +10,7 @@ The veth part needs root (network namespaces). Prints one table.
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import time
@@ -150,7 +151,7 @@ def bench_writes(n: int) -> dict[str, float]:
     return results
 
 
-def bench_veth(seconds: float) -> dict[str, float]:
+def bench_veth(seconds: float, io: str = "socket") -> dict[str, float]:
     topo = VethTopology.create(2)
     h1, h2 = topo.hosts
     port = free_port()
@@ -170,6 +171,8 @@ def bench_veth(seconds: float) -> dict[str, float]:
             "510",
             "--log-level",
             "warn",
+            "--io",
+            io,
         ],
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -255,10 +258,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--duration", type=float, default=5.0, help="seconds of traffic (default 5)")
     ap.add_argument("--no-veth", action="store_true", help="skip the packet benchmark (needs root)")
+    ap.add_argument("--io", default="socket,ring",
+                    help="port I/O variants of the packet benchmark, compared (default socket,ring)")
+    ap.add_argument("--repeats", type=int, default=3, help="packet runs per variant (median)")
     args = ap.parse_args(argv)
     results = bench_writes(args.writes)
     if not args.no_veth:
-        results.update(bench_veth(args.duration))
+        ios = [x for x in args.io.split(",") if x]
+        runs: dict[str, list[dict[str, float]]] = {io: [] for io in ios}
+        for _ in range(args.repeats):
+            for io in ios:  # interleaved: a change of the machine's load hits every variant
+                runs[io].append(bench_veth(args.duration, io))
+        base = 0.0
+        for io in ios:
+            for key in runs[io][0]:
+                results[f"{key}, --io {io}"] = statistics.median(r[key] for r in runs[io])
+            fwd = results[f"forwarded pkt/s (veth to veth), --io {io}"]
+            base = base or fwd
+            results[f"forwarded, --io {io} / --io {ios[0]} (x100)"] = 100 * fwd / base if base else 0
     width = max(len(k) for k in results)
     print(f"{'p4sim P4Runtime server':<{width}}  value")
     for k, v in results.items():

@@ -103,8 +103,24 @@ def status_table(data: dict[str, Any]) -> RenderableType:
     t.add_row("NFs", f"{n['alive']}/{n['total']} alive, {n['configured']} configured")
     t.add_row("flows", f"{data['flows']['known']} known ({data['flows']['total']} seen)")
     t.add_row("packets", _fmt(data.get("packets")))
+    t.add_row("switch drops", drops_line(data))
+    nf_drops = data.get("nf_drops") or {}
+    t.add_row("NF drops", ", ".join(f"NF {k}: {v}" for k, v in nf_drops.items()) or "none")
     t.add_row("uptime", f"{data['uptime_s']} s")
     return t
+
+
+def drops_line(data: dict[str, Any]) -> str:
+    """The switch's drops in one line: the P4 program's drop counters, then p4sim's port losses
+    (kernel drops, transmit errors ...), or why they could not be read."""
+    parts = [f"{k} {v}" for k, v in sorted((data.get("switch_drops") or {}).items()) if v]
+    ports = data.get("switch_ports")
+    parts += [f"port {k} {v}" for k, v in sorted((ports or {}).items())]
+    if data.get("switch_stats_error"):
+        parts.append(f"(port counters unreadable: {data['switch_stats_error']})")
+    elif ports is None:
+        parts.append("(no port counters: switch.stats not set)")
+    return ", ".join(parts) or "none"
 
 
 NF_COLUMNS = [("id", "id"), ("name", "name"), ("node", "node"), ("cluster", "cl"),

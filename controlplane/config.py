@@ -72,11 +72,18 @@ class SwitchConfig(_Model):
     device_config: Path | None = None
     cpu_port: Port = 510
     slot_bits: int = Field(default=12, ge=1, le=16)
+    # p4sim's counter endpoint (`p4sim run --metrics-addr`): port drops, read every counter round
+    stats: str | None = None
 
     @field_validator("address")
     @classmethod
     def _hostport(cls, value: str) -> str:
         return _check_hostport(value)
+
+    @field_validator("stats")
+    @classmethod
+    def _stats_hostport(cls, value: str | None) -> str | None:
+        return None if value is None else _check_hostport(value)
 
     @property
     def slot_count(self) -> int:

@@ -21,6 +21,9 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
+from controlplane import switch_stats
 from controlplane.balancer_loop import BalancerLoop
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
@@ -85,6 +88,9 @@ class Controller:
         )
         self.slot_counters: dict[int, tuple[int, int]] = {}
         self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round
+        # p4sim's port losses (switch.stats), "port/reason" -> packets; None: not read (yet)
+        self.switch_ports: dict[str, int] | None = None
+        self.switch_stats_error: str | None = None
         self.last_reconcile: dict[str, int] | None = None
         self.reconciled_at: float | None = None  # time.time() of the last reconcile
         self.nfs_configured: set[int] = set()
@@ -424,8 +430,23 @@ class Controller:
                     LOG.debug("counter read failed: %s", exc)
             else:
                 self.metrics.is_primary.set(0)
+            if self.cfg.switch.stats is not None:
+                await self.read_switch_ports(self.cfg.switch.stats)
             self.metrics.update_nfs(self.registry.summaries())
             await asyncio.sleep(self.counter_interval)
+
+    async def read_switch_ports(self, address: str) -> None:
+        """The switch's port losses from p4sim's counter endpoint (controlplane/switch_stats)."""
+        try:
+            doc = await switch_stats.read_status(address)
+        except (OSError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            if self.switch_stats_error is None:
+                LOG.warning("cannot read the switch's counters at %s: %s", address, exc)
+            self.switch_stats_error = f"{address}: {exc or type(exc).__name__}"
+            return
+        self.switch_stats_error = None
+        self.switch_ports = switch_stats.port_losses(doc)
+        self.metrics.update_switch_ports(self.switch_ports)
 
     async def read_switch_drops(self) -> dict[str, int]:
         """What the switch dropped and counted: NF output the dedup dropped, edge packets
@@ -502,6 +523,9 @@ class Controller:
             "flows": {"known": len(self.flows), "total": self.flows.total},
             "packets": sum(p for p, _ in self.slot_counters.values()),
             "switch_drops": self.switch_drops,
+            "switch_ports": self.switch_ports,
+            "switch_stats_error": self.switch_stats_error,
+            "nf_drops": {str(r["id"]): r["drops"] for r in self.registry.summaries() if r["drops"]},
             "moves": {"total": len(self.moves), "ok": sum(m.ok for m in self.moves),
                       "undone": sum(m.undone for m in self.moves)},
             "failovers": [f.to_json() for f in self.failovers],

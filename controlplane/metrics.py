@@ -45,6 +45,14 @@ class ControllerMetrics:
         self.switch_drops = Gauge("nfc_switch_drops", "Packets the switch dropped and counted, by "
                                   "counter and reason (output dedup, unowned slots, NF ports)",
                                   ["counter", "reason"], registry=r)
+        self.switch_port_losses = Gauge(
+            "nfc_switch_port_losses", "Packets lost at a switch port, by reason (p4sim's counters: "
+            "kernel_drops before p4sim read them, tx_errors, tx_overflows, rx_truncated; ring_freezes "
+            "counts occasions); port 'device': engine_errors, no_pipeline",
+            ["port", "reason"], registry=r)
+        self.nf_losses = Gauge("nfc_nf_losses", "Packets an NF dropped since start, by where and "
+                               "why (kernel socket, buffers, tx, malformed, duplicates, ...)",
+                               ["nf", "reason"], registry=r)
 
     def count_write(self, op: str, n: int) -> None:
         self.writes.labels(op=op).inc(n)
@@ -60,12 +68,20 @@ class ControllerMetrics:
             self.nf_cpu.labels(nf=nf).set(s.get("cpu_percent", 0.0))
             self.nf_drops.labels(nf=nf).set(s.get("drops", 0))
             self.nf_gaps.labels(nf=nf).set(s.get("gaps", 0))
+            for reason, packets in s.get("losses", {}).items():
+                self.nf_losses.labels(nf=nf, reason=reason).set(packets)
 
     def update_switch_drops(self, drops: Mapping[str, int]) -> None:
         """`drops`: "counter/reason" -> packets (see Controller.switch_drops)."""
         for key, packets in drops.items():
             counter, _, reason = key.partition("/")
             self.switch_drops.labels(counter=counter, reason=reason).set(packets)
+
+    def update_switch_ports(self, losses: Mapping[str, int]) -> None:
+        """`losses`: "port/reason" -> packets (controlplane/switch_stats.port_losses)."""
+        for key, packets in losses.items():
+            port, _, reason = key.partition("/")
+            self.switch_port_losses.labels(port=port, reason=reason).set(packets)
 
     def update_slot_counts(self, owners: Mapping[int, int]) -> None:
         """Slots per primary; an NF that owned slots and owns none now (failed over, drained)

@@ -64,6 +64,10 @@ class NfLoad:
     overload_drops: int = 0  # part of drops: input buffers full, kernel socket drops
     global_store_errors: int = 0  # packets dropped: the global state store (etcd) failed
     nf_errors: int = 0  # packets dropped: the NF raised
+    kernel_drops: int = 0  # part of overload_drops: the kernel dropped them at the NF's socket
+    buffer_overflows: int = 0  # part of overload_drops: reorder/backup buffers full
+    unowned: int = 0  # part of drops: packets of slots the NF does not own
+    tx_lost: int = 0  # part of drops: output frames the NF's data socket refused
     workers: int = 1  # worker processes (CPU capacity: 100 % each)
     slot_flows: Mapping[int, int] = field(default_factory=dict)  # owned slot -> flows with state
     slots_behind: frozenset[int] = frozenset()  # owned slots a cluster peer/backup lags on
@@ -108,7 +112,21 @@ class NfState:
             "packets": load.packets, "slots": load.slots,
             "malformed": load.malformed, "duplicates": load.duplicates,
             "global_store_errors": load.global_store_errors, "nf_errors": load.nf_errors,
+            "losses": nf_losses(load),
         }
+
+
+def nf_losses(load: NfLoad) -> dict[str, int]:
+    """Where an NF's drops happened, by reason (only those that happened): `kernel` (its socket's
+    receive buffer was full), `buffers` (reorder or backup buffers full), `tx` (its output was
+    refused), `malformed`, `duplicates` (dropped on purpose: already processed), `unowned`,
+    `nf_errors`, `store_errors` (the global state store failed), `other` (the rest of drops)."""
+    parts = {"kernel": load.kernel_drops, "buffers": load.buffer_overflows, "tx": load.tx_lost,
+             "malformed": load.malformed, "duplicates": load.duplicates, "unowned": load.unowned}
+    other = load.drops - sum(parts.values())
+    parts |= {"nf_errors": load.nf_errors, "store_errors": load.global_store_errors,
+              "other": max(0, other)}
+    return {k: v for k, v in parts.items() if v}
 
 
 EventListener = Callable[[NfEvent], Awaitable[None] | None]
@@ -345,6 +363,8 @@ class NfRegistry:
             malformed=reply.load.malformed, duplicates=reply.load.duplicates,
             overload_drops=reply.load.overload_drops, workers=max(1, reply.workers),
             global_store_errors=reply.load.global_store_errors, nf_errors=reply.load.nf_errors,
+            kernel_drops=reply.load.kernel_drops, buffer_overflows=reply.load.buffer_overflows,
+            unowned=reply.load.unowned, tx_lost=reply.load.tx_lost,
             slot_flows={s.slot: s.flows for s in owned},
             slots_behind=frozenset(
                 s.slot for s in owned

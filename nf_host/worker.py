@@ -910,7 +910,11 @@ class Worker:
             })
         c = self.c
         if self.drop_probe is not None:
-            self.kernel_drops += self.drop_probe()
+            dropped = self.drop_probe()
+            if dropped:  # read on every Status call (the controller's load poll): not flooded
+                self.kernel_drops += dropped
+                log.warning("the kernel dropped %d frames before this worker read them (full "
+                            "socket buffer; %d since start)", dropped, self.kernel_drops)
         gaps = sum(rt.seq.gaps for rt in self.slots.values())
         queue = sum(rt.seq.depth + len(rt.pending) for rt in self.slots.values())
         queue += self.commit.held_outputs

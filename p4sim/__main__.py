@@ -85,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="p4sim", description="p4sim: a P4_16 v1model target in Python")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compile(sub)
-    from p4sim.server.cli import register_run
+    from p4sim.server.cli import register_run, register_status
 
     register_run(sub)
+    register_status(sub)
     return parser
 
 

@@ -2,8 +2,14 @@
 
 `PortSet` opens one raw socket per interface (promiscuous, our own transmissions ignored), runs
 one receive thread that polls all of them and hands each frame to a callback, and sends frames out
-by port number. Frames are bounded by the receive buffer size; errors on one interface (it went
-down, it was deleted) are counted and never stop the others.
+by port number, one system call per frame (`--io socket`). `p4sim.ring_ports.RingPortSet` does the
+same through memory-mapped rings, a batch at a time (`--io ring`).
+
+Nothing is lost silently: per port, `PortStats` counts the frames the kernel dropped before p4sim
+read them (`PACKET_STATISTICS`: a full receive buffer or ring; for rings also how often the ring
+froze), transmissions that failed or found the transmit ring full, and receive errors; a growing
+drop count is logged (at most once a second per port). Errors on one interface (it went down, it
+was deleted) are counted and never stop the others.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import select
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 LOG = logging.getLogger("p4sim.ports")
 
@@ -27,8 +34,14 @@ PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
+PACKET_STATISTICS = 6
+TPACKET_STATS = struct.Struct("=II")  # tp_packets, tp_drops (read resets them)
 MAX_FRAME = 65536
 BATCH = 64  # frames read from one socket before looking at the others
+STATS_PERIOD = 0.5  # seconds between two reads of the kernel's drop counters
+LOG_PERIOD = 1.0  # at most one drop warning per port per this many seconds
+
+Deliver = Callable[[int, bytes], None]
 
 
 def parse_interface(spec: str) -> tuple[int, str]:
@@ -41,11 +54,31 @@ def parse_interface(spec: str) -> tuple[int, str]:
 
 @dataclass
 class PortStats:
-    rx: int = 0
-    tx: int = 0
-    tx_errors: int = 0
-    rx_errors: int = 0
+    """One port's counters since start (every loss at the port has a counter here)."""
+
+    rx: int = 0  # frames read and handed to the pipeline
+    tx: int = 0  # frames handed to the kernel for sending
+    tx_errors: int = 0  # frames the kernel refused (interface down, gone, too big), lost
+    rx_errors: int = 0  # socket errors on receive (occasions, e.g. the interface went away)
+    rx_truncated: int = 0  # frames longer than a ring block: cut short, so dropped
+    kernel_drops: int = 0  # frames the kernel dropped before p4sim read them (full buffer/ring)
+    ring_freezes: int = 0  # times the receive ring was full (every block waiting for p4sim)
+    tx_overflows: int = 0  # frames lost because the transmit ring stayed full (p4sim's queue)
+    # the interface's own drop counters since p4sim opened it (/sys/class/net/IF/statistics): a
+    # veth counts in tx_dropped what it could not hand to its peer (the peer's backlog was full)
+    if_tx_dropped: int = 0
+    if_rx_dropped: int = 0
     gone: bool = False  # the interface disappeared: the port is out of the receive loop
+
+    @property
+    def lost(self) -> int:
+        """Every frame lost at this port, in either direction (error occasions and ring freezes
+        are not frames: counted, not added)."""
+        return (self.kernel_drops + self.tx_errors + self.tx_overflows + self.rx_truncated
+                + self.if_tx_dropped + self.if_rx_dropped)
+
+    def to_json(self) -> dict[str, int | bool]:
+        return {**asdict(self), "lost": self.lost}
 
 
 @dataclass
@@ -58,21 +91,32 @@ class PortSet:
     _by_fd: dict[int, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _stats_lock: threading.Lock = field(default_factory=threading.Lock)
+    _next_stats: float = 0.0
+    _logged: dict[int, tuple[float, int]] = field(default_factory=dict)  # port -> (when, lost)
+    _if_base: dict[int, tuple[int, int]] = field(default_factory=dict)  # sysfs drops at open
+
+    io = "socket"
 
     def open(self) -> None:
         """Open every interface; on failure close what was opened and name the interface."""
         for port, name in self.interfaces.items():
             try:
                 s = self._open_one(name)
+                try:
+                    self._setup(port, s)
+                except OSError:
+                    s.close()
+                    raise
             except OSError as exc:
                 self.close()
                 raise OSError(exc.errno, f"interface {name} (port {port}): {exc.strerror}") from exc
             self._socks[port] = s
             self._by_fd[s.fileno()] = port
             self.stats[port] = PortStats()
+            self._if_base[port] = self._if_drops(port)
 
-    @staticmethod
-    def _open_one(name: str) -> socket.socket:
+    def _open_one(self, name: str) -> socket.socket:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         try:
             s.bind((name, 0))
@@ -86,6 +130,63 @@ class PortSet:
             s.close()
             raise
         return s
+
+    def _setup(self, port: int, sock: socket.socket) -> None:
+        """Extra set-up of a bound socket (the ring variant maps its rings here)."""
+
+    # ------------------------------------------------------------------ losses
+    def _kernel_counts(self, port: int) -> tuple[int, int]:
+        """(drops, ring freezes) of one port since the last read (the kernel resets them)."""
+        raw = self._socks[port].getsockopt(SOL_PACKET, PACKET_STATISTICS, TPACKET_STATS.size)
+        return int(TPACKET_STATS.unpack(raw)[1]), 0
+
+    def _if_drops(self, port: int) -> tuple[int, int]:
+        """The interface's (tx_dropped, rx_dropped) counters; (0, 0) if unreadable."""
+        base = f"/sys/class/net/{self.interfaces[port]}/statistics/"
+        try:
+            with open(base + "tx_dropped") as tx, open(base + "rx_dropped") as rx:
+                return int(tx.read()), int(rx.read())
+        except (OSError, ValueError):
+            return 0, 0
+
+    def refresh(self) -> None:
+        """Add the kernel's drop counts to every port's stats, and log ports whose losses grew."""
+        with self._stats_lock:
+            for port in list(self._socks):
+                st = self.stats[port]
+                if not st.gone:
+                    with contextlib.suppress(OSError):
+                        drops, freezes = self._kernel_counts(port)
+                        st.kernel_drops += drops
+                        st.ring_freezes += freezes
+                    tx0, rx0 = self._if_base[port]
+                    tx, rx = self._if_drops(port)
+                    if (tx, rx) != (0, 0):  # (gone: keep the last values)
+                        st.if_tx_dropped, st.if_rx_dropped = max(0, tx - tx0), max(0, rx - rx0)
+                self._log_losses(port, st)
+
+    def _log_losses(self, port: int, st: PortStats) -> None:
+        now = time.monotonic()
+        when, before = self._logged.get(port, (0.0, 0))
+        if st.lost > before and now - when >= LOG_PERIOD:
+            self._logged[port] = (now, st.lost)
+            LOG.warning(
+                "port %d (%s): %d frames lost since the last report (total: kernel drops %d, "
+                "ring freezes %d, tx errors %d, tx ring full %d, truncated %d, interface tx/rx "
+                "dropped %d/%d)", port, self.interfaces[port], st.lost - before, st.kernel_drops,
+                st.ring_freezes, st.tx_errors, st.tx_overflows, st.rx_truncated, st.if_tx_dropped,
+                st.if_rx_dropped)
+
+    def _maybe_refresh(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_stats:
+            self._next_stats = now + STATS_PERIOD
+            self.refresh()
+
+    def snapshot(self) -> dict[int, dict[str, int | bool]]:
+        """Every port's counters (for the status endpoint), kernel counts freshly read."""
+        self.refresh()
+        return {port: st.to_json() for port, st in sorted(self.stats.items())}
 
     def send(self, port: int, data: bytes) -> None:
         s = self._socks.get(port)
@@ -106,18 +207,21 @@ class PortSet:
             ):
                 LOG.warning("send on port %d failed: %s", port, exc)
 
-    def start(self, deliver: Callable[[int, bytes], None]) -> None:
-        """Receive on every port in a background thread, calling deliver(port, frame)."""
+    def start(self, deliver: Deliver, deliver_batch: Callable[[list[tuple[int, bytes]]], None]
+              | None = None) -> None:
+        """Receive on every port in a background thread, calling deliver(port, frame) (the
+        socket variant; the ring variant hands whole batches to `deliver_batch`)."""
         self._thread = threading.Thread(
             target=self._loop, args=(deliver,), name="p4sim-ports", daemon=True
         )
         self._thread.start()
 
-    def _loop(self, deliver: Callable[[int, bytes], None]) -> None:
+    def _loop(self, deliver: Deliver) -> None:
         poller = select.poll()
         for fd in self._by_fd:
             poller.register(fd, select.POLLIN)
         while not self._stop.is_set():
+            self._maybe_refresh()
             for fd, events in poller.poll(200):
                 port = self._by_fd.get(fd)
                 if port is None:
@@ -178,6 +282,8 @@ class PortSet:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
+        if self._socks:
+            self.refresh()  # the last drops are logged too
         for s in self._socks.values():
             s.close()
         self._socks.clear()

@@ -63,6 +63,7 @@ from topo.faults import (
     FaultInjector,
     takeover_times,
 )
+from topo.losses import interface_drops, loss_lines, switch_status, where_lost
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
@@ -103,6 +104,8 @@ class RunOptions:
     etcd_members: int = ETCD_MEMBERS
     standby: bool = True            # also start a standby controller
     gap_timeout_ms: int = 200
+    io: str | None = None           # p4sim's port I/O (ring, socket; None: p4sim's default)
+    engine: str | None = None       # p4sim's packet engine (None: p4sim's default)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -147,6 +150,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a service chain, firewall -> nat -> flow_monitor (topo/chain.yaml): "
                              "--move-slots moves slots of the middle stage, --kill-nf 1 kills the "
                              "firewall's primary; the verdict also checks the NAT's translation")
+    parser.add_argument("--io", choices=["ring", "socket"], default=None,
+                        help="p4sim's port I/O (default: p4sim's own default)")
+    parser.add_argument("--engine", default=None,
+                        help="p4sim's packet engine, if p4sim offers --engine (default: its own)")
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -165,7 +172,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     return RunOptions(args.target, config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
-                      args.confirm_ms, args.hot, args.chain)
+                      args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -196,8 +203,9 @@ def _no_ipv6_on_new_root_interfaces() -> Iterator[None]:
 
 @contextmanager
 def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path,
-                    device_id: int = 1) -> Iterator[Any]:
-    """Build and start the Mininet network; stop it and remove what it left behind afterwards."""
+                    device_id: int = 1, switch_opts: dict[str, Any] | None = None) -> Iterator[Any]:
+    """Build and start the Mininet network; stop it and remove what it left behind afterwards.
+    `switch_opts`: extra arguments of the switch class (p4sim's io, engine, metrics_port)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.nodelib import LinuxBridge
@@ -211,7 +219,8 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path,
             # the configuration's device id, not the switch class's counter (which goes on
             # counting when one process builds several networks, e.g. the experiments)
             sw = net.addSwitch(topo.switch_name, cls=switch_class(target), grpc_port=grpc_port,
-                               cpu_port=topo.cpu_port, log_dir=str(log_dir), device_id=device_id)
+                               cpu_port=topo.cpu_port, log_dir=str(log_dir), device_id=device_id,
+                               **(switch_opts or {}))
             mgmt = net.addSwitch(MGMT_BRIDGE, cls=LinuxBridge)
             for h in topo.edge:
                 host = _quiet(net.addHost(h.name, ip=h.ip, mac=h.mac))
@@ -291,16 +300,18 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
                    out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0, hot: bool = False,
-                   ) -> Path:
-    """The configuration with this run's target and addresses (switch, etcd, API) filled in, the
-    heartbeat interval (`heartbeat_ms`, with a deadline of the same length) and the confirming
-    probe's deadline (`confirm_ms`) if given."""
+                   switch_stats: str | None = None) -> Path:
+    """The configuration with this run's target and addresses (switch, etcd, API, p4sim's
+    counter endpoint `switch_stats`) filled in, the heartbeat interval (`heartbeat_ms`, with a
+    deadline of the same length) and the confirming probe's deadline (`confirm_ms`) if given."""
     data = yaml.safe_load(cfg_path.read_text())
     if heartbeat_ms:
         data.setdefault("heartbeat", {}).update(interval_ms=heartbeat_ms, timeout_ms=heartbeat_ms)
     if confirm_ms:
         data.setdefault("heartbeat", {})["confirm_timeout_ms"] = confirm_ms
     data.setdefault("switch", {})["address"] = switch_addr
+    if switch_stats is not None:
+        data["switch"]["stats"] = switch_stats
     if target != data["switch"].get("target", "p4sim"):
         data["switch"]["target"] = target
         data["switch"].pop("device_config", None)
@@ -335,6 +346,7 @@ class System:
     api: str                                  # the first leader's HTTP API
     log_dir: Path
     store: str                                # the NF runtimes' global store (etcd over mgmt)
+    switch_stats: str | None = None           # p4sim's counter endpoint (host:port)
 
     def restart_nf(self, nf_id: int) -> subprocess.Popen[bytes]:
         """Start NF `nf_id` again, idle (the controller returns it to the spare pool); it is
@@ -361,12 +373,17 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
     log_dir = opts.out_dir
     log_dir.mkdir(parents=True, exist_ok=True)
     grpc_port, api_port, standby_api_port = free_port(), free_port(), free_port()
+    switch_opts: dict[str, Any] = {}
+    stats_addr: str | None = None
+    if opts.target == "p4sim":  # its counters: the controller shows the switch's port losses
+        switch_opts = {"io": opts.io, "engine": opts.engine, "metrics_port": free_port()}
+        stats_addr = f"127.0.0.1:{switch_opts['metrics_port']}"
     api = f"http://127.0.0.1:{api_port}"
     standby_api = f"http://127.0.0.1:{standby_api_port}"
     with ExitStack() as stack:
         console.print(f"starting the network on {opts.target} (logs in {log_dir}) ...")
         net = stack.enter_context(mininet_network(topo, opts.target, grpc_port, log_dir,
-                                                  cfg.switch.device_id))
+                                                  cfg.switch.device_id, switch_opts))
         console.print(f"starting etcd ({opts.etcd_members} member(s)) ...")
         # on the management network too: the NF runtimes' global state (a NAT's port pool)
         etcd = stack.enter_context(run_etcd_cluster(opts.etcd_members, log_dir=log_dir,
@@ -375,7 +392,7 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
         nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir, store)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
-                                  opts.confirm_ms, opts.hot)
+                                  opts.confirm_ms, opts.hot, stats_addr)
         ctl_procs: list[subprocess.Popen[bytes]] = []
         stack.callback(lambda: stop_processes(ctl_procs))
         ctl_ports = {"controller": api_port, "standby": standby_api_port}
@@ -412,7 +429,7 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                      timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
         else:
             del ctls.apis["standby"]
-        yield System(opts, cfg, topo, net, etcd, nf_procs, ctls, api, log_dir, store)
+        yield System(opts, cfg, topo, net, etcd, nf_procs, ctls, api, log_dir, store, stats_addr)
 
 
 def run(opts: RunOptions, console: Console | None = None) -> Verdict:
@@ -501,7 +518,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         nfs = http_json(f"{api}/nfs")
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
-        (log_dir / "switch.json").write_text(json.dumps({"drops": switch_drops}, indent=1))
+        switch_doc, iface_drops = switch_status(sys_.switch_stats), interface_drops(net)
+        (log_dir / "switch.json").write_text(json.dumps(
+            {"drops": switch_drops, "p4sim": switch_doc, "interfaces": iface_drops}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
             lb = http_json(f"{api}/lb/history")
@@ -542,6 +561,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
     summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain)
+    lost = loss_report(inputs, counted=not cfg.chains)["lost"]
+    if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
+        for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
+                "client": client_rep.host_drops, "server": server_rep.host_drops}, iface_drops)):
+            console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])
         moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]

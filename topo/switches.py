@@ -123,7 +123,20 @@ class _GrpcSwitch(Switch):  # type: ignore[misc]
 
 
 class P4simSwitch(_GrpcSwitch):
-    """A Mininet switch run by `p4sim run` (with `program`, or `--no-p4` to wait for a push)."""
+    """A Mininet switch run by `p4sim run` (with `program`, or `--no-p4` to wait for a push).
+
+    `io` picks the port I/O (`ring` or `socket`; None: p4sim's default), `engine` the packet
+    engine (passed as `--engine` when not None: only p4sims that have the option), and
+    `metrics_port` serves p4sim's counters on 127.0.0.1 (`--metrics-addr`)."""
+
+    def __init__(self, name: str, io: str | None = None, engine: str | None = None,
+                 metrics_port: int | None = None, **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+        self.io, self.engine, self.metrics_port = io, engine, metrics_port
+
+    @property
+    def metrics_address(self) -> str | None:
+        return None if self.metrics_port is None else f"127.0.0.1:{self.metrics_port}"
 
     def command(self) -> list[str]:
         cmd = [
@@ -141,9 +154,25 @@ class P4simSwitch(_GrpcSwitch):
             cmd += ["--cpu-port", str(self.cpu_port)]
         if self.pcap_dir:
             cmd += ["--pcap", self.pcap_dir]
+        if self.io is not None:
+            cmd += ["--io", self.io]
+        if self.engine is not None:
+            cmd += ["--engine", self.engine]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
         cmd += self.port_args()
         cmd += [self.program] if self.program else ["--no-p4"]
         return cmd
+
+
+def p4sim_engines() -> list[str]:
+    """The engines `p4sim run --engine` offers ([] when it has no such option: only its one)."""
+    import re
+
+    out = subprocess.run([sys.executable, "-m", "p4sim.server.cli", "--help"], capture_output=True,
+                         text=True, check=False).stdout
+    m = re.search(r"--engine \{([^}]*)\}", out)
+    return m.group(1).split(",") if m else []
 
 
 class Bmv2Switch(_GrpcSwitch):
@@ -201,4 +230,5 @@ def switch_class(target: str) -> type[_GrpcSwitch]:
     raise ValueError(f"unknown target {target!r} (p4sim or bmv2)")
 
 
-__all__ = ["Bmv2Switch", "P4Host", "P4simSwitch", "bmv2_available", "switch_class"]
+__all__ = ["Bmv2Switch", "P4Host", "P4simSwitch", "bmv2_available", "p4sim_engines",
+           "switch_class"]

@@ -2,10 +2,13 @@
 `simple_switch_grpc`.
 
     p4sim run --grpc-addr 127.0.0.1:9559 --device-id 1 -i 1@veth1 -i 2@veth2 --cpu-port 510 \
-        [--no-p4 | PROG.p4] [--log-level trace] [--pcap DIR]
+        [--no-p4 | PROG.p4] [--log-level trace] [--pcap DIR] [--io ring|socket] \
+        [--metrics-addr 127.0.0.1:9560]
 
 With a program, it is compiled and committed at start (cookie 0); with `--no-p4`, the switch waits
-for SetForwardingPipelineConfig. SIGTERM and SIGINT stop it cleanly.
+for SetForwardingPipelineConfig. SIGTERM and SIGINT stop it cleanly. `--metrics-addr` serves the
+port and device counters (every loss is counted) at /metrics (Prometheus) and /status (JSON);
+`p4sim status --metrics-addr ...` prints them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from finsy.proto import p4i
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
     from p4sim.server.engine import SwitchLike
 
 TRACE = 5
+IO_KINDS = ("socket", "ring")
+DEFAULT_IO = "ring"  # twice the zero-loss capacity of `make run` (make bench-system)
 LEVELS = {
     "trace": TRACE,
     "debug": logging.DEBUG,
@@ -106,6 +111,20 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "packets with -L trace, which picks it when --engine is not given). "
         "Default: $P4SIM_ENGINE, else native",
     )
+    p.add_argument(
+        "--io", choices=IO_KINDS, default=DEFAULT_IO,
+        help="port I/O: 'ring' (memory-mapped TPACKET_V3 rings, batches) or 'socket' (one "
+        f"system call per frame); default {DEFAULT_IO}",
+    )
+    p.add_argument(
+        "--ring-mb", type=float, default=8.0, metavar="MB",
+        help="with --io ring: receive ring size per port in MiB (default 8: 2048 blocks of 4 KiB)",
+    )
+    p.add_argument(
+        "--metrics-addr", metavar="HOST:PORT",
+        help="serve counters at http://HOST:PORT/metrics (Prometheus) and /status (JSON); "
+        "use a loopback address",
+    )
 
 
 def register_run(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -120,8 +139,59 @@ def register_run(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def register_status(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `status` subcommand: a running switch's port and device counters."""
+    p = subparsers.add_parser(
+        "status", help="print a running p4sim's port counters and losses (from --metrics-addr)",
+        description="Fetch /status from a `p4sim run --metrics-addr HOST:PORT` and print, per "
+        "port, frames in and out and every loss (kernel drops, ring freezes, transmit errors, "
+        "full transmit ring, receive errors), then the device's counters.")
+    p.add_argument("--metrics-addr", required=True, metavar="HOST:PORT", help="the switch's address")
+    p.add_argument("--json", action="store_true", help="print the JSON document as it is")
+    p.set_defaults(func=status_cmd)
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    import json
+    import urllib.request
+
+    url = f"http://{args.metrics_addr}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=3.0) as resp:
+            data = json.loads(resp.read())
+    except OSError as exc:
+        print(f"p4sim status: cannot read {url}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    cols = ["rx", "tx", "kernel_drops", "ring_freezes", "tx_errors", "tx_overflows",
+            "rx_truncated", "rx_errors", "if_tx_dropped", "if_rx_dropped"]
+    print(f"p4sim device {data['device_id']}, io {data['io']}, lost {data['lost']}")
+    print(f"{'port':>5} {'interface':<16}" + "".join(f"{c:>13}" for c in cols))
+    for port, c in data["ports"].items():
+        gone = " (gone)" if c["gone"] else ""
+        print(f"{port:>5} {c['interface']:<16}" + "".join(f"{c[k]:>13}" for k in cols) + gone)
+    print("device: " + ", ".join(f"{k} {v}" for k, v in data["device"].items()))
+    return 0
+
+
+def open_ports(args: argparse.Namespace, names: dict[int, str]) -> Any:
+    """The port set `--io` asks for, opened."""
     from p4sim.ports import PortSet
+
+    if args.io == "ring":
+        from p4sim.pktring import RingConfig
+        from p4sim.ring_ports import RingPortSet
+
+        ports: PortSet = RingPortSet(names, ring=RingConfig.sized(args.ring_mb))
+    else:
+        ports = PortSet(names)
+    ports.open()
+    return ports
+
+
+def run(args: argparse.Namespace) -> int:
     from p4sim.server.device import Device
     from p4sim.server.pcap import PcapTap
     from p4sim.server.pipeline import Pipeline
@@ -170,10 +240,9 @@ def run(args: argparse.Namespace) -> int:
             switch.set_trace(trace)
         device.pipeline = Pipeline(switch, switch.p4info, switch.device_config(), 0)
     names = dict(args.interface)
-    port_set = PortSet(names)
     try:
-        port_set.open()
-    except OSError as exc:
+        port_set = open_ports(args, names)
+    except (OSError, ValueError) as exc:
         log.error("cannot attach interfaces: %s", exc)
         device.close()
         return 1
@@ -187,7 +256,19 @@ def run(args: argparse.Namespace) -> int:
         port_set.close()
         device.close()
         return 1
-    port_set.start(device.inject)
+    stats = None
+    if args.metrics_addr:
+        from p4sim.server.stats import StatsServer
+
+        try:
+            stats = StatsServer(args.metrics_addr, port_set, device)
+        except (OSError, ValueError) as exc:
+            log.error("cannot serve metrics on %s: %s", args.metrics_addr, exc)
+            port_set.close()
+            server.stop(0)
+            device.close()
+            return 1
+    port_set.start(device.inject, device.inject_batch)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -196,16 +277,22 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info(
-        "p4sim device %d serving P4Runtime on %s, ports %s, cpu port %s",
+        "p4sim device %d serving P4Runtime on %s, ports %s, cpu port %s, io %s, metrics %s",
         args.device_id,
         args.grpc_addr,
         {p: n for p, n in sorted(names.items())},
         args.cpu_port,
+        args.io,
+        args.metrics_addr or "off",
     )
     while not stop.wait(1.0):
         pass
     log.info("stopping")
     port_set.close()
+    lost = {p: st.lost for p, st in sorted(port_set.stats.items()) if st.lost}
+    log.info("port losses over the run: %s", lost or "none")
+    if stats is not None:
+        stats.close()
     server.stop(1.0)
     if tap is not None:
         tap.close()

@@ -46,6 +46,7 @@ class DeviceStats:
     packet_outs: int = 0
     engine_errors: int = 0
     digest_lists: int = 0
+    no_pipeline: int = 0  # packets that arrived before any program was loaded (dropped)
 
 
 def _pack(fields: list[FieldInfo], values: dict[int, int]) -> bytes:
@@ -169,24 +170,48 @@ class Device:
     # ----------------------------------------------------------------- packets
     def inject(self, port: int, data: bytes) -> None:
         """One packet into the pipeline on `port`; outputs go to ports and controllers."""
+        self.inject_batch([(port, data)])
+
+    def inject_batch(self, packets: list[tuple[int, bytes]]) -> None:
+        """Packets into the pipeline back to back under one hold of the lock (a Write waits for
+        the whole batch); then their outputs go to ports and controllers, in order."""
+        outputs: list[tuple[int, bytes]] = []
+        lists: list[p4r.DigestList] = []
         with self.lock:
             pipeline = self.pipeline
             if pipeline is None:
+                self.stats.no_pipeline += len(packets)
                 return
-            if self.tap is not None:
-                self.tap("in", port, data)
-            self.stats.packets_in += 1
+            switch, tap, process = pipeline.switch, self.tap, pipeline.switch.process
+            self.stats.packets_in += len(packets)
+            batch = getattr(switch, "process_batch", None)
+            if tap is None and batch is not None and getattr(switch, "engine", "") == "native":
+                # one C call for the whole batch (the native engine does not raise per packet)
+                try:
+                    for outs in batch(packets):
+                        outputs += outs
+                except Exception as exc:
+                    self.stats.engine_errors += len(packets)
+                    LOG.warning("engine failed on a batch of %d packets: %r", len(packets), exc)
+            else:
+                for port, data in packets:
+                    if tap is not None:
+                        tap("in", port, data)
+                    try:
+                        outputs += process(port, data)
+                    except Exception as exc:  # never let one bad packet stop the switch
+                        self.stats.engine_errors += 1
+                        LOG.warning("engine failed on a packet from port %d: %r", port, exc)
             try:
-                outputs = pipeline.switch.process(port, data)
-                digests = pipeline.switch.take_digests()
-            except Exception as exc:  # never let one bad packet stop the switch
+                digests = switch.take_digests()
+            except Exception as exc:
                 self.stats.engine_errors += 1
-                LOG.warning("engine failed on a packet from port %d: %r", port, exc)
-                return
-            now = time.time_ns()
-            lists = []
-            for digest_id, members in digests:
-                lists.extend(pipeline.digests.add(digest_id, members, now))
+                LOG.warning("engine failed taking digests: %r", exc)
+                digests = []
+            if digests:
+                now = time.time_ns()
+                for digest_id, members in digests:
+                    lists.extend(pipeline.digests.add(digest_id, members, now))
             if pipeline.digests.next_deadline_ns() is not None:
                 self._wake.notify()
         for out_port, out_data in outputs:

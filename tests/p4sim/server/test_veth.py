@@ -1,7 +1,7 @@
-"""Packets cross real veth interfaces through a `p4sim run` process (ipv4_forward.p4): hosts in
-their own network namespaces send with scapy, the route is written over P4Runtime, the other host
-receives the rewritten packets; pcap captures and per-packet trace lines are written; SIGTERM
-stops the switch cleanly.
+"""Packets cross real veth interfaces through a `p4sim run` process (ipv4_forward.p4), with each
+port I/O (`--io socket` and `--io ring`): hosts in their own network namespaces send with scapy,
+the route is written over P4Runtime, the other host receives the rewritten packets; pcap
+captures and per-packet trace lines are written; SIGTERM stops the switch cleanly.
 
 Run: sudo .venv/bin/pytest tests/p4sim/server/test_veth.py   (needs root)
 """
@@ -38,8 +38,9 @@ def topo() -> Iterator[VethTopology]:
     t.teardown()
 
 
+@pytest.mark.parametrize("io", ["socket", "ring"])
 def test_packets_cross_veths_through_p4sim(
-    topo: VethTopology, real_program: RealProgram, tmp_path: Path
+    topo: VethTopology, real_program: RealProgram, tmp_path: Path, io: str
 ) -> None:
     h1, h2 = topo.hosts
     port = free_port()
@@ -64,6 +65,8 @@ def test_packets_cross_veths_through_p4sim(
             str(pcap_dir),
             "--log-level",
             "trace",
+            "--io",
+            io,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

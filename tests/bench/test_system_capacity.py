@@ -1,0 +1,52 @@
+"""`make bench-system`: the bisection over rates (unit), and the quick mode on the real system
+(Mininet, p4sim with each port I/O, nf-host processes, the controller)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.system_capacity import bisect_capacity
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.unit
+def test_bisection_finds_the_threshold_within_its_resolution() -> None:
+    tried: list[float] = []
+
+    def ok(rate: float) -> bool:
+        tried.append(rate)
+        return rate <= 5000
+
+    cap = bisect_capacity(ok, 1000, 16000, 6)
+    assert tried[:2] == [1000, 16000] and len(tried) == 8
+    assert cap <= 5000 and cap >= 5000 / (16 ** (1 / 64)) * 0.99  # 6 halvings of a 16x interval
+    assert bisect_capacity(lambda r: False, 1000, 16000, 6) == 0.0
+    assert bisect_capacity(lambda r: True, 1000, 16000, 6) == 16000
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet)")
+@pytest.mark.skipif(not (REPO / "build" / "nfcluster.p4info.txtpb").exists(),
+                    reason="run `make build` first")
+def test_quick_mode_compares_both_io_variants(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "bench.system_capacity", "--quick", "--lo", "300",
+                           "--hi", "3000", "--out", str(tmp_path)], capture_output=True, text=True,
+                          cwd=REPO, timeout=880, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "capacity.json").read_text())
+    assert set(result["capacity"]) == {"socket/python", "ring/python"}
+    for variant, caps in result["capacity"].items():
+        assert len(caps) == 1
+        assert caps[0] >= 300, f"{variant} lost packets at 300 client pkt/s: {proc.stdout[-3000:]}"
+    for run in result["runs"]:
+        assert len(run["trials"]) in (2, 3)  # lo, hi, and one step unless hi passed
+    assert "zero-loss capacity" in proc.stdout and "ratio" in proc.stdout
