@@ -16,7 +16,7 @@ from topo.verify import verify
 
 REPO = Path(__file__).resolve().parents[2]
 FLOWS, PACKETS = 32, 100
-RELIEF_BOUND_S = 5.0  # measured 1.8 s on the shared 2-core VM
+RELIEF_BOUND_S = 5.0  # measured 1.05 s (ring I/O, 0.4 s reports) on the shared 2-core VM
 
 
 @pytest.mark.netns
@@ -37,7 +37,11 @@ def test_a_hot_nf_is_relieved_by_the_balancer_with_nothing_lost(tmp_path: Path) 
     assert relief["peak"] > lb["knobs"]["high_water"], relief  # NF 1 was really hot
     assert relief["seconds"] is not None and relief["seconds"] <= RELIEF_BOUND_S, relief
     moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]
-    assert moves and all(d["outcome"] == "moved" and d["action"]["src"] == 1 for d in moves), moves
+    assert moves and all(d["outcome"] == "moved" for d in moves), moves
+    # NF 1 sheds; an NF it filled may pass the excess on once over the high mark itself (a
+    # cascade, never back to NF 1: nothing oscillates)
+    assert moves[0]["action"]["src"] == 1 and all(d["action"]["dst"] != 1 for d in moves), moves
+    assert all("> high" in d["action"]["reason"] for d in moves if d["action"]["src"] != 1), moves
     # the flow chart: its cluster peer first (deltas)
     assert moves[0]["kind"] == "intra" and moves[0]["action"]["dst"] == 2
     assert all(d["detail"]["delta"] for d in moves if d["kind"] == "intra")
