@@ -238,7 +238,10 @@ def decide(snap: LoadSnapshot, knobs: Knobs) -> list[Action]:
                     where = "its cluster" if kind == "intra" else f"cluster {dst.cluster}"
                     actions.append(Move(
                         s.slot, h.nf_id, dst_id, "intra" if kind == "intra" else "inter",
-                        f"NF {h.nf_id} load {before_src:.2f} > high {high:g}: slot {s.slot} "
+                        f"NF {h.nf_id} load {h.load:.2f} > high {high:g}"
+                        + (f" (projected {before_src:.2f}, shedding to {target:.2f})"
+                           if before_src != h.load else "")
+                        + f": slot {s.slot} "
                         f"({s.pps:.0f} pkt/s, {shares[s.slot]:.2f} of its load, ~{costs[s.slot]} B) "
                         f"to the least-loaded NF of {where} below low {low:g}, NF {dst_id} "
                         f"({before_dst:.2f} -> {proj[dst_id]:.2f})",

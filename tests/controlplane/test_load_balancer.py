@@ -238,3 +238,10 @@ def test_no_oscillation_over_a_long_noisy_trace(seed: int) -> None:
     givers = {src for _, _, src, _ in history}
     takers = {dst for _, _, _, dst in history}
     assert givers.isdisjoint(takers)
+
+
+def test_a_move_reason_quotes_the_measured_load_and_the_projection_it_sheds_from() -> None:
+    moves = [a for a in decide(snap(HOT, nf(2, "c1", flat(100, 2, 100))), KNOBS) if isinstance(a, Move)]
+    assert len(moves) >= 2
+    assert all(m.reason.startswith("NF 1 load 0.95 > high 0.8") for m in moves)
+    assert "projected" not in moves[0].reason and "shedding to 0.70" in moves[1].reason
