@@ -27,9 +27,9 @@ from experiments.common import (
 from experiments.thesis_data import A8_LATENCY_VS_RATE_LB
 
 NAME = "load-balancer"
-# 5 ms a packet: NF-1 alone (80 % of 100 pkt/s each way) is then over its 200 pkt/s, while the
-# machine's two cores are not saturated by the spinning of all NFs together (8 ms saturated them:
-# 1.6 cores of spinning at 100 pkt/s, so no placement could lower the latency)
+# 5 ms a packet: at 100 pkt/s NF-1 (80 % of the flows, both ways: 160 pkt/s) runs at 80 % of its
+# 200 pkt/s and queues, while the spinning of all NFs together (1 core) leaves the switch a core;
+# 8 ms saturated both cores (1.6 cores of spinning), so no placement could lower the latency
 WORK_US = 5000.0
 CAPACITY_PPS = 100.0
 HOT_SHARE = 0.8
