@@ -23,7 +23,7 @@ from typing import Any
 
 from controlplane.balancer_loop import BalancerLoop
 from controlplane.config import ControllerConfig
-from controlplane.failover import FailoverResult, fail_over, protect, replace_backup
+from controlplane.failover import FailoverResult, fail_over, protect, replace_backup, state_lost
 from controlplane.flow_table import FlowTable
 from controlplane.leader import Leadership
 from controlplane.live_update import update_nf
@@ -102,6 +102,9 @@ class Controller:
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
         self.moves: list[MoveResult] = []
         self.failovers: list[FailoverResult] = []
+        # primaries confirmed dead whose fail-over found no live backup (a double fault, or a
+        # backup only suspected then): retried when their backup answers again
+        self.orphans: set[int] = set()
         self._background: set[asyncio.Task[None]] = set()
         self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
@@ -228,12 +231,14 @@ class Controller:
         if event.kind in ("up", "restarted"):
             # an NF that comes back has lost its configuration: give it its role and slots again
             self.nfs_configured.discard(event.nf_id)
-            self._spawn(self._reconfigure(event.nf_id))
+            self._spawn(self._reconfigure(event.nf_id,
+                                          event.kind == "restarted" or event.restarted))
         elif event.kind == "down" and event.nf_id in self.ever_configured:
             # an NF never configured (not started yet) holds no state: nothing to fail over
             self.nfs_configured.discard(event.nf_id)
             if event.nf_id in self.pairs:
-                self._spawn(self._fail_over(event.nf_id, event.confirmed))
+                self._spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
+                                            time.time()))
             elif event.nf_id in self.pairs.values():
                 self._spawn(self._replace_backup(event.nf_id, event.confirmed))
 
@@ -251,12 +256,38 @@ class Controller:
             return False
         return self.registry.nfs[nf_id].declared_down
 
-    async def _fail_over(self, dead: int, confirmed: bool = False) -> None:
+    async def _fail_over(self, dead: int, confirmed: bool = False, since: float = 0.0,
+                         emitted: float = 0.0) -> None:
         async with self.move_lock:
             if dead in self.pairs and await self._really_down(dead, confirmed):
-                self.failovers.append(await fail_over(self, dead))
+                result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
+                self.failovers.append(result)
+                if result.ok:
+                    self.orphans.discard(dead)
+                else:  # its slots stay with it: tried again when its backup answers again
+                    self.orphans.add(dead)
             else:
                 self.nfs_configured.add(dead)
+
+    async def _orphan_back(self, nf_id: int) -> bool:
+        """Orphaned primary `nf_id` (it died without a live backup) came back as a new process:
+        its backup takes over now if it answers; otherwise its state is gone (a double fault),
+        which is recorded, and it owns its slots again from empty state. True if it was failed
+        over (it is a spare now)."""
+        async with self.move_lock:
+            if nf_id not in self.orphans or nf_id not in self.pairs:
+                return False
+            self.orphans.discard(nf_id)
+            result = await fail_over(self, nf_id)
+            self.failovers.append(result if result.ok else state_lost(self, nf_id))
+            return result.ok
+
+    async def _retry_orphans(self, backup: int) -> None:
+        """`backup` answers again without having restarted (a false alarm: it kept its state):
+        fail over the orphaned primaries it backs up."""
+        for dead in sorted(self.orphans):
+            if self.pairs.get(dead) == backup and self.registry.nfs[dead].declared_down:
+                await self._fail_over(dead, confirmed=True)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False) -> None:
         async with self.move_lock:
@@ -298,7 +329,12 @@ class Controller:
             return None
         return {slot: (value + 1) & 0xFFFFFFFF for slot, value in last.items()}
 
-    async def _reconfigure(self, nf_id: int) -> None:
+    async def _reconfigure(self, nf_id: int, restarted: bool = False) -> None:
+        if nf_id in self.orphans:
+            if restarted:  # a new process: it holds nothing of its slots
+                await self._orphan_back(nf_id)
+            else:  # alive all along (it was slow or hung, then went on): it keeps its slots
+                self.orphans.discard(nf_id)
         try:
             await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, await self.next_seqs())
             self.nfs_configured.add(nf_id)
@@ -308,6 +344,8 @@ class Controller:
             LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
             return
         await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again
+        if not restarted:
+            await self._retry_orphans(nf_id)
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
             async with self.move_lock:
                 self.failovers.extend(await protect(self))

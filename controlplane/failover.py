@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +60,13 @@ class FailoverResult:
     ok: bool = True
     error: str = ""
     at: float = 0.0
-    kind: str = "primary"     # "primary": a fail-over; "backup": a dead backup replaced
+    kind: str = "primary"     # "primary": a fail-over; "backup": a dead backup replaced;
+                              # "protect": a backup given; "lost": a double fault's state lost
     steps_ms: dict[str, float] = field(default_factory=dict)  # where the time went
+    # ms from the first evidence of the failure (`suspected_at`: the connection closing, the
+    # first missed heartbeat) to each step: confirmed, decided, group, promoted, persisted
+    timeline_ms: dict[str, float] = field(default_factory=dict)
+    suspected_at: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,42 +105,64 @@ async def _set_backup(ctl: Controller, primary: int, backup: int | None) -> None
             backup_nf_id=backup, address=ctl.cfg.nf(backup).replication_address()))
 
 
-async def fail_over(ctl: Controller, dead: int) -> FailoverResult:
-    """Promote the backup of dead primary `dead` for all its slots (see the module docstring)."""
+async def fail_over(ctl: Controller, dead: int, since: float = 0.0,
+                    confirmed_at: float = 0.0) -> FailoverResult:
+    """Promote the backup of dead primary `dead` for all its slots (see the module docstring).
+    `since` is the time.time() of the first evidence of the failure and `confirmed_at` of its
+    confirmation (the timeline's origin and first mark)."""
     started, t0 = time.time(), time.monotonic()
+    since = since or started
+    timeline: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        timeline[name] = round((time.time() - since) * 1000, 2)
+
+    if confirmed_at:
+        timeline["confirmed"] = round((confirmed_at - since) * 1000, 2)
+    mark("decided")
     slots = ctl.slot_map.slots_of(dead)
     promoted = ctl.pairs.get(dead)
-    if promoted is None or ctl.registry.nfs[promoted].declared_down:
+    if promoted is not None and ctl.registry.nfs[promoted].declared_down \
+            and await ctl.registry.probe(promoted, ctl.confirm_timeout):
+        # the backup was only suspected (heartbeats missed on a loaded machine) and answers:
+        # it holds the state, so it takes over (refusing would leave the slots without owner)
+        LOG.warning("NF %d, backup of dead NF %d, missed heartbeats but answers: promoted", promoted,
+                    dead)
+    elif promoted is None or ctl.registry.nfs[promoted].declared_down:
         error = f"primary {dead} died without a live backup: its {len(slots)} slots have no owner"
         LOG.error(error)
-        return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started)
+        return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started,
+                              timeline_ms=timeline, suspected_at=since)
     tried: set[int] = {dead}
     error = ""
     steps: dict[str, float] = {}
     while True:
         new_backup = choose_backup(ctl, promoted, exclude=tried)
         try:
-            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps)
+            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark)
             break
         except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             LOG.error("fail-over of NF %d to NF %d with backup %s: %s", dead, promoted, new_backup, error)
             if new_backup is None:  # not even without a new backup: A' or the switch fails
                 return FailoverResult(dead, promoted, None, len(slots), ok=False, error=error,
-                                      seconds=round(time.monotonic() - t0, 4), at=started)
+                                      seconds=round(time.monotonic() - t0, 4), at=started,
+                                      timeline_ms=timeline, suspected_at=since)
             tried.add(new_backup)
     seconds = round(time.monotonic() - t0, 4)
-    LOG.warning("fail-over: NF %d dead, NF %d owns its %d slots (replayed %d) with backup %s in %.3f s",
-                dead, promoted, len(slots), replayed,
-                new_backup if new_backup is not None else "none (no NF qualifies)", seconds)
+    LOG.warning("fail-over: NF %d dead, NF %d owns its %d slots (replayed %d) with backup %s in %.3f s;"
+                " ms since the first evidence: %s", dead, promoted, len(slots), replayed,
+                new_backup if new_backup is not None else "none (no NF qualifies)", seconds,
+                " ".join(f"{k} {v}" for k, v in timeline.items()))
     return FailoverResult(dead, promoted, new_backup, len(slots), replayed, seconds, True, "", started,
-                          steps_ms=steps)
+                          steps_ms=steps, timeline_ms=timeline, suspected_at=since)
 
 
 async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | None,
-                     slots: list[int], steps: dict[str, float]) -> int:
+                     slots: list[int], steps: dict[str, float],
+                     mark: Callable[[str], None] = lambda _name: None) -> int:
     """Steps 2-4 of the module docstring; returns how many packets A' replayed. `steps` gets
-    each step's duration in ms."""
+    each step's duration in ms, `mark` each step's end on the fail-over's timeline."""
     reg = ctl.registry
     t = t0 = time.monotonic()
 
@@ -151,21 +179,43 @@ async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | No
             lap("new_backup")
         await ctl.rewrite_group(dead, promoted, backup)
         lap("group")
+        mark("group")
+
+    async def promote() -> Any:
+        reply = await reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT)
+        mark("promoted")
+        return reply
 
     request = pb.PromoteRequest(slots=slots, dead_nf_id=dead)
     if backup is not None:
         request.backup_nf_id = backup
         request.backup_address = ctl.cfg.nf(backup).replication_address()
-    # and the cluster's view without A: its peers refuse whatever A may still send (a primary
-    # failed over while alive must not feed the replicas A' now feeds)
-    reply, _, _ = await asyncio.gather(
-        reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT), backup_then_group(),
-        reg.refresh_peers(ctl.cfg.nf(dead).cluster))
+    # the promotion is the critical path (A''s output waits for it): nothing else is sent to
+    # A' before it, and only the new backup's assignment and the group write run beside it
+    reply, _ = await asyncio.gather(promote(), backup_then_group())
     steps["promote"] = round((time.monotonic() - t0) * 1000, 2)
+    # then the cluster's view without A: its peers refuse whatever A may still send (a primary
+    # failed over while alive must not feed the replicas A' now feeds; A''s deltas, of a newer
+    # owner generation, already supersede A's in the replicas)
+    await reg.refresh_peers(ctl.cfg.nf(dead).cluster)
     await ctl.hand_over(dead, promoted, backup)
     reg.nfs[promoted].role = "primary"
     lap("persist")
+    mark("persisted")
     return int(reply.replayed)
+
+
+def state_lost(ctl: Controller, dead: int) -> FailoverResult:
+    """The record of a double fault: primary `dead` died without a live backup (`fail_over`
+    refused) and came back as a new process, so the state of its slots is gone. It owns them
+    again from empty state (nobody else can); the record makes the loss visible (status,
+    `nfc status`, the fail-over bench counts it as a fault not handled)."""
+    slots = len(ctl.slot_map.slots_of(dead))
+    error = (f"NF {dead} died without a live backup and restarted: the state of its {slots} slots "
+             "is lost (it owns them again, from empty state)")
+    LOG.error(error)
+    return FailoverResult(dead, None, None, slots, ok=False, error=error, at=time.time(),
+                          kind="lost")
 
 
 async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | None:

@@ -79,6 +79,11 @@ class NfEvent:
     misses: int = 0
     confirmed: bool = False  # a "down" whose confirming probe has already failed
     reason: str = ""
+    # "down": time.time() of the first evidence (the connection closing, the first missed
+    # heartbeat), where a fail-over's timeline starts; "up": the NF answered with a lower uptime
+    # than before (a new process: whatever it held is gone)
+    since: float = field(default=0.0, compare=False)
+    restarted: bool = False
 
 
 @dataclass
@@ -95,6 +100,7 @@ class NfState:
     load: NfLoad | None = None
     declared_down: bool = False
     uptime_ms: int | None = None  # from the last heartbeat; a decrease means the NF restarted
+    suspected_at: float | None = None  # time.time() of the first miss of the current run of misses
 
     def summary(self) -> dict[str, Any]:
         load = self.load or NfLoad()
@@ -240,7 +246,7 @@ class NfRegistry:
         conn = self._conn(nf_id)
         conn.counter += 1
         counter = conn.counter  # a concurrent probe may advance conn.counter
-        start = time.monotonic()
+        start, sent_at = time.monotonic(), time.time()
         try:
             reply = await conn.stub.Heartbeat(
                 pb.HeartbeatRequest(counter=counter),
@@ -254,20 +260,23 @@ class NfRegistry:
             state.uptime_ms = reply.uptime_ms
             state.heartbeats += 1
             state.misses = 0
+            state.suspected_at = None
             state.last_seen = time.monotonic()
             state.rtt_ms = (state.last_seen - start) * 1000
             state.alive = True
             if state.declared_down:
                 state.declared_down = False
-                await self._emit(NfEvent("up", nf_id))
+                await self._emit(NfEvent("up", nf_id, restarted=restarted))
             elif restarted:  # back before it was missed: it lost its configuration all the same
                 await self._emit(NfEvent("restarted", nf_id))
             return True
         state.misses += 1
+        if state.suspected_at is None:
+            state.suspected_at = sent_at
         if state.misses >= self.cfg.heartbeat.misses and not state.declared_down:
             state.declared_down = True
             state.alive = False
-            await self._emit(NfEvent("down", nf_id, state.misses))
+            await self._emit(NfEvent("down", nf_id, state.misses, since=state.suspected_at))
         return False
 
     async def probe(self, nf_id: int, timeout: float) -> bool:
@@ -313,12 +322,14 @@ class NfRegistry:
         nf = self.nfs[nf_id]
         if nf.declared_down:
             return True
+        since = time.time()
         if await self.probe(nf_id, self.cfg.heartbeat.confirm_timeout_ms / 1000):
             return False
         if nf.declared_down:  # the heartbeats declared it meanwhile
             return True
         nf.declared_down, nf.alive = True, False
-        await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason))
+        await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason,
+                                 since=since))
         return True
 
     async def watch_loop(self) -> None:

@@ -1,0 +1,121 @@
+"""Fail-over when the backup is only suspected, and double faults (controlplane/failover.py,
+Controller._fail_over/_reconfigure) against fake NF control servers: a backup that missed
+heartbeats but answers still takes over; a primary orphaned by a backup that did not answer is
+failed over as soon as that backup answers again; an orphan that restarts is failed over to its
+backup, or, when that backup is gone too, its lost state is recorded, never silently reset."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nf_host.proto import nf_control_pb2 as pb
+from tests.controlplane.test_migration import wait_until, with_controller
+
+pytestmark = pytest.mark.unit
+
+
+async def suspect_backup_3(c: Any) -> None:
+    """Every NF answered once (the controller knows their uptimes); then backup 3 is suspected:
+    it missed heartbeats, and no probe has been sent to it yet."""
+    await c.registry.heartbeat_round()
+    c.registry.nfs[3].declared_down = True
+
+
+async def kill_primary_1(c: Any, servers: Any) -> None:
+    """NF 1 (primary, backup 3) crashes; heartbeats find it (its backup is not heartbeated here:
+    the test sets what the controller believes of it)."""
+    await servers[1].stop()
+    for _ in range(2):
+        await c.registry.heartbeat_round([1])
+
+
+async def answers_again(c: Any, nf: int) -> None:
+    for _ in range(100):  # until the channel has (re)connected and the NF answers
+        if await c.registry.heartbeat(nf):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"NF {nf} does not answer")
+
+
+def test_a_backup_that_only_missed_heartbeats_takes_over():
+    """On a loaded machine the backup's heartbeats can be late just when its primary dies: the
+    fail-over probes it and, since it answers, promotes it (refusing left the slots ownerless)."""
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        assert c.orphans == set()
+        assert fo.timeline_ms["decided"] <= fo.timeline_ms["promoted"] <= fo.timeline_ms["persisted"]
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphaned_primary_is_failed_over_when_its_backup_answers_again():
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        fakes[3].mute = True  # and the probe gets no answer either
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        [refused] = c.failovers
+        assert not refused.ok and refused.promoted is None and c.orphans == {1}
+        assert c.slot_map.slots_of(1) == slots_of_1 and not fakes[3].promoted
+        fakes[3].mute = False  # it was slow, not dead: it still holds 1's state
+        await answers_again(c, 3)
+        await wait_until(lambda: len(c.failovers) == 2)
+        fo = c.failovers[-1]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        assert c.orphans == set() and c.slot_map.slots_of(3) == slots_of_1
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphan_that_restarts_is_failed_over_to_its_backup_if_it_answers():
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        fakes[3].mute = True
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        assert c.orphans == {1}
+        fakes[3].mute = False  # answers probes now (no heartbeat has told the controller yet)
+        fakes[1].restart()  # a new, empty process
+        await servers[1].start()
+        await answers_again(c, 1)
+        await wait_until(lambda: len(c.failovers) == 2 and not c.background_tasks())
+        fo = c.failovers[-1]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        assert fakes[1].role == pb.IDLE and not fakes[1].slots  # a spare now, owning nothing
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphan_that_restarts_without_any_backup_left_has_its_state_loss_recorded():
+    """A real double fault: primary and backup both gone. The restarted primary owns its slots
+    again (nobody else can), from empty state; that loss is recorded, not silent."""
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        await servers[3].stop()
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        assert c.orphans == {1}
+        fakes[1].restart()
+        await servers[1].start()
+        await answers_again(c, 1)
+        await wait_until(lambda: any(f.kind == "lost" for f in c.failovers)
+                         and 1 in c.nfs_configured)
+        lost = c.failovers[-1]
+        assert lost.kind == "lost" and not lost.ok and lost.dead == 1
+        assert lost.slots == len(slots_of_1) and "state" in lost.error
+        assert c.status()["failovers"][-1]["kind"] == "lost"
+        assert fakes[1].role == pb.PRIMARY and set(fakes[1].slots) == set(slots_of_1)
+        assert c.orphans == set()
+
+    asyncio.run(with_controller(body))
