@@ -5,6 +5,7 @@ and delta accounting that the namespace tests can only observe from outside."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
@@ -541,6 +542,62 @@ def test_replication_bytes_are_counted_by_peer_each_way() -> None:
                 == a.w.repl_bytes()["transfer_tx_bytes"] > 0
         finally:
             for n in (a, b, c):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_link_named_backup_reconnects_at_once_not_after_its_back_off() -> None:
+    """A link backing off (its peer refused or was down: the waits grow to a second) is needed
+    the moment it becomes the backup link: output waits for it. `set_backup` (and `set_peers`)
+    cut the wait short. Here the wait is made a minute long: only the kick can connect it."""
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        await a.w.start()
+        try:
+            a.w.set_peers([(2, b.addr)])  # b is not running yet: refused
+            link = a.w.links[2]
+            link.retry = 60.0  # after that refusal, wait a minute
+            await until(lambda: link.waiting, "the first refusal and the long wait")
+            await b.w.start()
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: link.writer is not None, "the backup link connected", timeout=10)
+            assert link.attempts == 2
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_promotion_logs_when_its_first_output_is_released(caplog: pytest.LogCaptureFixture) -> None:
+    """The fail-over bench measures takeover at the promoted NF from this line: it appears once,
+    when the first batch with output of a promoted slot leaves, after the new backup's ack."""
+    async def body() -> None:
+        b, c = Node(2), Node(3)
+        for n in (b, c):
+            await n.w.start()
+        try:
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            sw = Switch()
+            for no in range(1, 4):  # the primary died before any delta: 3 copies to replay
+                _p, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert copy is not None
+                b.w.on_frame(copy)
+            with caplog.at_level(logging.INFO, logger="nf_host.worker"):
+                b.w.set_backup(3, c.addr)
+                b.w.promote([SLOT], dead=1)
+                assert b.out == []  # held for the new backup's ack
+                await until(lambda: len(b.out) == 3, "output after the new backup's ack")
+                p, _c = sw.stamp(SLOT, checker_frame(1, 4), 2, 3)
+                b.w.on_frame(p)
+                b.w.close_batch()
+                await until(lambda: len(b.out) == 4, "the next output")
+            lines = [r.getMessage() for r in caplog.records if "takeover:" in r.getMessage()]
+            assert len(lines) == 1 and "first output of the promoted slots released" in lines[0]
+        finally:
+            for n in (b, c):
                 await n.w.stop()
 
     run(body)
