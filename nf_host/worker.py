@@ -743,7 +743,7 @@ class Worker:
         for nf_id, address in peers:
             if nf_id != self.cfg.nf_id:
                 # a peer now (again): it may have refused us while it did not know us
-                self._link(nf_id, address)
+                self._link(nf_id, address).kick()
         for gone in self.peer_ids - new:
             if gone != self.backup_id:
                 link = self.links.pop(gone, None)
