@@ -252,6 +252,10 @@ class HeartbeatConfig(_Model):
     # the one probe that confirms a suspicion (missed heartbeats, or the NF's control connection
     # closing: a crashed process closes its sockets) before a fail-over; a live NF answers it
     confirm_timeout_ms: int = Field(default=200, ge=1)
+    # how heartbeats travel: "grpc" (the control API's Heartbeat: the NF's parent asks each
+    # worker through its pipe), or "udp" (a datagram each worker's event loop echoes,
+    # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
+    transport: Literal["grpc", "udp"] = "grpc"
 
 
 class EtcdConfig(_Model):

@@ -251,7 +251,7 @@ class Controller:
             return False
         if confirmed:
             return True
-        if await self.registry.probe(nf_id, self.confirm_timeout):
+        if await self.registry.probe_hang(nf_id, self.confirm_timeout):
             LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
             return False
         return self.registry.nfs[nf_id].declared_down

@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import grpc
 
-from controlplane.config import ControllerConfig, NfConfig
+from controlplane.config import ControllerConfig, NfConfig, split_hostport
+from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
@@ -137,6 +138,7 @@ class NfRegistry:
         self._conns: dict[int, _Conn] = {}
         self._listeners: list[EventListener] = []
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
+        self.udp = UdpHeartbeats() if cfg.heartbeat.transport == "udp" else None
 
     # -- connections ------------------------------------------------------------------------------
     def _conn(self, nf_id: int) -> _Conn:
@@ -148,6 +150,8 @@ class NfRegistry:
         return conn
 
     async def close(self) -> None:
+        if self.udp is not None:
+            self.udp.close()
         conns, self._conns = self._conns, {}
         for conn in conns.values():
             await conn.channel.close()
@@ -247,17 +251,10 @@ class NfRegistry:
         conn.counter += 1
         counter = conn.counter  # a concurrent probe may advance conn.counter
         start, sent_at = time.monotonic(), time.time()
-        try:
-            reply = await conn.stub.Heartbeat(
-                pb.HeartbeatRequest(counter=counter),
-                timeout=self.cfg.heartbeat.timeout_ms / 1000,
-            )
-            ok = reply.counter == counter and reply.nf_id in (0, nf_id)
-        except grpc.aio.AioRpcError:
-            ok = False
-        if ok:
-            restarted = state.uptime_ms is not None and reply.uptime_ms < state.uptime_ms
-            state.uptime_ms = reply.uptime_ms
+        uptime = await self._beat(nf_id, counter, self.cfg.heartbeat.timeout_ms / 1000)
+        if uptime is not None:
+            restarted = state.uptime_ms is not None and uptime < state.uptime_ms
+            state.uptime_ms = uptime
             state.heartbeats += 1
             state.misses = 0
             state.suspected_at = None
@@ -279,6 +276,22 @@ class NfRegistry:
             await self._emit(NfEvent("down", nf_id, state.misses, since=state.suspected_at))
         return False
 
+    async def _beat(self, nf_id: int, counter: int, timeout: float) -> int | None:
+        """One heartbeat over the configured transport: the NF's uptime (ms), None if missed."""
+        if self.udp is not None:
+            host, port = split_hostport(self.nfs[nf_id].cfg.replication_address())
+            load = self.nfs[nf_id].load
+            return await self.udp.ping(nf_id, host, port, load.workers if load else 1, counter,
+                                       timeout)
+        try:
+            reply = await self._conn(nf_id).stub.Heartbeat(pb.HeartbeatRequest(counter=counter),
+                                                           timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return None
+        if reply.counter != counter or reply.nf_id not in (0, nf_id):
+            return None
+        return int(reply.uptime_ms)
+
     async def probe(self, nf_id: int, timeout: float) -> bool:
         """One extra heartbeat with a longer deadline, changing no state: is the NF really gone?
         (A crashed NF refuses the connection at once; a slow one answers.)"""
@@ -290,6 +303,20 @@ class NfRegistry:
         except grpc.aio.AioRpcError:
             return False
         return bool(reply.counter == counter)
+
+    async def probe_hang(self, nf_id: int, timeout: float) -> bool:
+        """The probe that confirms missed heartbeats: does the NF answer within `timeout`? Over
+        UDP (when heartbeats use it) the datagram is sent three times within the deadline: a
+        slow NF answers one of them, a stopped one none. (A closed control connection is
+        confirmed by `probe`, whose refused connection is immediate.)"""
+        if self.udp is None:
+            return await self.probe(nf_id, timeout)
+        conn = self._conn(nf_id)
+        conn.counter += 1
+        host, port = split_hostport(self.nfs[nf_id].cfg.replication_address())
+        load = self.nfs[nf_id].load
+        return await self.udp.ping(nf_id, host, port, load.workers if load else 1, conn.counter,
+                                   timeout, sends=3) is not None
 
     async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
         ids = list(self.nfs if nf_ids is None else nf_ids)
