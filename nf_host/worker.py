@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 _OUT_SHIM = struct.Struct("!BBBBHHHI")  # the shim without its trailing ether_type
 _OUT_PREFIX = b"\x88\xb5"
 _HDR = ETH_HDR_LEN + SHIM_LEN
+PROMOTE_CHUNK = 128  # idle slots promoted per turn of the event loop (Worker.promote_soon)
 _SLOT_SEQ = struct.Struct("!H4xI")  # slot and seq, from shim offset 4
 
 
@@ -831,11 +832,44 @@ class Worker:
             "delta": base is not None,
         }
 
+    def busy_first(self, slots: list[int]) -> tuple[list[int], list[int]]:
+        """`slots` split into those with something to replay or state (promoted first: their
+        output is what a takeover waits for) and the idle rest."""
+        busy: list[int] = []
+        idle: list[int] = []
+        for s in slots:
+            rep = self.replicas.get(s)
+            (busy if self.inbuf.slots.get(s) or (rep is not None and rep.flows) else idle).append(s)
+        return busy, idle
+
+    async def promote_soon(self, slots: list[int], dead: int = 0,
+                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+        """`promote`, busy slots first and then the idle ones `chunk` at a time, letting the event
+        loop run in between: the busy slots' first output leaves (it waits for the new backup's
+        ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
+        idle slots. An idle slot not promoted yet is still backed up: its packets are kept as
+        copies and replayed when its turn comes."""
+        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        busy, idle = self.busy_first(chosen)
+        res = self._promote(busy, dead, measured=chosen)
+        for start in range(0, len(idle), chunk):
+            await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
+            more = self._promote(idle[start:start + chunk], dead, measured=[])
+            res["replayed"] += more["replayed"]
+            res["slots"] += more["slots"]
+        return res
+
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
-        chosen = slots or sorted(self.backed_up)
-        chosen = [s for s in chosen if self.owns(s)]
-        if any(s in self.backed_up or s in self.replicas for s in chosen):
-            self._takeover = (time.time(), set(chosen))
+        """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
+        step (docs/protocols.md §4)."""
+        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        return self._promote(chosen, dead, measured=chosen)
+
+    def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+        """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
+        here if `measured` holds a slot still backed up here ([]: a later part of one)."""
+        if any(s in self.backed_up or s in self.replicas for s in measured):
+            self._takeover = (time.time(), set(measured))
         replayed = 0
         now = time.monotonic()
         done: list[int] = []
@@ -1007,7 +1041,7 @@ class Worker:
         if name == "promote":
             if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
                 self.set_backup(int(args["backup"]), str(args["address"]))
-            return self.promote([int(s) for s in args["slots"]], int(args.get("dead", 0)))
+            return await self.promote_soon([int(s) for s in args["slots"]], int(args.get("dead", 0)))
         raise CommandError(f"unknown command {name!r}")
 
 

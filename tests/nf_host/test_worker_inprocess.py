@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -599,5 +600,42 @@ def test_a_promotion_logs_when_its_first_output_is_released(caplog: pytest.LogCa
         finally:
             for n in (b, c):
                 await n.w.stop()
+
+    run(body)
+
+
+def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn() -> None:
+    """`promote_soon` (the Promote command): the slots with copies or state first, in one step
+    with the dead primary's logged output, then the idle ones a chunk per event-loop turn. A
+    packet that reaches an idle slot before its turn is kept as a copy and processed at it."""
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            idle = [SLOT + 2 * i for i in range(1, 6)]
+            b.w.assign([(s, 1, 1) for s in [SLOT, *idle]], as_backup=True)
+            sw = Switch()
+            _p, copy = sw.stamp(SLOT, checker_frame(1, 1), 1, 2)
+            assert copy is not None
+            b.w.on_frame(copy)
+            calls: list[list[int]] = []
+            real = b.w._promote
+
+            def spy(chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+                calls.append(list(chosen))
+                if len(calls) == 2:  # mid-way: a packet for the last idle slot, not promoted yet
+                    p, _c = sw.stamp(idle[-1], checker_frame(2, 1), 2, 3)
+                    b.w.on_frame(p)
+                    assert b.w.inbuf.count(idle[-1]) == 1
+                return real(chosen, dead, measured)
+
+            b.w._promote = spy  # type: ignore[method-assign]
+            res = await b.w.promote_soon([SLOT, *idle], dead=1, chunk=2)
+            assert calls == [[SLOT], idle[0:2], idle[2:4], idle[4:5]]
+            assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 2
+            assert all(b.w.slots[s].role == SlotRole.PRIMARY for s in [SLOT, *idle])
+            assert len(b.out) == 2  # no backup: both outputs left
+        finally:
+            await b.w.stop()
 
     run(body)
