@@ -105,6 +105,9 @@ class Controller:
         # primaries confirmed dead whose fail-over found no live backup (a double fault, or a
         # backup only suspected then): retried when their backup answers again
         self.orphans: set[int] = set()
+        # NFs whose failure was acted on (failed over, replaced as a backup) since they were
+        # last configured: when they answer again they are configured anew (as spares)
+        self.acted_on: set[int] = set()
         self._background: set[asyncio.Task[None]] = set()
         self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
@@ -229,10 +232,17 @@ class Controller:
         if not self.session.is_primary:
             return  # a standby watches but does not act
         if event.kind in ("up", "restarted"):
-            # an NF that comes back has lost its configuration: give it its role and slots again
+            restarted = event.kind == "restarted" or event.restarted
+            if not restarted and event.nf_id in self.ever_configured \
+                    and event.nf_id not in self.acted_on:
+                # a suspicion that came to nothing (late heartbeats): the NF kept its role and
+                # slots, and configuring it again would only load a loaded machine more
+                self._spawn(self._back_after_false_alarm(event.nf_id))
+                return
+            # an NF that comes back has lost its configuration (a new process), or was failed
+            # over or replaced meanwhile: give it its role and slots again
             self.nfs_configured.discard(event.nf_id)
-            self._spawn(self._reconfigure(event.nf_id,
-                                          event.kind == "restarted" or event.restarted))
+            self._spawn(self._reconfigure(event.nf_id, restarted))
         elif event.kind == "down" and event.nf_id in self.ever_configured:
             # an NF never configured (not started yet) holds no state: nothing to fail over
             self.nfs_configured.discard(event.nf_id)
@@ -264,6 +274,7 @@ class Controller:
                 self.failovers.append(result)
                 if result.ok:
                     self.orphans.discard(dead)
+                    self.acted_on.add(dead)
                 else:  # its slots stay with it: tried again when its backup answers again
                     self.orphans.add(dead)
             else:
@@ -280,7 +291,20 @@ class Controller:
             self.orphans.discard(nf_id)
             result = await fail_over(self, nf_id)
             self.failovers.append(result if result.ok else state_lost(self, nf_id))
+            if result.ok:
+                self.acted_on.add(nf_id)
             return result.ok
+
+    async def _back_after_false_alarm(self, nf_id: int) -> None:
+        """`nf_id` answers again, the same process, and nothing was done about it meanwhile: it
+        is configured as it was. Only the cluster views sent while it was thought down (which
+        left it out) are sent again, and the primaries it backs up that died meanwhile are
+        failed over now."""
+        self.orphans.discard(nf_id)
+        self.nfs_configured.add(nf_id)
+        if self.registry.left_out.pop(nf_id, None) is not None:
+            await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)
+        await self._retry_orphans(nf_id)
 
     async def _retry_orphans(self, backup: int) -> None:
         """`backup` answers again without having restarted (a false alarm: it kept its state):
@@ -297,6 +321,7 @@ class Controller:
             result = await replace_backup(self, dead)
             if result is not None:
                 self.failovers.append(result)
+                self.acted_on.add(dead)
         await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
 
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
@@ -339,6 +364,8 @@ class Controller:
             await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, await self.next_seqs())
             self.nfs_configured.add(nf_id)
             self.ever_configured.add(nf_id)
+            self.acted_on.discard(nf_id)
+            self.registry.left_out.pop(nf_id, None)
             LOG.info("NF %d reconfigured", nf_id)
         except NfControlError as exc:
             LOG.warning("NF %d not reconfigured: %s", nf_id, exc)

@@ -139,6 +139,10 @@ class NfRegistry:
         self._listeners: list[EventListener] = []
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
         self.udp = UdpHeartbeats() if cfg.heartbeat.transport == "udp" else None
+        self.inconclusive_rounds = 0  # heartbeat rounds most NFs missed: not counted as misses
+        # NFs left out of a cluster view sent while they were thought down (nf -> cluster):
+        # when they answer again, their cluster gets its views again
+        self.left_out: dict[int, str] = {}
 
     # -- connections ------------------------------------------------------------------------------
     def _conn(self, nf_id: int) -> _Conn:
@@ -234,6 +238,8 @@ class NfRegistry:
         came back); a member that cannot be reached gets it when it is configured again."""
         members = [p.id for p in self.cfg.cluster_members(cluster)
                    if not self.nfs[p.id].declared_down]
+        self.left_out.update({p.id: cluster for p in self.cfg.cluster_members(cluster)
+                              if self.nfs[p.id].declared_down})
 
         async def one(nf_id: int) -> None:
             try:
@@ -246,12 +252,20 @@ class NfRegistry:
     # -- failure detection ------------------------------------------------------------------------
     async def heartbeat(self, nf_id: int) -> bool:
         """One heartbeat; updates the NF's state and emits an event on a liveness change."""
-        state = self.nfs[nf_id]
+        return await self._account(nf_id, *await self._send(nf_id))
+
+    async def _send(self, nf_id: int) -> tuple[int | None, float, float]:
+        """One heartbeat's (uptime or None, monotonic start, wall-clock send time)."""
         conn = self._conn(nf_id)
         conn.counter += 1
         counter = conn.counter  # a concurrent probe may advance conn.counter
         start, sent_at = time.monotonic(), time.time()
-        uptime = await self._beat(nf_id, counter, self.cfg.heartbeat.timeout_ms / 1000)
+        return await self._beat(nf_id, counter, self.cfg.heartbeat.timeout_ms / 1000), start, sent_at
+
+    async def _account(self, nf_id: int, uptime: int | None, start: float, sent_at: float,
+                       count_miss: bool = True) -> bool:
+        """Take one heartbeat's outcome into the NF's state; a miss counts only if `count_miss`."""
+        state = self.nfs[nf_id]
         if uptime is not None:
             restarted = state.uptime_ms is not None and uptime < state.uptime_ms
             state.uptime_ms = uptime
@@ -267,6 +281,8 @@ class NfRegistry:
             elif restarted:  # back before it was missed: it lost its configuration all the same
                 await self._emit(NfEvent("restarted", nf_id))
             return True
+        if not count_miss:
+            return False
         state.misses += 1
         if state.suspected_at is None:
             state.suspected_at = sent_at
@@ -319,8 +335,18 @@ class NfRegistry:
                                    timeout, sends=3) is not None
 
     async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
+        """One heartbeat to each NF (all by default). A round that fewer than half of the NFs
+        answered says more about this controller or the machine (a stall of its event loop, of
+        the whole host) than about each NF: its misses are not counted. An NF that really hangs
+        misses while the others answer."""
         ids = list(self.nfs if nf_ids is None else nf_ids)
-        results = await asyncio.gather(*(self.heartbeat(i) for i in ids))
+        sent = await asyncio.gather(*(self._send(i) for i in ids))
+        answered = sum(1 for uptime, _, _ in sent if uptime is not None)
+        conclusive = 2 * answered >= len(ids)
+        if not conclusive:
+            self.inconclusive_rounds += 1
+        results = [await self._account(i, *one, count_miss=conclusive)
+                   for i, one in zip(ids, sent, strict=True)]
         return dict(zip(ids, results, strict=True))
 
     async def heartbeat_loop(self) -> None:

@@ -29,7 +29,7 @@ async def kill_primary_1(c: Any, servers: Any) -> None:
     the test sets what the controller believes of it)."""
     await servers[1].stop()
     for _ in range(2):
-        await c.registry.heartbeat_round([1])
+        await c.registry.heartbeat(1)
 
 
 async def answers_again(c: Any, nf: int) -> None:
@@ -117,5 +117,26 @@ def test_an_orphan_that_restarts_without_any_backup_left_has_its_state_loss_reco
         assert c.status()["failovers"][-1]["kind"] == "lost"
         assert fakes[1].role == pb.PRIMARY and set(fakes[1].slots) == set(slots_of_1)
         assert c.orphans == set()
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_false_alarm_is_not_followed_by_a_reconfiguration():
+    """Late heartbeats, a probe that answers, then heartbeats again: the NF kept its role and
+    slots, so nothing is sent to it (on a loaded machine, reconfiguring every NF that missed a
+    few heartbeats fed the load that made them miss)."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the probe's
+        for _ in range(2):
+            await c.registry.heartbeat(1)
+        assert c.registry.nfs[1].declared_down
+        await wait_until(lambda: not c.background_tasks())  # the probe answered: no fail-over
+        fakes[1].slow = 0.0
+        before = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
+        assert await c.registry.heartbeat(1)  # "up"
+        await wait_until(lambda: not c.background_tasks() and 1 in c.nfs_configured)
+        after = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
+        assert after == before and c.failovers == [] and c.pairs[1] == 3
 
     asyncio.run(with_controller(body))
