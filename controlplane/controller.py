@@ -274,7 +274,7 @@ class Controller:
                 self.failovers.append(result)
                 if result.ok:
                     self.orphans.discard(dead)
-                    self.acted_on.add(dead)
+                    self._acted_on(dead)
                 else:  # its slots stay with it: tried again when its backup answers again
                     self.orphans.add(dead)
             else:
@@ -292,8 +292,17 @@ class Controller:
             result = await fail_over(self, nf_id)
             self.failovers.append(result if result.ok else state_lost(self, nf_id))
             if result.ok:
-                self.acted_on.add(nf_id)
+                self._acted_on(nf_id)
             return result.ok
+
+    def _acted_on(self, nf_id: int) -> None:
+        """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
+        again while that was under way (a false alarm whose "up" came first), nothing else will
+        tell it: it is configured anew now (a spare: its runtime drops the slots it owned)."""
+        self.acted_on.add(nf_id)
+        if not self.registry.nfs[nf_id].declared_down:
+            self.nfs_configured.discard(nf_id)
+            self._spawn(self._reconfigure(nf_id))
 
     async def _back_after_false_alarm(self, nf_id: int) -> None:
         """`nf_id` answers again, the same process, and nothing was done about it meanwhile: it
@@ -321,7 +330,7 @@ class Controller:
             result = await replace_backup(self, dead)
             if result is not None:
                 self.failovers.append(result)
-                self.acted_on.add(dead)
+                self._acted_on(dead)
         await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
 
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:

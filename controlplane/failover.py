@@ -82,8 +82,8 @@ def choose_backup(ctl: Controller, primary: int, exclude: set[int]) -> int | Non
         state = ctl.registry.nfs[nf.id]
         if nf.id in busy or nf.id in exclude or nf.id == primary or nf.node == me.node:
             continue
-        if state.declared_down or state.alive is False:
-            continue
+        if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
+            continue  # (failed over or replaced, not configured anew yet: it may still own slots)
         candidates.append((state.role != "spare", nf.id))
     return min(candidates)[1] if candidates else None
 

@@ -40,6 +40,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     release_error: str = ""  # Release answers ok=false with this error
     refuse_delta: bool = False  # Release with same_cluster fails (the adopter lacks the base)
     replay: int = 0  # what Promote reports as replayed
+    promote_delay: float = 0.0  # Promote answers after this long
     promoted: list[int] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
@@ -130,6 +131,8 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def Promote(self, request, context):
         self.calls.append(("Promote", (list(request.slots), request.dead_nf_id)))
+        if self.promote_delay:
+            await asyncio.sleep(self.promote_delay)
         self.promoted = list(request.slots)
         if request.backup_nf_id:
             self.backup = request.backup_nf_id

@@ -140,3 +140,23 @@ def test_a_false_alarm_is_not_followed_by_a_reconfiguration():
         assert after == before and c.failovers == [] and c.pairs[1] == 3
 
     asyncio.run(with_controller(body))
+
+
+def test_an_nf_failed_over_while_it_answered_again_is_made_a_spare():
+    """A live NF failed over (its probe went unanswered) whose heartbeats came back while the
+    fail-over was still under way: its "up" came first, so the end of the fail-over configures
+    it as a spare (its runtime drops the slots its backup now owns): never two owners."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        fakes[1].mute = True  # a stall long enough to miss the probe too
+        fakes[3].promote_delay = 0.3
+        for _ in range(2):
+            await c.registry.heartbeat(1)
+        await wait_until(lambda: any(n == "Promote" for n, _ in fakes[3].calls))
+        fakes[1].mute = False
+        assert await c.registry.heartbeat(1)  # "up" while the fail-over is under way
+        await wait_until(lambda: bool(c.failovers) and not c.background_tasks())
+        assert c.failovers[0].ok and c.failovers[0].promoted == 3
+        assert fakes[1].role == pb.IDLE and 1 not in c.pairs  # (IDLE: the runtime drops its slots)
+
+    asyncio.run(with_controller(body))
