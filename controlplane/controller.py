@@ -250,18 +250,22 @@ class Controller:
                 self._spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
                                             time.time()))
             elif event.nf_id in self.pairs.values():
-                self._spawn(self._replace_backup(event.nf_id, event.confirmed))
+                self._spawn(self._replace_backup(event.nf_id, event.confirmed, event.since))
 
-    async def _really_down(self, nf_id: int, confirmed: bool = False) -> bool:
-        """Confirm a "down" before acting on it: still declared down, and a last probe with a
-        longer deadline fails (unless the registry's probe already failed: `confirmed`). A loaded
-        machine can delay a few heartbeats of a live NF; failing over a live primary would leave
-        two NFs processing its slots' state."""
+    async def _really_down(self, nf_id: int, confirmed: bool = False, since: float = 0.0) -> bool:
+        """Confirm a "down" before acting on it: still declared down, and a last probe fails
+        (unless the registry's probe already failed: `confirmed`). A loaded machine can delay a
+        few heartbeats of a live NF; failing over a live primary would leave two NFs processing
+        its slots' state. The NF must have been silent for `confirm_timeout` in all: the probe's
+        deadline is what remains of it after the first missed heartbeat (`since`), and at least
+        a heartbeat's deadline."""
         if not self.registry.nfs[nf_id].declared_down:
             return False
         if confirmed:
             return True
-        if await self.registry.probe_hang(nf_id, self.confirm_timeout):
+        silent = time.time() - since if since else 0.0
+        deadline = max(self.confirm_timeout - silent, self.cfg.heartbeat.timeout_ms / 1000)
+        if await self.registry.probe_hang(nf_id, deadline):
             LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
             return False
         return self.registry.nfs[nf_id].declared_down
@@ -269,7 +273,7 @@ class Controller:
     async def _fail_over(self, dead: int, confirmed: bool = False, since: float = 0.0,
                          emitted: float = 0.0) -> None:
         async with self.move_lock:
-            if dead in self.pairs and await self._really_down(dead, confirmed):
+            if dead in self.pairs and await self._really_down(dead, confirmed, since):
                 result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
                 self.failovers.append(result)
                 if result.ok:
@@ -322,9 +326,9 @@ class Controller:
             if self.pairs.get(dead) == backup and self.registry.nfs[dead].declared_down:
                 await self._fail_over(dead, confirmed=True)
 
-    async def _replace_backup(self, dead: int, confirmed: bool = False) -> None:
+    async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
         async with self.move_lock:
-            if not await self._really_down(dead, confirmed):
+            if not await self._really_down(dead, confirmed, since):
                 self.nfs_configured.add(dead)
                 return
             result = await replace_backup(self, dead)

@@ -7,6 +7,7 @@ backup, or, when that backup is gone too, its lost state is recorded, never sile
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -127,6 +128,7 @@ def test_a_false_alarm_is_not_followed_by_a_reconfiguration():
     few heartbeats fed the load that made them miss)."""
     async def body(c, fakes, servers):
         await c.registry.heartbeat_round()
+        c.confirm_timeout = 1.0
         fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the probe's
         for _ in range(2):
             await c.registry.heartbeat(1)
@@ -158,5 +160,27 @@ def test_an_nf_failed_over_while_it_answered_again_is_made_a_spare():
         await wait_until(lambda: bool(c.failovers) and not c.background_tasks())
         assert c.failovers[0].ok and c.failovers[0].promoted == 3
         assert fakes[1].role == pb.IDLE and 1 not in c.pairs  # (IDLE: the runtime drops its slots)
+
+    asyncio.run(with_controller(body))
+
+
+def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadline():
+    """An NF is failed over once it has been silent for `confirm_timeout_ms` in all: its missed
+    heartbeats count, so the probe's deadline is what remains after the first miss (at least
+    a heartbeat's deadline), not the whole of it on top."""
+    async def body(c, fakes, servers):
+        deadlines: list[float] = []
+
+        async def probe_hang(nf: int, timeout: float) -> bool:
+            deadlines.append(timeout)
+            return True  # it answers: a false alarm
+
+        c.registry.probe_hang = probe_hang
+        c.confirm_timeout = 1.0
+        c.registry.nfs[1].declared_down = True
+        assert not await c._really_down(1, since=time.time() - 0.4)
+        assert not await c._really_down(1, since=time.time() - 5.0)
+        assert not await c._really_down(1)  # no first miss known: the whole deadline
+        assert 0.55 <= deadlines[0] <= 0.6 and deadlines[1] == 0.05 and deadlines[2] == 1.0
 
     asyncio.run(with_controller(body))
