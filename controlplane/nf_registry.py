@@ -140,6 +140,9 @@ class NfRegistry:
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
         self.udp = UdpHeartbeats() if cfg.heartbeat.transport == "udp" else None
         self.inconclusive_rounds = 0  # heartbeat rounds most NFs missed: not counted as misses
+        # ...for this long at most (a stall is short; many NFs hung at once are not)
+        self.stall_limit = 1.0
+        self._last_conclusive = time.monotonic()
         # NFs left out of a cluster view sent while they were thought down (nf -> cluster):
         # when they answer again, their cluster gets its views again
         self.left_out: dict[int, str] = {}
@@ -337,12 +340,17 @@ class NfRegistry:
     async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
         """One heartbeat to each NF (all by default). A round that fewer than half of the NFs
         answered says more about this controller or the machine (a stall of its event loop, of
-        the whole host) than about each NF: its misses are not counted. An NF that really hangs
-        misses while the others answer."""
+        the whole host) than about each NF: its misses are not counted, for `stall_limit`
+        seconds at most (then many NFs really are silent). An NF that really hangs misses while
+        the others answer."""
         ids = list(self.nfs if nf_ids is None else nf_ids)
         sent = await asyncio.gather(*(self._send(i) for i in ids))
         answered = sum(1 for uptime, _, _ in sent if uptime is not None)
-        conclusive = 2 * answered >= len(ids)
+        now = time.monotonic()
+        majority = 2 * answered >= len(ids)
+        if majority:
+            self._last_conclusive = now
+        conclusive = majority or now - self._last_conclusive > self.stall_limit
         if not conclusive:
             self.inconclusive_rounds += 1
         results = [await self._account(i, *one, count_miss=conclusive)

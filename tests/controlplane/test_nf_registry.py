@@ -112,6 +112,13 @@ def test_a_round_most_nfs_miss_is_not_counted_against_them():
         for _ in range(3):
             await registry.heartbeat_round()
         assert events == [NfEvent("down", 3, 3)]
+        # most NFs silent for longer than a stall lasts: then their misses count
+        fakes[1].slow = fakes[2].slow = 0.2
+        assert sum((await registry.heartbeat_round()).values()) == 1  # not counted yet
+        registry._last_conclusive -= registry.stall_limit + 1  # (as if a second went by)
+        for _ in range(3):
+            await registry.heartbeat_round()
+        assert {e.nf_id for e in events if e.kind == "down"} == {1, 2, 3}
 
     asyncio.run(with_fakes(body))
 
