@@ -48,6 +48,12 @@ SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# an NF that answers heartbeats but refuses its configuration is tried again after 50 ms, then
+# twice as long each time, until the wait would exceed a few seconds
+RECONFIGURE_RETRY = 0.05
+RECONFIGURE_PATIENCE = 3.0
+
+
 class Controller:
     """One controller instance (primary or standby for the switch)."""
 
@@ -373,16 +379,28 @@ class Controller:
                 await self._orphan_back(nf_id)
             else:  # alive all along (it was slow or hung, then went on): it keeps its slots
                 self.orphans.discard(nf_id)
-        try:
-            await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, await self.next_seqs())
-            self.nfs_configured.add(nf_id)
-            self.ever_configured.add(nf_id)
-            self.acted_on.discard(nf_id)
-            self.registry.left_out.pop(nf_id, None)
-            LOG.info("NF %d reconfigured", nf_id)
-        except NfControlError as exc:
-            LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
-            return
+        wait = RECONFIGURE_RETRY
+        while True:
+            try:
+                await self.registry.configure_nf(nf_id, self.pairs, self.slot_map,
+                                                 await self.next_seqs())
+                break
+            except NfControlError as exc:
+                # an NF that answers heartbeats may not serve its control API yet (a restarted
+                # runtime's workers echo UDP heartbeats before its gRPC server listens): it is
+                # tried again while it answers, else its next "up" configures it
+                state = self.registry.nfs[nf_id]
+                if state.declared_down or wait > RECONFIGURE_PATIENCE:
+                    LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
+                    return
+                LOG.info("NF %d not reconfigured yet (%s): again in %.2f s", nf_id, exc, wait)
+                await asyncio.sleep(wait)  # a retry's back-off
+                wait *= 2
+        self.nfs_configured.add(nf_id)
+        self.ever_configured.add(nf_id)
+        self.acted_on.discard(nf_id)
+        self.registry.left_out.pop(nf_id, None)
+        LOG.info("NF %d reconfigured", nf_id)
         await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again
         if not restarted:
             await self._retry_orphans(nf_id)

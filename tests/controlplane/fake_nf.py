@@ -41,6 +41,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     refuse_delta: bool = False  # Release with same_cluster fails (the adopter lacks the base)
     replay: int = 0  # what Promote reports as replayed
     promote_delay: float = 0.0  # Promote answers after this long
+    refuse_setrole: int = 0  # the next this many SetRole calls fail (a control API not up yet)
     promoted: list[int] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
@@ -79,6 +80,9 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def SetRole(self, request, context):
         self.calls.append(("SetRole", request.role))
+        if self.refuse_setrole:
+            self.refuse_setrole -= 1
+            return pb.Result(ok=False, error="not serving yet")
         self.role = request.role
         return pb.Result(ok=True)
 

@@ -184,3 +184,25 @@ def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadlin
         assert 0.55 <= deadlines[0] <= 0.6 and deadlines[1] == 0.05 and deadlines[2] == 1.0
 
     asyncio.run(with_controller(body))
+
+
+def test_a_restarted_nf_that_answers_before_its_control_api_is_up_is_configured_all_the_same():
+    """A restarted runtime's workers echo UDP heartbeats before its gRPC server listens: the
+    "up" comes while configuring it still fails. It is tried again, so the victim of a fault
+    rejoins the pool (seen as fault injection stalling: no primary had a backup any more)."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        await servers[5].stop()  # the spare of c1 crashes...
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        assert c.registry.nfs[5].declared_down
+        fakes[5].restart()  # ...and comes back, its control API refusing at first
+        fakes[5].refuse_setrole = 3
+        before = len(fakes[5].calls)
+        await servers[5].start()
+        await answers_again(c, 5)
+        await wait_until(lambda: 5 in c.nfs_configured and not c.background_tasks())
+        assert fakes[5].role == pb.IDLE
+        assert [n for n, _ in fakes[5].calls[before:]].count("SetRole") == 4  # 3 refused
+
+    asyncio.run(with_controller(body))
