@@ -15,9 +15,16 @@ heartbeats, each confirmed by one probe) declares A down; then:
    the same time A's replica group is rewritten in place to {A' rid 1, C rid 2}: ONE switch
    write whatever the number of slots, since every slot of A points at that group. Epochs do
    not change (the output dedup's watermark carries over);
-4. only then does the controller's state change: A' owns A's slots and A's group, C is A''s
-   backup (persisted in etcd). If a step fails, nothing of the controller's state has changed
-   and the fail-over is tried again with another backup, then without one.
+4. only then are the cluster's views sent without A, and does the controller's state change:
+   A' owns A's slots and A's group, C is A''s backup (persisted in etcd). If a step fails,
+   nothing of the controller's state has changed and the fail-over is tried again with another
+   backup, then without one.
+
+The promotion is the critical path (A''s output waits for it): nothing else goes to A' before
+`Promote`, and the result's `timeline_ms` says when each step ended, counted from the first
+evidence of the failure. A backup only suspected (missed heartbeats) is probed and promoted if
+it answers; a primary left without a live backup stays an orphan the controller retries
+(`Controller.orphans`), and `state_lost` records a double fault that lost the state.
 
 A dead backup is replaced the same way (steps 1-2 and its primary's group), so a primary whose
 backup died does not hold its output forever. A dead spare only leaves the pool.
