@@ -460,6 +460,12 @@ def cross_check(cfg: ControllerConfig) -> list[tuple[str, str]]:
         )
     if cfg.heartbeat.timeout_ms > cfg.heartbeat.interval_ms:
         problems.append(("heartbeat.timeout_ms", "must not exceed heartbeat.interval_ms"))
+    if cfg.heartbeat.transport == "udp":
+        for i, nf in enumerate(cfg.nfs):
+            host = split_hostport(nf.replication_address())[0]
+            if ":" in host:  # the controller's heartbeat socket is IPv4
+                problems.append((f"nfs[{i}].replication", f"{host} is IPv6: heartbeat.transport "
+                                 "udp needs IPv4 or host names (use grpc)"))
     problems.extend(_check_chains(cfg))
     return problems
 
