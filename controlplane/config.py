@@ -462,9 +462,9 @@ def cross_check(cfg: ControllerConfig) -> list[tuple[str, str]]:
         problems.append(("heartbeat.timeout_ms", "must not exceed heartbeat.interval_ms"))
     if cfg.heartbeat.transport == "udp":
         for i, nf in enumerate(cfg.nfs):
-            host = split_hostport(nf.replication_address())[0]
-            if ":" in host:  # the controller's heartbeat socket is IPv4
-                problems.append((f"nfs[{i}].replication", f"{host} is IPv6: heartbeat.transport "
+            repl_host = split_hostport(nf.replication_address())[0]
+            if ":" in repl_host:  # the controller's heartbeat socket is IPv4
+                problems.append((f"nfs[{i}].replication", f"{repl_host} is IPv6: heartbeat.transport "
                                  "udp needs IPv4 or host names (use grpc)"))
     problems.extend(_check_chains(cfg))
     return problems
