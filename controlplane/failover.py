@@ -104,12 +104,17 @@ async def _assign_backup(ctl: Controller, backup: int, primary: int, slots: list
     ctl.registry.nfs[backup].role = "backup"
 
 
+SET_BACKUP_TIMEOUT = 0.5  # a primary that does not answer within this hangs (the move lock waits)
+
+
 async def _set_backup(ctl: Controller, primary: int, backup: int | None) -> None:
     if backup is None:
-        await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(backup_nf_id=0))
+        await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(backup_nf_id=0),
+                                timeout=SET_BACKUP_TIMEOUT)
     else:
         await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(
-            backup_nf_id=backup, address=ctl.cfg.nf(backup).replication_address()))
+            backup_nf_id=backup, address=ctl.cfg.nf(backup).replication_address()),
+            timeout=SET_BACKUP_TIMEOUT)
 
 
 async def fail_over(ctl: Controller, dead: int, since: float = 0.0,
@@ -247,7 +252,11 @@ async def protect(ctl: Controller) -> list[FailoverResult]:
 
 async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) -> FailoverResult:
     """Give `primary` a new backup from the pool (or none if no NF qualifies), replacing
-    `dead_backup` (None: it had none): assign the slots, rewrite its group, tell the primary."""
+    `dead_backup` (None: it had none): assign the slots, tell the primary, then rewrite its group
+    and record the pair. The primary is told first: until it answers, its output is committed
+    with (and logged at) its old backup, which must stay the one a fail-over promotes; if it
+    does not answer (it hangs too), nothing is recorded and its own fail-over finds the old
+    backup (a backup only suspected is probed and promoted if it answers)."""
     started, t0 = time.time(), time.monotonic()
     new_backup = choose_backup(ctl, primary, exclude=set() if dead_backup is None else {dead_backup})
     slots = ctl.slot_map.slots_of(primary)
@@ -255,8 +264,8 @@ async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) ->
     try:
         if new_backup is not None:
             await _assign_backup(ctl, new_backup, primary, slots)
-        await ctl.set_pair(primary, new_backup)
         await _set_backup(ctl, primary, new_backup)
+        await ctl.set_pair(primary, new_backup)
     except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
         error = f"{type(exc).__name__}: {exc}"
         LOG.error("new backup for NF %d: %s", primary, error)

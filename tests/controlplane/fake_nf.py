@@ -42,6 +42,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     replay: int = 0  # what Promote reports as replayed
     promote_delay: float = 0.0  # Promote answers after this long
     refuse_setrole: int = 0  # the next this many SetRole calls fail (a control API not up yet)
+    setbackup_delay: float = 0.0  # SetBackup answers after this long (a hung NF)
     promoted: list[int] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
@@ -88,6 +89,8 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def SetBackup(self, request, context):
         self.calls.append(("SetBackup", (request.backup_nf_id, request.address)))
+        if self.setbackup_delay:
+            await asyncio.sleep(self.setbackup_delay)
         self.backup = request.backup_nf_id
         return pb.Result(ok=True)
 

@@ -206,3 +206,22 @@ def test_a_restarted_nf_that_answers_before_its_control_api_is_up_is_configured_
         assert [n for n, _ in fakes[5].calls[before:]].count("SetRole") == 4  # 3 refused
 
     asyncio.run(with_controller(body))
+
+
+def test_a_backup_is_not_replaced_behind_the_back_of_a_primary_that_does_not_answer():
+    """Backup 4 of primary 2 is thought dead while 2 hangs: 2 never hears of a new backup, so
+    its committed output stays logged at 4. The pair is left as it was (4 stays the NF a
+    fail-over of 2 promotes) rather than naming a backup that holds nothing of 2's."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        fakes[2].setbackup_delay = 5.0  # 2 hangs
+        c.session.writes.clear()
+        await servers[4].stop()
+        for _ in range(3):
+            await c.registry.heartbeat(4)
+        await wait_until(lambda: bool(c.failovers) and not c.background_tasks(), timeout=10)
+        [fo] = c.failovers
+        assert not fo.ok and fo.kind == "backup" and "SetBackup" in fo.error
+        assert c.pairs[2] == 4 and c.session.writes == []  # nothing recorded, group unchanged
+
+    asyncio.run(with_controller(body))
