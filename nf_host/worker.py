@@ -656,6 +656,10 @@ class Worker:
         return slot % self.cfg.workers == self.cfg.index
 
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool) -> None:
+        if as_backup and self.role == Role.IDLE and slots:
+            self.role = Role.BACKUP  # a spare taken from the pool (as the control server records)
+        elif not as_backup and slots:
+            self.role = Role.PRIMARY
         for slot, epoch, next_seq in slots:
             if as_backup:
                 self.backed_up.add(slot)
@@ -756,6 +760,7 @@ class Worker:
         rt = self.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is already owned here")
+        self.role = Role.PRIMARY  # it owns the slot once the transfer arrives
         self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
         self.backed_up.discard(slot)
 
@@ -870,6 +875,10 @@ class Worker:
         here if `measured` holds a slot still backed up here ([]: a later part of one)."""
         if any(s in self.backed_up or s in self.replicas for s in measured):
             self._takeover = (time.time(), set(measured))
+        if chosen:
+            # a primary now, whatever it was configured as (a spare given slots to back up, then
+            # promoted): a later SetRole(IDLE/BACKUP) must drop what it owns
+            self.role = Role.PRIMARY
         replayed = 0
         now = time.monotonic()
         done: list[int] = []

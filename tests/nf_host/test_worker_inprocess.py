@@ -17,7 +17,7 @@ from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame, str
 from nf_host.nf_api import make_nf
 from nf_host.replication import Link, Message
 from nf_host.state_store import Replica
-from nf_host.worker import CommandError, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
@@ -635,6 +635,31 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
             assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 2
             assert all(b.w.slots[s].role == SlotRole.PRIMARY for s in [SLOT, *idle])
             assert len(b.out) == 2  # no backup: both outputs left
+        finally:
+            await b.w.stop()
+
+    run(body)
+
+
+def test_a_spare_promoted_then_failed_over_drops_its_slots_when_made_idle_again() -> None:
+    """A restarted NF is idle; given slots to back up (no SetRole: the pool's spare becomes a
+    backup by AssignSlots) and promoted, it owns slots. Failed over while alive, it is set IDLE
+    again: it must drop them, not keep them because it "already was" idle (two owners of a slot
+    were seen in a hang run, each refusing the other's deltas, the flows' output held for good)."""
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            roles = []
+            b.w.set_role(Role.IDLE)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            roles.append(b.w.role)
+            b.w.promote([SLOT], dead=1)
+            assert b.w.slots[SLOT].role == SlotRole.PRIMARY
+            roles.append(b.w.role)
+            b.w.set_role(Role.IDLE)
+            roles.append(b.w.role)
+            assert SLOT not in b.w.slots and roles == [Role.BACKUP, Role.PRIMARY, Role.IDLE]
         finally:
             await b.w.stop()
 
