@@ -281,11 +281,15 @@ class Controller:
         async with self.move_lock:
             if dead in self.pairs and await self._really_down(dead, confirmed, since):
                 result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
-                self.failovers.append(result)
                 if result.ok:
                     self.orphans.discard(dead)
                     self._acted_on(dead)
-                else:  # its slots stay with it: tried again when its backup answers again
+                if result.ok or result.promoted is not None:
+                    self.failovers.append(result)
+                else:
+                    # no live backup: its slots stay with it (status "orphans"), tried again when
+                    # its backup answers again; recorded once resolved (failed over, or its state
+                    # lost); an orphan that answers again itself was a false alarm: nothing to record
                     self.orphans.add(dead)
             else:
                 self.nfs_configured.add(dead)
@@ -601,6 +605,7 @@ class Controller:
             "moves": {"total": len(self.moves), "ok": sum(m.ok for m in self.moves),
                       "undone": sum(m.undone for m in self.moves)},
             "failovers": [f.to_json() for f in self.failovers],
+            "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
             "uptime_s": round(time.time() - self.started, 1),
         }
 
