@@ -114,6 +114,7 @@ class Controller:
         # NFs whose failure was acted on (failed over, replaced as a backup) since they were
         # last configured: when they answer again they are configured anew (as spares)
         self.acted_on: set[int] = set()
+        self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
         self._background: set[asyncio.Task[None]] = set()
         self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
@@ -378,6 +379,15 @@ class Controller:
         return {slot: (value + 1) & 0xFFFFFFFF for slot, value in last.items()}
 
     async def _reconfigure(self, nf_id: int, restarted: bool = False) -> None:
+        """Configure `nf_id` again from the current state. One at a time per NF: two racing
+        ones configured an NF from two states (a spare given slots to back up by the first's
+        `protect`, then made idle by the second, dropping them: its primary then died with a
+        backup that held nothing)."""
+        lock = self._nf_locks.setdefault(nf_id, asyncio.Lock())
+        async with lock:
+            await self._reconfigure_now(nf_id, restarted)
+
+    async def _reconfigure_now(self, nf_id: int, restarted: bool) -> None:
         if nf_id in self.orphans:
             if restarted:  # a new process: it holds nothing of its slots
                 await self._orphan_back(nf_id)

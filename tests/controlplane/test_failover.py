@@ -245,3 +245,16 @@ def test_an_orphan_that_answers_again_itself_was_a_false_alarm_and_is_not_record
         assert c.failovers == [] and c.pairs[1] == 3 and 1 in c.nfs_configured
 
     asyncio.run(with_controller(body))
+
+
+def test_two_reconfigurations_of_one_nf_do_not_interleave():
+    """An NF's "up" and a second "up" (or the end of a fail-over) can each start configuring it:
+    the second waits for the first, and so configures it from the state the first left (not an
+    older one: a spare made a backup in between was made idle again, dropping what it backed up)."""
+    async def body(c, fakes, servers):
+        fakes[5].calls.clear()
+        await asyncio.gather(c._reconfigure(5), c._reconfigure(5))
+        names = [n for n, _ in fakes[5].calls if n in ("SetRole", "SetClusterPeers")]
+        assert names[:2] == ["SetRole", "SetClusterPeers"] and names.count("SetRole") == 2
+
+    asyncio.run(with_controller(body))
