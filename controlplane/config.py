@@ -259,6 +259,10 @@ class HeartbeatConfig(_Model):
     # the one probe that confirms a suspicion (missed heartbeats, or the NF's control connection
     # closing: a crashed process closes its sockets) before a fail-over; a live NF answers it
     confirm_timeout_ms: int = Field(default=200, ge=1)
+    # how heartbeats travel: "grpc" (the control API's Heartbeat: the NF's parent asks each
+    # worker through its pipe), or "udp" (a datagram each worker's event loop echoes,
+    # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
+    transport: Literal["grpc", "udp"] = "grpc"
 
 
 class EtcdConfig(_Model):
@@ -463,6 +467,12 @@ def cross_check(cfg: ControllerConfig) -> list[tuple[str, str]]:
         )
     if cfg.heartbeat.timeout_ms > cfg.heartbeat.interval_ms:
         problems.append(("heartbeat.timeout_ms", "must not exceed heartbeat.interval_ms"))
+    if cfg.heartbeat.transport == "udp":
+        for i, nf in enumerate(cfg.nfs):
+            repl_host = split_hostport(nf.replication_address())[0]
+            if ":" in repl_host:  # the controller's heartbeat socket is IPv4
+                problems.append((f"nfs[{i}].replication", f"{repl_host} is IPv6: heartbeat.transport "
+                                 "udp needs IPv4 or host names (use grpc)"))
     problems.extend(_check_chains(cfg))
     return problems
 

@@ -15,9 +15,16 @@ heartbeats, each confirmed by one probe) declares A down; then:
    the same time A's replica group is rewritten in place to {A' rid 1, C rid 2}: ONE switch
    write whatever the number of slots, since every slot of A points at that group. Epochs do
    not change (the output dedup's watermark carries over);
-4. only then does the controller's state change: A' owns A's slots and A's group, C is A''s
-   backup (persisted in etcd). If a step fails, nothing of the controller's state has changed
-   and the fail-over is tried again with another backup, then without one.
+4. only then are the cluster's views sent without A, and does the controller's state change:
+   A' owns A's slots and A's group, C is A''s backup (persisted in etcd). If a step fails,
+   nothing of the controller's state has changed and the fail-over is tried again with another
+   backup, then without one.
+
+The promotion is the critical path (A''s output waits for it): nothing else goes to A' before
+`Promote`, and the result's `timeline_ms` says when each step ended, counted from the first
+evidence of the failure. A backup only suspected (missed heartbeats) is probed and promoted if
+it answers; a primary left without a live backup stays an orphan the controller retries
+(`Controller.orphans`), and `state_lost` records a double fault that lost the state.
 
 A dead backup is replaced the same way (steps 1-2 and its primary's group), so a primary whose
 backup died does not hold its output forever. A dead spare only leaves the pool.
@@ -28,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +67,13 @@ class FailoverResult:
     ok: bool = True
     error: str = ""
     at: float = 0.0
-    kind: str = "primary"     # "primary": a fail-over; "backup": a dead backup replaced
+    kind: str = "primary"     # "primary": a fail-over; "backup": a dead backup replaced;
+                              # "protect": a backup given; "lost": a double fault's state lost
     steps_ms: dict[str, float] = field(default_factory=dict)  # where the time went
+    # ms from the first evidence of the failure (`suspected_at`: the connection closing, the
+    # first missed heartbeat) to each step: confirmed, decided, group, promoted, persisted
+    timeline_ms: dict[str, float] = field(default_factory=dict)
+    suspected_at: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,8 +89,8 @@ def choose_backup(ctl: Controller, primary: int, exclude: set[int]) -> int | Non
         state = ctl.registry.nfs[nf.id]
         if nf.id in busy or nf.id in exclude or nf.id == primary or nf.node == me.node:
             continue
-        if state.declared_down or state.alive is False:
-            continue
+        if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
+            continue  # (failed over or replaced, not configured anew yet: it may still own slots)
         candidates.append((state.role != "spare", nf.id))
     return min(candidates)[1] if candidates else None
 
@@ -91,50 +104,77 @@ async def _assign_backup(ctl: Controller, backup: int, primary: int, slots: list
     ctl.registry.nfs[backup].role = "backup"
 
 
+SET_BACKUP_TIMEOUT = 0.5  # a primary that does not answer within this hangs (the move lock waits)
+
+
 async def _set_backup(ctl: Controller, primary: int, backup: int | None) -> None:
     if backup is None:
-        await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(backup_nf_id=0))
+        await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(backup_nf_id=0),
+                                timeout=SET_BACKUP_TIMEOUT)
     else:
         await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(
-            backup_nf_id=backup, address=ctl.cfg.nf(backup).replication_address()))
+            backup_nf_id=backup, address=ctl.cfg.nf(backup).replication_address()),
+            timeout=SET_BACKUP_TIMEOUT)
 
 
-async def fail_over(ctl: Controller, dead: int) -> FailoverResult:
-    """Promote the backup of dead primary `dead` for all its slots (see the module docstring)."""
+async def fail_over(ctl: Controller, dead: int, since: float = 0.0,
+                    confirmed_at: float = 0.0) -> FailoverResult:
+    """Promote the backup of dead primary `dead` for all its slots (see the module docstring).
+    `since` is the time.time() of the first evidence of the failure and `confirmed_at` of its
+    confirmation (the timeline's origin and first mark)."""
     started, t0 = time.time(), time.monotonic()
+    since = since or started
+    timeline: dict[str, float] = {}
+
+    def mark(name: str) -> None:
+        timeline[name] = round((time.time() - since) * 1000, 2)
+
+    if confirmed_at:
+        timeline["confirmed"] = round((confirmed_at - since) * 1000, 2)
+    mark("decided")
     slots = ctl.slot_map.slots_of(dead)
     promoted = ctl.pairs.get(dead)
-    if promoted is None or ctl.registry.nfs[promoted].declared_down:
+    if promoted is not None and ctl.registry.nfs[promoted].declared_down \
+            and await ctl.registry.probe_hang(promoted, ctl.confirm_timeout):
+        # the backup was only suspected (heartbeats missed on a loaded machine) and answers:
+        # it holds the state, so it takes over (refusing would leave the slots without owner)
+        LOG.warning("NF %d, backup of dead NF %d, missed heartbeats but answers: promoted", promoted,
+                    dead)
+    elif promoted is None or ctl.registry.nfs[promoted].declared_down:
         error = f"primary {dead} died without a live backup: its {len(slots)} slots have no owner"
         LOG.error(error)
-        return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started)
+        return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started,
+                              timeline_ms=timeline, suspected_at=since)
     tried: set[int] = {dead}
     error = ""
     steps: dict[str, float] = {}
     while True:
         new_backup = choose_backup(ctl, promoted, exclude=tried)
         try:
-            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps)
+            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark)
             break
         except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             LOG.error("fail-over of NF %d to NF %d with backup %s: %s", dead, promoted, new_backup, error)
             if new_backup is None:  # not even without a new backup: A' or the switch fails
                 return FailoverResult(dead, promoted, None, len(slots), ok=False, error=error,
-                                      seconds=round(time.monotonic() - t0, 4), at=started)
+                                      seconds=round(time.monotonic() - t0, 4), at=started,
+                                      timeline_ms=timeline, suspected_at=since)
             tried.add(new_backup)
     seconds = round(time.monotonic() - t0, 4)
-    LOG.warning("fail-over: NF %d dead, NF %d owns its %d slots (replayed %d) with backup %s in %.3f s",
-                dead, promoted, len(slots), replayed,
-                new_backup if new_backup is not None else "none (no NF qualifies)", seconds)
+    LOG.warning("fail-over: NF %d dead, NF %d owns its %d slots (replayed %d) with backup %s in %.3f s;"
+                " ms since the first evidence: %s", dead, promoted, len(slots), replayed,
+                new_backup if new_backup is not None else "none (no NF qualifies)", seconds,
+                " ".join(f"{k} {v}" for k, v in timeline.items()))
     return FailoverResult(dead, promoted, new_backup, len(slots), replayed, seconds, True, "", started,
-                          steps_ms=steps)
+                          steps_ms=steps, timeline_ms=timeline, suspected_at=since)
 
 
 async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | None,
-                     slots: list[int], steps: dict[str, float]) -> int:
+                     slots: list[int], steps: dict[str, float],
+                     mark: Callable[[str], None] = lambda _name: None) -> int:
     """Steps 2-4 of the module docstring; returns how many packets A' replayed. `steps` gets
-    each step's duration in ms."""
+    each step's duration in ms, `mark` each step's end on the fail-over's timeline."""
     reg = ctl.registry
     t = t0 = time.monotonic()
 
@@ -151,21 +191,43 @@ async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | No
             lap("new_backup")
         await ctl.rewrite_group(dead, promoted, backup)
         lap("group")
+        mark("group")
+
+    async def promote() -> Any:
+        reply = await reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT)
+        mark("promoted")
+        return reply
 
     request = pb.PromoteRequest(slots=slots, dead_nf_id=dead)
     if backup is not None:
         request.backup_nf_id = backup
         request.backup_address = ctl.cfg.nf(backup).replication_address()
-    # and the cluster's view without A: its peers refuse whatever A may still send (a primary
-    # failed over while alive must not feed the replicas A' now feeds)
-    reply, _, _ = await asyncio.gather(
-        reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT), backup_then_group(),
-        reg.refresh_peers(ctl.cfg.nf(dead).cluster))
+    # the promotion is the critical path (A''s output waits for it): nothing else is sent to
+    # A' before it, and only the new backup's assignment and the group write run beside it
+    reply, _ = await asyncio.gather(promote(), backup_then_group())
     steps["promote"] = round((time.monotonic() - t0) * 1000, 2)
+    # then the cluster's view without A: its peers refuse whatever A may still send (a primary
+    # failed over while alive must not feed the replicas A' now feeds; A''s deltas, of a newer
+    # owner generation, already supersede A's in the replicas)
+    await reg.refresh_peers(ctl.cfg.nf(dead).cluster)
     await ctl.hand_over(dead, promoted, backup)
     reg.nfs[promoted].role = "primary"
     lap("persist")
+    mark("persisted")
     return int(reply.replayed)
+
+
+def state_lost(ctl: Controller, dead: int) -> FailoverResult:
+    """The record of a double fault: primary `dead` died without a live backup (`fail_over`
+    refused) and came back as a new process, so the state of its slots is gone. It owns them
+    again from empty state (nobody else can); the record makes the loss visible (status,
+    `nfc status`, the fail-over bench counts it as a fault not handled)."""
+    slots = len(ctl.slot_map.slots_of(dead))
+    error = (f"NF {dead} died without a live backup and restarted: the state of its {slots} slots "
+             "is lost (it owns them again, from empty state)")
+    LOG.error(error)
+    return FailoverResult(dead, None, None, slots, ok=False, error=error, at=time.time(),
+                          kind="lost")
 
 
 async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | None:
@@ -190,7 +252,11 @@ async def protect(ctl: Controller) -> list[FailoverResult]:
 
 async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) -> FailoverResult:
     """Give `primary` a new backup from the pool (or none if no NF qualifies), replacing
-    `dead_backup` (None: it had none): assign the slots, rewrite its group, tell the primary."""
+    `dead_backup` (None: it had none): assign the slots, tell the primary, then rewrite its group
+    and record the pair. The primary is told first: until it answers, its output is committed
+    with (and logged at) its old backup, which must stay the one a fail-over promotes; if it
+    does not answer (it hangs too), nothing is recorded and its own fail-over finds the old
+    backup (a backup only suspected is probed and promoted if it answers)."""
     started, t0 = time.time(), time.monotonic()
     new_backup = choose_backup(ctl, primary, exclude=set() if dead_backup is None else {dead_backup})
     slots = ctl.slot_map.slots_of(primary)
@@ -198,8 +264,8 @@ async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) ->
     try:
         if new_backup is not None:
             await _assign_backup(ctl, new_backup, primary, slots)
-        await ctl.set_pair(primary, new_backup)
         await _set_backup(ctl, primary, new_backup)
+        await ctl.set_pair(primary, new_backup)
     except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
         error = f"{type(exc).__name__}: {exc}"
         LOG.error("new backup for NF %d: %s", primary, error)

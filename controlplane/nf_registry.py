@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 import grpc
 
-from controlplane.config import ControllerConfig, NfConfig
+from controlplane.config import ControllerConfig, NfConfig, split_hostport
+from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
@@ -83,6 +84,11 @@ class NfEvent:
     misses: int = 0
     confirmed: bool = False  # a "down" whose confirming probe has already failed
     reason: str = ""
+    # "down": time.time() of the first evidence (the connection closing, the first missed
+    # heartbeat), where a fail-over's timeline starts; "up": the NF answered with a lower uptime
+    # than before (a new process: whatever it held is gone)
+    since: float = field(default=0.0, compare=False)
+    restarted: bool = False
 
 
 @dataclass
@@ -99,6 +105,7 @@ class NfState:
     load: NfLoad | None = None
     declared_down: bool = False
     uptime_ms: int | None = None  # from the last heartbeat; a decrease means the NF restarted
+    suspected_at: float | None = None  # time.time() of the first miss of the current run of misses
 
     def summary(self) -> dict[str, Any]:
         load = self.load or NfLoad()
@@ -149,6 +156,14 @@ class NfRegistry:
         self._conns: dict[int, _Conn] = {}
         self._listeners: list[EventListener] = []
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
+        self.udp = UdpHeartbeats() if cfg.heartbeat.transport == "udp" else None
+        self.inconclusive_rounds = 0  # heartbeat rounds most NFs missed: not counted as misses
+        # ...for this long at most (a stall is short; many NFs hung at once are not)
+        self.stall_limit = 1.0
+        self._last_conclusive = time.monotonic()
+        # NFs left out of a cluster view sent while they were thought down (nf -> cluster):
+        # when they answer again, their cluster gets its views again
+        self.left_out: dict[int, str] = {}
 
     # -- connections ------------------------------------------------------------------------------
     def _conn(self, nf_id: int) -> _Conn:
@@ -160,6 +175,8 @@ class NfRegistry:
         return conn
 
     async def close(self) -> None:
+        if self.udp is not None:
+            self.udp.close()
         conns, self._conns = self._conns, {}
         for conn in conns.values():
             await conn.channel.close()
@@ -242,6 +259,8 @@ class NfRegistry:
         came back); a member that cannot be reached gets it when it is configured again."""
         members = [p.id for p in self.cfg.cluster_members(cluster)
                    if not self.nfs[p.id].declared_down]
+        self.left_out.update({p.id: cluster for p in self.cfg.cluster_members(cluster)
+                              if self.nfs[p.id].declared_down})
 
         async def one(nf_id: int) -> None:
             try:
@@ -254,39 +273,61 @@ class NfRegistry:
     # -- failure detection ------------------------------------------------------------------------
     async def heartbeat(self, nf_id: int) -> bool:
         """One heartbeat; updates the NF's state and emits an event on a liveness change."""
-        state = self.nfs[nf_id]
+        return await self._account(nf_id, *await self._send(nf_id))
+
+    async def _send(self, nf_id: int) -> tuple[int | None, float, float]:
+        """One heartbeat's (uptime or None, monotonic start, wall-clock send time)."""
         conn = self._conn(nf_id)
         conn.counter += 1
         counter = conn.counter  # a concurrent probe may advance conn.counter
-        start = time.monotonic()
-        try:
-            reply = await conn.stub.Heartbeat(
-                pb.HeartbeatRequest(counter=counter),
-                timeout=self.cfg.heartbeat.timeout_ms / 1000,
-            )
-            ok = reply.counter == counter and reply.nf_id in (0, nf_id)
-        except grpc.aio.AioRpcError:
-            ok = False
-        if ok:
-            restarted = state.uptime_ms is not None and reply.uptime_ms < state.uptime_ms
-            state.uptime_ms = reply.uptime_ms
+        start, sent_at = time.monotonic(), time.time()
+        return await self._beat(nf_id, counter, self.cfg.heartbeat.timeout_ms / 1000), start, sent_at
+
+    async def _account(self, nf_id: int, uptime: int | None, start: float, sent_at: float,
+                       count_miss: bool = True) -> bool:
+        """Take one heartbeat's outcome into the NF's state; a miss counts only if `count_miss`."""
+        state = self.nfs[nf_id]
+        if uptime is not None:
+            restarted = state.uptime_ms is not None and uptime < state.uptime_ms
+            state.uptime_ms = uptime
             state.heartbeats += 1
             state.misses = 0
+            state.suspected_at = None
             state.last_seen = time.monotonic()
             state.rtt_ms = (state.last_seen - start) * 1000
             state.alive = True
             if state.declared_down:
                 state.declared_down = False
-                await self._emit(NfEvent("up", nf_id))
+                await self._emit(NfEvent("up", nf_id, restarted=restarted))
             elif restarted:  # back before it was missed: it lost its configuration all the same
                 await self._emit(NfEvent("restarted", nf_id))
             return True
+        if not count_miss:
+            return False
         state.misses += 1
+        if state.suspected_at is None:
+            state.suspected_at = sent_at
         if state.misses >= self.cfg.heartbeat.misses and not state.declared_down:
             state.declared_down = True
             state.alive = False
-            await self._emit(NfEvent("down", nf_id, state.misses))
+            await self._emit(NfEvent("down", nf_id, state.misses, since=state.suspected_at))
         return False
+
+    async def _beat(self, nf_id: int, counter: int, timeout: float) -> int | None:
+        """One heartbeat over the configured transport: the NF's uptime (ms), None if missed."""
+        if self.udp is not None:
+            host, port = split_hostport(self.nfs[nf_id].cfg.replication_address())
+            load = self.nfs[nf_id].load
+            return await self.udp.ping(nf_id, host, port, load.workers if load else 1, counter,
+                                       timeout)
+        try:
+            reply = await self._conn(nf_id).stub.Heartbeat(pb.HeartbeatRequest(counter=counter),
+                                                           timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return None
+        if reply.counter != counter or reply.nf_id not in (0, nf_id):
+            return None
+        return int(reply.uptime_ms)
 
     async def probe(self, nf_id: int, timeout: float) -> bool:
         """One extra heartbeat with a longer deadline, changing no state: is the NF really gone?
@@ -300,9 +341,38 @@ class NfRegistry:
             return False
         return bool(reply.counter == counter)
 
+    async def probe_hang(self, nf_id: int, timeout: float) -> bool:
+        """The probe that confirms missed heartbeats: does the NF answer within `timeout`? Over
+        UDP (when heartbeats use it) the datagram is sent three times within the deadline: a
+        slow NF answers one of them, a stopped one none. (A closed control connection is
+        confirmed by `probe`, whose refused connection is immediate.)"""
+        if self.udp is None:
+            return await self.probe(nf_id, timeout)
+        conn = self._conn(nf_id)
+        conn.counter += 1
+        host, port = split_hostport(self.nfs[nf_id].cfg.replication_address())
+        load = self.nfs[nf_id].load
+        return await self.udp.ping(nf_id, host, port, load.workers if load else 1, conn.counter,
+                                   timeout, sends=3) is not None
+
     async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
+        """One heartbeat to each NF (all by default). A round that fewer than half of the NFs
+        answered says more about this controller or the machine (a stall of its event loop, of
+        the whole host) than about each NF: its misses are not counted, for `stall_limit`
+        seconds at most (then many NFs really are silent). An NF that really hangs misses while
+        the others answer."""
         ids = list(self.nfs if nf_ids is None else nf_ids)
-        results = await asyncio.gather(*(self.heartbeat(i) for i in ids))
+        sent = await asyncio.gather(*(self._send(i) for i in ids))
+        answered = sum(1 for uptime, _, _ in sent if uptime is not None)
+        now = time.monotonic()
+        majority = 2 * answered >= len(ids)
+        if majority:
+            self._last_conclusive = now
+        conclusive = majority or now - self._last_conclusive > self.stall_limit
+        if not conclusive:
+            self.inconclusive_rounds += 1
+        results = [await self._account(i, *one, count_miss=conclusive)
+                   for i, one in zip(ids, sent, strict=True)]
         return dict(zip(ids, results, strict=True))
 
     async def heartbeat_loop(self) -> None:
@@ -331,12 +401,14 @@ class NfRegistry:
         nf = self.nfs[nf_id]
         if nf.declared_down:
             return True
+        since = time.time()
         if await self.probe(nf_id, self.cfg.heartbeat.confirm_timeout_ms / 1000):
             return False
         if nf.declared_down:  # the heartbeats declared it meanwhile
             return True
         nf.declared_down, nf.alive = True, False
-        await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason))
+        await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason,
+                                 since=since))
         return True
 
     async def watch_loop(self) -> None:

@@ -256,10 +256,30 @@ class Link:
         self.writer: asyncio.StreamWriter | None = None
         self.bytes_sent = 0
         self.errors = 0  # handler failures (each dropped the connection)
+        self.attempts = 0  # connections tried (refused ones included)
+        self.waiting = False  # between two attempts (backing off)
         self.closed = False
         self.connected = asyncio.Event()
+        self._wake = asyncio.Event()  # set by `kick`: reconnect now, not after the wait
         self._out: list[bytes] = []
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def kick(self) -> None:
+        """Reconnect at once if disconnected, and forget the back-off of short-lived connections:
+        the link has just become needed (named backup, or a peer again) and the other side, which
+        refused it, may know this NF by now. Nothing happens to a connected link."""
+        self.delay = self.retry
+        self._wake.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """The wait before a reconnection; `kick` ends it early."""
+        self._wake.clear()
+        self.waiting = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), seconds)
+        finally:
+            self.waiting = False
 
     def send(self, msg: Message) -> int:
         """Queue `msg`; return its size in bytes on the wire (0 if the link is down)."""
@@ -300,10 +320,11 @@ class Link:
         host, port = split_address(self.address)
         loop = asyncio.get_running_loop()
         while not self.closed:
+            self.attempts += 1
             try:
                 reader, writer = await asyncio.open_connection(host, port)
             except OSError:
-                await asyncio.sleep(self.retry)
+                await self._pause(self.retry)
                 continue
             since = loop.time()
             self.writer = writer
@@ -334,7 +355,7 @@ class Link:
             # snapshot would be encoded again each time) is retried ever later, up to MAX_RETRY
             short = loop.time() - since < MAX_RETRY
             self.delay = min(self.delay * 2, MAX_RETRY) if short else self.retry
-            await asyncio.sleep(self.delay)
+            await self._pause(self.delay)
 
     async def close(self) -> None:
         self.closed = True

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 _OUT_SHIM = struct.Struct("!BBBBHHHI")  # the shim without its trailing ether_type
 _OUT_PREFIX = b"\x88\xb5"
 _HDR = ETH_HDR_LEN + SHIM_LEN
+PROMOTE_CHUNK = 128  # idle slots promoted per turn of the event loop (Worker.promote_soon)
 _SLOT_SEQ = struct.Struct("!H4xI")  # slot and seq, from shim offset 4
 
 
@@ -172,6 +173,8 @@ class Worker:
         self.released_id = 0  # the last batch whose output has been handed to `tx`
         self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
+        # the last promotion (time.time(), its slots) until its first output is released
+        self._takeover: tuple[float, set[int]] | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -442,6 +445,13 @@ class Worker:
             tx(out)
         self.c.outputs += len(batch.outputs)
         self.released_id = batch.id
+        if self._takeover is not None and batch.outputs \
+                and not self._takeover[1].isdisjoint(batch.slot_seqs):
+            # what a fail-over's takeover ends with (the fail-over bench reads this line)
+            promoted_at, now = self._takeover[0], time.time()
+            self._takeover = None
+            log.info("takeover: first output of the promoted slots released %.1f ms after the "
+                     "promotion, at %.6f", (now - promoted_at) * 1000, now)
         if self._release_waiters:
             waiting = self._release_waiters
             self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]
@@ -646,6 +656,10 @@ class Worker:
         return slot % self.cfg.workers == self.cfg.index
 
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool) -> None:
+        if as_backup and self.role == Role.IDLE and slots:
+            self.role = Role.BACKUP  # a spare taken from the pool (as the control server records)
+        elif not as_backup and slots:
+            self.role = Role.PRIMARY
         for slot, epoch, next_seq in slots:
             if as_backup:
                 self.backed_up.add(slot)
@@ -721,7 +735,9 @@ class Worker:
             self._maybe_resume()
         else:
             self.backup_id = nf_id
-            self._link(nf_id, address)
+            # output waits for this link: if it is backing off after refusals (the NF was not
+            # told of us yet, e.g. a spare just restarted), try again now
+            self._link(nf_id, address).kick()
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:
@@ -731,7 +747,8 @@ class Worker:
         new = {nf for nf, _ in peers if nf != self.cfg.nf_id}
         for nf_id, address in peers:
             if nf_id != self.cfg.nf_id:
-                self._link(nf_id, address)
+                # a peer now (again): it may have refused us while it did not know us
+                self._link(nf_id, address).kick()
         for gone in self.peer_ids - new:
             if gone != self.backup_id:
                 link = self.links.pop(gone, None)
@@ -743,6 +760,7 @@ class Worker:
         rt = self.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is already owned here")
+        self.role = Role.PRIMARY  # it owns the slot once the transfer arrives
         self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
         self.backed_up.discard(slot)
 
@@ -822,9 +840,48 @@ class Worker:
             "delta": base is not None,
         }
 
+    def busy_first(self, slots: list[int]) -> tuple[list[int], list[int]]:
+        """`slots` split into those with something to replay or state (promoted first: their
+        output is what a takeover waits for) and the idle rest."""
+        busy: list[int] = []
+        idle: list[int] = []
+        for s in slots:
+            rep = self.replicas.get(s)
+            (busy if self.inbuf.slots.get(s) or (rep is not None and rep.flows) else idle).append(s)
+        return busy, idle
+
+    async def promote_soon(self, slots: list[int], dead: int = 0,
+                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+        """`promote`, busy slots first and then the idle ones `chunk` at a time, letting the event
+        loop run in between: the busy slots' first output leaves (it waits for the new backup's
+        ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
+        idle slots. An idle slot not promoted yet is still backed up: its packets are kept as
+        copies and replayed when its turn comes."""
+        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        busy, idle = self.busy_first(chosen)
+        res = self._promote(busy, dead, measured=chosen)
+        for start in range(0, len(idle), chunk):
+            await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
+            more = self._promote(idle[start:start + chunk], dead, measured=[])
+            res["replayed"] += more["replayed"]
+            res["slots"] += more["slots"]
+        return res
+
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
-        chosen = slots or sorted(self.backed_up)
-        chosen = [s for s in chosen if self.owns(s)]
+        """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
+        step (docs/protocols.md §4)."""
+        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        return self._promote(chosen, dead, measured=chosen)
+
+    def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+        """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
+        here if `measured` holds a slot still backed up here ([]: a later part of one)."""
+        if any(s in self.backed_up or s in self.replicas for s in measured):
+            self._takeover = (time.time(), set(measured))
+        if chosen:
+            # a primary now, whatever it was configured as (a spare given slots to back up, then
+            # promoted): a later SetRole(IDLE/BACKUP) must drop what it owns
+            self.role = Role.PRIMARY
         replayed = 0
         now = time.monotonic()
         done: list[int] = []
@@ -1000,7 +1057,7 @@ class Worker:
         if name == "promote":
             if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
                 self.set_backup(int(args["backup"]), str(args["address"]))
-            return self.promote([int(s) for s in args["slots"]], int(args.get("dead", 0)))
+            return await self.promote_soon([int(s) for s in args["slots"]], int(args.get("dead", 0)))
         raise CommandError(f"unknown command {name!r}")
 
 

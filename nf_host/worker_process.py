@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
+from nf_host import liveness
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore, make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
@@ -128,8 +129,11 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     loop = asyncio.get_running_loop()
 
     sender = FrameSender(sock)
-    worker = Worker(cfg.worker_config(index), nf, store, sender)
+    wcfg = cfg.worker_config(index)
+    worker = Worker(wcfg, nf, store, sender)
     await worker.start()
+    # heartbeats answered by this event loop (nf_host/liveness.py): silent when it is stuck
+    echo, _ = await liveness.serve(wcfg.repl_host, wcfg.repl_port, cfg.nf_id, index, worker.started)
     done = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
 
@@ -185,6 +189,7 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     try:
         await done
     finally:
+        echo.close()
         await worker.stop()
         sock.close()
 

@@ -21,12 +21,14 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from topo.procs import wait_for
@@ -50,6 +52,9 @@ class FaultRecord:
     slots: list[int] = field(default_factory=list)  # a primary's slots at that time
     detection_ms: float | None = None
     takeover_ms: float | None = None
+    # from the signal to the promoted backup releasing its first output for the dead NF's
+    # slots (its log's "takeover:" line): takeover at the NF, without the switch's transit
+    first_output_ms: float | None = None
     promoted: int | None = None
     new_backup: int | None = None
     ok: bool = False
@@ -204,6 +209,25 @@ def takeover_times(records: list[FaultRecord], client: SideReport, server: SideR
                         break
         if first is not None:
             rec.takeover_ms = (first - rec.at) * 1000
+
+
+TAKEOVER_LINE = re.compile(r"takeover: first output .* at (\d+\.\d+)")
+
+
+def first_output_times(records: list[FaultRecord], log_dir: Path) -> None:
+    """Fill in each primary fault's `first_output_ms` from its promoted NF's log (`nf<id>.log`,
+    the runtime's "takeover:" line, stamped with the wall clock every namespace shares)."""
+    for rec in records:
+        if rec.kind != "primary" or rec.promoted is None:
+            continue
+        path = log_dir / f"nf{rec.promoted}.log"
+        if not path.exists():
+            continue
+        stamps = [float(m.group(1)) for m in TAKEOVER_LINE.finditer(
+            path.read_text(errors="replace"))]
+        after = [t for t in stamps if t > rec.at]
+        if after:
+            rec.first_output_ms = (min(after) - rec.at) * 1000
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:

@@ -61,6 +61,7 @@ from topo.faults import (
     ALL_KINDS,
     FAULT_KINDS,
     FaultInjector,
+    first_output_times,
     takeover_times,
 )
 from topo.losses import interface_drops, loss_lines, switch_status, where_lost
@@ -557,6 +558,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             dist.losses = loss_report(inputs, counted=not cfg.chains)
             dist.losses["lost_in_switch_outages"] = outage
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
+            first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""

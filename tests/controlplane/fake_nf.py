@@ -40,6 +40,9 @@ class FakeNf(pb_grpc.NfControlServicer):
     release_error: str = ""  # Release answers ok=false with this error
     refuse_delta: bool = False  # Release with same_cluster fails (the adopter lacks the base)
     replay: int = 0  # what Promote reports as replayed
+    promote_delay: float = 0.0  # Promote answers after this long
+    refuse_setrole: int = 0  # the next this many SetRole calls fail (a control API not up yet)
+    setbackup_delay: float = 0.0  # SetBackup answers after this long (a hung NF)
     promoted: list[int] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
@@ -78,11 +81,16 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def SetRole(self, request, context):
         self.calls.append(("SetRole", request.role))
+        if self.refuse_setrole:
+            self.refuse_setrole -= 1
+            return pb.Result(ok=False, error="not serving yet")
         self.role = request.role
         return pb.Result(ok=True)
 
     async def SetBackup(self, request, context):
         self.calls.append(("SetBackup", (request.backup_nf_id, request.address)))
+        if self.setbackup_delay:
+            await asyncio.sleep(self.setbackup_delay)
         self.backup = request.backup_nf_id
         return pb.Result(ok=True)
 
@@ -130,6 +138,8 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def Promote(self, request, context):
         self.calls.append(("Promote", (list(request.slots), request.dead_nf_id)))
+        if self.promote_delay:
+            await asyncio.sleep(self.promote_delay)
         self.promoted = list(request.slots)
         if request.backup_nf_id:
             self.backup = request.backup_nf_id

@@ -112,6 +112,18 @@ def test_thresholds_must_be_ordered():
     assert any(p == "thresholds.low_water" and "not below high_water" in w for p, w in problems)
 
 
+def test_udp_heartbeats_need_ipv4_replication_addresses():
+    """The controller's heartbeat socket is IPv4: an NF it could never reach over UDP would be
+    declared dead at once, so the configuration says so instead."""
+    data = example()
+    assert data["heartbeat"]["transport"] == "udp"
+    data["nfs"][2]["replication"] = "[fd00::13]:7203"
+    problems = problems_of(data)
+    assert any(p == "nfs[2].replication" and "IPv6" in why for p, why in problems)
+    data["heartbeat"]["transport"] = "grpc"
+    parse_config(data)
+
+
 def test_bad_yaml_and_non_mapping(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("switch: [unclosed\n")

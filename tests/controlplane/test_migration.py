@@ -260,7 +260,9 @@ def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
 def test_a_slow_primary_that_misses_heartbeats_but_answers_the_probe_is_not_failed_over():
     async def body(c, fakes, servers):
         before = c.slot_map.copy()
-        fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the 0.5 s probe
+        # the NF must stay silent for the whole confirm deadline (misses and probe) to be dead
+        c.confirm_timeout = 1.0
+        fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the 1 s probe
         for _ in range(3):
             await c.registry.heartbeat_round()
         assert c.registry.nfs[1].declared_down and 1 not in c.nfs_configured

@@ -95,6 +95,34 @@ def test_heartbeats_detect_failure_after_n_misses_and_recovery():
     asyncio.run(with_fakes(body))
 
 
+def test_a_round_most_nfs_miss_is_not_counted_against_them():
+    """A stall of the controller or of the whole machine makes every NF miss at once: such a
+    round counts no miss (a hung NF misses while the others answer)."""
+    async def body(registry, fakes, servers):
+        events: list[NfEvent] = []
+        registry.add_listener(events.append)
+        assert all((await registry.heartbeat_round()).values())
+        for nf in (1, 2, 3):
+            fakes[nf].slow = 0.2  # three of four late: beyond the heartbeat deadline
+        for _ in range(4):
+            assert sum((await registry.heartbeat_round()).values()) == 1
+        assert events == [] and registry.inconclusive_rounds == 4
+        assert all(registry.nfs[nf].misses == 0 for nf in (1, 2, 3))
+        fakes[1].slow = fakes[2].slow = 0.0  # now only 3 misses, while the others answer
+        for _ in range(3):
+            await registry.heartbeat_round()
+        assert events == [NfEvent("down", 3, 3)]
+        # most NFs silent for longer than a stall lasts: then their misses count
+        fakes[1].slow = fakes[2].slow = 0.2
+        assert sum((await registry.heartbeat_round()).values()) == 1  # not counted yet
+        registry._last_conclusive -= registry.stall_limit + 1  # (as if a second went by)
+        for _ in range(3):
+            await registry.heartbeat_round()
+        assert {e.nf_id for e in events if e.kind == "down"} == {1, 2, 3}
+
+    asyncio.run(with_fakes(body))
+
+
 def test_load_collection_and_errors():
     async def body(registry, fakes, servers):
         await registry.configure({1: 3, 2: 4}, SlotMap.build([1, 2], 64))

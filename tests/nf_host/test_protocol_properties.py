@@ -183,6 +183,9 @@ class SimLink:
             return 0
         return self.send_raw(encode(msg))
 
+    def kick(self) -> None:
+        """(The simulated link has no reconnection back-off: the test connects it.)"""
+
     def lost(self, msg: Message) -> None:
         """A message the runtime sent into a dead link: a forwarded packet is lost there."""
         if msg.get("t") == "f":

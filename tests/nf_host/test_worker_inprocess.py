@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -16,7 +18,7 @@ from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame, str
 from nf_host.nf_api import make_nf
 from nf_host.replication import Link, Message
 from nf_host.state_store import Replica
-from nf_host.worker import CommandError, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
@@ -598,5 +600,123 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
         finally:
             for n in (a, b, p):
                 await n.w.stop()
+
+    run(body)
+
+
+def test_a_link_named_backup_reconnects_at_once_not_after_its_back_off() -> None:
+    """A link backing off (its peer refused or was down: the waits grow to a second) is needed
+    the moment it becomes the backup link: output waits for it. `set_backup` (and `set_peers`)
+    cut the wait short. Here the wait is made a minute long: only the kick can connect it."""
+    async def body() -> None:
+        a, b = Node(1), Node(2)
+        await a.w.start()
+        try:
+            a.w.set_peers([(2, b.addr)])  # b is not running yet: refused
+            link = a.w.links[2]
+            link.retry = 60.0  # after that refusal, wait a minute
+            await until(lambda: link.waiting, "the first refusal and the long wait")
+            await b.w.start()
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            a.w.set_backup(2, b.addr)
+            await until(lambda: link.writer is not None, "the backup link connected", timeout=10)
+            assert link.attempts == 2
+        finally:
+            for n in (a, b):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_promotion_logs_when_its_first_output_is_released(caplog: pytest.LogCaptureFixture) -> None:
+    """The fail-over bench measures takeover at the promoted NF from this line: it appears once,
+    when the first batch with output of a promoted slot leaves, after the new backup's ack."""
+    async def body() -> None:
+        b, c = Node(2), Node(3)
+        for n in (b, c):
+            await n.w.start()
+        try:
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            sw = Switch()
+            for no in range(1, 4):  # the primary died before any delta: 3 copies to replay
+                _p, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+                assert copy is not None
+                b.w.on_frame(copy)
+            with caplog.at_level(logging.INFO, logger="nf_host.worker"):
+                b.w.set_backup(3, c.addr)
+                b.w.promote([SLOT], dead=1)
+                assert b.out == []  # held for the new backup's ack
+                await until(lambda: len(b.out) == 3, "output after the new backup's ack")
+                p, _c = sw.stamp(SLOT, checker_frame(1, 4), 2, 3)
+                b.w.on_frame(p)
+                b.w.close_batch()
+                await until(lambda: len(b.out) == 4, "the next output")
+            lines = [r.getMessage() for r in caplog.records if "takeover:" in r.getMessage()]
+            assert len(lines) == 1 and "first output of the promoted slots released" in lines[0]
+        finally:
+            for n in (b, c):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn() -> None:
+    """`promote_soon` (the Promote command): the slots with copies or state first, in one step
+    with the dead primary's logged output, then the idle ones a chunk per event-loop turn. A
+    packet that reaches an idle slot before its turn is kept as a copy and processed at it."""
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            idle = [SLOT + 2 * i for i in range(1, 6)]
+            b.w.assign([(s, 1, 1) for s in [SLOT, *idle]], as_backup=True)
+            sw = Switch()
+            _p, copy = sw.stamp(SLOT, checker_frame(1, 1), 1, 2)
+            assert copy is not None
+            b.w.on_frame(copy)
+            calls: list[list[int]] = []
+            real = b.w._promote
+
+            def spy(chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+                calls.append(list(chosen))
+                if len(calls) == 2:  # mid-way: a packet for the last idle slot, not promoted yet
+                    p, _c = sw.stamp(idle[-1], checker_frame(2, 1), 2, 3)
+                    b.w.on_frame(p)
+                    assert b.w.inbuf.count(idle[-1]) == 1
+                return real(chosen, dead, measured)
+
+            b.w._promote = spy  # type: ignore[method-assign]
+            res = await b.w.promote_soon([SLOT, *idle], dead=1, chunk=2)
+            assert calls == [[SLOT], idle[0:2], idle[2:4], idle[4:5]]
+            assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 2
+            assert all(b.w.slots[s].role == SlotRole.PRIMARY for s in [SLOT, *idle])
+            assert len(b.out) == 2  # no backup: both outputs left
+        finally:
+            await b.w.stop()
+
+    run(body)
+
+
+def test_a_spare_promoted_then_failed_over_drops_its_slots_when_made_idle_again() -> None:
+    """A restarted NF is idle; given slots to back up (no SetRole: the pool's spare becomes a
+    backup by AssignSlots) and promoted, it owns slots. Failed over while alive, it is set IDLE
+    again: it must drop them, not keep them because it "already was" idle (two owners of a slot
+    were seen in a hang run, each refusing the other's deltas, the flows' output held for good)."""
+    async def body() -> None:
+        b = Node(2)
+        await b.w.start()
+        try:
+            roles = []
+            b.w.set_role(Role.IDLE)
+            b.w.assign([(SLOT, 1, 1)], as_backup=True)
+            roles.append(b.w.role)
+            b.w.promote([SLOT], dead=1)
+            assert b.w.slots[SLOT].role == SlotRole.PRIMARY
+            roles.append(b.w.role)
+            b.w.set_role(Role.IDLE)
+            roles.append(b.w.role)
+            assert SLOT not in b.w.slots and roles == [Role.BACKUP, Role.PRIMARY, Role.IDLE]
+        finally:
+            await b.w.stop()
 
     run(body)

@@ -1,0 +1,260 @@
+"""Fail-over when the backup is only suspected, and double faults (controlplane/failover.py,
+Controller._fail_over/_reconfigure) against fake NF control servers: a backup that missed
+heartbeats but answers still takes over; a primary orphaned by a backup that did not answer is
+failed over as soon as that backup answers again; an orphan that restarts is failed over to its
+backup, or, when that backup is gone too, its lost state is recorded, never silently reset."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from nf_host.proto import nf_control_pb2 as pb
+from tests.controlplane.test_migration import wait_until, with_controller
+
+pytestmark = pytest.mark.unit
+
+
+async def suspect_backup_3(c: Any) -> None:
+    """Every NF answered once (the controller knows their uptimes); then backup 3 is suspected:
+    it missed heartbeats, and no probe has been sent to it yet."""
+    await c.registry.heartbeat_round()
+    c.registry.nfs[3].declared_down = True
+
+
+async def kill_primary_1(c: Any, servers: Any) -> None:
+    """NF 1 (primary, backup 3) crashes; heartbeats find it (its backup is not heartbeated here:
+    the test sets what the controller believes of it)."""
+    await servers[1].stop()
+    for _ in range(2):
+        await c.registry.heartbeat(1)
+
+
+async def answers_again(c: Any, nf: int) -> None:
+    for _ in range(100):  # until the channel has (re)connected and the NF answers
+        if await c.registry.heartbeat(nf):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"NF {nf} does not answer")
+
+
+def test_a_backup_that_only_missed_heartbeats_takes_over():
+    """On a loaded machine the backup's heartbeats can be late just when its primary dies: the
+    fail-over probes it and, since it answers, promotes it (refusing left the slots ownerless)."""
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        assert c.orphans == set()
+        assert fo.timeline_ms["decided"] <= fo.timeline_ms["promoted"] <= fo.timeline_ms["persisted"]
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphaned_primary_is_failed_over_when_its_backup_answers_again():
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        fakes[3].mute = True  # and the probe gets no answer either
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: c.orphans == {1} and not c.background_tasks())
+        assert c.failovers == [] and c.status()["orphans"] == [1]  # not resolved yet
+        assert c.slot_map.slots_of(1) == slots_of_1 and not fakes[3].promoted
+        fakes[3].mute = False  # it was slow, not dead: it still holds 1's state
+        await answers_again(c, 3)
+        await wait_until(lambda: len(c.failovers) == 1)
+        fo = c.failovers[-1]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        assert c.orphans == set() and c.slot_map.slots_of(3) == slots_of_1
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphan_that_restarts_is_failed_over_to_its_backup_if_it_answers():
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        fakes[3].mute = True
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: c.orphans == {1} and not c.background_tasks())
+        assert c.failovers == []
+        fakes[3].mute = False  # answers probes now (no heartbeat has told the controller yet)
+        fakes[1].restart()  # a new, empty process
+        await servers[1].start()
+        await answers_again(c, 1)
+        await wait_until(lambda: len(c.failovers) == 1 and not c.background_tasks())
+        fo = c.failovers[-1]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        assert fakes[1].role == pb.IDLE and not fakes[1].slots  # a spare now, owning nothing
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphan_that_restarts_without_any_backup_left_has_its_state_loss_recorded():
+    """A real double fault: primary and backup both gone. The restarted primary owns its slots
+    again (nobody else can), from empty state; that loss is recorded, not silent."""
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        await servers[3].stop()
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: c.orphans == {1} and not c.background_tasks())
+        assert c.failovers == []
+        fakes[1].restart()
+        await servers[1].start()
+        await answers_again(c, 1)
+        await wait_until(lambda: any(f.kind == "lost" for f in c.failovers)
+                         and 1 in c.nfs_configured)
+        lost = c.failovers[-1]
+        assert lost.kind == "lost" and not lost.ok and lost.dead == 1
+        assert lost.slots == len(slots_of_1) and "state" in lost.error
+        assert c.status()["failovers"][-1]["kind"] == "lost"
+        assert fakes[1].role == pb.PRIMARY and set(fakes[1].slots) == set(slots_of_1)
+        assert c.orphans == set()
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_false_alarm_is_not_followed_by_a_reconfiguration():
+    """Late heartbeats, a probe that answers, then heartbeats again: the NF kept its role and
+    slots, so nothing is sent to it (on a loaded machine, reconfiguring every NF that missed a
+    few heartbeats fed the load that made them miss)."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        c.confirm_timeout = 1.0
+        fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the probe's
+        for _ in range(2):
+            await c.registry.heartbeat(1)
+        assert c.registry.nfs[1].declared_down
+        await wait_until(lambda: not c.background_tasks())  # the probe answered: no fail-over
+        fakes[1].slow = 0.0
+        before = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
+        assert await c.registry.heartbeat(1)  # "up"
+        await wait_until(lambda: not c.background_tasks() and 1 in c.nfs_configured)
+        after = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
+        assert after == before and c.failovers == [] and c.pairs[1] == 3
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_nf_failed_over_while_it_answered_again_is_made_a_spare():
+    """A live NF failed over (its probe went unanswered) whose heartbeats came back while the
+    fail-over was still under way: its "up" came first, so the end of the fail-over configures
+    it as a spare (its runtime drops the slots its backup now owns): never two owners."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        fakes[1].mute = True  # a stall long enough to miss the probe too
+        fakes[3].promote_delay = 0.3
+        for _ in range(2):
+            await c.registry.heartbeat(1)
+        await wait_until(lambda: any(n == "Promote" for n, _ in fakes[3].calls))
+        fakes[1].mute = False
+        assert await c.registry.heartbeat(1)  # "up" while the fail-over is under way
+        await wait_until(lambda: bool(c.failovers) and not c.background_tasks())
+        assert c.failovers[0].ok and c.failovers[0].promoted == 3
+        assert fakes[1].role == pb.IDLE and 1 not in c.pairs  # (IDLE: the runtime drops its slots)
+
+    asyncio.run(with_controller(body))
+
+
+def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadline():
+    """An NF is failed over once it has been silent for `confirm_timeout_ms` in all: its missed
+    heartbeats count, so the probe's deadline is what remains after the first miss (at least
+    a heartbeat's deadline), not the whole of it on top."""
+    async def body(c, fakes, servers):
+        deadlines: list[float] = []
+
+        async def probe_hang(nf: int, timeout: float) -> bool:
+            deadlines.append(timeout)
+            return True  # it answers: a false alarm
+
+        c.registry.probe_hang = probe_hang
+        c.confirm_timeout = 1.0
+        c.registry.nfs[1].declared_down = True
+        assert not await c._really_down(1, since=time.time() - 0.4)
+        assert not await c._really_down(1, since=time.time() - 5.0)
+        assert not await c._really_down(1)  # no first miss known: the whole deadline
+        assert 0.55 <= deadlines[0] <= 0.6 and deadlines[1] == 0.05 and deadlines[2] == 1.0
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_restarted_nf_that_answers_before_its_control_api_is_up_is_configured_all_the_same():
+    """A restarted runtime's workers echo UDP heartbeats before its gRPC server listens: the
+    "up" comes while configuring it still fails. It is tried again, so the victim of a fault
+    rejoins the pool (seen as fault injection stalling: no primary had a backup any more)."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        await servers[5].stop()  # the spare of c1 crashes...
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        assert c.registry.nfs[5].declared_down
+        fakes[5].restart()  # ...and comes back, its control API refusing at first
+        fakes[5].refuse_setrole = 3
+        before = len(fakes[5].calls)
+        await servers[5].start()
+        await answers_again(c, 5)
+        await wait_until(lambda: 5 in c.nfs_configured and not c.background_tasks())
+        assert fakes[5].role == pb.IDLE
+        assert [n for n, _ in fakes[5].calls[before:]].count("SetRole") == 4  # 3 refused
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_backup_is_not_replaced_behind_the_back_of_a_primary_that_does_not_answer():
+    """Backup 4 of primary 2 is thought dead while 2 hangs: 2 never hears of a new backup, so
+    its committed output stays logged at 4. The pair is left as it was (4 stays the NF a
+    fail-over of 2 promotes) rather than naming a backup that holds nothing of 2's."""
+    async def body(c, fakes, servers):
+        await c.registry.heartbeat_round()
+        fakes[2].setbackup_delay = 5.0  # 2 hangs
+        c.session.writes.clear()
+        await servers[4].stop()
+        for _ in range(3):
+            await c.registry.heartbeat(4)
+        await wait_until(lambda: bool(c.failovers) and not c.background_tasks(), timeout=10)
+        [fo] = c.failovers
+        assert not fo.ok and fo.kind == "backup" and "SetBackup" in fo.error
+        assert c.pairs[2] == 4 and c.session.writes == []  # nothing recorded, group unchanged
+
+    asyncio.run(with_controller(body))
+
+
+def test_an_orphan_that_answers_again_itself_was_a_false_alarm_and_is_not_recorded():
+    """A primary thought dead while its backup is thought dead too is an orphan (status
+    `orphans`), not yet a failed fail-over; when the primary itself answers again (same process)
+    it kept its slots: nothing happened, nothing is recorded (a live, unprotected NF refused a
+    fail-over made a whole hang run fail)."""
+    async def body(c, fakes, servers):
+        await suspect_backup_3(c)
+        fakes[3].mute = True
+        fakes[1].mute = True  # 1 stalls: misses its heartbeats and the probe
+        for _ in range(2):
+            await c.registry.heartbeat(1)
+        await wait_until(lambda: c.orphans == {1} and not c.background_tasks(), timeout=10)
+        assert c.status()["orphans"] == [1]
+        fakes[1].mute = False
+        await answers_again(c, 1)
+        await wait_until(lambda: not c.orphans and not c.background_tasks())
+        assert c.failovers == [] and c.pairs[1] == 3 and 1 in c.nfs_configured
+
+    asyncio.run(with_controller(body))
+
+
+def test_two_reconfigurations_of_one_nf_do_not_interleave():
+    """An NF's "up" and a second "up" (or the end of a fail-over) can each start configuring it:
+    the second waits for the first, and so configures it from the state the first left (not an
+    older one: a spare made a backup in between was made idle again, dropping what it backed up)."""
+    async def body(c, fakes, servers):
+        fakes[5].calls.clear()
+        await asyncio.gather(c._reconfigure(5), c._reconfigure(5))
+        names = [n for n, _ in fakes[5].calls if n in ("SetRole", "SetClusterPeers")]
+        assert names[:2] == ["SetRole", "SetClusterPeers"] and names.count("SetRole") == 2
+
+    asyncio.run(with_controller(body))
