@@ -5,17 +5,43 @@ Used by the launcher behind `make run` and by the tests (re-exported by `tests.s
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
 
 
+_PICK = random.SystemRandom()  # which free port is no test's behaviour: not seeded
+LISTEN_PORTS_FROM = 20000
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 by default)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on `host` that nothing listens on right now."""
+    """A TCP port on `host` that nothing listens on right now, below the kernel's ephemeral range
+    when there is room: a port there can only be taken by another listener before ours binds it,
+    never by one of the many outgoing connections of a running system (which took a controller's
+    API port once). Falls back to a port the kernel picks."""
+    low = _ephemeral_low()
+    for _ in range(50 if low > LISTEN_PORTS_FROM else 0):
+        port = _PICK.randrange(LISTEN_PORTS_FROM, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
