@@ -94,6 +94,9 @@ def run(ctx: Context) -> Outcome:
         f"at {top:g} pkt/s the balancer moves slots off the hot NF",
         get[(top, "with")]["lb_moves"] > 0 and get[(top, "without")]["lb_moves"] == 0,
         f"{get[(top, 'with')]['lb_moves']} moves with, {get[(top, 'without')]['lb_moves']} without"))
+    if ctx.quick:  # 10 s runs: the moves' own cost is most of the run, the latency says nothing
+        out.notes.append("quick mode: the latency comparison is not checked (10 s per point)")
+        return out
     out.checks.append(Check(
         f"at {top:g} pkt/s the latency with the balancer is lower than without",
         get[(top, "with")]["latency_ms_mean"] < get[(top, "without")]["latency_ms_mean"],
