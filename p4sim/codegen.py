@@ -119,6 +119,18 @@ def defaults(t: T.Type) -> list[Any]:
     return [0]
 
 
+def leaf_bits(t: T.StructLike) -> list[tuple[int, int, int, T.Type]]:
+    """Per scalar field of a header in wire order: (storage slot after the valid bit, counting
+    from 1; bit offset from the header's first bit; width; type)."""
+    out: list[tuple[int, int, int, T.Type]] = []
+    off = 0
+    for i, ft in enumerate(leaf_types(t), 1):
+        fw = scalar_width(ft)
+        out.append((i, off, fw, ft))
+        off += fw
+    return out
+
+
 def leaf_types(t: T.StructLike) -> list[T.Type]:
     """The scalar fields of a header in wire order, structs inside it flattened (their storage
     slots follow the header's valid bit in this order)."""
@@ -367,11 +379,8 @@ class ExprCompiler:
             if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
                 nbits = T.width_of(t)
                 w(f"v = _peek(pk, {nbits})")
-                shift = nbits
-                for i, ft in enumerate(leaf_types(t), 1):
-                    fw = scalar_width(ft)
-                    shift -= fw
-                    w(f"s[{base + i}] = {self.field_code('v', shift, fw, ft)}")
+                for i, off, fw, ft in leaf_bits(t):
+                    w(f"s[{base + i}] = {self.field_code('v', nbits - off - fw, fw, ft)}")
                 w(f"s[{base}] = True")
                 return
             raise Unsupported(value.loc, f"this kind of {t} value")

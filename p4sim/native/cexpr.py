@@ -15,7 +15,15 @@ from contextlib import contextmanager
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.codegen import DROP_PORT, Ctx, Writer, field_offset, leaf_types, scalar_width, size_of
+from p4sim.codegen import (
+    DROP_PORT,
+    Ctx,
+    Writer,
+    field_offset,
+    leaf_bits,
+    scalar_width,
+    size_of,
+)
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc
 from p4sim.model import DigestInfo, ParamInfo
@@ -149,11 +157,8 @@ class CExterns(ExternCompiler):
                 nbits = T.width_of(t)
                 with cblock(w, ""):
                     w(f"p4n_peek(c, {nbits});")
-                    off = 0
-                    for i, ft in enumerate(leaf_types(t), 1):
-                        fw = scalar_width(ft)
+                    for i, off, fw, _ft in leaf_bits(t):
                         w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
-                        off += fw
                     w(f"s[{base}] = 1;")
                 return
             raise NativeUnsupported(value.loc, f"this kind of {t} value")
@@ -518,11 +523,8 @@ class CExterns(ExternCompiler):
                 after = ""
             w(f"if (c->pk_off + {nb} > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
             w("const uint8_t *p_ = c->pk + c->pk_off;")
-            off = 0
-            for i, ft in enumerate(leaf_types(t), 1):
-                fw = scalar_width(ft)
+            for i, off, fw, _ft in leaf_bits(t):
                 w(f"h_[{i}] = p4n_getbits(p_, {off}, {fw});")
-                off += fw
             w(f"c->pk_off += {nb};")
             w("h_[0] = 1;")
             if after:
@@ -539,11 +541,8 @@ class CExterns(ExternCompiler):
             with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):
                 w("uint8_t *q_ = c->ob + c->ob_n;")
                 w(f"memset(q_, 0, {nb});")
-                off = 0
-                for i, ft in enumerate(leaf_types(t), 1):
-                    fw = scalar_width(ft)
+                for i, off, fw, _ft in leaf_bits(t):
                     w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
-                    off += fw
                 w(f"c->ob_n += {nb};")
         elif isinstance(t, T.StructLike):
             for n, ft in t.fields:
