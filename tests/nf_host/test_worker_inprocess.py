@@ -52,6 +52,15 @@ async def until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> No
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
+async def primary_with_backup(a: Node, b: Node) -> None:
+    """`a` owns SLOT (epoch 1, from seq 1) and replicates to `b` (NF 2), which backs it up; returns
+    once the replication link is up."""
+    a.w.assign([(SLOT, 1, 1)], as_backup=False)
+    b.w.assign([(SLOT, 1, 1)], as_backup=True)
+    a.w.set_backup(2, b.addr)
+    await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+
+
 def run(coro: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(coro(), 30))
 
@@ -62,10 +71,7 @@ def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
         for n in (a, b):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            b.w.assign([(SLOT, 1, 1)], as_backup=True)
-            a.w.set_backup(2, b.addr)
-            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+            await primary_with_backup(a, b)
             sw = Switch()
             for no in range(1, 9):
                 p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
@@ -405,10 +411,7 @@ def test_output_acked_but_never_sent_by_a_dying_primary_is_sent_by_the_promoted_
         for n in (a, b):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            b.w.assign([(SLOT, 1, 1)], as_backup=True)
-            a.w.set_backup(2, b.addr)
-            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+            await primary_with_backup(a, b)
             sw = Switch()
             for no in range(1, 5):  # batch 1: released normally
                 p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
@@ -572,10 +575,7 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
         for n in (a, b, p):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            b.w.assign([(SLOT, 1, 1)], as_backup=True)
-            a.w.set_backup(2, b.addr)
-            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+            await primary_with_backup(a, b)
             sw = Switch()
             for no in range(1, 5):  # one batch, its output held: the backup's ack does not come
                 prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
