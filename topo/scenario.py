@@ -450,7 +450,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         for cmd in chain_run.neighbours(cfg, client.MAC()):
             server.cmd(f"{cmd} dev {server.defaultIntf()}")
         sink = server.popen([sys.executable, "-m", "topo.traffic", "sink", "--listen",
-                             f"{server_ip}:{SINK_PORT}", "--idle", "4", "--out",
+                             f"{server_ip}:{SINK_PORT}", "--idle", "0", "--out",
                              str(log_dir / "server.json")], cwd=str(REPO))
         stack.enter_context(started([sink]))
         wait_for(lambda: f":{SINK_PORT}" in server.cmd("ss -uln"), timeout=10, what="sink bound")
@@ -513,6 +513,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
         if worker is not None:
             worker.join(timeout=30)
+        # the sender waited for the last replies; the sink has no idle deadline (a switch outage
+        # may be longer than any), so it stops here and writes its report
+        sink.terminate()
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         api = ctls.leader_api(api)  # after controller faults, the standby may lead
         rss_end = chaos.rss(os.getpid())

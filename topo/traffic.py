@@ -151,7 +151,8 @@ def _record_arrival(report: SideReport, payload: bytes) -> Record | None:
 def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path, ports: int = 1,
              echo: bool = True) -> SideReport:
     """Receive, record and (with `echo`) answer until nothing arrived for `idle` seconds after the
-    first packet; listens on `ports` consecutive ports from `listen`'s."""
+    first packet (never, with `idle` 0: then only SIGTERM or SIGINT stops it); listens on `ports`
+    consecutive ports from `listen`'s."""
     report = SideReport()
     stop = False
 
@@ -172,7 +173,7 @@ def run_sink(listen: tuple[str, int], idle: float, size: int, out: Path, ports: 
             sock.setblocking(False)
             sel.register(sock, selectors.EVENT_READ, i)
         last = None
-        while not stop and (last is None or time.monotonic() - last < idle):
+        while not stop and (last is None or idle <= 0 or time.monotonic() - last < idle):
             for key, _ in sel.select(0.1):
                 ready = socks[key.data]
                 while True:
@@ -279,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sink = sub.add_parser("sink", help="receive, record and answer numbered packets")
     sink.add_argument("--listen", type=_parse_addr, required=True, help="HOST:PORT to bind")
-    sink.add_argument("--idle", type=float, default=3.0, help="stop after this many idle seconds")
+    sink.add_argument("--idle", type=float, default=3.0,
+                      help="stop after this many idle seconds (0: only on SIGTERM or SIGINT)")
     sink.add_argument("--out", type=Path, required=True, help="JSON report to write")
     sink.add_argument("--size", type=int, default=64, help="reply payload size in bytes")
     sink.add_argument("--ports", type=int, default=1,

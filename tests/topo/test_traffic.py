@@ -49,6 +49,39 @@ def test_sender_and_sink_account_for_every_packet(tmp_path: Path) -> None:
 
 
 @pytest.mark.unit
+def test_a_sink_without_idle_deadline_serves_until_terminated(tmp_path: Path) -> None:
+    """`--idle 0` (what `make run` uses: a switch outage may last longer than any deadline): the
+    sink answers a second sender that comes after the first one ended, and SIGTERM makes it write
+    its report of both."""
+    port = free_port()
+    server_out = tmp_path / "server.json"
+    sink = subprocess.Popen(
+        [sys.executable, "-m", "topo.traffic", "sink", "--listen", f"127.0.0.1:{port}",
+         "--idle", "0", "--out", str(server_out)]
+    )
+    try:
+        wait_for(lambda: f":{port} " in subprocess.run(["ss", "-uln"], capture_output=True,
+                                                        text=True).stdout,
+                 timeout=10, what="sink bound")
+        for round_ in (1, 2):
+            out = tmp_path / f"client{round_}.json"
+            subprocess.run(
+                [sys.executable, "-m", "topo.traffic", "send", "--dst", f"127.0.0.1:{port}",
+                 "--flows", "2", "--packets", "5", "--rate", "0", "--wait", "10", "--out",
+                 str(out)], check=True, timeout=60,
+            )
+            client = SideReport.from_json(json.loads(out.read_text()))
+            assert {f: len(v) for f, v in client.received.items()} == {0: 5, 1: 5}, round_
+        assert sink.poll() is None
+        sink.terminate()
+        sink.wait(timeout=30)
+    finally:
+        stop_process(sink)
+    server = SideReport.from_json(json.loads(server_out.read_text()))
+    assert {f: len(v) for f, v in server.received.items()} == {0: 10, 1: 10}
+
+
+@pytest.mark.unit
 def test_sender_uses_the_given_source_port_for_each_flow(tmp_path: Path) -> None:
     import socket
 
