@@ -35,6 +35,10 @@ from nf_host.port import open_port, recv_frames, socket_drops
 from nf_host.worker import CommandError, Worker
 
 log = logging.getLogger(__name__)
+# the most time one turn of a worker's event loop spends reading and processing frames, so
+# heartbeats, the backup's acks and commands wait at most this (plus one frame's work)
+TURN_BUDGET_S = 0.005
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -138,9 +142,13 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     tasks: set[asyncio.Task[None]] = set()
 
     def on_data() -> None:
+        # one turn of the loop reads frames for at most TURN_BUDGET_S: a slow NF with a backlog
+        # would otherwise keep the loop from heartbeats, acks and commands for hundreds of ms
+        # and be failed over for being slow (the socket stays readable: the next turn goes on)
+        deadline = time.monotonic() + TURN_BUDGET_S
         for frame in recv_frames(sock):
             worker.on_frame(frame)
-            if worker.input_paused:
+            if worker.input_paused or time.monotonic() > deadline:
                 break
 
     async def run_command(rid: int, name: str, args: dict[str, Any]) -> None:

@@ -397,6 +397,34 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
     assert a.nf.stub.Heartbeat(hb, timeout=5).counter == 41
 
 
+def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
+    """A merely slow NF is not failed over: with a second of work queued (2 ms per packet), its
+    worker answers a UDP heartbeat while most of the backlog is still waiting, because one turn of
+    its loop reads frames for a bounded time (`worker_process.TURN_BUDGET_S`)."""
+    from nf_host import liveness
+    from nf_host.port import in_netns
+
+    a = lab.start(1, extra=["--params", '{"work_us": 2000}'])
+    assign(a.nf, [SLOT])
+    sw = Switch()
+    backlog = 500
+    send(sw, SLOT, 1, range(1, backlog + 1), a, None)
+    wait_for(lambda: a.port.count() > 0, 10, what="the first output")
+    host, port = a.nf.repl.rsplit(":", 1)
+
+    def heartbeat() -> bytes:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(5)
+            s.sendto(liveness.request(7), (host, int(port)))
+            return s.recv(64)
+
+    answer = liveness.parse_reply(in_netns(lab.ns.name, heartbeat))
+    assert answer is not None and answer[0] == 7 and answer[1] == 1
+    answered_after = a.port.count()
+    assert answered_after < backlog // 2, f"answered only after {answered_after} of {backlog} packets"
+    wait_for(lambda: a.port.count() == backlog, 30, what="the whole backlog processed")
+
+
 def test_backup_death_holds_output_until_a_new_backup_has_the_full_state(lab: Lab) -> None:
     a, b = lab.start(1), lab.start(2)
     pair(a.nf, b.nf, [SLOT])
