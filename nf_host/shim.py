@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 ETHERTYPE_NFC = 0x88B5
+SLOT_BITS = 12  # the P4 program's SLOT_BITS (p4src/shared/define.p4): a slot index's stage part
 SHIM_LEN = 16
 ETH_HDR_LEN = 14
 FLAG_FIRST_OF_EPOCH = 0x01
@@ -40,6 +41,7 @@ class Kind(IntEnum):
     BACKUP = 2
     OUTPUT = 3
     CONTROL = 4
+    MARKER = 5  # a slot move's marker: old owner -> switch -> adopter (nf_host/move_marker.py)
 
 
 class ShimError(ValueError):

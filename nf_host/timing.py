@@ -23,3 +23,8 @@ move is one the runtime has given up on too."""
 
 ADOPT_RPC_TIMEOUT = 2.0
 """The controller's deadline for `Adopt`, `CancelAdopt` and the backup's `AssignSlots`."""
+
+MARKER_WAIT = 0.5
+"""Seconds an adopter that has the transfer waits for the old owner's move marker (which follows
+the old owner's last output through the switch) before it starts on the slot anyway, counted in
+`marker_timeouts`: the old owner died mid-move, or the switch's queues are that long."""

@@ -14,6 +14,7 @@ same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.move_marker import MarkerWait, Parked, marker_frame
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
@@ -36,9 +38,9 @@ from nf_host.replication import (
     encode,
     worker_address,
 )
-from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
+from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, SLOT_BITS, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
-from nf_host.timing import TRANSFER_TIMEOUT
+from nf_host.timing import MARKER_WAIT, TRANSFER_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,7 @@ class WorkerConfig:
     repl_host: str = "127.0.0.1"
     repl_port: int = 0
     transfer_timeout: float = TRANSFER_TIMEOUT
+    marker_wait: float = MARKER_WAIT  # an adopter's wait for the old owner's move marker
     max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
     limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
@@ -175,6 +178,7 @@ class Worker:
         self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
         # the last promotion (time.time(), its slots) until its first output is released
         self._takeover: tuple[float, set[int]] | None = None
+        self.markers = MarkerWait(cfg.marker_wait)  # adoptions waiting for their move marker
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -196,7 +200,14 @@ class Worker:
         period = max(0.001, self.cfg.gap_timeout / 4)
         while True:
             await asyncio.sleep(period)
-            self.expire_gaps(time.monotonic())
+            now = time.monotonic()
+            self.expire_gaps(now)
+            for slot, parked in self.markers.due(now):
+                rt = self.slots.get(slot)
+                if rt is not None and rt.role == SlotRole.ADOPTING:
+                    log.warning("slot %d: no move marker within %.2f s of the transfer: adopted "
+                                "without it", slot, self.cfg.marker_wait)
+                    self._start_adopted(rt, parked)
 
     # ------------------------------------------------------------------ data path
     def on_frame(self, frame: bytes) -> None:
@@ -216,6 +227,12 @@ class Worker:
         kind = shim.kind
         if kind == Kind.PRIMARY:
             self._primary_input(shim, frame)
+        elif kind == Kind.MARKER:  # the old owner's output of a slot we adopt has gone through
+            rt = self.slots.get(shim.slot)
+            adopting = rt is not None and rt.role == SlotRole.ADOPTING and rt.epoch != shim.epoch
+            parked = self.markers.on_marker(shim.slot, adopting)
+            if parked is not None and rt is not None:
+                self._start_adopted(rt, parked)
         else:  # OUTPUT/CONTROL frames are not for an NF's data path
             self.c.malformed += 1
 
@@ -625,12 +642,21 @@ class Worker:
         self.inbuf.discard(slot)
         # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
         # as the one before 1)
-        self._become_primary(rt, state, None if state.last_seq is None else seq_next(state.last_seq))
+        parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
+                        time.monotonic())
+        # the slot starts here once the old owner's marker has come too (nf_host/move_marker.py)
+        if self.markers.on_transfer(slot, parked):
+            self._start_adopted(rt, parked)
+        return {"t": "xa", "id": xid, "ok": True, "err": ""}
+
+    def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
+        """Own an adopted slot from its transfer, then process what waited for it."""
+        parked.started.set()
+        self._become_primary(rt, parked.state, parked.next_seq)
         pending, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in pending:
             self._offer(rt, shim, frame, now)
-        return {"t": "xa", "id": xid, "ok": True, "err": ""}
 
     def _become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
         """Own `rt` from `state`; its whole state goes to our backup/peers with the next batch."""
@@ -760,9 +786,10 @@ class Worker:
         rt = self.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is already owned here")
-        self.role = Role.PRIMARY  # it owns the slot once the transfer arrives
+        self.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
         self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
         self.backed_up.discard(slot)
+        self.markers.forget(slot)
 
     def cancel_adopt(self, slot: int, epoch: int) -> None:
         """An undone move: forget the adoption of `slot` at `epoch` and what it buffered
@@ -772,8 +799,13 @@ class Worker:
             return
         self.c.cancelled += len(rt.pending)
         del self.slots[slot]
+        self.markers.forget(slot)
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
+        parked = self.markers.parked.get(slot)
+        if parked is not None:  # adopted here just now, its marker not in yet: it starts first
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(parked.started.wait(), self.cfg.marker_wait * 2)
         rt = self.slots.get(slot)
         if rt is None or rt.role != SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is not owned here as primary")
@@ -799,6 +831,9 @@ class Worker:
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
         # switch accepts both epochs, so their order at the sink is the order they reach it
         await self._released(last_batch, self.cfg.transfer_timeout)
+        # then the marker, on the same port after that output: the adopter starts on the slot
+        # once the switch has passed it, so after everything we sent (nf_host/move_marker.py)
+        self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
         self._xfer_id += 1
         xid = self._xfer_id
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
@@ -986,7 +1021,8 @@ class Worker:
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
-            "cancelled": c.cancelled,
+            "cancelled": c.cancelled, "markers": self.markers.markers,
+            "marker_timeouts": self.markers.timeouts,
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),

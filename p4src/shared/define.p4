@@ -53,6 +53,10 @@ const bit<8> SHIM_KIND_PRIMARY = 1;
 const bit<8> SHIM_KIND_BACKUP  = 2;
 const bit<8> SHIM_KIND_OUTPUT  = 3;
 const bit<8> SHIM_KIND_CONTROL = 4;
+/* A slot move's in-band marker: the releasing NF sends it on its data port after its last
+   output; the switch passes it, unstamped, to the slot's primary (the adopter) only, so the
+   adopter knows every output of the old owner went through before its own (docs/protocols.md §5). */
+const bit<8> SHIM_KIND_MARKER  = 5;
 
 /* Shim flag bits (nfc_shim_h.flags). */
 const bit<8> SHIM_FLAG_FIRST_OF_EPOCH = 0x01;

@@ -125,6 +125,7 @@ struct local_metadata_t {
     bool       accepted;     /* NF output let through by the output dedup (next stage or edge) */
     bool       chained;      /* accepted NF output that goes on to its next stage */
     bool       rehash;       /* with chained: its slot is recomputed from its (rewritten) headers */
+    bool       marker;       /* a move's marker from an NF: to its slot's primary, not stamped */
     bit<16>    group;        /* multicast group of the slot's primary */
     epoch_t    epoch;
     nf_id_t    primary;

@@ -46,7 +46,7 @@ from nf_host.harness import OutputDedup, Switch, checker_frame, read_checker, st
 from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, make_nf
 from nf_host.reorder import SEQ_MASK
 from nf_host.replication import Message, StaleSender, decode, encode, worker_address
-from nf_host.shim import ETH_HDR_LEN, Shim
+from nf_host.shim import ETH_HDR_LEN, Kind, Shim
 from nf_host.state_store import FlowId, flow_id, key_from_wire
 from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 
@@ -291,6 +291,10 @@ class Node:
                 return  # it died in the middle of releasing a batch: the rest never leaves
         if self.dead:
             sim.fail(f"NF {self.nf_id} sent output after it died")
+        if frame[ETH_HDR_LEN] == Kind.MARKER:  # a move's marker: the switch passes it to the owner
+            marker = Shim.unpack(frame, ETH_HDR_LEN)
+            sim.nodes[sim.route[marker.slot][0]].inq.append(bytes(frame))
+            return
         shim, inner = strip_shim(frame)
         rec = read_checker(inner)
         assert rec is not None

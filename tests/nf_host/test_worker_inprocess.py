@@ -17,6 +17,7 @@ from nf_host.global_state import MemoryStore
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame, strip_shim
 from nf_host.nf_api import make_nf
 from nf_host.replication import Link, Message
+from nf_host.shim import Kind
 from nf_host.state_store import Replica
 from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 from tests.support.procs import free_port
@@ -25,16 +26,33 @@ pytestmark = pytest.mark.unit
 SLOT = 3
 
 
+NODES: dict[int, Node] = {}  # the test's NFs by id: where the "switch" takes a move's marker
+
+
 class Node:
-    def __init__(self, nf_id: int, batch: int = 4) -> None:
+    def __init__(self, nf_id: int, batch: int = 4, marker_wait: float = 0.5) -> None:
         self.out: list[bytes | bytearray] = []
+        self.markers: list[bytes] = []  # move markers this NF sent
         self.port = free_port()
         self.w = Worker(
-            WorkerConfig(nf_id=nf_id, batch_size=batch, batch_time=0, repl_port=self.port),
+            WorkerConfig(nf_id=nf_id, batch_size=batch, batch_time=0, repl_port=self.port,
+                         marker_wait=marker_wait),
             make_nf("checker"),
             MemoryStore(),
-            self.out.append,
+            self.tx,
         )
+        NODES[nf_id] = self
+
+    def tx(self, frame: bytes | bytearray) -> None:
+        """Output goes to `out`; a move's marker, as the switch does, to the slot's new owner
+        (here: every other NF, which ignores it unless it adopts the slot)."""
+        if frame[14] == Kind.MARKER:
+            self.markers.append(bytes(frame))
+            for other in list(NODES.values()):
+                if other is not self:
+                    other.w.on_frame(bytes(frame))
+            return
+        self.out.append(frame)
 
     @property
     def addr(self) -> str:
@@ -559,7 +577,9 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
     async def body() -> None:
         a, b, p = Node(1), Node(2), Node(3, batch=2)  # p: its 2 packets close a batch at once
         wire: list[tuple[int, int]] = []  # (nf, seq of the input) in the order output leaves
-        a.w.tx = lambda f: wire.append((1, strip_shim(f)[0].seq))
+        # (a's move marker goes to p, the slot's owner by then, as the switch passes it)
+        a.w.tx = lambda f: p.w.on_frame(bytes(f)) if f[14] == Kind.MARKER \
+            else wire.append((1, strip_shim(f)[0].seq))
         p.w.tx = lambda f: wire.append((3, strip_shim(f)[0].seq))
         held: list[tuple[Link, Message]] = []
         hold = True
@@ -597,8 +617,56 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
             await release
             await until(lambda: len(wire) == 6, f"every output (so far {wire})")
             assert wire == [(1, 1), (1, 2), (1, 3), (1, 4), (3, 5), (3, 6)]
+            assert (p.w.markers.markers, p.w.markers.timeouts) == (1, 0)
         finally:
             for n in (a, b, p):
+                await n.w.stop()
+
+    run(body)
+
+
+@pytest.mark.parametrize("marker", ["delivered", "lost"])
+def test_an_adopter_starts_only_once_the_old_owners_marker_has_come(marker: str) -> None:
+    """The old owner's last output may still wait in the switch's queue for its port after the
+    transfer (P6, docs/protocols.md §5): the adopter, holding the transfer, processes nothing of
+    the slot until the old owner's marker, sent after that output on the same port, has come
+    through the switch. A marker that never comes (the old owner died mid-move) holds the slot
+    for `marker_wait` at most, counted in `marker_timeouts`."""
+    async def body() -> None:
+        a, p = Node(1), Node(3, batch=2, marker_wait=0.3)
+        sent: list[bytes] = []  # a's marker, held back by the test ("the switch's queue")
+        a.w.tx = lambda f: sent.append(bytes(f)) if f[14] == Kind.MARKER else a.out.append(f)
+        for n in (a, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            sw = Switch()
+            for no in range(1, 5):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1)[0])
+            p.w.adopt(SLOT, 2)
+            sw.epochs[SLOT] = 2
+            for no in range(5, 7):
+                p.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3)[0])
+            res = await a.w.release(SLOT, 3, p.addr, same_cluster=False)
+            assert res["last_seq"] == 4 and len(sent) == 1 and len(a.out) == 4
+            marker_shim = strip_shim(sent[0])[0]
+            assert (marker_shim.kind, marker_shim.slot, marker_shim.epoch, marker_shim.seq) == \
+                (Kind.MARKER, SLOT, 1, 4)
+            assert p.w.slots[SLOT].role == SlotRole.ADOPTING and p.out == []
+            assert p.w.status()["queue_depth"] == 2  # the two packets wait, counted
+            if marker == "delivered":
+                p.w.on_frame(sent[0])
+                assert p.w.slots[SLOT].role == SlotRole.PRIMARY
+            await until(lambda: len(p.out) == 2, "the adopter's output")
+            sink = CheckerSink()
+            for f in a.out + p.out:
+                sink.feed(f)
+            assert sink.errors == [] and sink.last_count == {1: 6}
+            st = p.w.status()
+            assert (st["markers"], st["marker_timeouts"]) == \
+                ((1, 0) if marker == "delivered" else (0, 1))
+        finally:
+            for n in (a, p):
                 await n.w.stop()
 
     run(body)

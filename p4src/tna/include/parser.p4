@@ -8,6 +8,7 @@
     m.port_role = PORT_ROLE_UNKNOWN;  \
     m.bypass = false;                 \
     m.owned = false;                  \
+    m.marker = false;                 \
     m.l4_src_port = 0;                \
     m.l4_dst_port = 0;                \
     m.slot = 0;                       \

@@ -56,9 +56,24 @@ control NfOutputAcceptance(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_NF) {
-            if (hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
-                    && hdr.ipv4.isValid()) {
+            bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
+                             && hdr.ipv4.isValid();
+            bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
+            if (is_output || is_marker) {
                 nf_stage.apply();
+            }
+            if (is_marker) {
+                /* a move's marker (see v1model): SlotMap finds the owner, Stamping skips it */
+                if (hdr.nfc_shim.stage == meta.stage
+                        && (hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage) {
+                    meta.marker = true;
+                    meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
+                } else {
+                    meta.bypass = true;
+                    nf_output_drops.count(OUTPUT_DROP_WRONG_STAGE);
+                    ig_dprsr_md.drop_ctl = 1;
+                }
+            } else if (is_output) {
                 bit<8> verdict = (bit<8>)OUTPUT_DROP_BAD_SLOT + 1;
                 if (hdr.nfc_shim.stage != meta.stage) {
                     verdict = (bit<8>)OUTPUT_DROP_WRONG_STAGE + 1;

@@ -40,7 +40,10 @@ control ReplicationEgress(inout headers_t hdr,
         /* only replicas carry rid 1/2; packet-outs (rid 0) pass untouched */
         if (hdr.nfc_shim.isValid()) {
             bool known_replica = true;
-            if (eg_intr_md.egress_rid == REPLICA_RID_PRIMARY) {
+            if (hdr.nfc_shim.kind == SHIM_KIND_MARKER) {
+                /* a move's marker: to the slot's primary only, its kind kept */
+                known_replica = eg_intr_md.egress_rid == REPLICA_RID_PRIMARY;
+            } else if (eg_intr_md.egress_rid == REPLICA_RID_PRIMARY) {
                 hdr.nfc_shim.kind = SHIM_KIND_PRIMARY;
             } else if (eg_intr_md.egress_rid == REPLICA_RID_BACKUP) {
                 hdr.nfc_shim.kind = SHIM_KIND_BACKUP;

@@ -61,9 +61,10 @@ control SlotMap(inout headers_t hdr,
 
     apply {
         bool from_edge = !meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid();
-        if (from_edge || meta.chained) {
+        if (from_edge || meta.chained || meta.marker) {
             /* carried from the stage before unless that stage rewrites addresses (see v1model) */
-            bool carried = meta.chained && !(meta.rehash && hdr.ipv4.frag_offset == 0);
+            bool carried = meta.marker
+                           || (meta.chained && !(meta.rehash && hdr.ipv4.frag_offset == 0));
             bit<32> cell = (bit<32>)fragment_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
                                                         hdr.ipv4.protocol, hdr.ipv4.identification })
                            & (FRAGMENT_MEMORY_SIZE - 1);

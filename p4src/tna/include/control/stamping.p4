@@ -41,7 +41,7 @@ control Stamping(inout headers_t hdr,
     };
 
     apply {
-        if (meta.owned) {
+        if (meta.owned && !meta.marker) {  /* a move's marker goes to the owner as it is */
             hdr.nfc_shim.setValid();
             hdr.nfc_shim.seq = next_seq.execute(meta.slot_index);
             hdr.nfc_shim.flags = check_epoch.execute(meta.slot_index) | ((bit<8>)meta.reverse << 1);

@@ -13,8 +13,11 @@
  * dead primary may or may not have sent. Accepted output loses its shim (the original
  * EtherType restored) and carries its stage, slot and direction in metadata to ChainSteering,
  * which sends it on to the next stage or to the edge. Anything else from an NF port is dropped
- * and counted per ingress port in nf_port_drops. The rule is in docs/dataplane.md
- * ("Output dedup", "Service chains").
+ * and counted per ingress port in nf_port_drops. A marker (shim kind MARKER, sent by an NF
+ * that releases a slot, after its last output) is not output: it is marked for SlotMap, which
+ * finds the slot's owner, and goes, unstamped, to that owner's primary only; a marker for
+ * another stage is dropped and counted like wrong-stage output. The rule is in
+ * docs/dataplane.md ("Output dedup", "Service chains", "Move markers").
  */
 #ifndef NFC_V1MODEL_OUTPUT_P4
 #define NFC_V1MODEL_OUTPUT_P4
@@ -58,9 +61,26 @@ control NfOutputAcceptance(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_NF) {
-            if (hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
-                    && hdr.ipv4.isValid()) {
+            bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
+                             && hdr.ipv4.isValid();
+            bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
+            /* nf_stage is applied in one place: p4c's BMv2 back end rejects a table applied on
+               two paths of the control graph */
+            if (is_output || is_marker) {
                 nf_stage.apply();
+            }
+            if (is_marker) {
+                if (hdr.nfc_shim.stage == meta.stage
+                        && (hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage) {
+                    /* SlotMap finds the slot's owner; Stamping leaves it alone */
+                    meta.marker = true;
+                    meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
+                } else {
+                    meta.bypass = true;
+                    nf_output_drops.count(OUTPUT_DROP_WRONG_STAGE);
+                    mark_to_drop(standard_metadata);
+                }
+            } else if (is_output) {
                 bool first = false;
                 bit<32> reason = OUTPUT_DROP_BAD_SLOT;
                 if (hdr.nfc_shim.stage != meta.stage) {

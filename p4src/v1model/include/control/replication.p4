@@ -52,7 +52,10 @@ control ReplicationEgress(inout headers_t hdr,
     apply {
         if (meta.owned && hdr.nfc_shim.isValid()) {
             bool known_replica = true;
-            if (standard_metadata.egress_rid == REPLICA_RID_PRIMARY) {
+            if (hdr.nfc_shim.kind == SHIM_KIND_MARKER) {
+                /* a move's marker: to the slot's primary only, its kind kept */
+                known_replica = standard_metadata.egress_rid == REPLICA_RID_PRIMARY;
+            } else if (standard_metadata.egress_rid == REPLICA_RID_PRIMARY) {
                 hdr.nfc_shim.kind = SHIM_KIND_PRIMARY;
             } else if (standard_metadata.egress_rid == REPLICA_RID_BACKUP) {
                 hdr.nfc_shim.kind = SHIM_KIND_BACKUP;

@@ -68,11 +68,12 @@ control SlotMap(inout headers_t hdr,
 
     apply {
         bool from_edge = !meta.bypass && meta.port_role == PORT_ROLE_EDGE && hdr.ipv4.isValid();
-        if (from_edge || meta.chained) {
+        if (from_edge || meta.chained || meta.marker) {
             /* output going on to its next stage keeps its slot, unless the stage it leaves
                rewrites addresses (then, but for a later fragment, which has no ports, the
                slot is computed again from the rewritten headers) */
-            bool carried = meta.chained && !(meta.rehash && hdr.ipv4.frag_offset == 0);
+            bool carried = meta.marker
+                           || (meta.chained && !(meta.rehash && hdr.ipv4.frag_offset == 0));
             bit<32> cell = 0;
             if (from_edge) {
                 hash(cell,

@@ -21,7 +21,7 @@ control Stamping(inout headers_t hdr,
     counter(SLOT_SPACE, CounterType.packets_and_bytes) slot_traffic;
 
     apply {
-        if (meta.owned) {
+        if (meta.owned && !meta.marker) {  /* a move's marker goes to the owner as it is */
             bit<32> index = (bit<32>)meta.slot_index;
             seq_num_t seq;
             epoch_t last_epoch;
