@@ -117,6 +117,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             transfer_tx_bytes=sum(p.get("transfer_tx_bytes", 0) for p in parts),
             transfer_rx_bytes=sum(p.get("transfer_rx_bytes", 0) for p in parts),
             batches=sum(p.get("batches", 0) for p in parts),
+            markers=sum(p.get("markers", 0) for p in parts),
+            marker_timeouts=sum(p.get("marker_timeouts", 0) for p in parts),
         )
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
         slots.sort(key=lambda s: s.slot)
