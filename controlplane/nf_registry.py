@@ -69,6 +69,7 @@ class NfLoad:
     buffer_overflows: int = 0  # part of overload_drops: reorder/backup buffers full
     unowned: int = 0  # part of drops: packets of slots the NF does not own
     tx_lost: int = 0  # part of drops: output frames the NF's data socket refused
+    markers: int = 0  # moves adopted with the old owner's marker (docs/protocols.md §5, P6)
     marker_timeouts: int = 0  # moves adopted without the old owner's marker (order not proven)
     workers: int = 1  # worker processes (CPU capacity: 100 % each)
     slot_flows: Mapping[int, int] = field(default_factory=dict)  # owned slot -> flows with state
@@ -120,7 +121,7 @@ class NfState:
             "packets": load.packets, "slots": load.slots,
             "malformed": load.malformed, "duplicates": load.duplicates,
             "global_store_errors": load.global_store_errors, "nf_errors": load.nf_errors,
-            "marker_timeouts": load.marker_timeouts,
+            "markers": load.markers, "marker_timeouts": load.marker_timeouts,
             "losses": nf_losses(load),
         }
 
@@ -439,7 +440,7 @@ class NfRegistry:
             global_store_errors=reply.load.global_store_errors, nf_errors=reply.load.nf_errors,
             kernel_drops=reply.load.kernel_drops, buffer_overflows=reply.load.buffer_overflows,
             unowned=reply.load.unowned, tx_lost=reply.load.tx_lost,
-            marker_timeouts=reply.load.marker_timeouts,
+            markers=reply.load.markers, marker_timeouts=reply.load.marker_timeouts,
             slot_flows={s.slot: s.flows for s in owned},
             slots_behind=frozenset(
                 s.slot for s in owned
