@@ -23,6 +23,10 @@ controller: ## run the controller with NFC_CONFIG (extra flags: NFC_ARGS="--no-e
 bench-failover: setup build ## fail-over under load: 50 SIGKILLs and 20 SIGSTOPs of a primary (BENCH_ARGS="--quick")
 	$(PY) -m bench.failover $(BENCH_ARGS)
 
+.PHONY: bench-teardown
+bench-teardown: ## SIGKILL to the first evidence (EOF, gRPC channel) by process size: a crash's detection floor (BENCH_ARGS="--repeats 5")
+	$(PY) -m bench.process_teardown $(BENCH_ARGS)
+
 bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; LB_BENCH_ARGS="--repeats 21")
 	$(PY) -m bench.load_balancer $(LB_BENCH_ARGS)
 

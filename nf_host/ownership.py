@@ -1,0 +1,198 @@
+"""The commands that change who owns a slot: a move's two sides (`adopt` on the new owner,
+`release` on the old one, docs/protocols.md §5) and the promotion of a backup (§4)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from nf_host.move_marker import marker_frame
+from nf_host.reorder import seq_next
+from nf_host.replication import Message, worker_address
+from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
+from nf_host.state_store import Replica
+from nf_host.worker_core import WorkerCore
+from nf_host.worker_types import CommandError, Role, SlotRole
+
+log = logging.getLogger("nf_host.worker")
+PROMOTE_CHUNK = 128  # idle slots promoted per turn of the event loop (Worker.promote_soon)
+
+
+class Ownership(WorkerCore):
+    """Moves and promotion, on top of the worker's core."""
+
+    def adopt(self, slot: int, epoch: int) -> None:
+        rt = self.slots.get(slot)
+        if rt is not None and rt.role == SlotRole.PRIMARY:
+            raise CommandError(f"slot {slot} is already owned here")
+        self.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
+        self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
+        self.backed_up.discard(slot)
+        self.markers.forget(slot)
+
+    def cancel_adopt(self, slot: int, epoch: int) -> None:
+        """An undone move: forget the adoption of `slot` at `epoch` and what it buffered
+        (counted in `cancelled`); a slot not being adopted at that epoch is left alone."""
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.ADOPTING or (epoch and rt.epoch != epoch):
+            return
+        self.c.cancelled += len(rt.pending)
+        del self.slots[slot]
+        self.markers.forget(slot)
+
+    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
+        parked = self.markers.parked.get(slot)
+        if parked is not None:  # adopted here just now, its marker not in yet: it starts first
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(parked.started.wait(), self.cfg.marker_wait * 2)
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.PRIMARY:
+            raise CommandError(f"slot {slot} is not owned here as primary")
+        link = self.links.get(to_nf)
+        if link is None or link.address != worker_address(to_address, self.cfg.index):
+            link = self._link(to_nf, to_address)
+        try:
+            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+        except TimeoutError:
+            raise CommandError(f"cannot reach NF {to_nf} at {link.address}") from None
+        # from here to RELEASED nothing yields: this is a packet boundary. The slot's state is
+        # sealed with a version (after the wait above, during which packets were processed:
+        # a change left in the open batch would be missing from a delta transfer)
+        self.close_batch()
+        last_batch = self.commit.last_id  # holds the output of every packet of s processed here
+        st = rt.state
+        base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
+        entries = st.since(base) if base is not None else st.everything()
+        # stopped: until the adopter answers, arriving packets wait here (rt.pending)
+        rt.role = SlotRole.RELEASED
+        rt.forward = None
+        # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
+        # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
+        # switch accepts both epochs, so their order at the sink is the order they reach it
+        await self._released(last_batch, self.cfg.transfer_timeout)
+        # then the marker, on the same port after that output: the adopter starts on the slot
+        # once the switch has passed it, so after everything we sent (nf_host/move_marker.py)
+        self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
+        self._xfer_id += 1
+        xid = self._xfer_id
+        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._xfer_waiters[xid] = fut
+        nbytes = link.send({
+            "t": "x", "id": xid, "slot": slot, "epoch": rt.epoch, "seq": st.last_seq,
+            "version": st.version, "base": -1 if base is None else base, "flows": entries,
+        })
+        self.c.transfer_bytes += nbytes
+        error = ""
+        try:
+            reply = await asyncio.wait_for(fut, self.cfg.transfer_timeout)
+            if not reply.get("ok"):
+                error = f"NF {to_nf} refused slot {slot}: {reply.get('err')}"
+        except TimeoutError:
+            error = f"NF {to_nf} did not acknowledge the state of slot {slot}"
+        finally:
+            self._xfer_waiters.pop(xid, None)
+        held, rt.pending = rt.pending, []
+        now = time.monotonic()
+        if error:  # the slot stays here: resume processing, with what arrived meanwhile
+            rt.role = SlotRole.PRIMARY
+            for shim, frame in held:
+                self._offer(rt, shim, frame, now)
+            raise CommandError(error + "; the slot stays owned here")
+        rt.forward = link
+        early = [item for _seq, item in rt.seq.take_buffered()]
+        for _shim, frame in early + held:
+            link.send({"t": "f", "f": frame})
+        self.c.forwarded += len(early) + len(held)
+        self._waiting.discard(slot)
+        backup = self.links.get(self.backup_id) if self.backup_id else None
+        if backup is not None and backup is not link:
+            backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
+        # (our output of s left before the transfer: a next move cannot start while our epoch's
+        # output is held, which the switch's two-epoch output dedup needs)
+        return {
+            "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
+            "delta": base is not None,
+        }
+
+    def busy_first(self, slots: list[int]) -> tuple[list[int], list[int]]:
+        """`slots` split into those with something to replay or state (promoted first: their
+        output is what a takeover waits for) and the idle rest."""
+        busy: list[int] = []
+        idle: list[int] = []
+        for s in slots:
+            rep = self.replicas.get(s)
+            (busy if self.inbuf.slots.get(s) or (rep is not None and rep.flows) else idle).append(s)
+        return busy, idle
+
+    async def promote_soon(self, slots: list[int], dead: int = 0,
+                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+        """`promote`, busy slots first and then the idle ones `chunk` at a time, letting the event
+        loop run in between: the busy slots' first output leaves (it waits for the new backup's
+        ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
+        idle slots. An idle slot not promoted yet is still backed up: its packets are kept as
+        copies and replayed when its turn comes."""
+        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        busy, idle = self.busy_first(chosen)
+        res = self._promote(busy, dead, measured=chosen)
+        for start in range(0, len(idle), chunk):
+            await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
+            more = self._promote(idle[start:start + chunk], dead, measured=[])
+            res["replayed"] += more["replayed"]
+            res["slots"] += more["slots"]
+        return res
+
+    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
+        """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
+        step (docs/protocols.md §4)."""
+        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        return self._promote(chosen, dead, measured=chosen)
+
+    def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+        """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
+        here if `measured` holds a slot still backed up here ([]: a later part of one)."""
+        if any(s in self.backed_up or s in self.replicas for s in measured):
+            self._takeover = (time.time(), set(measured))
+        if chosen:
+            # a primary now, whatever it was configured as (a spare given slots to back up, then
+            # promoted): a later SetRole(IDLE/BACKUP) must drop what it owns
+            self.role = Role.PRIMARY
+        replayed = 0
+        now = time.monotonic()
+        done: list[int] = []
+        # first, the output the dead primary may not have released, in its order; then the
+        # replayed packets' output (numbers after the last commit). The switch forwards each
+        # input's output once, so what had already left is dropped there
+        logged = self.out_log.take(dead)
+        if logged:
+            batch = self.batch or self._open_batch(now)
+            batch.outputs.extend(logged)
+            self.c.reemitted += len(logged)
+        for slot in chosen:
+            rt = self.slots.get(slot)
+            if rt is not None and rt.role == SlotRole.PRIMARY:
+                done.append(slot)
+                continue
+            rep = self.replicas.pop(slot, None) or Replica(slot)
+            self.backed_up.discard(slot)
+            rt = self.slots[slot] = self._new_slot(slot, rep.epoch, SlotRole.PRIMARY)
+            buffered = self.inbuf.take_beyond(slot, rep.last_seq)
+            if rep.last_seq is not None:
+                first: int | None = seq_next(rep.last_seq)
+            else:  # no delta yet: the number AssignSlots gave, else the first copy held
+                first = self.backup_next_seq.get(slot) or (buffered[0][0] if buffered else None)
+            self.backup_next_seq.pop(slot, None)
+            state, bad = rep.to_slot_state()
+            self.c.repl_errors += bad
+            state.gen = rep.gen + 1  # a new owner of the same epoch: its deltas supersede A's
+            self._become_primary(rt, state, first)
+            for _seq, frame in buffered:
+                shim = Shim.unpack(frame, ETH_HDR_LEN)
+                self._offer(rt, shim, frame, now)
+            replayed += len(buffered)
+            done.append(slot)
+        self.c.replayed += replayed
+        self.close_batch()
+        return {"replayed": replayed, "slots": done, "reemitted": len(logged)}

@@ -1,0 +1,589 @@
+"""The worker's core: the data path (in-order processing per slot), output commit, replication
+links, and the receiving side of replication (deltas, a move's transfer, forwarded packets).
+
+`ownership.Ownership` adds the commands that change who owns a slot (moves, promotion) and
+`worker.Worker` the rest of the control surface (roles, backups, peers, status); the module
+docstring of `nf_host.worker` describes the whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nf_host.backup import InputBuffer
+from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.move_marker import MarkerWait, Parked
+from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
+from nf_host.parse import parse_frame
+from nf_host.peer_policy import PeerPolicy, hello
+from nf_host.reorder import Offer, Sequencer, seq_after, seq_next
+from nf_host.replication import (
+    Link,
+    Message,
+    ReplicationServer,
+    StaleSender,
+    encode,
+    worker_address,
+)
+from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
+from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
+from nf_host.worker_types import Counters, Role, SlotRole, SlotRuntime, WorkerConfig, older_owner
+
+log = logging.getLogger("nf_host.worker")
+
+_OUT_SHIM = struct.Struct("!BBBBHHHI")  # the shim without its trailing ether_type
+_OUT_PREFIX = b"\x88\xb5"
+_HDR = ETH_HDR_LEN + SHIM_LEN
+_SLOT_SEQ = struct.Struct("!H4xI")  # slot and seq, from shim offset 4
+
+
+class WorkerCore:
+    """The per-worker engine's core (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        nf: NetworkFunction,
+        store: GlobalStore,
+        tx: Callable[[bytes | bytearray], None],
+    ) -> None:
+        self.cfg, self.nf, self.store, self.tx = cfg, nf, store, tx
+        self.role = Role.PRIMARY
+        self.slots: dict[int, SlotRuntime] = {}
+        self.replicas: dict[int, Replica] = {}
+        self.backed_up: set[int] = set()
+        self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
+        self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
+        self.commit = OutputCommit()
+        self.batch: Batch | None = None
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self.links: dict[int, Link] = {}
+        self.bytes_to: dict[int, int] = {}  # replication bytes sent, by destination NF (all links)
+        self.backup_id = 0
+        self.peer_ids: set[int] = set()
+        self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
+        self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
+        self.c = Counters()
+        self.server: ReplicationServer | None = None
+        self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
+        self._xfer_id = 0
+        self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
+        self._tick_task: asyncio.Task[None] | None = None
+        self._waiting: set[int] = set()  # slots whose sequencer holds early packets
+        self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
+        self.input_paused = False
+        self.on_pause: Callable[[bool], None] | None = None  # stop/resume reading the data socket
+        self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
+        self.kernel_drops = 0
+        self.started = time.monotonic()
+        self.released_id = 0  # the last batch whose output has been handed to `tx`
+        self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
+        # the last promotion (time.time(), its slots) until its first output is released
+        self._takeover: tuple[float, set[int]] | None = None
+        self.markers = MarkerWait(cfg.marker_wait)  # adoptions waiting for their move marker
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self.server = ReplicationServer(
+            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy
+        )
+        await self.server.start()
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        for link in list(self.links.values()):
+            await link.close()
+        if self.server is not None:
+            await self.server.close()
+
+    async def _tick(self) -> None:
+        period = max(0.001, self.cfg.gap_timeout / 4)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            self.expire_gaps(now)
+            for slot, parked in self.markers.due(now):
+                rt = self.slots.get(slot)
+                if rt is not None and rt.role == SlotRole.ADOPTING:
+                    log.warning("slot %d: no move marker within %.2f s of the transfer: adopted "
+                                "without it", slot, self.cfg.marker_wait)
+                    self._start_adopted(rt, parked)
+
+    # ------------------------------------------------------------------ data path
+    def on_frame(self, frame: bytes) -> None:
+        """A frame from the switch (or forwarded by a releasing NF)."""
+        if len(frame) < _HDR or frame[12] != 0x88 or frame[13] != 0xB5:
+            self.c.malformed += 1
+            return
+        if frame[14] == Kind.BACKUP:  # fast path: a backup only files the copy away
+            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
+            self._backup_copy(slot, seq, frame)
+            return
+        try:
+            shim = Shim.unpack(frame, ETH_HDR_LEN)
+        except ShimError:
+            self.c.malformed += 1
+            return
+        kind = shim.kind
+        if kind == Kind.PRIMARY:
+            self._primary_input(shim, frame)
+        elif kind == Kind.MARKER:  # the old owner's output of a slot we adopt has gone through
+            rt = self.slots.get(shim.slot)
+            adopting = rt is not None and rt.role == SlotRole.ADOPTING and rt.epoch != shim.epoch
+            parked = self.markers.on_marker(shim.slot, adopting)
+            if parked is not None and rt is not None:
+                self._start_adopted(rt, parked)
+        else:  # OUTPUT/CONTROL frames are not for an NF's data path
+            self.c.malformed += 1
+
+    def _backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
+        if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
+            rt = self.slots.get(slot)
+            if rt is not None and rt.role in (SlotRole.PRIMARY, SlotRole.RELEASED, SlotRole.ADOPTING):
+                # a copy still in flight when this backup was promoted (and maybe has moved the
+                # slot on since): it is input now, processed, forwarded or kept like a packet
+                nxt = rt.seq.next_expected
+                if rt.role != SlotRole.PRIMARY or nxt is None or seq == nxt or seq_after(seq, nxt):
+                    self._primary_input(Shim.unpack(frame, ETH_HDR_LEN), frame)
+                return
+            self.c.unowned += 1
+            return
+        rep = self.replicas.get(slot)
+        if rep is not None and rep.last_seq is not None and not seq_after(seq, rep.last_seq):
+            return  # already committed by the primary: nothing to keep
+        if self.inbuf.add(slot, seq, frame):
+            self.c.backup_copies += 1
+
+    def _primary_input(self, shim: Shim, frame: bytes) -> None:
+        rt = self.slots.get(shim.slot)
+        if rt is None:
+            if shim.slot in self.backed_up:  # switch already points at us; promotion will replay it
+                self._backup_copy(shim.slot, shim.seq, frame)
+            else:
+                self.c.unowned += 1
+            return
+        role = rt.role
+        if role == SlotRole.RELEASED:
+            if rt.forward is not None:
+                rt.forward.send({"t": "f", "f": frame})
+                self.c.forwarded += 1
+            elif len(rt.pending) < self.cfg.adopt_capacity:  # the transfer is not answered yet
+                rt.pending.append((shim, frame))
+            else:
+                self.c.overflows += 1
+            return
+        if role == SlotRole.ADOPTING:
+            if len(rt.pending) < self.cfg.adopt_capacity:
+                rt.pending.append((shim, frame))
+            else:
+                self.c.overflows += 1
+            return
+        if role != SlotRole.PRIMARY:
+            self.c.unowned += 1
+            return
+        self._offer(rt, shim, frame, time.monotonic())
+
+    def _offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+        ready: list[tuple[int, tuple[Shim, bytes]]] = []
+        res = rt.seq.offer(shim.seq, (shim, frame), now, ready)
+        if res == Offer.DUPLICATE:
+            self.c.duplicates += 1
+        elif res == Offer.OVERFLOW:
+            self.c.overflows += 1
+        elif res == Offer.BUFFERED:
+            self._waiting.add(rt.slot)
+        for _seq, (s, f) in ready:
+            self._process(rt, s, f, now)
+        if rt.seq.waiting_since is None:
+            self._waiting.discard(rt.slot)
+
+    def expire_gaps(self, now: float) -> None:
+        for slot in list(self._waiting):
+            rt = self.slots.get(slot)
+            if rt is None or rt.role != SlotRole.PRIMARY:
+                self._waiting.discard(slot)
+                continue
+            ready: list[tuple[int, tuple[Shim, bytes]]] = []
+            if rt.seq.expire(now, ready):
+                log.info("slot %d: gap skipped, now at %s", slot, rt.seq.next_expected)
+            for _seq, (s, f) in ready:
+                self._process(rt, s, f, now)
+            if rt.seq.waiting_since is None:
+                self._waiting.discard(slot)
+
+    def _process(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+        inner = bytearray(frame[:12])
+        inner += frame[28:]  # the shim's ether_type field, then the original payload
+        pkt = parse_frame(inner, shim)
+        flow = pkt.flow
+        if flow is not None:
+            ckey, rev = flow.canonical()
+            key: FlowId = (ckey.src, ckey.dst, ckey.sport, ckey.dport, ckey.proto)
+        else:
+            ckey, rev, key = None, False, None
+        st = rt.state
+        fs = st.flows.get(key)
+        if fs is None:
+            fs = st.flows[key] = self.nf.initial_state()
+        try:
+            verdict = self.nf.process(
+                pkt, fs, Context(rt.slot, shim.seq, self.cfg.nf_id, ckey, rev, self.store, now)
+            )
+        except GlobalStoreError as exc:  # etcd lost its quorum, say: counted, the packet dropped
+            self.c.global_store_errors += 1
+            if self.c.global_store_errors & (self.c.global_store_errors - 1) == 0:  # 1, 2, 4, ...
+                log.warning("global state store failed (%d times so far): %s",
+                            self.c.global_store_errors, exc)
+            verdict = Verdict.DROP
+        except Exception:
+            log.exception("NF %s failed on slot %d seq %d", self.nf.name, rt.slot, shim.seq)
+            self.c.nf_errors += 1
+            verdict = Verdict.DROP
+        st.dirty.add(key)
+        st.last_seq = shim.seq
+        rt.packets += 1
+        self.c.packets += 1
+        batch = self.batch
+        if batch is None:
+            batch = self._open_batch(now)
+        batch.packets += 1
+        batch.slot_seqs[rt.slot] = shim.seq
+        if verdict == Verdict.FORWARD:
+            out = pkt.frame
+            # insert EtherType 0x88B5 and the shim up to (not including) its ether_type field: the
+            # frame's own EtherType, now right after it, becomes the shim's ether_type
+            out[12:12] = _OUT_PREFIX + _OUT_SHIM.pack(
+                Kind.OUTPUT, shim.flags & FLAG_REVERSE, shim.stage, 0, rt.slot, rt.epoch,
+                self.cfg.nf_id, shim.seq
+            )
+            batch.outputs.append(out)
+        if batch.packets >= self.cfg.batch_size:
+            self.close_batch()
+
+    # ------------------------------------------------------------------ output commit
+    def _open_batch(self, now: float) -> Batch:
+        batch = self.batch = self.commit.new_batch(now)
+        if self.cfg.batch_time > 0:
+            self._batch_timer = asyncio.get_running_loop().call_later(
+                self.cfg.batch_time, self._batch_due, batch.id
+            )
+        return batch
+
+    def _batch_due(self, batch_id: int) -> None:
+        if self.batch is not None and self.batch.id == batch_id:
+            self.close_batch()
+
+    def close_batch(self) -> None:
+        """Seal the open batch: send its delta, hold its output until the backup acknowledges."""
+        batch = self.batch
+        if batch is None:
+            return
+        self.batch = None
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        slots_wire: list[list[Any]] = []
+        versions: dict[int, int] = {}
+        for slot, last in batch.slot_seqs.items():
+            rt = self.slots[slot]
+            entries = rt.state.seal()
+            versions[slot] = rt.state.version
+            slots_wire.append([slot, rt.epoch, rt.state.version, last, entries, rt.replace,
+                               rt.state.gen])
+            rt.replace = False
+        self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
+                                "n": self.cfg.nf_id}, versions)
+
+    def _replicate(self, batch: Batch, msg: Message, versions: dict[int, int]) -> None:
+        data = encode(msg) if self.links else b""
+        for nf_id, link in self.links.items():
+            if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
+                continue
+            if nf_id == self.backup_id:
+                # the backup also logs the batch's output, until we say it has left (`rel`): if
+                # we die before that, the promoted backup sends it again (the switch drops what
+                # had already left), so no output is lost however a batch ends
+                logged = [[batch.id, batch.outputs]] if batch.outputs else []
+                if link.send(self._for_backup(msg, logged)):
+                    self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
+                continue
+            if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
+                # a peer that does not keep up: rather than buffer without bound, drop the
+                # connection; it reconnects and gets a full snapshot (versions restart from it)
+                log.warning("peer %d is %d bytes behind: resynchronising", nf_id, link.backlog())
+                link.reset()
+                self.pending_versions.pop(nf_id, None)
+                continue
+            if link.send_raw(data):
+                self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
+        if self.backup_id:
+            self.commit.hold(batch)
+            if self.commit.held_outputs >= self.cfg.max_held and not self.input_paused:
+                self._pause_input(True)
+        else:
+            self._release(batch)
+
+    def _pause_input(self, pause: bool) -> None:
+        """Backpressure: with too much output waiting for the backup, stop reading input (the
+        kernel queues, then drops and counts); resume once half of it is released."""
+        self.input_paused = pause
+        log.warning("input %s: %d outputs held", "paused" if pause else "resumed", self.commit.held_outputs)
+        if self.on_pause is not None:
+            self.on_pause(pause)
+
+    def _maybe_resume(self) -> None:
+        if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
+            self._pause_input(False)
+
+    def _for_backup(self, msg: Message, logged: list[list[Any]]) -> Message:
+        """`msg` as the backup receives it: with the outputs to log, the released watermark and
+        our id (the backup keeps one log per primary)."""
+        return {**msg, "o": logged, "rel": self.released_id}
+
+    def _held_upto(self, batch_id: int) -> bool:
+        """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
+        return bool(self.commit.inflight) and self.commit.inflight[0].id <= batch_id
+
+    async def _released(self, batch_id: int, timeout: float) -> None:
+        """Until the output of every batch up to `batch_id` has been handed to `tx` (at most
+        `timeout`: a backup that stops acknowledging holds it; the output still leaves later)."""
+        if not self._held_upto(batch_id):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._release_waiters.append((batch_id, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            log.warning("output of batch %d not released within %.1f s", batch_id, timeout)
+
+    def _release(self, batch: Batch) -> None:
+        tx = self.tx
+        for out in batch.outputs:
+            tx(out)
+        self.c.outputs += len(batch.outputs)
+        self.released_id = batch.id
+        if self._takeover is not None and batch.outputs \
+                and not self._takeover[1].isdisjoint(batch.slot_seqs):
+            # what a fail-over's takeover ends with (the fail-over bench reads this line)
+            promoted_at, now = self._takeover[0], time.time()
+            self._takeover = None
+            log.info("takeover: first output of the promoted slots released %.1f ms after the "
+                     "promotion, at %.6f", (now - promoted_at) * 1000, now)
+        if self._release_waiters:
+            waiting = self._release_waiters
+            self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]
+            for b, f in waiting:
+                if not self._held_upto(b) and not f.done():
+                    f.set_result(None)
+        for slot, seq in batch.slot_seqs.items():
+            rt = self.slots.get(slot)
+            if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
+                rt.committed_seq = seq
+
+    def _on_link_message(self, link: Link, msg: Message) -> None:
+        t = msg.get("t")
+        if t == "a":
+            bid = int(msg["b"])
+            pend = self.pending_versions.get(link.nf_id, {})
+            acked = self.acked_versions.setdefault(link.nf_id, {})
+            for b in sorted(x for x in pend if x <= bid):
+                for slot, ver in pend.pop(b).items():
+                    acked[slot] = max(acked.get(slot, 0), ver)
+            if link.nf_id == self.backup_id:
+                for batch in self.commit.ack(bid):
+                    self._release(batch)
+                self._maybe_resume()
+        elif t == "xa":
+            fut = self._xfer_waiters.pop(int(msg["id"]), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+        else:
+            self.c.repl_errors += 1
+
+    def _on_link_connected(self, link: Link) -> None:
+        """A (re)connected backup or peer gets the full state of every slot we own (a sync).
+
+        The snapshot is the first message on the new connection: the open batch is closed without
+        sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
+        delta, cumulative, would release earlier batches sent while the link was down before the
+        snapshot covering them is applied."""
+        self._syncing = link
+        try:
+            self.close_batch()
+        finally:
+            self._syncing = None
+        batch = self.commit.new_batch(time.monotonic())
+        slots_wire: list[list[Any]] = []
+        versions: dict[int, int] = {}
+        for slot, rt in self.slots.items():
+            # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
+            # its last batches' output waits for this link's ack: its state is in the snapshot
+            if rt.role == SlotRole.PRIMARY:
+                rt.state.seal()  # new flows since the last batch get a version too
+            elif rt.role != SlotRole.RELEASED or rt.forward is not None:
+                continue
+            versions[slot] = rt.state.version
+            slots_wire.append(
+                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything(),
+                 False, rt.state.gen]
+            )
+            if rt.state.last_seq is not None:
+                batch.slot_seqs[slot] = rt.state.last_seq
+        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True, "n": self.cfg.nf_id}
+        if link.nf_id == self.backup_id:
+            # the batches still waiting for an ack may have reached no backup at all (a new
+            # one, or the old link's frames were lost): the new backup logs their output too
+            held = [[b.id, b.outputs] for b in self.commit.inflight if b.outputs]
+            msg = self._for_backup(msg, held)
+        link.send(msg)
+        self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
+        if link.nf_id == self.backup_id:
+            self.commit.hold(batch)
+
+    def _link(self, nf_id: int, address: str) -> Link:
+        link = self.links.get(nf_id)
+        addr = worker_address(address, self.cfg.index)
+        if link is not None and link.address == addr:
+            return link
+        if link is not None:
+            asyncio.get_running_loop().create_task(link.close())
+        self.pending_versions.pop(nf_id, None)
+        self.acked_versions.pop(nf_id, None)
+        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
+                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers),
+                    tally=self.bytes_to)
+        self.links[nf_id] = link
+        return link
+
+    # ------------------------------------------------------------------ receiving side
+    def on_replication(self, msg: Message) -> Message | None:
+        t = msg["t"]
+        if t == "d":
+            full = bool(msg.get("full"))
+            sender = int(msg.get("n", 0))
+            self._check_owner(sender, msg["s"])
+            if "o" in msg:  # from the primary we back up: log its unreleased output
+                self.out_log.record(sender, msg["o"] or [], msg.get("rel"), full)
+            for item in msg["s"]:
+                slot, epoch, version, last_seq, raw, *more = item
+                # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
+                # is the base of the delta transfer that will complete the adoption)
+                rep = self.replicas.get(slot)
+                if rep is None or full or (more and more[0]):  # a whole slot from a new owner
+                    old_last = rep.last_seq if rep is not None else None
+                    rep = self.replicas[slot] = Replica(int(slot), last_seq=old_last)
+                rep.epoch = int(epoch)
+                rep.gen = int(more[1]) if len(more) > 1 else 0
+                if last_seq is None:  # the owner has not processed a packet of the slot yet
+                    rep.apply(raw, int(version), None)
+                    continue
+                rep.apply(raw, int(version), int(last_seq))
+                self.inbuf.drop_upto(int(slot), int(last_seq))
+            return {"t": "a", "b": msg["b"]}
+        if t == "x":
+            return self._on_transfer(msg)
+        if t == "r":  # the primary we back up released this slot: its copies are not needed
+            slot = int(msg["slot"])
+            self.backed_up.discard(slot)
+            self.inbuf.discard(slot)
+            return None
+        if t == "f":
+            frame = msg["f"]
+            if not isinstance(frame, bytes):
+                raise ValueError("forwarded frame is not bytes")
+            self.on_frame(frame)
+            return None
+        raise ValueError(f"unknown replication message type {t!r}")
+
+    def _check_owner(self, sender: int, items: list[Any]) -> None:
+        """Refuse a delta from a slot's former owner: one that was failed over while alive (it
+        hung, then went on) still sends deltas of the slots its backup now owns. Its
+        acknowledged output would be of state nobody holds, and its versions would mix with the
+        new owner's in the replicas (a later delta move would ship against them). The owner of
+        a slot is ordered by (epoch, generation): a move bumps the epoch, a promotion the
+        generation. Checked before anything is applied; the connection is then closed, so no
+        later (cumulative) ack covers the refused delta."""
+        for item in items:
+            slot, epoch = int(item[0]), int(item[1])
+            gen = int(item[6]) if len(item) > 6 else 0
+            own = self.slots.get(slot)
+            if own is not None and own.role == SlotRole.PRIMARY:
+                raise StaleSender(f"delta from NF {sender} for slot {slot}, which this NF owns")
+            rep = self.replicas.get(slot)
+            if rep is not None and older_owner((epoch, gen), (rep.epoch, rep.gen)):
+                raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
+                                  f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
+
+    def _on_transfer(self, msg: Message) -> Message:
+        slot = int(msg["slot"])
+        xid = msg["id"]
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.ADOPTING:
+            return {"t": "xa", "id": xid, "ok": False, "err": f"slot {slot} is not being adopted"}
+        base = int(msg["base"])
+        entries = entries_from_wire(msg["flows"])
+        if base >= 0:
+            rep = self.replicas.get(slot)
+            if rep is None or rep.version < base:
+                held = rep.version if rep is not None else None
+                return {
+                    "t": "xa", "id": xid, "ok": False,
+                    "err": f"delta against version {base} but this NF holds {held}",
+                }
+            state, bad = rep.to_slot_state()
+            self.c.repl_errors += bad
+        else:
+            state = SlotState(slot)
+        version = int(msg["version"])
+        state.load(entries, version)
+        state.version = version
+        state.last_seq = None if msg["seq"] is None else int(msg["seq"])
+        self.replicas.pop(slot, None)
+        self.inbuf.discard(slot)
+        # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
+        # as the one before 1)
+        parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
+                        time.monotonic())
+        # the slot starts here once the old owner's marker has come too (nf_host/move_marker.py)
+        if self.markers.on_transfer(slot, parked):
+            self._start_adopted(rt, parked)
+        return {"t": "xa", "id": xid, "ok": True, "err": ""}
+
+    def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
+        """Own an adopted slot from its transfer, then process what waited for it."""
+        parked.started.set()
+        self._become_primary(rt, parked.state, parked.next_seq)
+        pending, rt.pending = rt.pending, []
+        now = time.monotonic()
+        for shim, frame in pending:
+            self._offer(rt, shim, frame, now)
+
+    def _become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
+        """Own `rt` from `state`; its whole state goes to our backup/peers with the next batch."""
+        state.dirty = set(state.flows)
+        rt.replace = True  # a peer may hold a replica from the previous owner, beyond our state
+        rt.state = state
+        rt.role = SlotRole.PRIMARY
+        rt.seq.next_expected = next_seq
+        rt.committed_seq = state.last_seq or 0
+        if state.flows and state.last_seq is not None:
+            batch = self.batch or self._open_batch(time.monotonic())
+            batch.slot_seqs[rt.slot] = state.last_seq
+
+    def _new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
+        return SlotRuntime(
+            slot, epoch, role,
+            Sequencer(capacity=self.cfg.reorder_capacity, gap_timeout=self.cfg.gap_timeout),
+            SlotState(slot),
+        )
+
+    def owns(self, slot: int) -> bool:
+        return slot % self.cfg.workers == self.cfg.index

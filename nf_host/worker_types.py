@@ -1,0 +1,98 @@
+"""What a worker is made of: its configuration, the runtime of each slot, its counters, and the
+slot and NF roles (mirroring nf_control.proto), shared by the worker's layers (`worker_core`,
+`ownership`, `worker`) and by the NF's control server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from nf_host.peer_policy import PeerLimits
+from nf_host.reorder import Sequencer
+from nf_host.replication import Link
+from nf_host.shim import Shim
+from nf_host.state_store import SlotState
+from nf_host.timing import MARKER_WAIT, TRANSFER_TIMEOUT
+
+
+class SlotRole(IntEnum):
+    """Mirrors `SlotRole` in nf_control.proto."""
+
+    PRIMARY = 1
+    BACKUP = 2
+    ADOPTING = 3
+    RELEASED = 4
+    REPLICA = 5
+
+
+class Role(IntEnum):
+    """Mirrors `Role` in nf_control.proto."""
+
+    PRIMARY = 1
+    BACKUP = 2
+    IDLE = 3
+
+
+def older_owner(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether ownership generation a = (epoch, gen) is before b (epochs: 16-bit serial numbers)."""
+    if a[0] != b[0]:
+        return 0 < (b[0] - a[0]) & 0xFFFF < 0x8000
+    return a[1] < b[1]
+
+
+class CommandError(Exception):
+    """A control command that cannot be carried out; its message goes back to the controller."""
+
+
+@dataclass
+class WorkerConfig:
+    nf_id: int
+    cluster: int = 0
+    index: int = 0
+    workers: int = 1
+    batch_size: int = 32
+    batch_time: float = 0.0005
+    gap_timeout: float = 0.05
+    reorder_capacity: int = 4096
+    adopt_capacity: int = 65536
+    backup_buffer_bytes: int = 64 * 1024 * 1024
+    repl_host: str = "127.0.0.1"
+    repl_port: int = 0
+    transfer_timeout: float = TRANSFER_TIMEOUT
+    marker_wait: float = MARKER_WAIT  # an adopter's wait for the old owner's move marker
+    max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
+    peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
+    limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
+
+
+@dataclass
+class SlotRuntime:
+    slot: int
+    epoch: int
+    role: SlotRole
+    seq: Sequencer[tuple[Shim, bytes]]
+    state: SlotState
+    packets: int = 0
+    committed_seq: int = 0
+    forward: Link | None = None
+    pending: list[tuple[Shim, bytes]] = field(default_factory=list)  # while adopting
+    replace: bool = False  # the next delta carries the whole slot: receivers replace their replica
+
+
+@dataclass
+class Counters:
+    packets: int = 0
+    malformed: int = 0
+    unowned: int = 0
+    duplicates: int = 0
+    overflows: int = 0
+    nf_errors: int = 0
+    global_store_errors: int = 0  # packets dropped because the global state store failed
+    forwarded: int = 0
+    outputs: int = 0
+    replayed: int = 0
+    repl_errors: int = 0
+    transfer_bytes: int = 0
+    backup_copies: int = 0
+    reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
+    cancelled: int = 0  # packets buffered for an adoption that was cancelled (an undone move)
