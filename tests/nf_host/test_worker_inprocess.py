@@ -70,6 +70,16 @@ async def until(cond: Callable[[], bool], what: str, timeout: float = 5.0) -> No
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
+def owner_of_slot(a: Node, packets: int) -> Switch:
+    """`a` owns SLOT (epoch 1, from seq 1), alone, and has processed packets 1..`packets` of flow
+    1; returns the switch that numbered them."""
+    a.w.assign([(SLOT, 1, 1)], as_backup=False)
+    sw = Switch()
+    for no in range(1, packets + 1):
+        a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1)[0])
+    return sw
+
+
 async def primary_with_backup(a: Node, b: Node) -> None:
     """`a` owns SLOT (epoch 1, from seq 1) and replicates to `b` (NF 2), which backs it up; returns
     once the replication link is up."""
@@ -301,10 +311,7 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
         for n in (a, q):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            sw = Switch()
-            for no in range(1, 5):
-                a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1)[0])
+            sw = owner_of_slot(a, 4)
             assert len(a.out) == 4
             late = sw.stamp(SLOT, checker_frame(1, 5), 1)[0]
             original = a.w._on_link_message
@@ -639,10 +646,7 @@ def test_an_adopter_starts_only_once_the_old_owners_marker_has_come(marker: str)
         for n in (a, p):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            sw = Switch()
-            for no in range(1, 5):
-                a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1)[0])
+            sw = owner_of_slot(a, 4)
             p.w.adopt(SLOT, 2)
             sw.epochs[SLOT] = 2
             for no in range(5, 7):
