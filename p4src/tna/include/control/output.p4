@@ -61,28 +61,25 @@ control NfOutputAcceptance(inout headers_t hdr,
             bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
             if (is_output || is_marker) {
                 nf_stage.apply();
-            }
-            if (is_marker) {
-                /* a move's marker (see v1model): SlotMap finds the owner, Stamping skips it */
-                if (hdr.nfc_shim.stage == meta.stage
-                        && (hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage) {
-                    meta.marker = true;
-                    meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
-                } else {
-                    meta.bypass = true;
-                    nf_output_drops.count(OUTPUT_DROP_WRONG_STAGE);
-                    ig_dprsr_md.drop_ctl = 1;
-                }
-            } else if (is_output) {
+                /* 0: accepted; otherwise the drop reason + 1 (one count call: Tofino wants
+                   each extern used in one place) */
                 bit<8> verdict = (bit<8>)OUTPUT_DROP_BAD_SLOT + 1;
                 if (hdr.nfc_shim.stage != meta.stage) {
                     verdict = (bit<8>)OUTPUT_DROP_WRONG_STAGE + 1;
                 } else if ((hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage) {
-                    bit<32> index = ((bit<32>)hdr.nfc_shim.slot << 1)
-                                    | (bit<32>)(hdr.nfc_shim.epoch & 1);
-                    verdict = check_output.execute(index);
+                    if (is_marker) {
+                        verdict = 0;  /* a move's marker (see v1model): no dedup, not output */
+                    } else {
+                        bit<32> index = ((bit<32>)hdr.nfc_shim.slot << 1)
+                                        | (bit<32>)(hdr.nfc_shim.epoch & 1);
+                        verdict = check_output.execute(index);
+                    }
                 }
-                if (verdict == 0) {
+                if (verdict == 0 && is_marker) {
+                    /* SlotMap finds the slot's owner, Stamping skips it */
+                    meta.marker = true;
+                    meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
+                } else if (verdict == 0) {
                     meta.accepted = true;
                     meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
                     if ((hdr.nfc_shim.flags & SHIM_FLAG_REVERSE) != 0) {

@@ -64,27 +64,20 @@ control NfOutputAcceptance(inout headers_t hdr,
             bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
                              && hdr.ipv4.isValid();
             bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
-            /* nf_stage is applied in one place: p4c's BMv2 back end rejects a table applied on
-               two paths of the control graph */
             if (is_output || is_marker) {
+                /* nf_stage is applied in one place: p4c's BMv2 back end rejects a table
+                   applied on two paths of the control graph */
                 nf_stage.apply();
-            }
-            if (is_marker) {
-                if (hdr.nfc_shim.stage == meta.stage
-                        && (hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage) {
-                    /* SlotMap finds the slot's owner; Stamping leaves it alone */
-                    meta.marker = true;
-                    meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
-                } else {
-                    meta.bypass = true;
-                    nf_output_drops.count(OUTPUT_DROP_WRONG_STAGE);
-                    mark_to_drop(standard_metadata);
-                }
-            } else if (is_output) {
                 bool first = false;
                 bit<32> reason = OUTPUT_DROP_BAD_SLOT;
                 if (hdr.nfc_shim.stage != meta.stage) {
                     reason = OUTPUT_DROP_WRONG_STAGE;
+                } else if ((hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage
+                           && is_marker) {
+                    /* a move's marker: no dedup, not output; SlotMap finds the slot's owner,
+                       Stamping leaves it alone */
+                    meta.marker = true;
+                    meta.slot = hdr.nfc_shim.slot & (slot_id_t)(SLOT_COUNT - 1);
                 } else if ((hdr.nfc_shim.slot >> SLOT_BITS) == (bit<16>)meta.stage) {
                     bit<32> index = ((bit<32>)hdr.nfc_shim.slot << 1)
                                     | (bit<32>)(hdr.nfc_shim.epoch & 1);
@@ -119,7 +112,7 @@ control NfOutputAcceptance(inout headers_t hdr,
                     }
                     hdr.ethernet.ether_type = hdr.nfc_shim.ether_type;
                     hdr.nfc_shim.setInvalid();
-                } else {
+                } else if (!meta.marker) {  /* (a marker goes on to SlotMap) */
                     meta.bypass = true;
                     nf_output_drops.count(reason);
                     mark_to_drop(standard_metadata);
