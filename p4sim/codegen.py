@@ -204,6 +204,7 @@ class ExprCompiler:
         self.profiles: dict[str, ProfileInfo] = {}
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}
+        self.extern_fq: dict[str, str] = {}  # generated name of a counter/register/meter -> its fq name
         self.applied: set[Any] = set()
         self.sm_base = -1
         self.sm_type: T.StructLike | None = None

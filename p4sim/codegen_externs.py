@@ -273,7 +273,7 @@ class ExternCompiler(ExprCompiler):
             raise CompileError(e.loc, f"{ext} instance is not visible here")
         if ext == "counter" and m == "count":
             i = self.uid("_i")
-            ci = self.counters[next(k for k, c in self.counters.items() if self.ns.get(oname + "p") is c.packets)]
+            ci = self.counters[self.extern_fq[oname]]
             w(f"{i} = {self.ex_as(args[0], T.Bits(32), ctx)}")
             w(f"if {i} < {ci.size}:")
             with w.block():
@@ -294,7 +294,7 @@ class ExternCompiler(ExprCompiler):
                 self.assign_code(out, f"({oname}.execute({i}, s[{self.pktlen}]) & {ot.mask})", ctx, w)
             return
         if ext == "register":
-            ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
+            ri = self.registers[self.extern_fq[oname]]
             if m == "read":
                 out, idx = args
                 i = self.uid("_i")

@@ -448,7 +448,7 @@ class CExterns(ExternCompiler):
             raise CompileError(e.loc, f"{ext} instance is not visible here")
         i = self.uid("ix")
         if ext == "counter" and m == "count":
-            ci = self.counters[next(k for k, c in self.counters.items() if self.ns.get(oname + "p") is c.packets)]
+            ci = self.counters[self.extern_fq[oname]]
             k = self.cidx[oname]
             w(f"{{ uint64_t {i} = {self.ex_as(args[0], T.Bits(32), ctx)}; if ({i} < {ci.size}) "
               f"{{ c->cnt_p[{k}][{i}] += 1; c->cnt_b[{k}][{i}] += s[{self.pktlen}]; }} }}")
@@ -461,7 +461,7 @@ class CExterns(ExternCompiler):
             if not isinstance(ot, T.Bits):
                 raise CompileError(out.loc, "execute_meter's result must be a bit<> field")
             k = self.cidx[oname]
-            mi = next(x for x in self.meters.values() if self.ns.get(oname) is x.meters)
+            mi = self.meters[self.extern_fq[oname]]
             units = "1.0" if mi.unit == "PACKETS" else f"(double)s[{self.pktlen}]"
             with cblock(w, ""):
                 w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
@@ -469,7 +469,7 @@ class CExterns(ExternCompiler):
                     self.assign_code(out, f"(p4n_meter_mark(&c->met[{k}][{i}], p4n_meter_now(c), {units}) & {ot.mask})", ctx, w)
             return
         if ext == "register":
-            ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
+            ri = self.registers[self.extern_fq[oname]]
             k = self.cidx[oname]
             if m == "read":
                 out, idx = args
