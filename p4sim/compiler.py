@@ -19,7 +19,6 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.checker import Checker
 from p4sim.codegen import Ctx, Writer, lit, size_of
-from p4sim.diagnostics import CompileError, Loc, Unsupported
 from p4sim.emit_walk import EmitWalk
 from p4sim.model import CounterInfo, MeterInfo, Program, RegisterInfo, TableInfo
 from p4sim.tables import BoundAction
@@ -27,9 +26,6 @@ from p4sim.tables import BoundAction
 
 class Compiler(EmitWalk):
     """Compiles the blocks of a checked v1model program into Python."""
-
-    AND = " and "
-    OR = " or "
 
     # ------------------------------------------------------------------ top level
     def compile(self) -> Program:
@@ -61,12 +57,6 @@ class Compiler(EmitWalk):
         )
 
     # ------------------------------------------------------------------ the walk's hooks: Python text
-    def lit(self, v: Any) -> str:
-        return lit(v)
-
-    def line(self, w: Writer, text: str) -> None:
-        w(text)
-
     def declare(self, name: str, code: str) -> str:
         return f"{name} = {code}"
 
@@ -79,14 +69,8 @@ class Compiler(EmitWalk):
             if len(w.lines) == n:
                 w("pass")
 
-    def if_(self, w: Writer, cond: str | None, kind: str = "if") -> AbstractContextManager[None]:
-        return self._if(w, "else:" if kind == "else" else f"{kind} {cond}:")
-
     def scope(self, w: Writer) -> AbstractContextManager[None]:
         return nullcontext()
-
-    def unsupported(self, loc: Loc | None, construct: str) -> CompileError:
-        return Unsupported(loc, construct)
 
     def call_code(self, fn: str, args: Sequence[str], packet: bool = False) -> str:
         return f"{fn}(s{', pk' if packet else ''}{''.join(', ' + a for a in args)})"

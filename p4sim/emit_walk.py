@@ -41,31 +41,13 @@ ROLES = {  # V1Switch block -> the kinds of its parameters
 class EmitWalk(ModelWalk):
     """The program walk; subclasses give the text of each node in their language."""
 
-    AND: str  # the language's boolean operators, with spaces around them
-    OR: str
-
     # ------------------------------------------------------------------ hooks (per back end)
-    def lit(self, v: Any) -> str:
-        raise NotImplementedError
-
-    def line(self, w: Writer, text: str) -> None:
-        """One simple statement."""
-        raise NotImplementedError
-
     def declare(self, name: str, code: str) -> str:
         """A statement declaring a scalar local ``name`` holding ``code``."""
         raise NotImplementedError
 
-    def if_(self, w: Writer, cond: str | None, kind: str = "if") -> AbstractContextManager[None]:
-        """A conditional block: ``kind`` is "if", "elif" or "else" (``cond`` None)."""
-        raise NotImplementedError
-
     def scope(self, w: Writer) -> AbstractContextManager[None]:
         """A block statement's scope (its locals stay inside)."""
-        raise NotImplementedError
-
-    def unsupported(self, loc: Loc | None, construct: str) -> CompileError:
-        """The error for a construct this back end does not run."""
         raise NotImplementedError
 
     def call_code(self, fn: str, args: Sequence[str], packet: bool = False) -> str:

@@ -21,10 +21,10 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.checker import Checker
 from p4sim.codegen import HIDDEN, Ctx, Writer, size_of
-from p4sim.diagnostics import CompileError, Loc
+from p4sim.diagnostics import Loc
 from p4sim.emit_walk import EmitWalk
 from p4sim.model import CounterInfo, MeterInfo, RegisterInfo, TableInfo
-from p4sim.native.cexpr import CExterns, NativeUnsupported, cblock, clit
+from p4sim.native.cexpr import CExterns, NativeUnsupported, cblock
 
 HERE = Path(__file__).parent
 KINDS = {"exact": "K_EXACT", "lpm": "K_LPM", "ternary": "K_TERNARY", "range": "K_RANGE", "optional": "K_OPTIONAL"}
@@ -55,9 +55,6 @@ class CProgram:
 
 class CCompiler(CExterns, EmitWalk):
     """Compiles the blocks of a checked v1model program into C (the walk's hooks in C)."""
-
-    AND = " && "
-    OR = " || "
 
     def __init__(self, ck: Checker) -> None:
         super().__init__(ck)
@@ -139,23 +136,11 @@ class CCompiler(CExterns, EmitWalk):
         return f"static const uint32_t {name}[{len(values) + 1}] = {{{', '.join(map(str, [*values, 0]))}}};"
 
     # ------------------------------------------------------------------ the walk's hooks: C text
-    def lit(self, v: Any) -> str:
-        return clit(v)
-
-    def line(self, w: Writer, text: str) -> None:
-        w(text + ";")
-
     def declare(self, name: str, code: str) -> str:
         return f"uint64_t {name} = {code}"
 
-    def if_(self, w: Writer, cond: str | None, kind: str = "if") -> AbstractContextManager[None]:
-        return cblock(w, {"if": f"if ({cond})", "elif": f"else if ({cond})", "else": "else"}[kind])
-
     def scope(self, w: Writer) -> AbstractContextManager[None]:
         return cblock(w, "")
-
-    def unsupported(self, loc: Loc | None, construct: str) -> CompileError:
-        return NativeUnsupported(loc, construct)
 
     def call_code(self, fn: str, args: Sequence[str], packet: bool = False) -> str:
         return f"{fn}(c, s{''.join(', ' + a for a in args)})"

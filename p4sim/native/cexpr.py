@@ -11,7 +11,8 @@ every shift's left operand is cast to ``uint64_t``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
@@ -89,120 +90,59 @@ class CExterns(ExternCompiler):
         check_type(t, None)
         return super().alloc(t)
 
-    def invalidate_siblings(self, e: A.Expr, ctx: Ctx, w: Writer, when: str | None = None) -> None:
-        sib = self.union_siblings(e, ctx)
-        if not sib:
-            return
-        body = " ".join(f"s[{b}] = 0;" for b in sib)
-        w(f"if ({when}) {{ {body} }}" if when is not None else body)
+    # ------------------------------------------------------------------ the language's syntax: C
+    AND = " && "
+    OR = " || "
+    DIVMOD = {"/": "p4n_div", "%": "p4n_mod"}
 
-    def load(self, e: A.Expr, ctx: Ctx) -> str:
-        code, guards = self.dyn_place(e, ctx)
-        if not guards:
-            return f"s[{code}]"
-        return f"(({' && '.join(guards)}) ? s[{code}] : 0)"
+    def lit(self, v: Any) -> str:
+        return clit(v)
 
-    def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
-        slot, guards = self.dyn_place(target, ctx)
-        if not guards:
-            w(f"s[{slot}] = {code};")
-            return
-        w(f"if ({' && '.join(guards)}) s[{slot}] = {code};")
+    def not_(self, code: str) -> str:
+        return f"(!{code})"
 
-    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        tt = target.ty
-        if isinstance(target, A.Slice):
-            base = target.expr
-            bt = T.strip(base.ty)
-            assert isinstance(bt, T.Bits)
-            check_type(bt, target.loc)
-            hi, lo = int(target.hi.const), int(target.lo.const)
-            m = ((1 << (hi - lo + 1)) - 1) << lo
-            cur = self.ex(base, ctx)
-            v = self.ex_as(value, tt, ctx)
-            self.assign_code(base, f"(({cur} & {bt.mask ^ m}) | (((uint64_t){v} << {lo}) & {m}))", ctx, w)
-            return
-        if isinstance(tt, (T.StructLike, T.Stack)):
-            slot = self.place(target, ctx)
-            self.assign_to(slot, tt, value, ctx, w)
-            if isinstance(tt, T.StructLike) and tt.kind == "header":
-                self.invalidate_siblings(target, ctx, w, when=f"s[{slot}]")
-            return
-        self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
+    def cond_(self, cond: str, then: str, other: str) -> str:
+        return f"(({cond}) ? {then} : {other})"
 
-    def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        if isinstance(t, (T.StructLike, T.Stack)):
-            v = value
-            while isinstance(v, A.Cast):
-                v = v.expr
-            if isinstance(v, A.ListExpr) and isinstance(t, T.StructLike):
-                if t.kind == "header":
-                    w(f"s[{base}] = 1;")
-                for (n, ft), item in zip(t.fields, v.items, strict=True):
-                    self.assign_to(base + field_offset(t, n), ft, item, ctx, w)
-                return
-            if isinstance(v, A.StructExpr) and isinstance(t, T.StructLike):
-                if t.kind == "header":
-                    w(f"s[{base}] = 1;")
-                vals = dict(v.fields)
-                for n, ft in t.fields:
-                    self.assign_to(base + field_offset(t, n), ft, vals[n], ctx, w)
-                return
-            if self.is_place(v, ctx):
-                src = self.place(v, ctx)
-                if src != base:
-                    w(f"memmove(&s[{base}], &s[{src}], {size_of(t)} * sizeof(uint64_t));")
-                return
-            if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
-                nbits = T.width_of(t)
-                with cblock(w, ""):
-                    w(f"p4n_peek(c, {nbits});")
-                    for i, off, fw, _ft in leaf_bits(t):
-                        w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
-                    w(f"s[{base}] = 1;")
-                return
-            raise NativeUnsupported(value.loc, f"this kind of {t} value")
-        w(f"s[{base}] = {self.ex_as(value, t, ctx)};")
+    def line(self, w: Writer, text: str) -> None:
+        w(text + ";")
 
-    # ------------------------------------------------------------------ expressions
-    def ex_as(self, e: A.Expr, t: T.Type, ctx: Ctx) -> str:
-        if e.const is not None and not isinstance(e.const, str):
-            v = e.const
-            st = T.strip(t)
-            if isinstance(st, T.Bits) and not isinstance(v, bool):
-                v = self.ck.convert_const(int(v), e.ty, st)
-            return clit(v)
-        return self.ex(e, ctx)
+    def if_(self, w: Writer, cond: str | None, kind: str = "if") -> AbstractContextManager[None]:
+        return cblock(w, {"if": f"if ({cond})", "elif": f"else if ({cond})", "else": "else"}[kind])
 
-    def ex(self, e: A.Expr, ctx: Ctx) -> str:
-        if e.const is not None and not isinstance(e.const, str) and (
-                not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
-            return clit(e.const)
-        if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
-            check_type(e.ty, e.loc)
-        if isinstance(e, A.Name):
-            return super().ex(e, ctx)
-        if isinstance(e, A.Member) and self.is_header_lookahead(e.expr):
-            ht = e.expr.ty
-            assert isinstance(ht, T.StructLike)
-            if isinstance(e.ty, T.StructLike):
-                raise NativeUnsupported(e.loc, "a struct field of a lookahead header")
-            shift, fw = self.field_bits(ht, e.name)
-            off = T.width_of(ht) - shift - fw
-            return f"(p4n_peek(c, {T.width_of(ht)}), p4n_getbits(c->pk + c->pk_off, {off}, {fw}))"
-        if isinstance(e, A.Member) and isinstance(e.expr.ty, T.ApplyResult):
-            r = self.ex(e.expr, ctx)
-            if e.name == "hit":
-                return f"(({r}) >> 32)"
-            if e.name == "miss":
-                return f"!(({r}) >> 32)"
-            return f"(({r}) & 0xffffffff)"
-        if isinstance(e, (A.Member, A.Index, A.Slice)):
-            return super().ex(e, ctx)
-        if isinstance(e, A.Cond):
-            t = e.ty
-            return f"(({self.ex(e.cond, ctx)}) ? {self.ex_as(e.then, t, ctx)} : {self.ex_as(e.other, t, ctx)})"
-        return super().ex(e, ctx)
+    def unsupported(self, loc: Loc | None, construct: str) -> CompileError:
+        return NativeUnsupported(loc, construct)
+
+    def check_type(self, t: T.Type, loc: Loc | None) -> None:
+        check_type(t, loc)
+
+    def u64(self, code: str) -> str:
+        return f"(uint64_t){code}"
+
+    # ------------------------------------------------------------------ places and values
+    def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
+        w(f"memmove(&s[{dst}], &s[{src}], {n} * sizeof(uint64_t));")
+
+    def lookahead_header(self, w: Writer, base: int, t: T.StructLike) -> None:
+        with cblock(w, ""):
+            w(f"p4n_peek(c, {T.width_of(t)});")
+            for i, off, fw, _ft in leaf_bits(t):
+                w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
+            w(f"s[{base}] = 1;")
+
+    def lookahead_field(self, ht: T.StructLike, shift: int, fw: int, ft: T.Type) -> str:
+        off = T.width_of(ht) - shift - fw
+        return f"(p4n_peek(c, {T.width_of(ht)}), p4n_getbits(c->pk + c->pk_off, {off}, {fw}))"
+
+    def apply_result(self, r: str, member: str) -> str:
+        if member == "hit":
+            return f"(({r}) >> 32)"
+        if member == "miss":
+            return f"!(({r}) >> 32)"
+        return f"(({r}) & 0xffffffff)"
+
+    def slots_equal(self, a: int, b: int, n: int) -> str:
+        return f"!memcmp(&s[{a}], &s[{b}], {n} * sizeof(uint64_t))"
 
     def unary(self, e: A.Unary, ctx: Ctx) -> str:
         a = self.ex(e.expr, ctx)
@@ -217,67 +157,27 @@ class CExterns(ExternCompiler):
     def wrap(self, code: str, t: T.Bits) -> str:
         return f"({code} & {t.mask})"
 
-    def equal_code(self, t: T.Type, a: int, b: int) -> str:
-        if isinstance(t, T.StructLike) and t.kind == "header":
-            n = size_of(t)
-            return (f"(s[{a}] == s[{b}] && (!s[{a}] || !memcmp(&s[{a + 1}], &s[{b + 1}], "
-                    f"{n - 1} * sizeof(uint64_t))))")
-        if isinstance(t, T.StructLike):
-            parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
-            return "(" + " && ".join(parts) + ")" if parts else "1"
-        if isinstance(t, T.Stack):
-            es = size_of(t.elem)
-            return "(" + " && ".join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
-                                     for i in range(t.size)) + ")"
-        return f"(s[{a}] == s[{b}])"
+    def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
+        rs = T.strip(e.right.ty)
+        assert isinstance(rs, T.Bits)
+        return f"(((uint64_t){self.ex(e.left, ctx)} << {rs.width}) | {self.ex(e.right, ctx)})"
 
-    def binary(self, e: A.Binary, ctx: Ctx) -> str:
-        op = e.op
-        if op in ("&&", "||"):
-            return f"({self.ex(e.left, ctx)} {op} {self.ex(e.right, ctx)})"
-        lt, rt = e.left.ty, e.right.ty
-        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
-            if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
-                raise NativeUnsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
-            code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))
-            return code if op == "==" else f"(!{code})"
-        if op == "++":
-            rs = T.strip(rt)
-            assert isinstance(rs, T.Bits)
-            return f"(((uint64_t){self.ex(e.left, ctx)} << {rs.width}) | {self.ex(e.right, ctx)})"
-        if op in ("<<", ">>"):
-            t = T.strip(e.ty)
-            assert isinstance(t, T.Bits)
-            a = self.ex(e.left, ctx)
-            if e.right.const is not None:
-                n = int(e.right.const)
-                if n >= 64 or (op == "<<" and n >= t.width):
-                    return "0"
-                return f"({a} >> {n})" if op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
-            b = self.ex(e.right, ctx)
-            if op == ">>":
-                return f"p4n_shr({a}, {b})"
-            return f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
-        ot = lt if lt is not T.INT else rt
-        a, b = self.ex_as(e.left, ot, ctx), self.ex_as(e.right, ot, ctx)
-        if op in ("==", "!=", "<", ">", "<=", ">="):
-            return f"({a} {op} {b})"
+    def shift_code(self, e: A.Binary, ctx: Ctx) -> str:
         t = T.strip(e.ty)
-        if not isinstance(t, T.Bits):
-            raise NativeUnsupported(e.loc, f"{op} on {e.ty} at run time")
-        if op in ("+", "-", "*"):
-            return self.wrap(f"({a} {op} {b})", t)
-        if op == "/":
-            return f"p4n_div({a}, {b})"
-        if op == "%":
-            return f"p4n_mod({a}, {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
-        if op == "|+|":
-            return f"p4n_sadd({a}, {b}, {t.mask})"
-        if op == "|-|":
-            return f"p4n_ssub({a}, {b})"
-        raise NativeUnsupported(e.loc, f"operator {op}")
+        assert isinstance(t, T.Bits)
+        a = self.ex(e.left, ctx)
+        if e.right.const is not None:
+            n = int(e.right.const)
+            if n >= 64 or (e.op == "<<" and n >= t.width):
+                return "0"
+            return f"({a} >> {n})" if e.op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
+        b = self.ex(e.right, ctx)
+        if e.op == ">>":
+            return f"p4n_shr({a}, {b})"
+        return f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
+
+    def saturate(self, op: str, a: str, b: str, t: T.Bits) -> str:
+        return f"p4n_sadd({a}, {b}, {t.mask})" if op == "|+|" else f"p4n_ssub({a}, {b})"
 
     def cast(self, e: A.Cast, ctx: Ctx) -> str:
         dst, src = T.strip(e.ty), T.strip(e.expr.ty)
