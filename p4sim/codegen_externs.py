@@ -6,19 +6,18 @@ from __future__ import annotations
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
-from p4sim.codegen import (
+from p4sim.codegen import ExprCompiler, lit
+from p4sim.diagnostics import CompileError, Unsupported
+from p4sim.layout import (
     DROP_PORT,
     Ctx,
-    ExprCompiler,
     Writer,
     defaults,
     field_offset,
     leaf_types,
-    lit,
     scalar_width,
     size_of,
 )
-from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.model import (
     DigestInfo,
     ParamInfo,

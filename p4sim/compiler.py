@@ -11,15 +11,16 @@ compiler); this module holds its Python text and assembles the `Program`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
 from p4sim.checker import Checker
-from p4sim.codegen import Ctx, Writer, lit, size_of
+from p4sim.codegen import lit
 from p4sim.emit_walk import EmitWalk
+from p4sim.layout import Ctx, Writer, size_of
 from p4sim.model import CounterInfo, MeterInfo, Program, RegisterInfo, TableInfo
 from p4sim.tables import BoundAction
 
@@ -59,15 +60,6 @@ class Compiler(EmitWalk):
     # ------------------------------------------------------------------ the walk's hooks: Python text
     def declare(self, name: str, code: str) -> str:
         return f"{name} = {code}"
-
-    @contextmanager
-    def _if(self, w: Writer, head: str) -> Iterator[None]:
-        w(head)
-        n = len(w.lines)
-        with w.block():
-            yield
-            if len(w.lines) == n:
-                w("pass")
 
     def scope(self, w: Writer) -> AbstractContextManager[None]:
         return nullcontext()

@@ -15,9 +15,9 @@ import ast
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.codegen import Binding, Ctx, Py, Writer, expr_text, scalar_width, size_of
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc, Unsupported
+from p4sim.layout import Binding, Ctx, Py, Writer, expr_text, scalar_width, size_of
 from p4sim.meters import MeterArray
 from p4sim.model import (
     ActionInfo,

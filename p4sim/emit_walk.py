@@ -19,17 +19,9 @@ from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.codegen import (
-    Binding,
-    Ctx,
-    PacketParam,
-    Py,
-    Slot,
-    Writer,
-    field_offset,
-)
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
 from p4sim.emit_model import ModelWalk
+from p4sim.layout import Binding, Ctx, PacketParam, Py, Slot, Writer, field_offset
 from p4sim.symbols import ActionSym, FunctionSym, InstanceSym, TableSym, Var
 
 ROLES = {  # V1Switch block -> the kinds of its parameters

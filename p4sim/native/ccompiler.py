@@ -20,9 +20,9 @@ from typing import Any
 from p4sim import ast as A
 from p4sim import types as T
 from p4sim.checker import Checker
-from p4sim.codegen import HIDDEN, Ctx, Writer, size_of
 from p4sim.diagnostics import Loc
 from p4sim.emit_walk import EmitWalk
+from p4sim.layout import HIDDEN, Ctx, Writer, size_of
 from p4sim.model import CounterInfo, MeterInfo, RegisterInfo, TableInfo
 from p4sim.native.cexpr import CExterns, NativeUnsupported, cblock
 

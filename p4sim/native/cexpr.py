@@ -16,17 +16,9 @@ from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.codegen import (
-    DROP_PORT,
-    Ctx,
-    Writer,
-    field_offset,
-    leaf_bits,
-    scalar_width,
-    size_of,
-)
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc
+from p4sim.layout import DROP_PORT, Ctx, Writer, field_offset, leaf_bits, scalar_width, size_of
 from p4sim.model import DigestInfo, ParamInfo
 
 ALGOS = {"crc32": "p4n_crc32", "crc32_custom": "p4n_crc32", "crc16": "p4n_crc16", "crc16_custom": "p4n_crc16",
