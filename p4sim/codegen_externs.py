@@ -130,7 +130,6 @@ class ExternCompiler(ExprCompiler):
 
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
-        h = self.hidden
         if name == "verify":
             w(f"if not {self.ex(args[0], ctx)}:")
             with w.block():
@@ -211,23 +210,8 @@ class ExternCompiler(ExprCompiler):
                 isinstance(args[-1], A.ListExpr) and not args[-1].items):
             alt = "clone_preserving_field_list" if name == "clone3" else f"{name}_preserving_field_list"
             raise Unsupported(e.loc, f"{name} with a list of fields to preserve (use {alt} and @field_list)")
-        elif name in ("clone", "clone3", "clone_preserving_field_list"):
-            ctype = args[0]
-            en = ctype.ty
-            assert isinstance(en, T.Enum)
-            kind = en.members[int(ctype.const)]
-            w(f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2}")
-            w(f"s[{h['clone_session']}] = {self.ex(args[1], ctx)}")
-            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else "-1"
-            w(f"s[{h['clone_fl']}] = {fl}")
-        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
-                      "recirculate_preserving_field_list"):
-            which = "resubmit" if name.startswith("resubmit") else "recirculate"
-            fl = self.ex(args[0], ctx) if name.endswith("field_list") else "-1"
-            w(f"s[{h[which]}] = 1")
-            w(f"s[{h[which + '_fl']}] = {fl}")
-        elif name == "truncate":
-            w(f"s[{h['truncate']}] = {self.ex(args[0], ctx)}")
+        elif self.pipeline_flags(name, args, ctx, w):
+            pass
         elif name in ("assert", "assume"):
             w(f"if not {self.ex(args[0], ctx)}:")
             with w.block():
@@ -241,35 +225,71 @@ class ExternCompiler(ExprCompiler):
         else:
             raise Unsupported(e.loc, f"extern function {name}")
 
-    def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
-        _, ext, m, obj, _proto, tv = e.ref
+    NO_FIELD_LIST = "-1"  # a hidden field-list slot's value when no field list is preserved
+
+    def pipeline_flags(self, name: str, args: list[A.Expr], ctx: Ctx, w: Writer) -> bool:
+        """clone, resubmit, recirculate and truncate: they set hidden slots the v1model pipeline
+        reads after the block; False for the other extern functions."""
+        h = self.hidden
+        if name in ("clone", "clone3", "clone_preserving_field_list"):
+            ctype = args[0]
+            en = ctype.ty
+            assert isinstance(en, T.Enum)
+            kind = en.members[int(ctype.const)]
+            self.line(w, f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2}")
+            self.line(w, f"s[{h['clone_session']}] = {self.ex(args[1], ctx)}")
+            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else self.NO_FIELD_LIST
+            self.line(w, f"s[{h['clone_fl']}] = {fl}")
+        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
+                      "recirculate_preserving_field_list"):
+            which = "resubmit" if name.startswith("resubmit") else "recirculate"
+            fl = self.ex(args[0], ctx) if name.endswith("field_list") else self.NO_FIELD_LIST
+            self.line(w, f"s[{h[which]}] = 1")
+            self.line(w, f"s[{h[which + '_fl']}] = {fl}")
+        elif name == "truncate":
+            self.line(w, f"s[{h['truncate']}] = {self.ex(args[0], ctx)}")
+        else:
+            return False
+        return True
+
+    def extern_object(self, e: A.Call, ctx: Ctx, w: Writer) -> str | None:
+        """A method call of an extern: packet_in's and packet_out's are compiled here (None);
+        for the others, the generated name of the extern object."""
+        _, ext, m, obj, _proto, _tv = e.ref
         args = e.args
         if ext == "packet_in":
             if m == "extract":
                 if len(args) != 1:
-                    raise Unsupported(e.loc, "two-argument extract (varbit headers)")
+                    raise self.unsupported(e.loc, "two-argument extract (varbit headers)")
                 self.extract(args[0], ctx, w)
             elif m == "advance":
-                n = self.ex(args[0], ctx)
                 if args[0].const is not None and int(args[0].const) % 8:
-                    raise Unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
-                w(f"pk.off += {n} >> 3")
-                w("if pk.off > pk.n:")
-                with w.block():
-                    w(f"raise _PErr({self.errcode('PacketTooShort')})")
-            elif m == "lookahead":
-                pass
-            else:
-                raise Unsupported(e.loc, f"packet_in.{m}")
-            return
+                    raise self.unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
+                self.advance(self.ex(args[0], ctx), w)
+            elif m != "lookahead":
+                raise self.unsupported(e.loc, f"packet_in.{m}")
+            return None
         if ext == "packet_out":
             self.emit(args[0], args[0].ty, None, ctx, w)
-            return
+            return None
         assert isinstance(obj, A.Expr)
-        inst = obj.ref
-        oname = ctx.objs.get(inst)
+        oname = ctx.objs.get(obj.ref)
         if oname is None:
             raise CompileError(e.loc, f"{ext} instance is not visible here")
+        return oname
+
+    def advance(self, bits: str, w: Writer) -> None:
+        w(f"pk.off += {bits} >> 3")
+        w("if pk.off > pk.n:")
+        with w.block():
+            w(f"raise _PErr({self.errcode('PacketTooShort')})")
+
+    def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
+        _, ext, m, _obj, _proto, tv = e.ref
+        args = e.args
+        oname = self.extern_object(e, ctx, w)
+        if oname is None:
+            return
         if ext == "counter" and m == "count":
             i = self.uid("_i")
             ci = self.counters[self.extern_fq[oname]]
@@ -369,24 +389,7 @@ class ExternCompiler(ExprCompiler):
     def emit(self, x: A.Expr | None, t: T.Type, base: int | None, ctx: Ctx, w: Writer) -> None:
         b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
         if isinstance(t, T.StructLike) and t.kind == "header":
-            nbits = T.width_of(t)
-            parts = []
-            shift = nbits
-            off = 1
-            for ft in leaf_types(t):
-                fw = scalar_width(ft)
-                shift -= fw
-                c = f"s[{b + off}]"
-                st = T.strip(ft)
-                if st is T.BOOL:
-                    c = f"int({c})"
-                elif isinstance(st, T.Bits) and st.signed:
-                    c = f"({c} & {st.mask})"
-                parts.append(f"({c} << {shift})" if shift else c)
-                off += 1
-            w(f"if s[{b}]:")
-            with w.block():
-                w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")
+            self.emit_header(b, t, w)
         elif isinstance(t, T.StructLike):
             for n, ft in t.fields:
                 if not isinstance(ft, (T.StructLike, T.Stack)):
@@ -399,4 +402,23 @@ class ExternCompiler(ExprCompiler):
         else:
             raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
 
-
+    def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
+        """Deparse the header at slot ``b`` if it is valid."""
+        nbits = T.width_of(t)
+        parts = []
+        shift = nbits
+        off = 1
+        for ft in leaf_types(t):
+            fw = scalar_width(ft)
+            shift -= fw
+            c = f"s[{b + off}]"
+            st = T.strip(ft)
+            if st is T.BOOL:
+                c = f"int({c})"
+            elif isinstance(st, T.Bits) and st.signed:
+                c = f"({c} & {st.mask})"
+            parts.append(f"({c} << {shift})" if shift else c)
+            off += 1
+        w(f"if s[{b}]:")
+        with w.block():
+            w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")

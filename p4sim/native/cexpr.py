@@ -225,7 +225,6 @@ class CExterns(ExternCompiler):
     # ------------------------------------------------------------------ extern functions
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
-        h = self.hidden
         if name == "verify":
             w(f"if (!({self.ex(args[0], ctx)})) P4N_PERR(c, {self.ex(args[1], ctx)});")
         elif name == "mark_to_drop":
@@ -268,23 +267,8 @@ class CExterns(ExternCompiler):
         elif name in ("clone3", "resubmit", "recirculate") and not (
                 isinstance(args[-1], A.ListExpr) and not args[-1].items):
             raise NativeUnsupported(e.loc, f"{name} with a list of fields to preserve")
-        elif name in ("clone", "clone3", "clone_preserving_field_list"):
-            ctype = args[0]
-            en = ctype.ty
-            assert isinstance(en, T.Enum)
-            kind = en.members[int(ctype.const)]
-            w(f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2};")
-            w(f"s[{h['clone_session']}] = {self.ex(args[1], ctx)};")
-            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else "(uint64_t)-1"
-            w(f"s[{h['clone_fl']}] = {fl};")
-        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
-                      "recirculate_preserving_field_list"):
-            which = "resubmit" if name.startswith("resubmit") else "recirculate"
-            fl = self.ex(args[0], ctx) if name.endswith("field_list") else "(uint64_t)-1"
-            w(f"s[{h[which]}] = 1;")
-            w(f"s[{h[which + '_fl']}] = {fl};")
-        elif name == "truncate":
-            w(f"s[{h['truncate']}] = {self.ex(args[0], ctx)};")
+        elif self.pipeline_flags(name, args, ctx, w):
+            pass
         elif name in ("assert", "assume", "log_msg"):
             pass  # the native engine does not log: run the Python engine to see these
         else:
@@ -315,29 +299,18 @@ class CExterns(ExternCompiler):
         w(f"{{ uint64_t {v}[] = {{{', '.join(vals) or '0'}}}; p4n_digest(c, {idx}, {v}, {len(vals)}); }}")
 
     # ------------------------------------------------------------------ extern methods
+    NO_FIELD_LIST = "(uint64_t)-1"
+
+    def advance(self, bits: str, w: Writer) -> None:
+        w(f"c->pk_off += (uint32_t)({bits} >> 3);")
+        w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
+
     def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
-        _, ext, m, obj, _proto, tv = e.ref
+        _, ext, m, _obj, _proto, tv = e.ref
         args = e.args
-        if ext == "packet_in":
-            if m == "extract":
-                if len(args) != 1:
-                    raise NativeUnsupported(e.loc, "two-argument extract (varbit headers)")
-                self.extract(args[0], ctx, w)
-            elif m == "advance":
-                if args[0].const is not None and int(args[0].const) % 8:
-                    raise NativeUnsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
-                w(f"c->pk_off += (uint32_t)({self.ex(args[0], ctx)} >> 3);")
-                w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
-            elif m != "lookahead":
-                raise NativeUnsupported(e.loc, f"packet_in.{m}")
-            return
-        if ext == "packet_out":
-            self.emit(args[0], args[0].ty, None, ctx, w)
-            return
-        assert isinstance(obj, A.Expr)
-        oname = ctx.objs.get(obj.ref)
+        oname = self.extern_object(e, ctx, w)
         if oname is None:
-            raise CompileError(e.loc, f"{ext} instance is not visible here")
+            return
         i = self.uid("ix")
         if ext == "counter" and m == "count":
             ci = self.counters[self.extern_fq[oname]]
@@ -425,27 +398,14 @@ class CExterns(ExternCompiler):
                 self.invalidate_siblings(target, ctx, w)
         w("}")
 
-    def emit(self, x: A.Expr | None, t: T.Type, base: int | None, ctx: Ctx, w: Writer) -> None:
-        b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
-        if isinstance(t, T.StructLike) and t.kind == "header":
-            nb = T.width_of(t) // 8
-            self.deparse_max += nb
-            with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):
-                w("uint8_t *q_ = c->ob + c->ob_n;")
-                w(f"memset(q_, 0, {nb});")
-                for i, off, fw, _ft in leaf_bits(t):
-                    w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
-                w(f"c->ob_n += {nb};")
-        elif isinstance(t, T.StructLike):
-            for n, ft in t.fields:
-                if not isinstance(ft, (T.StructLike, T.Stack)):
-                    raise CompileError(x.loc if x else None, f"emit: {t.name}.{n} is not a header")
-                self.emit(None, ft, b + field_offset(t, n), ctx, w)
-        elif isinstance(t, T.Stack):
-            es = size_of(t.elem)
-            for i in range(t.size):
-                self.emit(None, t.elem, b + 1 + i * es, ctx, w)
-        else:
-            raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
+    def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
+        nb = T.width_of(t) // 8
+        self.deparse_max += nb
+        with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):
+            w("uint8_t *q_ = c->ob + c->ob_n;")
+            w(f"memset(q_, 0, {nb});")
+            for i, off, fw, _ft in leaf_bits(t):
+                w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
+            w(f"c->ob_n += {nb};")
 
     deparse_max = 0
