@@ -64,13 +64,9 @@ class ExternCompiler(ExprCompiler):
                 for n, ft in t.fields:
                     add(None, ft, b + field_offset(t, n), inner)
                 return
+            self.check_type(t, x.loc if x is not None else None)
             w = scalar_width(t)
-            code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
-            st = T.strip(t)
-            if st is T.BOOL:
-                code = f"int({code})"
-            elif isinstance(st, T.Bits) and st.signed:
-                code = f"({code} & {st.mask})"
+            code = self.unsigned(f"s[{base}]" if base is not None else self.ex(x, ctx), t)  # type: ignore[arg-type]
             if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
                     and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
                 valid = f"s[{self.place(x.expr, ctx)}]"
@@ -82,6 +78,15 @@ class ExternCompiler(ExprCompiler):
                 raise CompileError(it.loc, "field list elements need a width (cast the literal)")
             add(it, it.ty, None, None)
         return parts
+
+    def unsigned(self, code: str, t: T.Type) -> str:
+        """A scalar's value as the unsigned number of its bits (bool as 0/1, int<N> masked)."""
+        st = T.strip(t)
+        if st is T.BOOL:
+            return f"int({code})"
+        if isinstance(st, T.Bits) and st.signed:
+            return f"({code} & {st.mask})"
+        return code
 
     @staticmethod
     def _join(parts: list[tuple[str, int, str | None]]) -> str:

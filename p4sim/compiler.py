@@ -134,13 +134,6 @@ class Compiler(EmitWalk):
         else:
             self.ns[name] = info.meters
 
-    def key_code(self, code: str, t: T.Type) -> str:
-        if t is T.BOOL:
-            return f"int({code})"
-        if isinstance(t, T.Bits) and t.signed:
-            return f"({code} & {t.mask})"
-        return code
-
     def table_function(self, d: A.TableDecl, ti: TableInfo, key_exprs: list[str], sel_exprs: list[str]) -> str:
         tbl = ti.table
         tn = self.uid("T")

@@ -50,10 +50,6 @@ class ModelWalk(ExternCompiler):
     def check_param(self, t: T.Type, loc: Loc | None) -> None:
         """Refuse a scalar type as a key, parameter or argument (the native engine's limits)."""
 
-    def key_code(self, code: str, t: T.Type) -> str:
-        """A table key's value as the unsigned number the table matches."""
-        return code
-
     def table_function(self, d: A.TableDecl, ti: TableInfo, key_exprs: list[str], sel_exprs: list[str]) -> str:
         """The generated function applying a table; returns its name."""
         raise NotImplementedError
@@ -144,7 +140,7 @@ class ModelWalk(ExternCompiler):
             width = scalar_width(kt)
             a = A.find_annotation(k.annotations, "name")
             name = a.args[0].value if a and a.args and isinstance(a.args[0], A.StringLit) else expr_text(k.expr)
-            code = self.key_code(self.ex(k.expr, ctx), kt)
+            code = self.unsigned(self.ex(k.expr, ctx), kt)
             if k.match_kind == "selector":
                 sel_exprs.append(code)
                 continue

@@ -184,30 +184,8 @@ class CExterns(ExternCompiler):
         return a
 
     # ------------------------------------------------------------------ field lists, hashes
-    def field_list_parts(self, data: A.Expr, ctx: Ctx) -> list[tuple[str, int, str | None]]:
-        parts: list[tuple[str, int, str | None]] = []
-
-        def add(x: A.Expr | None, t: T.Type, base: int | None, valid: str | None) -> None:
-            if isinstance(t, T.StructLike):
-                b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
-                inner = f"s[{b}]" if t.kind == "header" else valid
-                for n, ft in t.fields:
-                    add(None, ft, b + field_offset(t, n), inner)
-                return
-            check_type(t, x.loc if x is not None else None)
-            wd = scalar_width(t)
-            code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
-            if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
-                    and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
-                valid = f"s[{self.place(x.expr, ctx)}]"
-            parts.append((code, wd, valid))
-
-        items = data.items if isinstance(data, A.ListExpr) else [data]
-        for it in items:
-            if it.ty is T.INT:
-                raise CompileError(it.loc, "field list elements need a width (cast the literal)")
-            add(it, it.ty, None, None)
-        return parts
+    def unsigned(self, code: str, t: T.Type) -> str:
+        return code  # bool is 0/1 already; signed types are refused
 
     def hash_code(self, data: A.Expr, fn: str, ctx: Ctx, with_payload: bool = False) -> str:
         """A GNU statement expression: the hash `fn` of a field list's BufBuilder bytes."""
