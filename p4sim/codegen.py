@@ -1,16 +1,19 @@
-"""Code generation of expressions, places and assignments for the p4sim compiler.
+"""Code generation of expressions, places and assignments, shared by both engines, in Python.
 
-Per-packet state is one flat list ``s``: every scalar (header field, metadata field, validity bit,
-local variable) has a fixed slot. An expression compiles to a Python expression string over ``s``
-and the Python locals that hold action data; an l-value compiles to a slot index (or, below a
-variable header stack index, to slot code plus a bounds guard).
+Per-packet state is one flat list ``s`` (the layout is `p4sim.layout`). An expression compiles to
+a Python expression string over ``s`` and the Python locals that hold action data; an l-value
+compiles to a slot index (or, below a variable header stack index, to slot code plus a bounds
+guard). `ExprCompiler` holds the state of one compilation and the one walk over expressions,
+places and assignments; what is language-specific is a small hook (``lit``, ``not_``,
+``cond_``, ``line``, ``if_``, ``copy_slots``, ``shift_code`` ...) that the native engine's C
+generator (`p4sim.native.cexpr`) overrides.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from p4sim import ast as A
@@ -18,6 +21,18 @@ from p4sim import runtime as R
 from p4sim import types as T
 from p4sim.checker import Checker
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
+from p4sim.layout import (
+    HIDDEN,
+    Ctx,
+    Py,
+    Slot,
+    Writer,
+    defaults,
+    field_offset,
+    leaf_bits,
+    scalar_width,
+    size_of,
+)
 from p4sim.model import (
     ActionInfo,
     CounterInfo,
@@ -28,155 +43,12 @@ from p4sim.model import (
     RegisterInfo,
     TableInfo,
 )
-from p4sim.symbols import Var
-
-HIDDEN = ["clone_type", "clone_session", "clone_fl", "resubmit", "resubmit_fl", "recirculate",
-          "recirculate_fl", "truncate"]
-DROP_PORT = 511
-
-
-@dataclass(frozen=True)
-class Slot:
-    base: int
-
-
-@dataclass(frozen=True)
-class Py:
-    name: str
-
-
-@dataclass(frozen=True)
-class PacketParam:
-    kind: str  # "in" or "out"
-
-
-Binding = Slot | Py | PacketParam
-
-
-class Ctx:
-    """Compile context of one block instance (parser, control or action)."""
-
-    def __init__(self, path: str, env: dict[Var, Binding], objs: dict[Any, str], kind: str,
-                 ret: T.Type | None = None) -> None:
-        self.path = path
-        self.env = env
-        self.objs = objs
-        self.kind = kind
-        self.ret = ret  # return type inside a function
-
-
-class Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.ind = 1
-
-    def __call__(self, line: str) -> None:
-        self.lines.append("    " * self.ind + line)
-
-    def block(self) -> _Indent:
-        return _Indent(self)
-
-
-class _Indent:
-    def __init__(self, w: Writer) -> None:
-        self.w = w
-
-    def __enter__(self) -> None:
-        self.w.ind += 1
-
-    def __exit__(self, *a: object) -> None:
-        self.w.ind -= 1
-
-
-def size_of(t: T.Type) -> int:
-    if isinstance(t, T.StructLike):
-        n = sum(size_of(ft) for _, ft in t.fields)
-        return n + 1 if t.kind == "header" else n
-    if isinstance(t, T.Stack):
-        return 1 + t.size * size_of(t.elem)
-    return 1
-
-
-def field_offset(t: T.StructLike, name: str) -> int:
-    off = 1 if t.kind == "header" else 0
-    for n, ft in t.fields:
-        if n == name:
-            return off
-        off += size_of(ft)
-    raise KeyError(name)
-
-
-def defaults(t: T.Type) -> list[Any]:
-    if isinstance(t, T.StructLike):
-        out: list[Any] = [False] if t.kind == "header" else []
-        for _, ft in t.fields:
-            out += defaults(ft)
-        return out
-    if isinstance(t, T.Stack):
-        return [0] + defaults(t.elem) * t.size
-    if t is T.BOOL:
-        return [False]
-    return [0]
-
-
-def leaf_bits(t: T.StructLike) -> list[tuple[int, int, int, T.Type]]:
-    """Per scalar field of a header in wire order: (storage slot after the valid bit, counting
-    from 1; bit offset from the header's first bit; width; type)."""
-    out: list[tuple[int, int, int, T.Type]] = []
-    off = 0
-    for i, ft in enumerate(leaf_types(t), 1):
-        fw = scalar_width(ft)
-        out.append((i, off, fw, ft))
-        off += fw
-    return out
-
-
-def leaf_types(t: T.StructLike) -> list[T.Type]:
-    """The scalar fields of a header in wire order, structs inside it flattened (their storage
-    slots follow the header's valid bit in this order)."""
-    out: list[T.Type] = []
-    for _, ft in t.fields:
-        if isinstance(ft, T.StructLike):
-            out.extend(leaf_types(ft))
-        else:
-            out.append(ft)
-    return out
-
-
-def scalar_width(t: T.Type) -> int:
-    st = T.strip(t)
-    if isinstance(st, T.Bits):
-        return st.width
-    if st is T.BOOL:
-        return 1
-    if isinstance(st, T.Enum) and st.underlying is not None:
-        return st.underlying.width
-    if st is T.ERROR:
-        return 8
-    if isinstance(st, T.Enum):
-        return 32
-    raise CompileError(None, f"type {t} has no bit width")
 
 
 def lit(v: Any) -> str:
     if isinstance(v, bool):
         return "True" if v else "False"
     return repr(v)
-
-
-def expr_text(e: A.Expr) -> str:
-    """The source-like text p4c uses to name a key field."""
-    if isinstance(e, A.Name):
-        return e.name
-    if isinstance(e, A.Member):
-        return f"{expr_text(e.expr)}.{e.name}"
-    if isinstance(e, A.Index):
-        return f"{expr_text(e.expr)}[{e.index.const}]"
-    if isinstance(e, A.Slice):
-        return f"{expr_text(e.expr)}[{e.hi.const}:{e.lo.const}]"
-    if isinstance(e, A.Call) and isinstance(e.func, A.Member) and e.func.name == "isValid":
-        return f"{expr_text(e.func.expr)}.$valid$"
-    return "key"
 
 
 class ExprCompiler:
@@ -204,6 +76,7 @@ class ExprCompiler:
         self.profiles: dict[str, ProfileInfo] = {}
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}
+        self.extern_fq: dict[str, str] = {}  # generated name of a counter/register/meter -> its fq name
         self.applied: set[Any] = set()
         self.sm_base = -1
         self.sm_type: T.StructLike | None = None
@@ -294,36 +167,66 @@ class ExprCompiler:
             return [base + field_offset(u, n) for n, _ in u.fields if n != e.name]
         return []
 
+    # ------------------------------------------------------------------ the language's syntax
+    # (Python here; the native engine's C compiler overrides these, p4sim/native/cexpr.py)
+    AND = " and "  # boolean operators, with spaces around them
+    OR = " or "
+
+    def lit(self, v: Any) -> str:
+        return lit(v)
+
+    def not_(self, code: str) -> str:
+        return f"(not {code})"
+
+    def cond_(self, cond: str, then: str, other: str) -> str:
+        return f"({then} if {cond} else {other})"
+
+    def line(self, w: Writer, text: str) -> None:
+        """One simple statement."""
+        w(text)
+
+    @contextmanager
+    def _if(self, w: Writer, head: str) -> Iterator[None]:
+        w(head)
+        n = len(w.lines)
+        with w.block():
+            yield
+            if len(w.lines) == n:
+                w("pass")
+
+    def if_(self, w: Writer, cond: str | None, kind: str = "if") -> AbstractContextManager[None]:
+        """A conditional block: ``kind`` is "if", "elif" or "else" (``cond`` None)."""
+        return self._if(w, "else:" if kind == "else" else f"{kind} {cond}:")
+
+    def unsupported(self, loc: Loc | None, construct: str) -> CompileError:
+        """The error for a construct this back end does not run."""
+        return Unsupported(loc, construct)
+
+    def check_type(self, t: T.Type, loc: Loc | None) -> None:
+        """Refuse a type this back end cannot hold (the Python engine holds them all)."""
+
+    # ------------------------------------------------------------------ places
     def invalidate_siblings(self, e: A.Expr, ctx: Ctx, w: Writer, when: str | None = None) -> None:
         """A union member became valid: the other members become invalid (P4 semantics)."""
         sib = self.union_siblings(e, ctx)
         if not sib:
             return
-        if when is not None:
-            w(f"if {when}:")
-            with w.block():
-                for b in sib:
-                    w(f"s[{b}] = False")
-        else:
+        with self.if_(w, when) if when is not None else nullcontext():
             for b in sib:
-                w(f"s[{b}] = False")
+                self.line(w, f"s[{b}] = {self.lit(False)}")
 
     def load(self, e: A.Expr, ctx: Ctx) -> str:
         """Read a scalar place; out-of-bounds stack reads give 0 (undefined in P4)."""
         code, guards = self.dyn_place(e, ctx)
         if not guards:
             return f"s[{code}]"
-        return f"(s[{code}] if {' and '.join(guards)} else 0)"
+        return self.cond_(self.AND.join(guards), f"s[{code}]", "0")
 
     def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
         """Write a scalar place; out-of-bounds stack writes are ignored (as P4 specifies)."""
         slot, guards = self.dyn_place(target, ctx)
-        if not guards:
-            w(f"s[{slot}] = {code}")
-            return
-        w(f"if {' and '.join(guards)}:")
-        with w.block():
-            w(f"s[{slot}] = {code}")
+        with self.if_(w, self.AND.join(guards)) if guards else nullcontext():
+            self.line(w, f"s[{slot}] = {code}")
 
     def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
         tt = target.ty
@@ -331,11 +234,12 @@ class ExprCompiler:
             base = target.expr
             bt = T.strip(base.ty)
             assert isinstance(bt, T.Bits)
+            self.check_type(bt, target.loc)
             hi, lo = int(target.hi.const), int(target.lo.const)
             m = ((1 << (hi - lo + 1)) - 1) << lo
             cur = self.ex(base, ctx)
             v = self.ex_as(value, tt, ctx)
-            newv = f"(({cur} & {bt.mask ^ m}) | (({v} << {lo}) & {m}))"
+            newv = f"(({cur} & {bt.mask ^ m}) | (({self.u64(v)} << {lo}) & {m}))"
             if bt.signed:
                 newv = f"_sx({newv}, {bt.width})"
             self.assign_code(base, newv, ctx, w)
@@ -348,6 +252,10 @@ class ExprCompiler:
             return
         self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
 
+    def u64(self, code: str) -> str:
+        """The left operand of a shift (C widens it to 64 bits first)."""
+        return code
+
     def assign_code(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
         self.store(target, code, ctx, w)
 
@@ -357,34 +265,34 @@ class ExprCompiler:
             v = value
             while isinstance(v, A.Cast):
                 v = v.expr
-            if isinstance(v, A.ListExpr) and isinstance(t, T.StructLike):
+            if isinstance(v, (A.ListExpr, A.StructExpr)) and isinstance(t, T.StructLike):
                 if t.kind == "header":
-                    w(f"s[{base}] = True")
-                for (n, ft), item in zip(t.fields, v.items, strict=True):
+                    self.line(w, f"s[{base}] = {self.lit(True)}")
+                items = v.items if isinstance(v, A.ListExpr) else [dict(v.fields)[n] for n, _ in t.fields]
+                for (n, ft), item in zip(t.fields, items, strict=True):
                     self.assign_to(base + field_offset(t, n), ft, item, ctx, w)
-                return
-            if isinstance(v, A.StructExpr) and isinstance(t, T.StructLike):
-                if t.kind == "header":
-                    w(f"s[{base}] = True")
-                vals = dict(v.fields)
-                for n, ft in t.fields:
-                    self.assign_to(base + field_offset(t, n), ft, vals[n], ctx, w)
                 return
             if self.is_place(v, ctx):
                 src = self.place(v, ctx)
-                nslots = size_of(t)
                 if src != base:
-                    w(f"s[{base}:{base + nslots}] = s[{src}:{src + nslots}]")
+                    self.copy_slots(w, base, src, size_of(t))
                 return
             if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
-                nbits = T.width_of(t)
-                w(f"v = _peek(pk, {nbits})")
-                for i, off, fw, ft in leaf_bits(t):
-                    w(f"s[{base + i}] = {self.field_code('v', nbits - off - fw, fw, ft)}")
-                w(f"s[{base}] = True")
+                self.lookahead_header(w, base, t)
                 return
-            raise Unsupported(value.loc, f"this kind of {t} value")
-        w(f"s[{base}] = {self.ex_as(value, t, ctx)}")
+            raise self.unsupported(value.loc, f"this kind of {t} value")
+        self.line(w, f"s[{base}] = {self.ex_as(value, t, ctx)}")
+
+    def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
+        w(f"s[{dst}:{dst + n}] = s[{src}:{src + n}]")
+
+    def lookahead_header(self, w: Writer, base: int, t: T.StructLike) -> None:
+        """Store ``pkt.lookahead<H>()`` (not consuming the bits) into header ``base``."""
+        nbits = T.width_of(t)
+        w(f"v = _peek(pk, {nbits})")
+        for i, off, fw, ft in leaf_bits(t):
+            w(f"s[{base + i}] = {self.field_code('v', nbits - off - fw, fw, ft)}")
+        w(f"s[{base}] = True")
 
     @staticmethod
     def is_header_lookahead(e: A.Expr) -> bool:
@@ -422,13 +330,15 @@ class ExprCompiler:
             st = T.strip(t)
             if isinstance(st, T.Bits) and not isinstance(v, bool):
                 v = self.ck.convert_const(int(v), e.ty, st)
-            return lit(v)
+            return self.lit(v)
         return self.ex(e, ctx)
 
     def ex(self, e: A.Expr, ctx: Ctx) -> str:
         if e.const is not None and not isinstance(e.const, str) and (
                 not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
-            return lit(e.const)
+            return self.lit(e.const)
+        if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
+            self.check_type(e.ty, e.loc)
         if isinstance(e, A.Name):
             b = ctx.env.get(e.ref)
             if isinstance(b, Slot):
@@ -442,17 +352,12 @@ class ExprCompiler:
             ht = e.expr.ty
             assert isinstance(ht, T.StructLike)
             if isinstance(e.ty, T.StructLike):
-                raise Unsupported(e.loc, "a struct field of a lookahead header")
+                raise self.unsupported(e.loc, "a struct field of a lookahead header")
             shift, fw = self.field_bits(ht, e.name)
-            return self.field_code(f"_peek(pk, {T.width_of(ht)})", shift, fw, e.ty)
+            return self.lookahead_field(ht, shift, fw, e.ty)
         if isinstance(e, (A.Member, A.Index)):
             if isinstance(e, A.Member) and isinstance(e.expr.ty, T.ApplyResult):
-                r = self.ex(e.expr, ctx)
-                if e.name == "hit":
-                    return f"{r}[0]"
-                if e.name == "miss":
-                    return f"(not {r}[0])"
-                return f"{r}[1]"
+                return self.apply_result(self.ex(e.expr, ctx), e.name)
             if isinstance(e, A.Member) and isinstance(e.expr.ty, T.Stack):
                 sb = self.place(e.expr, ctx)
                 if e.name == "lastIndex":
@@ -474,10 +379,22 @@ class ExprCompiler:
             return self.binary(e, ctx)
         if isinstance(e, A.Cond):
             t = e.ty
-            return f"({self.ex_as(e.then, t, ctx)} if {self.ex(e.cond, ctx)} else {self.ex_as(e.other, t, ctx)})"
+            return self.cond_(self.ex(e.cond, ctx), self.ex_as(e.then, t, ctx), self.ex_as(e.other, t, ctx))
         if isinstance(e, A.Cast):
             return self.cast(e, ctx)
         raise Unsupported(e.loc, f"expression {type(e).__name__}")
+
+    def lookahead_field(self, ht: T.StructLike, shift: int, fw: int, ft: T.Type) -> str:
+        """A field of ``pkt.lookahead<H>()``: ``fw`` bits ``shift`` above the header's last bit."""
+        return self.field_code(f"_peek(pk, {T.width_of(ht)})", shift, fw, ft)
+
+    def apply_result(self, r: str, member: str) -> str:
+        """``hit``, ``miss`` or ``action_run`` of a table application's result ``r``."""
+        if member == "hit":
+            return f"{r}[0]"
+        if member == "miss":
+            return f"(not {r}[0])"
+        return f"{r}[1]"
 
     def unary(self, e: A.Unary, ctx: Ctx) -> str:
         a = self.ex(e.expr, ctx)
@@ -500,77 +417,88 @@ class ExprCompiler:
         """``==`` of two stored values of type ``t``: headers are equal when both are invalid, or
         both valid with equal fields; structs and stacks when all their members are equal."""
         if isinstance(t, T.StructLike) and t.kind == "header":
-            n = size_of(t)
-            return f"(s[{a}] == s[{b}] and (not s[{a}] or s[{a + 1}:{a + n}] == s[{b + 1}:{b + n}]))"
+            same = self.slots_equal(a + 1, b + 1, size_of(t) - 1)
+            return f"(s[{a}] == s[{b}]{self.AND}({self.not_(f's[{a}]')}{self.OR}{same}))"
         if isinstance(t, T.StructLike):
             parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
-            return "(" + " and ".join(parts) + ")" if parts else "True"
+            return "(" + self.AND.join(parts) + ")" if parts else self.lit(True)
         if isinstance(t, T.Stack):
             es = size_of(t.elem)
-            return "(" + " and ".join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
-                                      for i in range(t.size)) + ")"
+            return "(" + self.AND.join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
+                                       for i in range(t.size)) + ")"
         return f"(s[{a}] == s[{b}])"
+
+    def slots_equal(self, a: int, b: int, n: int) -> str:
+        return f"s[{a}:{a + n}] == s[{b}:{b + n}]"
 
     def binary(self, e: A.Binary, ctx: Ctx) -> str:
         op = e.op
         if op in ("&&", "||"):
-            return f"({self.ex(e.left, ctx)} {'and' if op == '&&' else 'or'} {self.ex(e.right, ctx)})"
+            return f"({self.ex(e.left, ctx)}{self.AND if op == '&&' else self.OR}{self.ex(e.right, ctx)})"
         lt, rt = e.left.ty, e.right.ty
         if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
             if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
-                raise Unsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
+                raise self.unsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
             code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))
-            return code if op == "==" else f"(not {code})"
+            return code if op == "==" else self.not_(code)
         if op == "++":
-            ls, rs = T.strip(lt), T.strip(rt)
-            assert isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
-            a, b = self.ex(e.left, ctx), self.ex(e.right, ctx)
-            if ls.signed:
-                a = f"({a} & {ls.mask})"
-            if rs.signed:
-                b = f"({b} & {rs.mask})"
-            code = f"(({a} << {rs.width}) | {b})"
-            res = T.strip(e.ty)
-            assert isinstance(res, T.Bits)
-            return f"_sx({code}, {res.width})" if res.signed else code
+            return self.concat_code(e, ctx)
         if op in ("<<", ">>"):
-            t = T.strip(e.ty)
-            assert isinstance(t, T.Bits)
-            a = self.ex(e.left, ctx)
-            if e.right.const is not None:
-                n = int(e.right.const)
-                if op == ">>":
-                    return f"({a} >> {n})"
-                if n >= t.width:
-                    return "0"
-                return self.wrap(f"({a} << {n})", t)
-            b = self.ex(e.right, ctx)
-            if op == ">>":
-                return f"({a} >> {b})"
-            code = f"_shl({a}, {b}, {t.width})"
-            return f"_sx({code}, {t.width})" if t.signed else code
+            return self.shift_code(e, ctx)
         ot = lt if lt is not T.INT else rt
         a, b = self.ex_as(e.left, ot, ctx), self.ex_as(e.right, ot, ctx)
         if op in ("==", "!=", "<", ">", "<=", ">="):
             return f"({a} {op} {b})"
         t = T.strip(e.ty)
         if not isinstance(t, T.Bits):
-            raise Unsupported(e.loc, f"{op} on {e.ty} at run time")
+            raise self.unsupported(e.loc, f"{op} on {e.ty} at run time")
         if op in ("+", "-", "*"):
             return self.wrap(f"({a} {op} {b})", t)
-        if op == "/":
-            return f"_div({a}, {b})"
-        if op == "%":
-            return f"_mod({a}, {b})"
+        if op in ("/", "%"):
+            return f"{self.DIVMOD[op]}({a}, {b})"
         if op in ("&", "|", "^"):
             return f"({a} {op} {b})"
         if op in ("|+|", "|-|"):
-            sign = "+" if op == "|+|" else "-"
-            if not t.signed:
-                return f"min({a} + {b}, {t.mask})" if op == "|+|" else f"max({a} - {b}, 0)"
-            lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
-            return f"_sat({a} {sign} {b}, {lo}, {hi})"
-        raise Unsupported(e.loc, f"operator {op}")
+            return self.saturate(op, a, b, t)
+        raise self.unsupported(e.loc, f"operator {op}")
+
+    DIVMOD = {"/": "_div", "%": "_mod"}  # unsigned division and modulo, x / 0 == x % 0 == 0
+
+    def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
+        ls, rs = T.strip(e.left.ty), T.strip(e.right.ty)
+        assert isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
+        a, b = self.ex(e.left, ctx), self.ex(e.right, ctx)
+        if ls.signed:
+            a = f"({a} & {ls.mask})"
+        if rs.signed:
+            b = f"({b} & {rs.mask})"
+        code = f"(({a} << {rs.width}) | {b})"
+        res = T.strip(e.ty)
+        assert isinstance(res, T.Bits)
+        return f"_sx({code}, {res.width})" if res.signed else code
+
+    def shift_code(self, e: A.Binary, ctx: Ctx) -> str:
+        t = T.strip(e.ty)
+        assert isinstance(t, T.Bits)
+        a = self.ex(e.left, ctx)
+        if e.right.const is not None:
+            n = int(e.right.const)
+            if e.op == ">>":
+                return f"({a} >> {n})"
+            if n >= t.width:
+                return "0"
+            return self.wrap(f"({a} << {n})", t)
+        b = self.ex(e.right, ctx)
+        if e.op == ">>":
+            return f"({a} >> {b})"
+        code = f"_shl({a}, {b}, {t.width})"
+        return f"_sx({code}, {t.width})" if t.signed else code
+
+    def saturate(self, op: str, a: str, b: str, t: T.Bits) -> str:
+        if not t.signed:
+            return f"min({a} + {b}, {t.mask})" if op == "|+|" else f"max({a} - {b}, 0)"
+        lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+        return f"_sat({a} {'+' if op == '|+|' else '-'} {b}, {lo}, {hi})"
 
     def cast(self, e: A.Cast, ctx: Ctx) -> str:
         dst, src = T.strip(e.ty), T.strip(e.expr.ty)

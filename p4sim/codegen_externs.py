@@ -6,19 +6,18 @@ from __future__ import annotations
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
-from p4sim.codegen import (
+from p4sim.codegen import ExprCompiler, lit
+from p4sim.diagnostics import CompileError, Unsupported
+from p4sim.layout import (
     DROP_PORT,
     Ctx,
-    ExprCompiler,
     Writer,
     defaults,
     field_offset,
     leaf_types,
-    lit,
     scalar_width,
     size_of,
 )
-from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.model import (
     DigestInfo,
     ParamInfo,
@@ -65,13 +64,9 @@ class ExternCompiler(ExprCompiler):
                 for n, ft in t.fields:
                     add(None, ft, b + field_offset(t, n), inner)
                 return
+            self.check_type(t, x.loc if x is not None else None)
             w = scalar_width(t)
-            code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
-            st = T.strip(t)
-            if st is T.BOOL:
-                code = f"int({code})"
-            elif isinstance(st, T.Bits) and st.signed:
-                code = f"({code} & {st.mask})"
+            code = self.unsigned(f"s[{base}]" if base is not None else self.ex(x, ctx), t)  # type: ignore[arg-type]
             if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
                     and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
                 valid = f"s[{self.place(x.expr, ctx)}]"
@@ -83,6 +78,15 @@ class ExternCompiler(ExprCompiler):
                 raise CompileError(it.loc, "field list elements need a width (cast the literal)")
             add(it, it.ty, None, None)
         return parts
+
+    def unsigned(self, code: str, t: T.Type) -> str:
+        """A scalar's value as the unsigned number of its bits (bool as 0/1, int<N> masked)."""
+        st = T.strip(t)
+        if st is T.BOOL:
+            return f"int({code})"
+        if isinstance(st, T.Bits) and st.signed:
+            return f"({code} & {st.mask})"
+        return code
 
     @staticmethod
     def _join(parts: list[tuple[str, int, str | None]]) -> str:
@@ -131,7 +135,6 @@ class ExternCompiler(ExprCompiler):
 
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
-        h = self.hidden
         if name == "verify":
             w(f"if not {self.ex(args[0], ctx)}:")
             with w.block():
@@ -212,23 +215,8 @@ class ExternCompiler(ExprCompiler):
                 isinstance(args[-1], A.ListExpr) and not args[-1].items):
             alt = "clone_preserving_field_list" if name == "clone3" else f"{name}_preserving_field_list"
             raise Unsupported(e.loc, f"{name} with a list of fields to preserve (use {alt} and @field_list)")
-        elif name in ("clone", "clone3", "clone_preserving_field_list"):
-            ctype = args[0]
-            en = ctype.ty
-            assert isinstance(en, T.Enum)
-            kind = en.members[int(ctype.const)]
-            w(f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2}")
-            w(f"s[{h['clone_session']}] = {self.ex(args[1], ctx)}")
-            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else "-1"
-            w(f"s[{h['clone_fl']}] = {fl}")
-        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
-                      "recirculate_preserving_field_list"):
-            which = "resubmit" if name.startswith("resubmit") else "recirculate"
-            fl = self.ex(args[0], ctx) if name.endswith("field_list") else "-1"
-            w(f"s[{h[which]}] = 1")
-            w(f"s[{h[which + '_fl']}] = {fl}")
-        elif name == "truncate":
-            w(f"s[{h['truncate']}] = {self.ex(args[0], ctx)}")
+        elif self.pipeline_flags(name, args, ctx, w):
+            pass
         elif name in ("assert", "assume"):
             w(f"if not {self.ex(args[0], ctx)}:")
             with w.block():
@@ -242,38 +230,74 @@ class ExternCompiler(ExprCompiler):
         else:
             raise Unsupported(e.loc, f"extern function {name}")
 
-    def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
-        _, ext, m, obj, _proto, tv = e.ref
+    NO_FIELD_LIST = "-1"  # a hidden field-list slot's value when no field list is preserved
+
+    def pipeline_flags(self, name: str, args: list[A.Expr], ctx: Ctx, w: Writer) -> bool:
+        """clone, resubmit, recirculate and truncate: they set hidden slots the v1model pipeline
+        reads after the block; False for the other extern functions."""
+        h = self.hidden
+        if name in ("clone", "clone3", "clone_preserving_field_list"):
+            ctype = args[0]
+            en = ctype.ty
+            assert isinstance(en, T.Enum)
+            kind = en.members[int(ctype.const)]
+            self.line(w, f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2}")
+            self.line(w, f"s[{h['clone_session']}] = {self.ex(args[1], ctx)}")
+            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else self.NO_FIELD_LIST
+            self.line(w, f"s[{h['clone_fl']}] = {fl}")
+        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
+                      "recirculate_preserving_field_list"):
+            which = "resubmit" if name.startswith("resubmit") else "recirculate"
+            fl = self.ex(args[0], ctx) if name.endswith("field_list") else self.NO_FIELD_LIST
+            self.line(w, f"s[{h[which]}] = 1")
+            self.line(w, f"s[{h[which + '_fl']}] = {fl}")
+        elif name == "truncate":
+            self.line(w, f"s[{h['truncate']}] = {self.ex(args[0], ctx)}")
+        else:
+            return False
+        return True
+
+    def extern_object(self, e: A.Call, ctx: Ctx, w: Writer) -> str | None:
+        """A method call of an extern: packet_in's and packet_out's are compiled here (None);
+        for the others, the generated name of the extern object."""
+        _, ext, m, obj, _proto, _tv = e.ref
         args = e.args
         if ext == "packet_in":
             if m == "extract":
                 if len(args) != 1:
-                    raise Unsupported(e.loc, "two-argument extract (varbit headers)")
+                    raise self.unsupported(e.loc, "two-argument extract (varbit headers)")
                 self.extract(args[0], ctx, w)
             elif m == "advance":
-                n = self.ex(args[0], ctx)
                 if args[0].const is not None and int(args[0].const) % 8:
-                    raise Unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
-                w(f"pk.off += {n} >> 3")
-                w("if pk.off > pk.n:")
-                with w.block():
-                    w(f"raise _PErr({self.errcode('PacketTooShort')})")
-            elif m == "lookahead":
-                pass
-            else:
-                raise Unsupported(e.loc, f"packet_in.{m}")
-            return
+                    raise self.unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
+                self.advance(self.ex(args[0], ctx), w)
+            elif m != "lookahead":
+                raise self.unsupported(e.loc, f"packet_in.{m}")
+            return None
         if ext == "packet_out":
             self.emit(args[0], args[0].ty, None, ctx, w)
-            return
+            return None
         assert isinstance(obj, A.Expr)
-        inst = obj.ref
-        oname = ctx.objs.get(inst)
+        oname = ctx.objs.get(obj.ref)
         if oname is None:
             raise CompileError(e.loc, f"{ext} instance is not visible here")
+        return oname
+
+    def advance(self, bits: str, w: Writer) -> None:
+        w(f"pk.off += {bits} >> 3")
+        w("if pk.off > pk.n:")
+        with w.block():
+            w(f"raise _PErr({self.errcode('PacketTooShort')})")
+
+    def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
+        _, ext, m, _obj, _proto, tv = e.ref
+        args = e.args
+        oname = self.extern_object(e, ctx, w)
+        if oname is None:
+            return
         if ext == "counter" and m == "count":
             i = self.uid("_i")
-            ci = self.counters[next(k for k, c in self.counters.items() if self.ns.get(oname + "p") is c.packets)]
+            ci = self.counters[self.extern_fq[oname]]
             w(f"{i} = {self.ex_as(args[0], T.Bits(32), ctx)}")
             w(f"if {i} < {ci.size}:")
             with w.block():
@@ -294,7 +318,7 @@ class ExternCompiler(ExprCompiler):
                 self.assign_code(out, f"({oname}.execute({i}, s[{self.pktlen}]) & {ot.mask})", ctx, w)
             return
         if ext == "register":
-            ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
+            ri = self.registers[self.extern_fq[oname]]
             if m == "read":
                 out, idx = args
                 i = self.uid("_i")
@@ -370,24 +394,7 @@ class ExternCompiler(ExprCompiler):
     def emit(self, x: A.Expr | None, t: T.Type, base: int | None, ctx: Ctx, w: Writer) -> None:
         b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
         if isinstance(t, T.StructLike) and t.kind == "header":
-            nbits = T.width_of(t)
-            parts = []
-            shift = nbits
-            off = 1
-            for ft in leaf_types(t):
-                fw = scalar_width(ft)
-                shift -= fw
-                c = f"s[{b + off}]"
-                st = T.strip(ft)
-                if st is T.BOOL:
-                    c = f"int({c})"
-                elif isinstance(st, T.Bits) and st.signed:
-                    c = f"({c} & {st.mask})"
-                parts.append(f"({c} << {shift})" if shift else c)
-                off += 1
-            w(f"if s[{b}]:")
-            with w.block():
-                w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")
+            self.emit_header(b, t, w)
         elif isinstance(t, T.StructLike):
             for n, ft in t.fields:
                 if not isinstance(ft, (T.StructLike, T.Stack)):
@@ -400,4 +407,23 @@ class ExternCompiler(ExprCompiler):
         else:
             raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
 
-
+    def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
+        """Deparse the header at slot ``b`` if it is valid."""
+        nbits = T.width_of(t)
+        parts = []
+        shift = nbits
+        off = 1
+        for ft in leaf_types(t):
+            fw = scalar_width(ft)
+            shift -= fw
+            c = f"s[{b + off}]"
+            st = T.strip(ft)
+            if st is T.BOOL:
+                c = f"int({c})"
+            elif isinstance(st, T.Bits) and st.signed:
+                c = f"({c} & {st.mask})"
+            parts.append(f"({c} << {shift})" if shift else c)
+            off += 1
+        w(f"if s[{b}]:")
+        with w.block():
+            w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")

@@ -1,8 +1,9 @@
 """Compiles a checked v1model program into C for the native engine (p4sim/native/).
 
-The same compiler as the Python engine's (`p4sim.compiler.Compiler`: the same walk over the
-checked program, the same slot layout, the same table, action and extern model) with every
-piece of emitted code in C: one C function per parser, control, action, function and table.
+The Python engine's walk over the checked program (`p4sim.emit_walk.EmitWalk`: the same slot
+layout, the same table, action and extern model) with every piece of emitted code in C (this
+module: the walk's hooks and the assembly of the translation unit; `cexpr`: expressions, places
+and externs): one C function per parser, control, action, function and table.
 The fixed part (tables, externs, the v1model pipeline, the C API) is `runtime.h` and
 `pipeline.c` beside this file; `CProgram.source` is one translation unit holding all of it.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,23 +20,11 @@ from typing import Any
 from p4sim import ast as A
 from p4sim import types as T
 from p4sim.checker import Checker
-from p4sim.codegen import (
-    HIDDEN,
-    Binding,
-    Ctx,
-    PacketParam,
-    Py,
-    Slot,
-    Writer,
-    expr_text,
-    scalar_width,
-)
-from p4sim.compiler import Compiler
-from p4sim.diagnostics import CompileError, Unsupported
-from p4sim.model import ActionRefInfo, KeyInfo, TableInfo
-from p4sim.native.cexpr import CExterns, NativeUnsupported, cblock, clit
-from p4sim.symbols import ActionSym, FunctionSym, InstanceSym, TableSym, Var
-from p4sim.tables import Table
+from p4sim.diagnostics import Loc
+from p4sim.emit_walk import EmitWalk
+from p4sim.layout import HIDDEN, Ctx, Writer, size_of
+from p4sim.model import CounterInfo, MeterInfo, RegisterInfo, TableInfo
+from p4sim.native.cexpr import CExterns, NativeUnsupported, cblock
 
 HERE = Path(__file__).parent
 KINDS = {"exact": "K_EXACT", "lpm": "K_LPM", "ternary": "K_TERNARY", "range": "K_RANGE", "optional": "K_OPTIONAL"}
@@ -63,8 +53,8 @@ class CProgram:
     dmax: int = 1
 
 
-class CCompiler(CExterns, Compiler):
-    """Compiles the blocks of a checked v1model program into C."""
+class CCompiler(CExterns, EmitWalk):
+    """Compiles the blocks of a checked v1model program into C (the walk's hooks in C)."""
 
     def __init__(self, ck: Checker) -> None:
         super().__init__(ck)
@@ -87,47 +77,10 @@ class CCompiler(CExterns, Compiler):
 
     # ------------------------------------------------------------------ top level
     def compile_c(self) -> CProgram:
-        ck = self.ck
-        main = ck.main
-        assert main is not None
-        blocks = []
-        ctor_env: dict[Var, Binding] = {}
-        for a in main.args:
-            if not isinstance(a, A.Ctor) or a.type_name not in ck.blocks:
-                raise CompileError(a.loc, "V1Switch arguments must be parser or control instantiations")
-            blk = ck.blocks[a.type_name]
-            ctor_env.update(self.ctor_bindings(blk, a.args))
-            blocks.append(blk)
-        prs, vck, ing, egr, cck, dep = blocks
-        assert isinstance(prs, A.ParserDecl)
-        pvars = [p.sym for p in prs.params]  # type: ignore[attr-defined]
-        h_t, m_t, sm_t = pvars[1].type, pvars[2].type, pvars[3].type
-        h_base, m_base, sm_base = self.alloc(h_t), self.alloc(m_t), self.alloc(sm_t)
-        assert isinstance(sm_t, T.StructLike)
-        self.sm_base, self.sm_type = sm_base, sm_t
-        from p4sim.codegen import field_offset, size_of
-        sm = {n: sm_base + field_offset(sm_t, n) for n, _ in sm_t.fields}
-        self.pktlen = sm["packet_length"]
-        self.sm = sm
-
-        def bind(decl: A.ParserDecl | A.ControlDecl, kinds: list[str]) -> dict[Var, Binding]:
-            env: dict[Var, Binding] = dict(ctor_env)
-            for p, k in zip(decl.params, kinds, strict=True):
-                v: Var = p.sym  # type: ignore[attr-defined]
-                if k in ("in", "out"):
-                    env[v] = PacketParam(k)
-                else:
-                    env[v] = Slot({"H": h_base, "M": m_base, "SM": sm_base}[k])
-            return env
-
-        fns = {
-            "parser": self.parser(prs, bind(prs, ["in", "H", "M", "SM"])),
-            "verify": self.control(vck, bind(vck, ["H", "M"]), vck.name),  # type: ignore[arg-type]
-            "ingress": self.control(ing, bind(ing, ["H", "M", "SM"]), ing.name),  # type: ignore[arg-type]
-            "egress": self.control(egr, bind(egr, ["H", "M", "SM"]), egr.name),  # type: ignore[arg-type]
-            "compute": self.control(cck, bind(cck, ["H", "M"]), cck.name),  # type: ignore[arg-type]
-            "deparser": self.control(dep, bind(dep, ["out", "H"]), dep.name, deparser=True),  # type: ignore[arg-type]
-        }
+        fns = self.compile_blocks()
+        m_t, m_base = self.meta
+        sm_t, sm_base, sm = self.sm_type, self.sm_base, self.sm
+        assert sm_t is not None
         body = [_INT.sub(_ull, line) for line in self.funcs]
         used = "\n".join(body)
 
@@ -182,201 +135,61 @@ class CCompiler(CExterns, Compiler):
     def sizes(name: str, values: list[int]) -> str:
         return f"static const uint32_t {name}[{len(values) + 1}] = {{{', '.join(map(str, [*values, 0]))}}};"
 
-    # ------------------------------------------------------------------ parser
-    def parser(self, d: A.ParserDecl, env: dict[Var, Binding], path: str = "") -> str:
-        ctx = Ctx(path or d.name, dict(env), {}, "parser")
-        w = Writer()
-        for loc in d.locals:
-            self.local(loc, ctx, w)
-        names = {s.name: self.uid(f"ps_{s.name}_") for s in d.states}
-        w(f"goto {names['start']};")
-        for st in d.states:
-            w(f"{names[st.name]}: {{")
-            with w.block():
-                for x in st.stmts:
-                    self.stmt(x, ctx, w)
-                self.transition(st.transition, ctx, w, names)
-            w("}")
+    # ------------------------------------------------------------------ the walk's hooks: C text
+    def declare(self, name: str, code: str) -> str:
+        return f"uint64_t {name} = {code}"
+
+    def scope(self, w: Writer) -> AbstractContextManager[None]:
+        return cblock(w, "")
+
+    def call_code(self, fn: str, args: Sequence[str], packet: bool = False) -> str:
+        return f"{fn}(c, s{''.join(', ' + a for a in args)})"
+
+    def define(self, kind: str, name: str, params: list[str], lines: list[str], ret: T.Type | None = None) -> None:
+        void = ret is T.VOID or ret is None
+        if not void:
+            lines = [*lines, "    return 0;"]  # not reached: every path returns (checked)
+        self.func("void" if void else "uint64_t", name, params, lines)
+
+    def goto_state(self, w: Writer, state: str | None, names: dict[str, str]) -> None:
+        if state is None:
+            w(f"P4N_PERR(c, {self.errcode('NoMatch')});")
+        elif state == "accept":
+            w("return;")
+        elif state == "reject":
+            w("P4N_PERR(c, 0);")
+        else:
+            w(f"goto {names[state]};")
+
+    def states_begin(self, pre: Writer, names: dict[str, str]) -> None:
+        pre(f"goto {names['start']};")
+
+    def state_writer(self, pre: Writer, label: str, name: str) -> Writer:
+        pre(f"{label}: {{")
+        pre.ind += 1
+        return pre
+
+    def state_done(self, pre: Writer, w: Writer, label: str, name: str) -> None:
+        pre.ind -= 1
+        pre("}")
+
+    def parser_done(self, pre: Writer, names: dict[str, str], top: bool) -> str:
         run = self.uid("parser_")
-        self.func("void", run, [], w.lines)
+        self.func("void", run, [], pre.lines)
         return run
 
-    def state_ref(self, name: str, names: dict[str, str]) -> str:
-        if name == "accept":
-            return "return;"
-        if name == "reject":
-            return "P4N_PERR(c, 0);"
-        return f"goto {names[name]};"
+    def bind_extern(self, name: str, info: CounterInfo | RegisterInfo | MeterInfo) -> None:
+        group = self.counters if isinstance(info, CounterInfo) else (
+            self.registers if isinstance(info, RegisterInfo) else self.meters)
+        self.cidx[name] = len(group) - 1
 
-    def transition(self, tr: A.Transition, ctx: Ctx, w: Writer, names: dict[str, str]) -> None:
-        if tr.target is not None:
-            w(self.state_ref(tr.target, names))
-            return
-        assert tr.select is not None
-        ktypes = [k.ty for k in tr.select]
-        with cblock(w, ""):
-            for i, k in enumerate(tr.select):
-                w(f"uint64_t k{i} = {self.ex(k, ctx)};")
-            for c in tr.cases:
-                w(f"if ({self.keyset_cond(c.keyset, ktypes)}) {self.state_ref(c.state, names)}")
-            w(f"P4N_PERR(c, {self.errcode('NoMatch')});")
+    def check_param(self, t: T.Type, loc: Loc | None) -> None:
+        check_scalar(t, loc)
 
-    def keyset_cond(self, ks: A.Expr, ktypes: list[T.Type]) -> str:
-        if isinstance(ks, (A.Default, A.DontCare)):
-            return "1"
-        items = ks.items if isinstance(ks, A.TupleKeyset) else [ks]
-        conds = []
-        for i, (it, kt) in enumerate(zip(items, ktypes, strict=True)):
-            if isinstance(it, (A.Default, A.DontCare)):
-                continue
-            if isinstance(it, A.Mask):
-                m = self.const_as(it.mask, kt)
-                conds.append(f"(k{i} & {clit(m)}) == {clit(self.const_as(it.value, kt) & m)}")
-            elif isinstance(it, A.Range):
-                lo, hi = clit(self.const_as(it.low, kt)), clit(self.const_as(it.high, kt))
-                conds.append(f"({lo} <= k{i} && k{i} <= {hi})")
-            else:
-                conds.append(f"k{i} == {clit(self.const_as(it, kt))}")
-        return " && ".join(conds) or "1"
-
-    # ------------------------------------------------------------------ controls
-    def control(self, d: A.ControlDecl, env: dict[Var, Binding], path: str, deparser: bool = False) -> str:
-        ctx = Ctx(path, dict(env), {}, "control")
-        w = Writer()
-        for loc in d.locals:
-            self.local(loc, ctx, w)
-        for x in d.body.stmts:
-            self.stmt(x, ctx, w)
-        name = self.uid(f"ctl_{d.name}_")
-        self.func("void", name, [], w.lines)
-        return name
-
-    def var_decl(self, d: A.VarDecl, ctx: Ctx, w: Writer) -> None:
-        v: Var = d.sym  # type: ignore[attr-defined]
-        base = self.alloc(v.type)
-        ctx.env[v] = Slot(base)
-        if d.init is not None:
-            self.assign_to(base, v.type, d.init, ctx, w)
-        elif isinstance(v.type, T.StructLike) and v.type.kind == "header":
-            w(f"s[{base}] = 0;")
-
-    def instance(self, inst: InstanceSym, ctx: Ctx) -> None:
-        super().instance(inst, ctx)
-        t = inst.type
-        if isinstance(t, T.Extern):
-            name = ctx.objs[inst]
-            kind = t.decl.name
-            if kind == "counter":
-                self.cidx[name] = len(self.counters) - 1
-            elif kind == "register":
-                self.cidx[name] = len(self.registers) - 1
-            elif kind == "meter":
-                self.cidx[name] = len(self.meters) - 1
-
-    # ------------------------------------------------------------------ actions
-    def action_variant(self, sym: ActionSym, dir_args: list[A.Expr], ctx: Ctx, w: Writer | None) -> tuple[str, list[str]]:
-        d = sym.decl
-        if w is None:
-            self.action_info(d, self.action_fq(sym, ctx))
-        env = dict(ctx.env)
-        binds: list[Any] = []
-        pyargs: list[str] = []
-        params: list[str] = []
-        for p, a in zip(d.params, dir_args, strict=False):
-            v: Var = p.sym  # type: ignore[attr-defined]
-            if p.direction in ("out", "inout") or isinstance(v.type, (T.StructLike, T.Stack)):
-                if self.is_place(a, ctx):
-                    b = self.place(a, ctx)
-                else:
-                    if w is None:
-                        raise Unsupported(a.loc, "non-l-value composite action argument in an actions list")
-                    b = self.alloc(v.type)
-                    self.assign_to(b, v.type, a, ctx, w)
-                env[v] = Slot(b)
-                binds.append(b)
-            else:
-                check_scalar(v.type, p.loc)
-                pn = f"i_{p.name}"
-                env[v] = Py(pn)
-                params.append(pn)
-                pyargs.append(self.ex_as(a, v.type, ctx))
-                binds.append(None)
-        for p in d.params[len(dir_args):]:
-            v = p.sym  # type: ignore[attr-defined]
-            check_scalar(v.type, p.loc)
-            pn = f"d_{p.name}"
-            env[v] = Py(pn)
-            params.append(pn)
-        key = (ctx.path, id(sym), tuple(binds))
-        if key in self.variants:
-            return self.variants[key], pyargs
-        name = self.uid(f"act_{d.name}_")
-        self.variants[key] = name
-        actx = Ctx(ctx.path, env, ctx.objs, "action")
-        aw = Writer()
-        for x in d.body.stmts:
-            self.stmt(x, actx, aw)
-        self.func("void", name, params, aw.lines)
-        return name, pyargs
-
-    # ------------------------------------------------------------------ tables
-    def table(self, sym: TableSym, ctx: Ctx) -> None:
-        d = sym.decl
-        fq = self.fq(ctx.path, d.name, d.annotations)
-        keys: list[KeyInfo] = []
-        key_exprs: list[str] = []
-        sel_exprs: list[str] = []
-        for k in d.keys or []:
-            kt = T.strip(k.expr.ty)
-            check_scalar(kt, k.loc)
-            width = scalar_width(kt)
-            a = A.find_annotation(k.annotations, "name")
-            name = a.args[0].value if a and a.args and isinstance(a.args[0], A.StringLit) else expr_text(k.expr)
-            code = self.ex(k.expr, ctx)
-            if k.match_kind == "selector":
-                sel_exprs.append(code)
-                continue
-            if k.match_kind not in KINDS:
-                raise Unsupported(k.loc, f"match kind {k.match_kind}")
-            keys.append(KeyInfo(name, k.match_kind, width, k.annotations))
-            key_exprs.append(code)
-        tbl = Table(fq, [k.kind for k in keys], [k.width for k in keys], sym.size)
-        refs: list[ActionRefInfo] = []
-        for asym, ref in sym.actions:
-            scope = "TABLE_AND_DEFAULT"
-            if A.find_annotation(ref.annotations, "tableonly"):
-                scope = "TABLE_ONLY"
-            elif A.find_annotation(ref.annotations, "defaultonly"):
-                scope = "DEFAULT_ONLY"
-            fn, pyargs = self.action_variant(asym, ref.args or [], ctx, None)
-            if pyargs:
-                raise Unsupported(ref.loc, f"'in' arguments bound in the actions list of table {d.name}")
-            refs.append(ActionRefInfo(self.action_fq(asym, ctx), scope, ref.annotations, fn))
-        assert sym.default is not None
-        dsym, dargs = sym.default
-        dfq = self.action_fq(dsym, ctx)
-        dvals = tuple(self.data_value(a, ctx) for a in dargs)
-        ti = TableInfo(fq, keys, refs, dfq, dvals, sym.default_const, sym.size, d.annotations, tbl)
-        prof_index = -1
-        if sym.implementation is not None:
-            pfq = ctx.objs.get(sym.implementation)
-            if pfq is None:
-                inst = sym.implementation
-                inst.annotations = []
-                inst.name = self.fq(ctx.path, d.name, d.annotations).rsplit(".", 1)[-1]
-                self.instance(inst, Ctx(ctx.path, ctx.env, ctx.objs, ctx.kind))
-                pfq = ctx.objs[inst]
-            pi = self.profiles[pfq]
-            pi.tables.append(fq)
-            ti.implementation = pfq
-            prof_index = list(self.profiles).index(pfq)
-        if sym.direct_counter is not None:
-            ti.direct_counter = ctx.objs[sym.direct_counter]
-        if d.entries is not None:
-            ti.const_entries = [self.const_entry(e, keys, sym, ctx) for e in d.entries]
+    def table_function(self, d: A.TableDecl, ti: TableInfo, key_exprs: list[str], sel_exprs: list[str]) -> str:
         tindex = len(self.tables)
-        self.tables[fq] = ti
-        kinds = [k.kind for k in keys]
+        prof_index = -1 if ti.implementation is None else list(self.profiles).index(ti.implementation)
+        kinds = [k.kind for k in ti.keys]
         lpms = kinds.count("lpm")
         if not kinds:
             mode = "M_KEYLESS"
@@ -385,11 +198,10 @@ class CCompiler(CExterns, Compiler):
         else:
             mode = "M_LINEAR"
         prio = int(any(k in ("ternary", "range", "optional") for k in kinds))
-        self.kmax = max(self.kmax, len(keys))
+        self.kmax = max(self.kmax, len(kinds))
         kl = ", ".join(KINDS[k] for k in kinds) or "0"
-        self.tdesc.append(f"{{{len(keys)}, {mode}, {prio}, {prof_index}, {{{kl}}}}}")
+        self.tdesc.append(f"{{{len(kinds)}, {mode}, {prio}, {prof_index}, {{{kl}}}}}")
         fname = self.uid(f"tbl_{d.name}_")
-        ctx.objs[sym] = fname
         w = Writer()
         w(f"p4n_table *t = &c->tables[{tindex}];")
         if key_exprs:
@@ -415,7 +227,7 @@ class CCompiler(CExterns, Compiler):
                 w("a = e->action; d = e->args;")
             w("r = HIT | a;")
         with cblock(w, "switch (a)"):
-            for ar in refs:
+            for ar in ti.actions:
                 ai = self.actions[ar.fqname]
                 self.amax = max(self.amax, len(ai.params))
                 args = "".join(f", d[{i}]" for i in range(len(ai.params)))
@@ -424,223 +236,26 @@ class CCompiler(CExterns, Compiler):
         w("(void)d;")
         w("return r;")
         self.func("uint64_t", fname, [], w.lines)
+        return fname
 
-    # ------------------------------------------------------------------ statements
-    def stmt(self, s: A.Stmt, ctx: Ctx, w: Writer) -> None:
-        if isinstance(s, A.Block):
-            with cblock(w, ""):
-                for x in s.stmts:
-                    self.stmt(x, ctx, w)
-        elif isinstance(s, A.Assign):
-            self.assign(s.target, s.value, ctx, w)
-        elif isinstance(s, A.CallStmt):
-            assert isinstance(s.call, A.Call)
-            self.call_stmt(s.call, ctx, w)
-        elif isinstance(s, A.If):
-            with cblock(w, f"if ({self.ex(s.cond, ctx)})"):
-                self.stmt(s.then, ctx, w)
-            if s.other is not None:
-                with cblock(w, "else"):
-                    self.stmt(s.other, ctx, w)
-        elif isinstance(s, A.Exit):
-            self.has_exit = True
-            w("P4N_EXIT(c);")
-        elif isinstance(s, A.Return):
-            if s.value is not None and ctx.ret is not None:
-                w(f"return {self.ex_as(s.value, ctx.ret, ctx)};")
-            else:
-                w("return;")
-        elif isinstance(s, A.Switch):
-            self.switch(s, ctx, w)
-        elif isinstance(s, A.VarDecl):
-            self.var_decl(s, ctx, w)
-        elif isinstance(s, (A.ConstDecl, A.Empty)):
-            pass
-        else:
-            raise Unsupported(s.loc, type(s).__name__)
+    def exit_stmt(self, w: Writer) -> None:
+        self.has_exit = True
+        w("P4N_EXIT(c);")
 
-    def _cases(self, r: str, labels: Sequence[tuple[str | None, A.Stmt | None]], ctx: Ctx, w: Writer) -> None:
-        pending: list[str] = []
-        first = True
-        for label, body in labels:
-            if label is None:
-                if body is not None:
-                    with cblock(w, "else" if not first else "if (1)"):
-                        self.stmt(body, ctx, w)
-                break
-            pending.append(label)
-            if body is None:
-                continue
-            cond = " || ".join(f"{r} == {p}" for p in pending)
-            with cblock(w, f"{'if' if first else 'else if'} ({cond})"):
-                self.stmt(body, ctx, w)
-            first = False
-            pending = []
+    def action_run(self, code: str) -> str:
+        return f"{code} & 0xffffffff"
 
-    def value_switch(self, s: A.Switch, ctx: Ctx, w: Writer) -> None:
-        r = self.uid("sw")
-        with cblock(w, ""):
-            w(f"uint64_t {r} = {self.ex(s.expr, ctx)};")
-            labels = [(None if c.value is None else clit(self.const_as(c.value, s.expr.ty)), c.body) for c in s.cases]
-            self._cases(r, labels, ctx, w)
+    def action_label(self, fq: str) -> str:
+        return str(self.anum(fq))
 
-    def switch(self, s: A.Switch, ctx: Ctx, w: Writer) -> None:
-        if not isinstance(s.expr.ty, T.ActionEnum):
-            self.value_switch(s, ctx, w)
-            return
-        r = self.uid("sw")
-        call = s.expr
-        assert isinstance(call, A.Member)
-        tsym = call.expr.ref[1] if isinstance(call.expr, A.Call) else None
-        assert isinstance(tsym, TableSym)
-        with cblock(w, ""):
-            w(f"uint64_t {r} = {self.ex(call.expr, ctx)} & 0xffffffff;")
-            labels: list[tuple[str | None, A.Stmt | None]] = []
-            for c in s.cases:
-                if c.label is None:
-                    labels.append((None, c.body))
-                    continue
-                act = next(a for a, _ in tsym.actions if a.decl.name == c.label)
-                labels.append((str(self.anum(self.action_fq(act, ctx))), c.body))
-            self._cases(r, labels, ctx, w)
+    def peek_code(self, width: int) -> str:
+        return f"p4n_peek(c, {width})"
 
-    # ------------------------------------------------------------------ calls
-    def call_expr(self, e: A.Call, ctx: Ctx) -> str:
-        ref = e.ref
-        kind = ref[0]
-        if kind == "header":
-            assert isinstance(e.func, A.Member)
-            if ref[1] != "isValid":
-                raise CompileError(e.loc, f"{ref[1]}() has no value")
-            return self.load(e.func.expr, ctx)
-        if kind == "union":
-            assert isinstance(e.func, A.Member)
-            u = e.func.expr.ty
-            from p4sim.codegen import field_offset
-            base = self.place(e.func.expr, ctx)
-            return "(" + " || ".join(f"s[{base + field_offset(u, n)}]" for n, _ in u.fields) + ")"
-        if kind == "table":
-            return f"{self.table_fn(ref[1], ctx, e.loc)}(c, s)"
-        if kind == "function":
-            return self.function_call(e, ref[1], ctx)
-        if kind == "method":
-            _, ext, m, _obj, _proto, tv = ref
-            if ext == "packet_in" and m == "lookahead":
-                st = T.strip(tv["T"])
-                if not isinstance(st, T.Bits):
-                    raise NativeUnsupported(e.loc, f"lookahead of {tv['T']} used as a whole value")
-                return f"p4n_peek(c, {st.width})"
-            if ext == "packet_in" and m == "length":
-                return "(uint64_t)c->pk_n"
-            if ext == "Checksum16" and m == "get":
-                return self.hash_code(e.args[0], "p4n_csum16", ctx)
-        raise NativeUnsupported(e.loc, f"call of {self.call_name(e)} as an expression")
+    def packet_length_code(self) -> str:
+        return "(uint64_t)c->pk_n"
 
-    def function_call(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> str:
-        d = sym.decl
-        env = dict(ctx.env)
-        binds: list[Any] = []
-        params: list[str] = []
-        cargs: list[str] = []
-        for p, a in zip(d.proto.params, e.args, strict=True):
-            v: Var = p.sym  # type: ignore[attr-defined]
-            if p.direction in ("out", "inout") or isinstance(v.type, (T.StructLike, T.Stack)):
-                if not self.is_place(a, ctx):
-                    raise Unsupported(a.loc, f"argument of function {d.name} that is not a variable or field")
-                b = self.place(a, ctx)
-                env[v] = Slot(b)
-                binds.append(b)
-            else:
-                check_scalar(v.type, p.loc)
-                pn = f"f_{p.name}"
-                env[v] = Py(pn)
-                params.append(pn)
-                cargs.append(self.ex_as(a, v.type, ctx))
-                binds.append(None)
-        key = (ctx.path, id(sym), tuple(binds))
-        name = self.variants.get(key)
-        if name is None:
-            name = self.uid(f"fn_{d.name}_")
-            self.variants[key] = name
-            fctx = Ctx(ctx.path, env, ctx.objs, "function", sym.ret)
-            fw = Writer()
-            for x in d.body.stmts:
-                self.stmt(x, fctx, fw)
-            void = sym.ret is T.VOID or sym.ret is None
-            if not void:
-                fw("return 0;")  # not reached: every path returns (checked)
-            self.func("void" if void else "uint64_t", name, params, fw.lines)
-        return f"{name}(c, s{''.join(', ' + x for x in cargs)})"
-
-    def call_stmt(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
-        ref = e.ref
-        kind = ref[0]
-        if kind == "header":
-            assert isinstance(e.func, A.Member)
-            m = ref[1]
-            if m != "isValid":
-                self.store(e.func.expr, "1" if m == "setValid" else "0", ctx, w)
-                if m == "setValid":
-                    self.invalidate_siblings(e.func.expr, ctx, w)
-            return
-        if kind == "union":
-            return
-        if kind == "stack":
-            assert isinstance(e.func, A.Member)
-            self.stack_op(e.func.expr, ref[1], int(e.args[0].const), ctx, w)
-            return
-        if kind == "table":
-            w(f"{self.table_fn(ref[1], ctx, e.loc)}(c, s);")
-            return
-        if kind == "action":
-            sym: ActionSym = ref[1]
-            ndir = len([p for p in sym.decl.params if p.direction])
-            fn, cargs = self.action_variant(sym, e.args[:ndir], ctx, w)
-            data = [self.ex_as(a, p.sym.type, ctx)  # type: ignore[attr-defined]
-                    for p, a in zip(sym.decl.params[ndir:], e.args[ndir:], strict=True)]
-            w(f"{fn}(c, s{''.join(', ' + x for x in cargs + data)});")
-            return
-        if kind == "control":
-            self.apply_control(e, ref[1], ctx, w)
-            return
-        if kind == "function":
-            w(self.function_call(e, ref[1], ctx) + ";")
-            return
-        if kind == "func":
-            self.extern_func(e, ref[1], ref[3], ctx, w)
-            return
-        if kind == "method":
-            self.extern_method(e, ctx, w)
-            return
-        raise NativeUnsupported(e.loc, f"call of {self.call_name(e)}")
-
-    def apply_control(self, e: A.Call, inst: InstanceSym, ctx: Ctx, w: Writer) -> None:
-        key = (ctx.path, id(inst))
-        if key in self.applied:
-            raise Unsupported(e.loc, f"applying control instance {inst.name} more than once")
-        self.applied.add(key)
-        t = inst.type
-        assert isinstance(t, T.Block) and isinstance(t.decl, (A.ControlDecl, A.ParserDecl))
-        decl = t.decl
-        env: dict[Var, Binding] = self.ctor_bindings(decl, inst.args)
-        for p, a in zip(decl.params, e.args, strict=True):
-            v: Var = p.sym  # type: ignore[attr-defined]
-            if isinstance(v.type, T.Extern):
-                b = ctx.env.get(a.ref) if isinstance(a, A.Name) else None
-                if not isinstance(b, PacketParam):
-                    raise Unsupported(a.loc, "extern argument other than the packet to a control or parser")
-                env[v] = b
-            elif self.is_place(a, ctx):
-                env[v] = Slot(self.place(a, ctx))
-            else:
-                base = self.alloc(v.type)
-                self.assign_to(base, v.type, a, ctx, w)
-                env[v] = Slot(base)
-        path = ctx.objs[inst]
-        if isinstance(decl, A.ParserDecl):
-            w(f"{self.parser(decl, env, path)}(c, s);")
-            return
-        w(f"{self.control(decl, env, path, deparser=False)}(c, s);")
+    def checksum_get(self, data: A.Expr, ctx: Ctx) -> str:
+        return self.hash_code(data, "p4n_csum16", ctx)
 
 
 def check_scalar(t: T.Type, loc: Any) -> None:

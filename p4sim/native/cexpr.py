@@ -11,21 +11,14 @@ every shift's left operand is cast to ``uint64_t``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.codegen import (
-    DROP_PORT,
-    Ctx,
-    Writer,
-    field_offset,
-    leaf_bits,
-    scalar_width,
-    size_of,
-)
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc
+from p4sim.layout import DROP_PORT, Ctx, Writer, field_offset, leaf_bits, scalar_width, size_of
 from p4sim.model import DigestInfo, ParamInfo
 
 ALGOS = {"crc32": "p4n_crc32", "crc32_custom": "p4n_crc32", "crc16": "p4n_crc16", "crc16_custom": "p4n_crc16",
@@ -89,120 +82,59 @@ class CExterns(ExternCompiler):
         check_type(t, None)
         return super().alloc(t)
 
-    def invalidate_siblings(self, e: A.Expr, ctx: Ctx, w: Writer, when: str | None = None) -> None:
-        sib = self.union_siblings(e, ctx)
-        if not sib:
-            return
-        body = " ".join(f"s[{b}] = 0;" for b in sib)
-        w(f"if ({when}) {{ {body} }}" if when is not None else body)
+    # ------------------------------------------------------------------ the language's syntax: C
+    AND = " && "
+    OR = " || "
+    DIVMOD = {"/": "p4n_div", "%": "p4n_mod"}
 
-    def load(self, e: A.Expr, ctx: Ctx) -> str:
-        code, guards = self.dyn_place(e, ctx)
-        if not guards:
-            return f"s[{code}]"
-        return f"(({' && '.join(guards)}) ? s[{code}] : 0)"
+    def lit(self, v: Any) -> str:
+        return clit(v)
 
-    def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
-        slot, guards = self.dyn_place(target, ctx)
-        if not guards:
-            w(f"s[{slot}] = {code};")
-            return
-        w(f"if ({' && '.join(guards)}) s[{slot}] = {code};")
+    def not_(self, code: str) -> str:
+        return f"(!{code})"
 
-    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        tt = target.ty
-        if isinstance(target, A.Slice):
-            base = target.expr
-            bt = T.strip(base.ty)
-            assert isinstance(bt, T.Bits)
-            check_type(bt, target.loc)
-            hi, lo = int(target.hi.const), int(target.lo.const)
-            m = ((1 << (hi - lo + 1)) - 1) << lo
-            cur = self.ex(base, ctx)
-            v = self.ex_as(value, tt, ctx)
-            self.assign_code(base, f"(({cur} & {bt.mask ^ m}) | (((uint64_t){v} << {lo}) & {m}))", ctx, w)
-            return
-        if isinstance(tt, (T.StructLike, T.Stack)):
-            slot = self.place(target, ctx)
-            self.assign_to(slot, tt, value, ctx, w)
-            if isinstance(tt, T.StructLike) and tt.kind == "header":
-                self.invalidate_siblings(target, ctx, w, when=f"s[{slot}]")
-            return
-        self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
+    def cond_(self, cond: str, then: str, other: str) -> str:
+        return f"(({cond}) ? {then} : {other})"
 
-    def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        if isinstance(t, (T.StructLike, T.Stack)):
-            v = value
-            while isinstance(v, A.Cast):
-                v = v.expr
-            if isinstance(v, A.ListExpr) and isinstance(t, T.StructLike):
-                if t.kind == "header":
-                    w(f"s[{base}] = 1;")
-                for (n, ft), item in zip(t.fields, v.items, strict=True):
-                    self.assign_to(base + field_offset(t, n), ft, item, ctx, w)
-                return
-            if isinstance(v, A.StructExpr) and isinstance(t, T.StructLike):
-                if t.kind == "header":
-                    w(f"s[{base}] = 1;")
-                vals = dict(v.fields)
-                for n, ft in t.fields:
-                    self.assign_to(base + field_offset(t, n), ft, vals[n], ctx, w)
-                return
-            if self.is_place(v, ctx):
-                src = self.place(v, ctx)
-                if src != base:
-                    w(f"memmove(&s[{base}], &s[{src}], {size_of(t)} * sizeof(uint64_t));")
-                return
-            if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
-                nbits = T.width_of(t)
-                with cblock(w, ""):
-                    w(f"p4n_peek(c, {nbits});")
-                    for i, off, fw, _ft in leaf_bits(t):
-                        w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
-                    w(f"s[{base}] = 1;")
-                return
-            raise NativeUnsupported(value.loc, f"this kind of {t} value")
-        w(f"s[{base}] = {self.ex_as(value, t, ctx)};")
+    def line(self, w: Writer, text: str) -> None:
+        w(text + ";")
 
-    # ------------------------------------------------------------------ expressions
-    def ex_as(self, e: A.Expr, t: T.Type, ctx: Ctx) -> str:
-        if e.const is not None and not isinstance(e.const, str):
-            v = e.const
-            st = T.strip(t)
-            if isinstance(st, T.Bits) and not isinstance(v, bool):
-                v = self.ck.convert_const(int(v), e.ty, st)
-            return clit(v)
-        return self.ex(e, ctx)
+    def if_(self, w: Writer, cond: str | None, kind: str = "if") -> AbstractContextManager[None]:
+        return cblock(w, {"if": f"if ({cond})", "elif": f"else if ({cond})", "else": "else"}[kind])
 
-    def ex(self, e: A.Expr, ctx: Ctx) -> str:
-        if e.const is not None and not isinstance(e.const, str) and (
-                not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
-            return clit(e.const)
-        if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
-            check_type(e.ty, e.loc)
-        if isinstance(e, A.Name):
-            return super().ex(e, ctx)
-        if isinstance(e, A.Member) and self.is_header_lookahead(e.expr):
-            ht = e.expr.ty
-            assert isinstance(ht, T.StructLike)
-            if isinstance(e.ty, T.StructLike):
-                raise NativeUnsupported(e.loc, "a struct field of a lookahead header")
-            shift, fw = self.field_bits(ht, e.name)
-            off = T.width_of(ht) - shift - fw
-            return f"(p4n_peek(c, {T.width_of(ht)}), p4n_getbits(c->pk + c->pk_off, {off}, {fw}))"
-        if isinstance(e, A.Member) and isinstance(e.expr.ty, T.ApplyResult):
-            r = self.ex(e.expr, ctx)
-            if e.name == "hit":
-                return f"(({r}) >> 32)"
-            if e.name == "miss":
-                return f"!(({r}) >> 32)"
-            return f"(({r}) & 0xffffffff)"
-        if isinstance(e, (A.Member, A.Index, A.Slice)):
-            return super().ex(e, ctx)
-        if isinstance(e, A.Cond):
-            t = e.ty
-            return f"(({self.ex(e.cond, ctx)}) ? {self.ex_as(e.then, t, ctx)} : {self.ex_as(e.other, t, ctx)})"
-        return super().ex(e, ctx)
+    def unsupported(self, loc: Loc | None, construct: str) -> CompileError:
+        return NativeUnsupported(loc, construct)
+
+    def check_type(self, t: T.Type, loc: Loc | None) -> None:
+        check_type(t, loc)
+
+    def u64(self, code: str) -> str:
+        return f"(uint64_t){code}"
+
+    # ------------------------------------------------------------------ places and values
+    def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
+        w(f"memmove(&s[{dst}], &s[{src}], {n} * sizeof(uint64_t));")
+
+    def lookahead_header(self, w: Writer, base: int, t: T.StructLike) -> None:
+        with cblock(w, ""):
+            w(f"p4n_peek(c, {T.width_of(t)});")
+            for i, off, fw, _ft in leaf_bits(t):
+                w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
+            w(f"s[{base}] = 1;")
+
+    def lookahead_field(self, ht: T.StructLike, shift: int, fw: int, ft: T.Type) -> str:
+        off = T.width_of(ht) - shift - fw
+        return f"(p4n_peek(c, {T.width_of(ht)}), p4n_getbits(c->pk + c->pk_off, {off}, {fw}))"
+
+    def apply_result(self, r: str, member: str) -> str:
+        if member == "hit":
+            return f"(({r}) >> 32)"
+        if member == "miss":
+            return f"!(({r}) >> 32)"
+        return f"(({r}) & 0xffffffff)"
+
+    def slots_equal(self, a: int, b: int, n: int) -> str:
+        return f"!memcmp(&s[{a}], &s[{b}], {n} * sizeof(uint64_t))"
 
     def unary(self, e: A.Unary, ctx: Ctx) -> str:
         a = self.ex(e.expr, ctx)
@@ -217,67 +149,27 @@ class CExterns(ExternCompiler):
     def wrap(self, code: str, t: T.Bits) -> str:
         return f"({code} & {t.mask})"
 
-    def equal_code(self, t: T.Type, a: int, b: int) -> str:
-        if isinstance(t, T.StructLike) and t.kind == "header":
-            n = size_of(t)
-            return (f"(s[{a}] == s[{b}] && (!s[{a}] || !memcmp(&s[{a + 1}], &s[{b + 1}], "
-                    f"{n - 1} * sizeof(uint64_t))))")
-        if isinstance(t, T.StructLike):
-            parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
-            return "(" + " && ".join(parts) + ")" if parts else "1"
-        if isinstance(t, T.Stack):
-            es = size_of(t.elem)
-            return "(" + " && ".join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
-                                     for i in range(t.size)) + ")"
-        return f"(s[{a}] == s[{b}])"
+    def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
+        rs = T.strip(e.right.ty)
+        assert isinstance(rs, T.Bits)
+        return f"(((uint64_t){self.ex(e.left, ctx)} << {rs.width}) | {self.ex(e.right, ctx)})"
 
-    def binary(self, e: A.Binary, ctx: Ctx) -> str:
-        op = e.op
-        if op in ("&&", "||"):
-            return f"({self.ex(e.left, ctx)} {op} {self.ex(e.right, ctx)})"
-        lt, rt = e.left.ty, e.right.ty
-        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
-            if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
-                raise NativeUnsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
-            code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))
-            return code if op == "==" else f"(!{code})"
-        if op == "++":
-            rs = T.strip(rt)
-            assert isinstance(rs, T.Bits)
-            return f"(((uint64_t){self.ex(e.left, ctx)} << {rs.width}) | {self.ex(e.right, ctx)})"
-        if op in ("<<", ">>"):
-            t = T.strip(e.ty)
-            assert isinstance(t, T.Bits)
-            a = self.ex(e.left, ctx)
-            if e.right.const is not None:
-                n = int(e.right.const)
-                if n >= 64 or (op == "<<" and n >= t.width):
-                    return "0"
-                return f"({a} >> {n})" if op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
-            b = self.ex(e.right, ctx)
-            if op == ">>":
-                return f"p4n_shr({a}, {b})"
-            return f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
-        ot = lt if lt is not T.INT else rt
-        a, b = self.ex_as(e.left, ot, ctx), self.ex_as(e.right, ot, ctx)
-        if op in ("==", "!=", "<", ">", "<=", ">="):
-            return f"({a} {op} {b})"
+    def shift_code(self, e: A.Binary, ctx: Ctx) -> str:
         t = T.strip(e.ty)
-        if not isinstance(t, T.Bits):
-            raise NativeUnsupported(e.loc, f"{op} on {e.ty} at run time")
-        if op in ("+", "-", "*"):
-            return self.wrap(f"({a} {op} {b})", t)
-        if op == "/":
-            return f"p4n_div({a}, {b})"
-        if op == "%":
-            return f"p4n_mod({a}, {b})"
-        if op in ("&", "|", "^"):
-            return f"({a} {op} {b})"
-        if op == "|+|":
-            return f"p4n_sadd({a}, {b}, {t.mask})"
-        if op == "|-|":
-            return f"p4n_ssub({a}, {b})"
-        raise NativeUnsupported(e.loc, f"operator {op}")
+        assert isinstance(t, T.Bits)
+        a = self.ex(e.left, ctx)
+        if e.right.const is not None:
+            n = int(e.right.const)
+            if n >= 64 or (e.op == "<<" and n >= t.width):
+                return "0"
+            return f"({a} >> {n})" if e.op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
+        b = self.ex(e.right, ctx)
+        if e.op == ">>":
+            return f"p4n_shr({a}, {b})"
+        return f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
+
+    def saturate(self, op: str, a: str, b: str, t: T.Bits) -> str:
+        return f"p4n_sadd({a}, {b}, {t.mask})" if op == "|+|" else f"p4n_ssub({a}, {b})"
 
     def cast(self, e: A.Cast, ctx: Ctx) -> str:
         dst, src = T.strip(e.ty), T.strip(e.expr.ty)
@@ -292,30 +184,8 @@ class CExterns(ExternCompiler):
         return a
 
     # ------------------------------------------------------------------ field lists, hashes
-    def field_list_parts(self, data: A.Expr, ctx: Ctx) -> list[tuple[str, int, str | None]]:
-        parts: list[tuple[str, int, str | None]] = []
-
-        def add(x: A.Expr | None, t: T.Type, base: int | None, valid: str | None) -> None:
-            if isinstance(t, T.StructLike):
-                b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
-                inner = f"s[{b}]" if t.kind == "header" else valid
-                for n, ft in t.fields:
-                    add(None, ft, b + field_offset(t, n), inner)
-                return
-            check_type(t, x.loc if x is not None else None)
-            wd = scalar_width(t)
-            code = f"s[{base}]" if base is not None else self.ex(x, ctx)  # type: ignore[arg-type]
-            if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
-                    and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
-                valid = f"s[{self.place(x.expr, ctx)}]"
-            parts.append((code, wd, valid))
-
-        items = data.items if isinstance(data, A.ListExpr) else [data]
-        for it in items:
-            if it.ty is T.INT:
-                raise CompileError(it.loc, "field list elements need a width (cast the literal)")
-            add(it, it.ty, None, None)
-        return parts
+    def unsigned(self, code: str, t: T.Type) -> str:
+        return code  # bool is 0/1 already; signed types are refused
 
     def hash_code(self, data: A.Expr, fn: str, ctx: Ctx, with_payload: bool = False) -> str:
         """A GNU statement expression: the hash `fn` of a field list's BufBuilder bytes."""
@@ -333,7 +203,6 @@ class CExterns(ExternCompiler):
     # ------------------------------------------------------------------ extern functions
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
-        h = self.hidden
         if name == "verify":
             w(f"if (!({self.ex(args[0], ctx)})) P4N_PERR(c, {self.ex(args[1], ctx)});")
         elif name == "mark_to_drop":
@@ -376,23 +245,8 @@ class CExterns(ExternCompiler):
         elif name in ("clone3", "resubmit", "recirculate") and not (
                 isinstance(args[-1], A.ListExpr) and not args[-1].items):
             raise NativeUnsupported(e.loc, f"{name} with a list of fields to preserve")
-        elif name in ("clone", "clone3", "clone_preserving_field_list"):
-            ctype = args[0]
-            en = ctype.ty
-            assert isinstance(en, T.Enum)
-            kind = en.members[int(ctype.const)]
-            w(f"s[{h['clone_type']}] = {1 if kind == 'I2E' else 2};")
-            w(f"s[{h['clone_session']}] = {self.ex(args[1], ctx)};")
-            fl = self.ex(args[2], ctx) if name == "clone_preserving_field_list" else "(uint64_t)-1"
-            w(f"s[{h['clone_fl']}] = {fl};")
-        elif name in ("resubmit", "resubmit_preserving_field_list", "recirculate",
-                      "recirculate_preserving_field_list"):
-            which = "resubmit" if name.startswith("resubmit") else "recirculate"
-            fl = self.ex(args[0], ctx) if name.endswith("field_list") else "(uint64_t)-1"
-            w(f"s[{h[which]}] = 1;")
-            w(f"s[{h[which + '_fl']}] = {fl};")
-        elif name == "truncate":
-            w(f"s[{h['truncate']}] = {self.ex(args[0], ctx)};")
+        elif self.pipeline_flags(name, args, ctx, w):
+            pass
         elif name in ("assert", "assume", "log_msg"):
             pass  # the native engine does not log: run the Python engine to see these
         else:
@@ -423,32 +277,21 @@ class CExterns(ExternCompiler):
         w(f"{{ uint64_t {v}[] = {{{', '.join(vals) or '0'}}}; p4n_digest(c, {idx}, {v}, {len(vals)}); }}")
 
     # ------------------------------------------------------------------ extern methods
+    NO_FIELD_LIST = "(uint64_t)-1"
+
+    def advance(self, bits: str, w: Writer) -> None:
+        w(f"c->pk_off += (uint32_t)({bits} >> 3);")
+        w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
+
     def extern_method(self, e: A.Call, ctx: Ctx, w: Writer) -> None:
-        _, ext, m, obj, _proto, tv = e.ref
+        _, ext, m, _obj, _proto, tv = e.ref
         args = e.args
-        if ext == "packet_in":
-            if m == "extract":
-                if len(args) != 1:
-                    raise NativeUnsupported(e.loc, "two-argument extract (varbit headers)")
-                self.extract(args[0], ctx, w)
-            elif m == "advance":
-                if args[0].const is not None and int(args[0].const) % 8:
-                    raise NativeUnsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
-                w(f"c->pk_off += (uint32_t)({self.ex(args[0], ctx)} >> 3);")
-                w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
-            elif m != "lookahead":
-                raise NativeUnsupported(e.loc, f"packet_in.{m}")
-            return
-        if ext == "packet_out":
-            self.emit(args[0], args[0].ty, None, ctx, w)
-            return
-        assert isinstance(obj, A.Expr)
-        oname = ctx.objs.get(obj.ref)
+        oname = self.extern_object(e, ctx, w)
         if oname is None:
-            raise CompileError(e.loc, f"{ext} instance is not visible here")
+            return
         i = self.uid("ix")
         if ext == "counter" and m == "count":
-            ci = self.counters[next(k for k, c in self.counters.items() if self.ns.get(oname + "p") is c.packets)]
+            ci = self.counters[self.extern_fq[oname]]
             k = self.cidx[oname]
             w(f"{{ uint64_t {i} = {self.ex_as(args[0], T.Bits(32), ctx)}; if ({i} < {ci.size}) "
               f"{{ c->cnt_p[{k}][{i}] += 1; c->cnt_b[{k}][{i}] += s[{self.pktlen}]; }} }}")
@@ -461,7 +304,7 @@ class CExterns(ExternCompiler):
             if not isinstance(ot, T.Bits):
                 raise CompileError(out.loc, "execute_meter's result must be a bit<> field")
             k = self.cidx[oname]
-            mi = next(x for x in self.meters.values() if self.ns.get(oname) is x.meters)
+            mi = self.meters[self.extern_fq[oname]]
             units = "1.0" if mi.unit == "PACKETS" else f"(double)s[{self.pktlen}]"
             with cblock(w, ""):
                 w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
@@ -469,7 +312,7 @@ class CExterns(ExternCompiler):
                     self.assign_code(out, f"(p4n_meter_mark(&c->met[{k}][{i}], p4n_meter_now(c), {units}) & {ot.mask})", ctx, w)
             return
         if ext == "register":
-            ri = next(r for r in self.registers.values() if self.ns.get(oname) is r.values)
+            ri = self.registers[self.extern_fq[oname]]
             k = self.cidx[oname]
             if m == "read":
                 out, idx = args
@@ -533,27 +376,14 @@ class CExterns(ExternCompiler):
                 self.invalidate_siblings(target, ctx, w)
         w("}")
 
-    def emit(self, x: A.Expr | None, t: T.Type, base: int | None, ctx: Ctx, w: Writer) -> None:
-        b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
-        if isinstance(t, T.StructLike) and t.kind == "header":
-            nb = T.width_of(t) // 8
-            self.deparse_max += nb
-            with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):
-                w("uint8_t *q_ = c->ob + c->ob_n;")
-                w(f"memset(q_, 0, {nb});")
-                for i, off, fw, _ft in leaf_bits(t):
-                    w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
-                w(f"c->ob_n += {nb};")
-        elif isinstance(t, T.StructLike):
-            for n, ft in t.fields:
-                if not isinstance(ft, (T.StructLike, T.Stack)):
-                    raise CompileError(x.loc if x else None, f"emit: {t.name}.{n} is not a header")
-                self.emit(None, ft, b + field_offset(t, n), ctx, w)
-        elif isinstance(t, T.Stack):
-            es = size_of(t.elem)
-            for i in range(t.size):
-                self.emit(None, t.elem, b + 1 + i * es, ctx, w)
-        else:
-            raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
+    def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
+        nb = T.width_of(t) // 8
+        self.deparse_max += nb
+        with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):
+            w("uint8_t *q_ = c->ob + c->ob_n;")
+            w(f"memset(q_, 0, {nb});")
+            for i, off, fw, _ft in leaf_bits(t):
+                w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
+            w(f"c->ob_n += {nb};")
 
     deparse_max = 0
