@@ -46,7 +46,7 @@ from controlplane.nf_registry import NfControlError
 from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
-    from controlplane.controller import Controller
+    from controlplane.controller_core import ControllerCore
 
 LOG = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class FailoverResult:
         return asdict(self)
 
 
-def choose_backup(ctl: Controller, primary: int, exclude: set[int]) -> int | None:
+def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int]) -> int | None:
     """An idle NF of `primary`'s cluster on another node, alive: a spare first, else an NF that
     is neither a primary nor a live primary's backup."""
     me = ctl.cfg.nf(primary)
@@ -95,7 +95,7 @@ def choose_backup(ctl: Controller, primary: int, exclude: set[int]) -> int | Non
     return min(candidates)[1] if candidates else None
 
 
-async def _assign_backup(ctl: Controller, backup: int, primary: int, slots: list[int]) -> None:
+async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: list[int]) -> None:
     """Tell `backup` it backs up `slots` of `primary` (kept copies, accepted deltas); a spare
     that is told so becomes a backup."""
     await ctl.registry.call(backup, "AssignSlots", pb.AssignSlotsRequest(
@@ -107,7 +107,7 @@ async def _assign_backup(ctl: Controller, backup: int, primary: int, slots: list
 SET_BACKUP_TIMEOUT = 0.5  # a primary that does not answer within this hangs (the move lock waits)
 
 
-async def _set_backup(ctl: Controller, primary: int, backup: int | None) -> None:
+async def _set_backup(ctl: ControllerCore, primary: int, backup: int | None) -> None:
     if backup is None:
         await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(backup_nf_id=0),
                                 timeout=SET_BACKUP_TIMEOUT)
@@ -117,7 +117,7 @@ async def _set_backup(ctl: Controller, primary: int, backup: int | None) -> None
             timeout=SET_BACKUP_TIMEOUT)
 
 
-async def fail_over(ctl: Controller, dead: int, since: float = 0.0,
+async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
                     confirmed_at: float = 0.0) -> FailoverResult:
     """Promote the backup of dead primary `dead` for all its slots (see the module docstring).
     `since` is the time.time() of the first evidence of the failure and `confirmed_at` of its
@@ -170,7 +170,7 @@ async def fail_over(ctl: Controller, dead: int, since: float = 0.0,
                           steps_ms=steps, timeline_ms=timeline, suspected_at=since)
 
 
-async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | None,
+async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int | None,
                      slots: list[int], steps: dict[str, float],
                      mark: Callable[[str], None] = lambda _name: None) -> int:
     """Steps 2-4 of the module docstring; returns how many packets A' replayed. `steps` gets
@@ -217,7 +217,7 @@ async def _take_over(ctl: Controller, dead: int, promoted: int, backup: int | No
     return int(reply.replayed)
 
 
-def state_lost(ctl: Controller, dead: int) -> FailoverResult:
+def state_lost(ctl: ControllerCore, dead: int) -> FailoverResult:
     """The record of a double fault: primary `dead` died without a live backup (`fail_over`
     refused) and came back as a new process, so the state of its slots is gone. It owns them
     again from empty state (nobody else can); the record makes the loss visible (status,
@@ -230,7 +230,7 @@ def state_lost(ctl: Controller, dead: int) -> FailoverResult:
                           kind="lost")
 
 
-async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | None:
+async def replace_backup(ctl: ControllerCore, dead_backup: int) -> FailoverResult | None:
     """A backup died: give its primary a new backup (or none), so its output is not held forever."""
     primary = next((p for p, b in ctl.pairs.items() if b == dead_backup), None)
     if primary is None:
@@ -239,7 +239,7 @@ async def replace_backup(ctl: Controller, dead_backup: int) -> FailoverResult | 
     return await give_backup(ctl, primary, dead_backup)
 
 
-async def protect(ctl: Controller) -> list[FailoverResult]:
+async def protect(ctl: ControllerCore) -> list[FailoverResult]:
     """Give every live primary that runs without a backup one from the pool, if one qualifies
     now (a spare that came back, or was added): called when an NF joins the pool."""
     done = []
@@ -250,7 +250,7 @@ async def protect(ctl: Controller) -> list[FailoverResult]:
     return done
 
 
-async def give_backup(ctl: Controller, primary: int, dead_backup: int | None) -> FailoverResult:
+async def give_backup(ctl: ControllerCore, primary: int, dead_backup: int | None) -> FailoverResult:
     """Give `primary` a new backup from the pool (or none if no NF qualifies), replacing
     `dead_backup` (None: it had none): assign the slots, tell the primary, then rewrite its group
     and record the pair. The primary is told first: until it answers, its output is committed

@@ -31,7 +31,7 @@ from nf_host.proto import nf_control_pb2 as pb
 from nf_host.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
 
 if TYPE_CHECKING:
-    from controlplane.controller import Controller
+    from controlplane.controller_core import ControllerCore
 
 LOG = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class MoveResult:
         return asdict(self)
 
 
-def check_move(ctl: Controller, slot: int, to_nf: int) -> int:
+def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
     """Validate a move request; return the current owner (raises MoveError)."""
     if not ctl.session.is_primary:
         raise NotPrimaryError("this controller is not the switch's primary: it moves nothing")
@@ -94,7 +94,7 @@ def check_move(ctl: Controller, slot: int, to_nf: int) -> int:
     return owner
 
 
-async def migrate_slot(ctl: Controller, slot: int, to_nf: int,
+async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
                        release_timeout: float = RELEASE_TIMEOUT) -> MoveResult:
     """Move `slot` from its owner to primary `to_nf`; undo on failure. Raises MoveError only
     for a request that cannot start; a move that fails on the way returns ok=False."""
@@ -154,7 +154,7 @@ async def migrate_slot(ctl: Controller, slot: int, to_nf: int,
     return await _undo(ctl, slot, src, to_nf, new_epoch, error, result)
 
 
-async def _cancel_adoption(ctl: Controller, slot: int, to_nf: int, epoch: int) -> None:
+async def _cancel_adoption(ctl: ControllerCore, slot: int, to_nf: int, epoch: int) -> None:
     """The adopter forgets an adoption that will not complete (best effort: an adopter that does
     not answer keeps an idle ADOPTING slot, counted nowhere, until a later assignment)."""
     try:
@@ -164,7 +164,7 @@ async def _cancel_adoption(ctl: Controller, slot: int, to_nf: int, epoch: int) -
         LOG.warning("adoption of slot %d by NF %d not cancelled: %s", slot, to_nf, exc)
 
 
-async def _undo(ctl: Controller, slot: int, src: int, to_nf: int, epoch: int, error: str,
+async def _undo(ctl: ControllerCore, slot: int, src: int, to_nf: int, epoch: int, error: str,
                 result: Any) -> MoveResult:
     """The release failed: the slot goes back to its old owner (next epoch), the owner is told,
     and the adopter forgets the adoption."""

@@ -1,0 +1,400 @@
+"""The controller's core: its live state and the building blocks the protocols run on.
+
+`ControllerCore` owns the current primary/backup pairs, the replica groups, the slot map (etcd),
+the switch session, the NF registry and the last switch counters, and gives the building blocks:
+`move_slot()` (one `slot_owner` write + one etcd write, epoch + 1), `move_slots()`, `set_pair()`
+and `rewrite_group()` (a primary's multicast group), the switch's reconcile when this controller
+becomes its primary, the NFs' configuration and the periodic counter reads. What an NF's failure
+or return means is decided a layer up (`nf_lifecycle.NfLifecycle._nf_event`); `controller.Controller`
+is the whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from controlplane import switch_stats
+from controlplane.config import ControllerConfig
+from controlplane.failover import FailoverResult
+from controlplane.flow_table import FlowTable
+from controlplane.leader import Leadership
+from controlplane.metrics import ControllerMetrics
+from controlplane.migration import RELEASE_TIMEOUT, MoveResult, NotPrimaryError
+from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
+from controlplane.slot_store import SlotStore, load_or_build
+from controlplane.switch_session import SwitchSession
+from nf_host.proto import nf_control_pb2 as pb
+from nf_host.reorder import seq_after
+
+LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
+
+# Counters of the switch indexed by a drop reason, and the reasons in index order
+# (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
+SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
+    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot", "wrong_stage"),
+    "slot_map_drops": ("orphan_fragment",),
+    "punt_drops": ("no_handler", "over_rate"),
+}
+
+
+class ControllerCore(ABC):
+    """The controller's state and building blocks (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: ControllerConfig,
+        *,
+        election_id: int | None = None,
+        use_etcd: bool = True,
+        p4info: Path | None = None,
+        device_config: Path | bytes | None = None,
+        counter_interval: float = 1.0,
+        load_interval: float | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.metrics = ControllerMetrics()
+        self.flows = FlowTable()
+        self.registry = NfRegistry(cfg)
+        self.registry.add_listener(self._nf_event)
+        self.pairs: dict[int, int | None] = {p.id: p.backup for p in cfg.primaries()}
+        # each primary's replica group (multicast group, the switch's `slot_owner` points at it):
+        # its own id at first; a promoted backup takes over its dead primary's group
+        self.groups: dict[int, int] = {p: p for p in self.pairs}
+        self.slot_map = self.fresh_slot_map()
+        self.resumed = False
+        self.use_etcd = use_etcd
+        self.store: SlotStore | None = None
+        self.session = SwitchSession(
+            cfg.switch,
+            election_id=election_id,
+            p4info=p4info,
+            device_config=device_config,
+            on_primary=self._on_primary,
+            on_write=self.metrics.count_write,
+        )
+        self.slot_counters: dict[int, tuple[int, int]] = {}
+        self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round
+        # p4sim's port losses (switch.stats), "port/reason" -> packets; None: not read (yet)
+        self.switch_ports: dict[str, int] | None = None
+        self.switch_stats_error: str | None = None
+        self.last_reconcile: dict[str, int] | None = None
+        self.reconciled_at: float | None = None  # time.time() of the last reconcile
+        self.nfs_configured: set[int] = set()
+        # NFs configured at least once: they may hold state, so their death is always acted on
+        # (also while a reconfiguration after a false alarm is still under way)
+        self.ever_configured: set[int] = set()
+        self.started = time.time()
+        self.counter_interval = counter_interval
+        # NF load reports: the configuration's load_balancer.report_s unless given
+        self.load_interval = cfg.load_balancer.report_s if load_interval is None else load_interval
+        self._digest_task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self.move_lock = asyncio.Lock()  # one migration or fail-over at a time
+        self.release_timeout = RELEASE_TIMEOUT
+        self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
+        self.moves: list[MoveResult] = []
+        self.failovers: list[FailoverResult] = []
+        # primaries confirmed dead whose fail-over found no live backup (a double fault, or a
+        # backup only suspected then): retried when their backup answers again
+        self.orphans: set[int] = set()
+        # NFs whose failure was acted on (failed over, replaced as a backup) since they were
+        # last configured: when they answer again they are configured anew (as spares)
+        self.acted_on: set[int] = set()
+        self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
+        self._background: set[asyncio.Task[None]] = set()
+        self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
+        self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
+
+    # -- start-up ---------------------------------------------------------------------------------
+    def fresh_slot_map(self) -> SlotMap:
+        """Every stage's slots spread by Maglev over that stage's configured primaries."""
+        cfg = self.cfg
+        return SlotMap.build_staged(
+            [sorted(p for p in self.pairs if cfg.stage_of(p) == st.id) for st in cfg.stages()],
+            cfg.switch.slot_count)
+
+    async def load_slot_map(self) -> None:
+        """Resume the slot map from etcd, or build and persist a fresh one."""
+        if not self.use_etcd:
+            return
+        endpoints = self.cfg.etcd.endpoints
+        self.store = SlotStore(endpoints, self.cfg.etcd.prefix)
+        self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map())
+        if self.resumed:
+            self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
+            self.groups = await self.store.load_groups() or self.groups
+            self._resumed_nfs_hold_state()
+        LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
+                 ",".join(endpoints))
+        self.metrics.update_slot_counts(self.slot_map.counts())
+
+    def _resumed_nfs_hold_state(self) -> None:
+        """A map resumed from etcd was running: its primaries and backups may hold state, so
+        their death must be acted on even before this controller configured them (an NF that
+        died while no controller led is failed over as soon as this one leads)."""
+        self.ever_configured.update(self.pairs)
+        self.ever_configured.update(b for b in self.pairs.values() if b is not None)
+
+    async def _on_primary(self, session: SwitchSession) -> None:
+        """Runs each time we become the switch's primary: make the switch equal to our state."""
+        async with self._lock:
+            self.metrics.is_primary.set(1)
+            if self.store is not None:
+                # a standby taking over: the previous primary may have moved slots since we loaded
+                stored = await self.store.load(self.cfg.slot_space)
+                if stored is not None:
+                    self.slot_map = stored
+                    self.pairs = await self.store.load_pairs() or self.pairs
+                    self.groups = await self.store.load_groups() or self.groups
+            await self._resume_numbering(session)
+            desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups)
+            changes = await session.reconcile(desired)
+            self.last_reconcile = changes.counts()
+            self.reconciled_at = time.time()
+            self.switch_ready.set()
+            self.metrics.reconciles.inc()
+            try:
+                await session.enable_new_flow_digest()
+            except Exception as exc:  # a target without digest support still forwards
+                LOG.warning("new-flow digest not enabled: %s", exc)
+            if self._digest_task is None or self._digest_task.done():
+                self._digest_task = asyncio.create_task(self._digest_loop())
+        # NFs declared down while we were not primary (a standby watching, or nobody leading):
+        # their "down" was not acted on then; it is now
+        for nf_id, state in sorted(self.registry.nfs.items()):
+            if state.declared_down and nf_id in self.ever_configured:
+                await self._nf_event(NfEvent("down", nf_id, state.misses))
+
+    async def _resume_numbering(self, session: SwitchSession) -> None:
+        """A restarted switch numbers every slot from 1 again, while the NFs expect the numbers
+        after those they have seen: they would drop the new packets as duplicates. Before the
+        slots get their owners back (the reconcile that follows), every slot whose `slot_seq` is
+        behind the highest number an NF received (processed, buffered or held as a backup's
+        copy) is set to it, so the numbering goes on where the NFs are. After a mere reconnect
+        the switch is ahead and nothing is written. (Targets without register access: nothing.)"""
+        # the NFs first, the switch second: on a live switch (a reconnect) the numbers only grow,
+        # so what it says then is at least what any NF saw before, and nothing is written
+        # (read the other way round, packets stamped in between would look like a switch behind)
+        seen: dict[int, int] = {}
+        for nf_id, state in sorted(self.registry.nfs.items()):
+            if state.declared_down or state.alive is False:
+                continue
+            try:
+                reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+            except NfControlError:
+                continue
+            for st in reply.slots:
+                if st.has_seen and (st.slot not in seen or seq_after(st.highest_seen, seen[st.slot])):
+                    seen[st.slot] = st.highest_seen
+        stamped = await self.next_seqs()
+        if stamped is None:
+            return
+        behind = {slot: top for slot, top in seen.items()
+                  if seq_after(top, (stamped.get(slot, 1) - 1) & 0xFFFFFFFF)}
+        if behind:
+            await session.write_register("slot_seq", behind)
+            LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are",
+                        len(behind))
+            self.metrics.numbering_resumed.inc(len(behind))
+
+    async def _digest_loop(self) -> None:
+        async for flows in self.session.new_flows():
+            self.metrics.digests.inc()
+            self.metrics.new_flows.inc(self.flows.add(flows))
+
+    async def configure_nfs(self, retry: float = 1.0) -> None:
+        """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
+        while len(self.nfs_configured) < len(self.registry.nfs):
+            await self.switch_ready.wait()  # next_seqs come from the switch's registers
+            next_seqs = await self.next_seqs()
+            for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
+                try:
+                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs)
+                    self.nfs_configured.add(nf_id)
+                    self.ever_configured.add(nf_id)
+                    LOG.info("NF %d configured", nf_id)
+                except NfControlError as exc:
+                    LOG.debug("NF %d not configured yet: %s", nf_id, exc)
+            if len(self.nfs_configured) < len(self.registry.nfs):
+                await asyncio.sleep(retry)
+
+    def background_tasks(self) -> list[str]:
+        """Names of the fail-overs, backup replacements and reconfigurations still running."""
+        return sorted(t.get_name() for t in self._background if not t.done())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name=getattr(coro, "__qualname__", "task"))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def next_seqs(self) -> dict[int, int] | None:
+        """Per slot, the next sequence number the switch will stamp (one wildcard read of its
+        `slot_seq` register, which holds the last one stamped); None if it cannot be read."""
+        try:
+            last = await self.session.read_register("slot_seq")
+        except Exception as exc:  # a target without register reads: NFs learn from traffic
+            LOG.warning("slot_seq not read (%s): NFs learn each slot's first number from traffic", exc)
+            return None
+        return {slot: (value + 1) & 0xFFFFFFFF for slot, value in last.items()}
+
+    # -- building blocks for migration / fail-over / load balancing -------------------------------
+    async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:
+        """Give `slot` to primary `to_nf`: epoch + 1, one slot_owner write, persisted in etcd.
+        All or nothing: the controller's map changes only once the switch and etcd hold the new
+        entry; a failed etcd write puts the switch's entry back. Raises NotPrimaryError when
+        this controller is not the switch's primary (nothing is written)."""
+        if to_nf not in self.pairs:
+            raise ValueError(f"NF {to_nf} is not a primary")
+        if not self.session.is_primary:
+            raise NotPrimaryError("not the switch's primary controller: the slot is not moved")
+        async with self._lock:
+            old = self.slot_map.entry(slot)
+            entry = SlotEntry(slot, to_nf, next_epoch(old.epoch))
+            await self.session.write_slot(entry, self.groups.get(to_nf, to_nf))
+            if self.store is not None:
+                try:
+                    await self.store.save_entry(entry)
+                except Exception:
+                    await self.session.write_slot(old, self.groups.get(old.owner, old.owner))
+                    raise
+            self.slot_map.set_entry(entry)
+            self.metrics.slot_moves.inc()
+            self.metrics.update_slot_counts(self.slot_map.counts())
+            return entry
+
+    async def move_slots(self, slots: list[int], to_nf: int) -> list[SlotEntry]:
+        """`move_slot` for many slots: batched switch writes (512) and etcd transactions (100)."""
+        if to_nf not in self.pairs:
+            raise ValueError(f"NF {to_nf} is not a primary")
+        async with self._lock:
+            entries = [self.slot_map.move(s, to_nf) for s in slots]
+            if self.session.is_primary and entries:
+                await self.session.write_slots(entries, groups=self.groups)
+            if self.store is not None and entries:
+                await self.store.save_entries(entries)
+            self.metrics.slot_moves.inc(len(entries))
+            self.metrics.update_slot_counts(self.slot_map.counts())
+            return entries
+
+    async def rewrite_group(self, dead: int, promoted: int, backup: int | None) -> None:
+        """Fail-over's one switch write: the dead primary's replica group becomes {promoted
+        (rid 1), backup (rid 2)} in place, so every slot pointing at it follows."""
+        if not self.session.is_primary:
+            raise NotPrimaryError("not the switch's primary controller: the group is not rewritten")
+        backup_port = None if backup is None else self.cfg.nf(backup).port
+        await self.session.set_group(self.groups[dead], self.cfg.nf(promoted).port, backup_port)
+
+    async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None:
+        """After a fail-over: `promoted` owns the dead primary's slots and group, with `backup`
+        (slot epochs unchanged), persisted in etcd."""
+        async with self._lock:
+            entries = self.slot_map.hand_over(dead, promoted)
+            self.groups[promoted] = self.groups.pop(dead)
+            self.pairs.pop(dead, None)
+            self.pairs[promoted] = backup
+            if self.store is not None:
+                await self.store.save_entries(entries)
+                await self.store.save_pairs(self.pairs)
+                await self.store.save_groups(self.groups)
+            self.metrics.update_slot_counts(self.slot_map.counts())
+
+    def _group_for(self, primary: int) -> int:
+        """`primary`'s replica group id: its own, or for a new primary whose id a promoted NF
+        already uses as its group, the next free one."""
+        if primary in self.groups:
+            return self.groups[primary]
+        used = set(self.groups.values())
+        group = primary if primary not in used else max(used | set(self.pairs)) + 1
+        self.groups[primary] = group
+        return group
+
+    async def retire_primary(self, nf: int) -> None:
+        """A drained primary (no slot left) is a primary no more: its pair and replica group go
+        (from the switch too), persisted."""
+        if self.slot_map.slots_of(nf):
+            raise ValueError(f"NF {nf} still owns slots")
+        async with self._lock:
+            self.pairs.pop(nf, None)
+            group = self.groups.pop(nf, None)
+            if self.store is not None:
+                await self.store.save_pairs(self.pairs)
+                await self.store.save_groups(self.groups)
+            if group is not None and self.session.is_primary:
+                await self.session.delete_group(group)
+
+    async def set_pair(self, primary: int, backup: int | None) -> None:
+        """Make `primary` a primary with `backup`; writes its replica group."""
+        async with self._lock:
+            insert = primary not in self.pairs
+            self.pairs[primary] = backup
+            group = self._group_for(primary)
+            if self.store is not None:
+                await self.store.save_pairs(self.pairs)
+                await self.store.save_groups(self.groups)
+            if self.session.is_primary:
+                backup_port = None if backup is None else self.cfg.nf(backup).port
+                await self.session.set_group(group, self.cfg.nf(primary).port, backup_port,
+                                             insert=insert)
+
+    # -- periodic work ----------------------------------------------------------------------------
+    async def _counter_loop(self) -> None:
+        while True:
+            if self.session.is_primary:
+                try:
+                    self.slot_counters = await self.session.read_counter("slot_traffic")
+                    self.metrics.update_slot_traffic(self.slot_counters)
+                    self.switch_drops = await self.read_switch_drops()
+                    self.metrics.update_switch_drops(self.switch_drops)
+                except Exception as exc:
+                    LOG.debug("counter read failed: %s", exc)
+            else:
+                self.metrics.is_primary.set(0)
+            if self.cfg.switch.stats is not None:
+                await self.read_switch_ports(self.cfg.switch.stats)
+            self.metrics.update_nfs(self.registry.summaries())
+            await asyncio.sleep(self.counter_interval)
+
+    async def read_switch_ports(self, address: str) -> None:
+        """The switch's port losses from p4sim's counter endpoint (controlplane/switch_stats)."""
+        try:
+            doc = await switch_stats.read_status(address)
+        except (OSError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            if self.switch_stats_error is None:
+                LOG.warning("cannot read the switch's counters at %s: %s", address, exc)
+            self.switch_stats_error = f"{address}: {exc or type(exc).__name__}"
+            return
+        self.switch_stats_error = None
+        self.switch_ports = switch_stats.port_losses(doc)
+        self.metrics.update_switch_ports(self.switch_ports)
+
+    async def read_switch_drops(self) -> dict[str, int]:
+        """What the switch dropped and counted: NF output the dedup dropped, edge packets
+        dropped before a slot (orphan fragments), non-IPv4 edge packets not punted (each by
+        reason), edge packets of unowned slots, anything unroutable from NF ports (one wildcard
+        read per counter; reasons as in p4src/shared/define.p4)."""
+        out: dict[str, int] = {}
+        for name, reasons in SWITCH_DROP_REASONS.items():
+            cells = await self.session.read_counter(name)
+            for index, reason in enumerate(reasons):
+                out[f"{name}/{reason}"] = cells.get(index, (0, 0))[0]
+        for name in ("unowned_drops", "nf_port_drops", "no_route_drops"):
+            out[f"{name}/all"] = sum(p for p, _ in (await self.session.read_counter(name)).values())
+        return out
+
+    async def close(self) -> None:
+        await self.registry.close()
+        if self.store is not None:
+            await self.store.close()
+
+    @abstractmethod
+    async def _nf_event(self, event: NfEvent) -> None:
+        """Act on an NF's event (down, up, restarted): `NfLifecycle` decides."""

@@ -1,0 +1,196 @@
+"""What the controller does when an NF fails or comes back: fail-over of a dead primary, a new
+backup for a dead backup's primary, orphans retried when their backup answers again, and the
+reconfiguration of an NF that returns (as a spare, after a false alarm, or restarted).
+The protocols themselves are in controlplane/failover.py and controlplane/migration.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from controlplane.controller_core import ControllerCore
+from controlplane.failover import fail_over, protect, replace_backup, state_lost
+from controlplane.migration import MoveResult, migrate_slot
+from controlplane.nf_registry import NfControlError, NfEvent
+
+LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
+
+# an NF that answers heartbeats but refuses its configuration is tried again after 50 ms, then
+# twice as long each time, until the wait would exceed a few seconds
+RECONFIGURE_RETRY = 0.05
+RECONFIGURE_PATIENCE = 3.0
+
+
+class NfLifecycle(ControllerCore):
+    """NF events on top of the controller's core (see the module docstring)."""
+
+    async def _nf_event(self, event: NfEvent) -> None:
+        self.metrics.nf_events.labels(kind=event.kind).inc()
+        if not self.session.is_primary:
+            return  # a standby watches but does not act
+        if event.kind in ("up", "restarted"):
+            restarted = event.kind == "restarted" or event.restarted
+            if not restarted and event.nf_id in self.ever_configured \
+                    and event.nf_id not in self.acted_on:
+                # a suspicion that came to nothing (late heartbeats): the NF kept its role and
+                # slots, and configuring it again would only load a loaded machine more
+                self._spawn(self._back_after_false_alarm(event.nf_id))
+                return
+            # an NF that comes back has lost its configuration (a new process), or was failed
+            # over or replaced meanwhile: give it its role and slots again
+            self.nfs_configured.discard(event.nf_id)
+            self._spawn(self._reconfigure(event.nf_id, restarted))
+        elif event.kind == "down" and event.nf_id in self.ever_configured:
+            # an NF never configured (not started yet) holds no state: nothing to fail over
+            self.nfs_configured.discard(event.nf_id)
+            if event.nf_id in self.pairs:
+                self._spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
+                                            time.time()))
+            elif event.nf_id in self.pairs.values():
+                self._spawn(self._replace_backup(event.nf_id, event.confirmed, event.since))
+
+    async def _really_down(self, nf_id: int, confirmed: bool = False, since: float = 0.0) -> bool:
+        """Confirm a "down" before acting on it: still declared down, and a last probe fails
+        (unless the registry's probe already failed: `confirmed`). A loaded machine can delay a
+        few heartbeats of a live NF; failing over a live primary would leave two NFs processing
+        its slots' state. The NF must have been silent for `confirm_timeout` in all: the probe's
+        deadline is what remains of it after the first missed heartbeat (`since`), and at least
+        a heartbeat's deadline."""
+        if not self.registry.nfs[nf_id].declared_down:
+            return False
+        if confirmed:
+            return True
+        silent = time.time() - since if since else 0.0
+        deadline = max(self.confirm_timeout - silent, self.cfg.heartbeat.timeout_ms / 1000)
+        if await self.registry.probe_hang(nf_id, deadline):
+            LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
+            return False
+        return self.registry.nfs[nf_id].declared_down
+
+    async def _fail_over(self, dead: int, confirmed: bool = False, since: float = 0.0,
+                         emitted: float = 0.0) -> None:
+        async with self.move_lock:
+            if dead in self.pairs and await self._really_down(dead, confirmed, since):
+                result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
+                if result.ok:
+                    self.orphans.discard(dead)
+                    self._acted_on(dead)
+                if result.ok or result.promoted is not None:
+                    self.failovers.append(result)
+                else:
+                    # no live backup: its slots stay with it (status "orphans"), tried again when
+                    # its backup answers again; recorded once resolved (failed over, or its state
+                    # lost); an orphan that answers again itself was a false alarm: nothing to record
+                    self.orphans.add(dead)
+            else:
+                self.nfs_configured.add(dead)
+
+    async def _orphan_back(self, nf_id: int) -> bool:
+        """Orphaned primary `nf_id` (it died without a live backup) came back as a new process:
+        its backup takes over now if it answers; otherwise its state is gone (a double fault),
+        which is recorded, and it owns its slots again from empty state. True if it was failed
+        over (it is a spare now)."""
+        async with self.move_lock:
+            if nf_id not in self.orphans or nf_id not in self.pairs:
+                return False
+            self.orphans.discard(nf_id)
+            result = await fail_over(self, nf_id)
+            self.failovers.append(result if result.ok else state_lost(self, nf_id))
+            if result.ok:
+                self._acted_on(nf_id)
+            return result.ok
+
+    def _acted_on(self, nf_id: int) -> None:
+        """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
+        again while that was under way (a false alarm whose "up" came first), nothing else will
+        tell it: it is configured anew now (a spare: its runtime drops the slots it owned)."""
+        self.acted_on.add(nf_id)
+        if not self.registry.nfs[nf_id].declared_down:
+            self.nfs_configured.discard(nf_id)
+            self._spawn(self._reconfigure(nf_id))
+
+    async def _back_after_false_alarm(self, nf_id: int) -> None:
+        """`nf_id` answers again, the same process, and nothing was done about it meanwhile: it
+        is configured as it was. Only the cluster views sent while it was thought down (which
+        left it out) are sent again, and the primaries it backs up that died meanwhile are
+        failed over now."""
+        self.orphans.discard(nf_id)
+        self.nfs_configured.add(nf_id)
+        if self.registry.left_out.pop(nf_id, None) is not None:
+            await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)
+        await self._retry_orphans(nf_id)
+
+    async def _retry_orphans(self, backup: int) -> None:
+        """`backup` answers again without having restarted (a false alarm: it kept its state):
+        fail over the orphaned primaries it backs up."""
+        for dead in sorted(self.orphans):
+            if self.pairs.get(dead) == backup and self.registry.nfs[dead].declared_down:
+                await self._fail_over(dead, confirmed=True)
+
+    async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
+        async with self.move_lock:
+            if not await self._really_down(dead, confirmed, since):
+                self.nfs_configured.add(dead)
+                return
+            result = await replace_backup(self, dead)
+            if result is not None:
+                self.failovers.append(result)
+                self._acted_on(dead)
+        await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
+
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
+        """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
+        MoveError before the first move for a bad request; a failed move is undone and reported."""
+        results = []
+        async with self.move_lock:
+            for slot in slots:
+                result = await migrate_slot(self, slot, to_nf, self.release_timeout)
+                self.moves.append(result)
+                results.append(result)
+        return results
+
+    async def _reconfigure(self, nf_id: int, restarted: bool = False) -> None:
+        """Configure `nf_id` again from the current state. One at a time per NF: two racing
+        ones configured an NF from two states (a spare given slots to back up by the first's
+        `protect`, then made idle by the second, dropping them: its primary then died with a
+        backup that held nothing)."""
+        lock = self._nf_locks.setdefault(nf_id, asyncio.Lock())
+        async with lock:
+            await self._reconfigure_now(nf_id, restarted)
+
+    async def _reconfigure_now(self, nf_id: int, restarted: bool) -> None:
+        if nf_id in self.orphans:
+            if restarted:  # a new process: it holds nothing of its slots
+                await self._orphan_back(nf_id)
+            else:  # alive all along (it was slow or hung, then went on): it keeps its slots
+                self.orphans.discard(nf_id)
+        wait = RECONFIGURE_RETRY
+        while True:
+            try:
+                await self.registry.configure_nf(nf_id, self.pairs, self.slot_map,
+                                                 await self.next_seqs())
+                break
+            except NfControlError as exc:
+                # an NF that answers heartbeats may not serve its control API yet (a restarted
+                # runtime's workers echo UDP heartbeats before its gRPC server listens): it is
+                # tried again while it answers, else its next "up" configures it
+                state = self.registry.nfs[nf_id]
+                if state.declared_down or wait > RECONFIGURE_PATIENCE:
+                    LOG.warning("NF %d not reconfigured: %s", nf_id, exc)
+                    return
+                LOG.info("NF %d not reconfigured yet (%s): again in %.2f s", nf_id, exc, wait)
+                await asyncio.sleep(wait)  # a retry's back-off
+                wait *= 2
+        self.nfs_configured.add(nf_id)
+        self.ever_configured.add(nf_id)
+        self.acted_on.discard(nf_id)
+        self.registry.left_out.pop(nf_id, None)
+        LOG.info("NF %d reconfigured", nf_id)
+        await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again
+        if not restarted:
+            await self._retry_orphans(nf_id)
+        if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
+            async with self.move_lock:
+                self.failovers.extend(await protect(self))
