@@ -24,6 +24,10 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   wire lost is a gap the NF skips and counts. The record keeps what netem dropped (`wire_lost`)
   and the gaps the NF counted meanwhile: the run's losses are the wire's, never the system's.
 
+* **mgmt** (the NF faults' injector, `topo.faults.FaultInjector.cut_mgmt`, with
+  `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
+  (`heartbeat_deadline_s`), then restored; the NF comes back as a spare that owns nothing.
+
 Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times), and `rss()`
 snapshots the memory of every process of the run, at the start and the end, for the summary.
 """
