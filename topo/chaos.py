@@ -352,8 +352,8 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
         roles = ", ".join(f"{r} {sum(f.role == r for f in cuts)}"
                           for r in ("primary", "backup", "spare"))
         table.caption = (f"{table.caption or ''}\nmgmt cuts ({roles}): cut for p50 "
-                         f"{ms(cut['p50'])} ms; from the restore to the NF back in the pool as "
-                         f"a spare owning nothing p50 {ms(back['p50'])} ms, p99 "
+                         f"{ms(cut['p50'])} ms; from the restore to the NF back in the pool "
+                         f"owning no slot p50 {ms(back['p50'])} ms, p99 "
                          f"{ms(back['p99'])} ms").lstrip("\n")
     return table
 

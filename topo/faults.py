@@ -213,8 +213,9 @@ class FaultInjector:
     def cut_mgmt(self, nf: int, timeout: float = 15.0) -> FaultRecord:
         """Cut live NF `nf`'s management link (`cut`) for `cut_s`, or until the controller has
         acted on it if that takes longer, then restore it and wait until the NF is back in its
-        cluster's pool: alive, a spare, and reporting no slot of its own (its status is polled
-        every second). The NF process is never restarted: once it answers again, the controller
+        cluster's pool: alive, a spare (or already a primary's new backup: a primary left without
+        one takes a spare as soon as one joins), and reporting no slot of its own (its status is
+        polled every second). The NF process is never restarted: once it answers again, the controller
         must take from it whatever it owned (docs/protocols.md §7, "No zombie")."""
         assert self.cut is not None
         api = self.leading()
@@ -232,12 +233,12 @@ class FaultInjector:
             restored = time.time()
             rec.cut_ms = (restored - rec.at) * 1000
 
-            def back() -> bool:
+            def back() -> bool:  # a spare: or already taken from the pool as a new backup
                 r = next(r for r in _get(f"{self.leading()}/nfs") if r["id"] == nf)
-                return bool(r["alive"] and r["role"] == "spare" and not r["slots"])
+                return bool(r["alive"] and r["role"] in ("spare", "backup") and not r["slots"])
 
             wait_for(back, timeout=timeout, interval=0.02,
-                     what=f"NF {nf} back in the pool, a spare owning nothing")
+                     what=f"NF {nf} back in the pool (a spare, or a new backup) owning no slot")
             rec.back_ms = (time.time() - restored) * 1000
         except TimeoutError as exc:
             rec.ok, rec.error = False, str(exc)

@@ -42,7 +42,7 @@ def _no_restart(nf: int) -> subprocess.Popen[bytes]:
 class FakeController:
     """The controller's HTTP API as `FaultInjector.cut_mgmt` reads it, acting on a cut NF the
     way the real one does: a cut primary (silent for a few polls) is failed over; once its link
-    is back it answers again and, a few polls later, is reconfigured as an idle spare."""
+    is back it answers again and is reconfigured as an idle spare, taken at once as NF 5's backup."""
 
     def __init__(self, cut_really_cuts: bool = True) -> None:
         self.cut_really_cuts = cut_really_cuts
@@ -71,8 +71,8 @@ class FakeController:
             self.failovers.append({"dead": 1, "at": time.time(), "promoted": 5, "new_backup": 9,
                                    "ok": True, "error": ""})
             self.rows[5]["role"] = "primary"
-        elif 1 not in self.cut_off and not row["alive"]:  # answers again: made a spare
-            row.update(alive=True, role="spare", slots=0)
+        elif 1 not in self.cut_off and not row["alive"]:  # answers again: made a spare, and
+            row.update(alive=True, role="backup", slots=0)  # at once the new backup of NF 5
         if url.endswith("/nfs"):
             return list(self.rows.values())
         if "/slots?nf=" in url:
