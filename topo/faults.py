@@ -215,8 +215,8 @@ class FaultInjector:
         acted on it if that takes longer, then restore it and wait until the NF is back in its
         cluster's pool: alive, a spare (or already a primary's new backup: a primary left without
         one takes a spare as soon as one joins), and reporting no slot of its own (its status is
-        polled every second). The NF process is never restarted: once it answers again, the controller
-        must take from it whatever it owned (docs/protocols.md §7, "No zombie")."""
+        polled every second). The NF process is never restarted: once it answers again, the
+        controller must take from it whatever it owned (docs/protocols.md §7, "No zombie")."""
         assert self.cut is not None
         api = self.leading()
         row = next(r for r in _get(f"{api}/nfs") if r["id"] == nf)

@@ -122,7 +122,8 @@ class MgmtCuts:
         (a socket keeps the cgroup it was created in, so a process moved later would not do)."""
         # through this process's root: a Mininet host's mount namespace has a sysfs of its own,
         # without the cgroup mounts
-        procs = Path(f"/proc/{os.getpid()}/root") / self.cgroup(nf).relative_to("/") / "cgroup.procs"
+        root = Path(f"/proc/{os.getpid()}/root")
+        procs = root / self.cgroup(nf).relative_to("/") / "cgroup.procs"
         return ["sh", "-c", f"echo $$ > {shlex.quote(str(procs))} && exec \"$@\"", "sh", *cmd]
 
     def cut(self, nf: int) -> None:

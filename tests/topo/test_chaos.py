@@ -1,8 +1,8 @@
-"""Short seeded chaos runs (`nfc-topo chaos`). One: the leading controller killed (the standby leads)
-and etcd members killed, the switch restarted, netem on a primary's data link, one at a time,
-beside a primary, under load; nothing lost but what netem dropped, nothing repeated or reordered, every fault handled,
-and the per-kind table and the memory table printed. The other: NFs' management links cut past
-the heartbeat deadline and restored (`mgmt`)."""
+"""Short seeded chaos runs (`nfc-topo chaos`). One: the leading controller killed (the standby
+leads) and etcd members killed, the switch restarted, netem on a primary's data link, one at a
+time, beside a primary, under load; nothing lost but what netem dropped, nothing repeated or
+reordered, every fault handled, and the per-kind table and the memory table printed. The other:
+NFs' management links cut past the heartbeat deadline and restored (`mgmt`)."""
 
 from __future__ import annotations
 

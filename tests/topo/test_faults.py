@@ -42,7 +42,8 @@ def _no_restart(nf: int) -> subprocess.Popen[bytes]:
 class FakeController:
     """The controller's HTTP API as `FaultInjector.cut_mgmt` reads it, acting on a cut NF the
     way the real one does: a cut primary (silent for a few polls) is failed over; once its link
-    is back it answers again and is reconfigured as an idle spare, taken at once as NF 5's backup."""
+    is back it answers again and is reconfigured as an idle spare, taken at once as NF 5's
+    backup."""
 
     def __init__(self, cut_really_cuts: bool = True) -> None:
         self.cut_really_cuts = cut_really_cuts
