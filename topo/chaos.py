@@ -359,7 +359,9 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
 
 
 def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
-    """Resident memory of each process alive at the start and the end, and its growth."""
+    """Resident memory of each process alive at the start and the end, and its growth; then
+    the parts that were restarted meanwhile (same name, another pid: `nf-host 3`, `etcd m1`,
+    `p4sim`, a controller), whose growth says nothing about a leak (a fresh process at the end)."""
     start, end = rss_by_time.get("start", {}), rss_by_time.get("end", {})
     table = Table(title="memory (RSS) of the processes alive at the start and the end")
     for col in ("process", "start MiB", "end MiB", "growth"):
@@ -368,6 +370,19 @@ def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
         a, b = start[name], end[name]
         table.add_row(name, f"{a / 2**20:.1f}", f"{b / 2**20:.1f}", f"{(b - a) / a * 100:+.1f} %"
                       if a else "-")
+
+    def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for key, mem in procs.items():
+            out.setdefault(key.rsplit(" [", 1)[0], []).append(mem)
+        return out
+
+    first, last = by_name({k: v for k, v in start.items() if k not in end}), \
+        by_name({k: v for k, v in end.items() if k not in start})
+    for name in sorted(set(first) & set(last)):
+        if len(first[name]) == len(last[name]) == 1:  # one process of that name, restarted
+            table.add_row(f"{name} (restarted)", f"{first[name][0] / 2**20:.1f}",
+                          f"{last[name][0] / 2**20:.1f}", "-")
     return table
 
 
