@@ -29,6 +29,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topo.procs import wait_for
+
 # bpf(2): commands, program type and attach types (include/uapi/linux/bpf.h)
 BPF_PROG_LOAD, BPF_PROG_ATTACH, BPF_PROG_DETACH = 5, 8, 9
 BPF_PROG_TYPE_CGROUP_SKB = 8
@@ -150,18 +152,25 @@ class MgmtCuts:
             os.close(cg)
         self._cut.discard(nf)
 
-    def close(self) -> None:
-        """Restore every cut NF and remove this run's cgroups (once their processes are gone;
-        a cgroup that still holds one is left to the kernel, empty of filters)."""
+    def close(self, timeout: float = 5.0) -> None:
+        """Restore every cut NF and remove this run's cgroups, once the processes in them are
+        gone (killed NF processes take a moment to exit); a cgroup still in use after `timeout`
+        is left behind, empty of filters."""
         for nf in sorted(self._cut):
             self.restore(nf)
         if self._prog is not None:
             os.close(self._prog)
             self._prog = None
-        if self.root.exists():
-            for child in self.root.iterdir():
-                if child.is_dir():
-                    with contextlib.suppress(OSError):
-                        child.rmdir()
+        if not self.root.exists():
+            return
+
+        def removed() -> bool:
+            for child in [c for c in self.root.iterdir() if c.is_dir()]:
+                with contextlib.suppress(OSError):  # EBUSY: a process still in it
+                    child.rmdir()
             with contextlib.suppress(OSError):
                 self.root.rmdir()
+            return not self.root.exists()
+
+        with contextlib.suppress(TimeoutError):
+            wait_for(removed, timeout=timeout, interval=0.05, what="the NFs' cgroups removed")

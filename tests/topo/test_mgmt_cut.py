@@ -101,6 +101,23 @@ def test_a_cut_silences_the_nfs_sockets_both_ways_and_the_restore_resumes_them(
         proc.wait()
 
 
+def test_close_waits_for_the_nfs_processes_to_exit_then_removes_the_cgroups() -> None:
+    if not mgmt_cut.available():
+        pytest.skip("no cgroup v2 mount or no CONFIG_CGROUP_BPF")
+    cuts = MgmtCuts()
+    # a process that outlives its kill by a moment, as a killed NF's workers do
+    proc = subprocess.Popen(cuts.wrap(3, [sys.executable, "-c", "import time; time.sleep(30)"]))
+    cuts.cut(3)
+    killer = subprocess.Popen(["sh", "-c", f"sleep 0.3; kill {proc.pid}"])
+    try:
+        cuts.close()
+        assert not cuts.root.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+        killer.wait()
+
+
 def test_restoring_an_nf_that_was_never_cut_changes_nothing(cuts: MgmtCuts) -> None:
     cuts.restore(7)
     cuts.cut(7)
