@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# what `nfc-topo chaos` faults by default (netem left out on a kernel without it)
-CHAOS_KINDS = "primary,backup,spare,controller,etcd,netem,switch"
+# what `nfc-topo chaos` faults by default (netem, mgmt left out on a kernel without them)
+CHAOS_KINDS = "primary,backup,spare,controller,etcd,netem,switch,mgmt"
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
         "chaos", help="the system under load for a duration while faults of every kind are "
                       "injected, one at a time (what `make chaos` and `make soak` do)",
         description="Runs the scenario for --duration seconds at --rate packets/s while NFs, the "
-                    "leading controller and etcd members are killed (or NFs hung) from a seeded "
-                    "schedule; ends with a table per fault kind and every process's memory.")
+                    "leading controller and etcd members are killed (or NFs hung), the switch "
+                    "restarted, NF links disturbed (netem) or an NF's management link cut, from a "
+                    "seeded schedule; ends with a table per fault kind and every process's memory.")
     chaos.add_argument(
         "--target", choices=["p4sim", "bmv2"], default="p4sim", help="switch target (default p4sim)"
     )
@@ -99,6 +100,13 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             print("nfc-topo chaos: no netem qdisc in this kernel (sch_netem): netem faults "
                   "left out", file=sys.stderr)
             args.fault_kinds = ",".join(k for k in kinds if k != "netem")
+    if "mgmt" in kinds and args.fault_kinds == CHAOS_KINDS:
+        from topo.mgmt_cut import available
+
+        if not available():
+            print("nfc-topo chaos: an NF's management link cannot be cut here (no cgroup v2 or "
+                  "no CONFIG_CGROUP_BPF): mgmt faults left out", file=sys.stderr)
+            args.fault_kinds = ",".join(k for k in args.fault_kinds.split(",") if k != "mgmt")
     return cmd_run(args)
 
 

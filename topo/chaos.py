@@ -24,6 +24,10 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   wire lost is a gap the NF skips and counts. The record keeps what netem dropped (`wire_lost`)
   and the gaps the NF counted meanwhile: the run's losses are the wire's, never the system's.
 
+* **mgmt** (the NF faults' injector, `topo.faults.FaultInjector.cut_mgmt`, with
+  `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
+  (`heartbeat_deadline_s`), then restored; the NF comes back as a spare that owns nothing.
+
 Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times), and `rss()`
 snapshots the memory of every process of the run, at the start and the end, for the summary.
 """
@@ -35,15 +39,18 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from rich.table import Table
 
 from topo.disturbances import http_json
 from topo.etcd import EtcdCluster
-from topo.faults import percentiles
+from topo.faults import FaultInjector, percentiles
 from topo.procs import wait_for
+
+if TYPE_CHECKING:
+    from topo.scenario import System
 
 ETCD_DOWN_S = 2.0
 NETEM = "delay 1ms loss 1% duplicate 1% reorder 10%"
@@ -201,6 +208,45 @@ def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> Con
     return rec
 
 
+def heartbeat_deadline_s(sys_: System) -> float:
+    """How long the controller waits before it acts on a silent NF, from this run's heartbeat
+    settings: `misses` intervals, the last heartbeat's own deadline, and the confirming probe."""
+    hb, opts = sys_.cfg.heartbeat, sys_.opts
+    interval = opts.heartbeat_ms or hb.interval_ms
+    timeout = opts.heartbeat_ms or hb.timeout_ms
+    confirm = opts.confirm_ms or hb.confirm_timeout_ms
+    return (interval * hb.misses + timeout + confirm) / 1000
+
+
+def injector(sys_: System) -> FaultInjector:
+    """The run's fault injector: NF faults (kill, hang, restart as a spare), the control-plane
+    faults above, and `mgmt` cuts (topo.mgmt_cut) of twice the heartbeat deadline."""
+    opts, cfg = sys_.opts, sys_.cfg
+    by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), sys_.nf_procs, strict=True))
+    faults = FaultInjector(sys_.api, by_id, sys_.restart_nf, seed=opts.seed, hang=opts.hang,
+                           kinds=opts.fault_kinds, etcd_members=len(sys_.etcd.members))
+    ctls, switch_node = sys_.ctls, sys_.net.get(sys_.topo.switch_name)
+
+    def control_fault(kind: str, target: int) -> ControlFault:
+        if kind == "controller":
+            return kill_leader(ctls)
+        if kind == "etcd":
+            return kill_etcd_member(sys_.etcd, target, ctls)
+        if kind == "switch":
+            return restart_switch(switch_node, ctls)
+        intf = switch_node.intfs[cfg.nf(target).port].name
+        return netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
+
+    faults.control = control_fault
+    faults.follow = ctls.leader_api
+    faults.between = ctls.revive
+    cuts = sys_.cuts
+    if cuts is not None:
+        faults.cut = lambda nf, on: cuts.cut(nf) if on else cuts.restore(nf)
+        faults.cut_s = 2 * heartbeat_deadline_s(sys_)
+    return faults
+
+
 def netem_available() -> bool:
     """Whether this kernel has the netem qdisc (tried on the loopback of a new namespace)."""
     try:
@@ -273,8 +319,8 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
     """One row per fault kind: count, handled, detection and recovery p50/p99, and the run's
     losses (by the system; by the wire and the end hosts), duplicates, reorderings, repeats."""
     table = Table(title="faults by kind (recovery: NFs, the first packet delivered after the "
-                        "fault on the dead NF's slots; controller, the standby primary and "
-                        "reconciled; etcd, the member healthy again)")
+                        "fault on the dead NF's slots (mgmt: of a cut primary); controller, the "
+                        "standby primary and reconciled; etcd, the member healthy again)")
     for col in ("kind", "faults", "handled", "detect p50", "detect p99", "recover p50",
                 "recover p99"):
         table.add_column(col, justify="right")
@@ -299,11 +345,23 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
                          f"by the end hosts' sockets {host_drops}, duplicated "
                          f"{losses.get('duplicated', 0)}, reordered {losses.get('reordered', 0)}, "
                          f"checker counts repeated {losses.get('count_repeats', 0)}")
+    cuts = [f for f in faults if f.kind == "mgmt"]
+    if cuts:  # the cut NFs: how long they were cut off, and until each was a spare again
+        cut = percentiles([f.cut_ms for f in cuts if f.cut_ms is not None])
+        back = percentiles([f.back_ms for f in cuts if f.back_ms is not None])
+        roles = ", ".join(f"{r} {sum(f.role == r for f in cuts)}"
+                          for r in ("primary", "backup", "spare"))
+        table.caption = (f"{table.caption or ''}\nmgmt cuts ({roles}): cut for p50 "
+                         f"{ms(cut['p50'])} ms; from the restore to the NF back in the pool "
+                         f"owning no slot p50 {ms(back['p50'])} ms, p99 "
+                         f"{ms(back['p99'])} ms").lstrip("\n")
     return table
 
 
 def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
-    """Resident memory of each process alive at the start and the end, and its growth."""
+    """Resident memory of each process alive at the start and the end, and its growth; then
+    the parts that were restarted meanwhile (same name, another pid: `nf-host 3`, `etcd m1`,
+    `p4sim`, a controller), whose growth says nothing about a leak (a fresh process at the end)."""
     start, end = rss_by_time.get("start", {}), rss_by_time.get("end", {})
     table = Table(title="memory (RSS) of the processes alive at the start and the end")
     for col in ("process", "start MiB", "end MiB", "growth"):
@@ -312,6 +370,19 @@ def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
         a, b = start[name], end[name]
         table.add_row(name, f"{a / 2**20:.1f}", f"{b / 2**20:.1f}", f"{(b - a) / a * 100:+.1f} %"
                       if a else "-")
+
+    def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for key, mem in procs.items():
+            out.setdefault(key.rsplit(" [", 1)[0], []).append(mem)
+        return out
+
+    first, last = by_name({k: v for k, v in start.items() if k not in end}), \
+        by_name({k: v for k, v in end.items() if k not in start})
+    for name in sorted(set(first) & set(last)):
+        if len(first[name]) == len(last[name]) == 1:  # one process of that name, restarted
+            table.add_row(f"{name} (restarted)", f"{first[name][0] / 2**20:.1f}",
+                          f"{last[name][0] / 2**20:.1f}", "-")
     return table
 
 

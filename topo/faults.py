@@ -13,6 +13,12 @@ dry. Each fault gets a `FaultRecord`:
   output the promoted backup produced for them, end to end;
 * the run's losses, duplicates and reorderings come from the sink's verdict (`topo.verify`),
   which must stay clean: with output dedup in the switch a fail-over loses and repeats nothing.
+
+The `mgmt` fault (`FaultInjector.cut_mgmt`) cuts a live NF's management link instead (a primary
+most of the time, else a backup or a spare; `topo.mgmt_cut`) for `cut_s`, twice the heartbeat
+deadline, and restores it: the controller cannot tell that from a hang and fails the NF over
+(or replaces it as a backup, or drops it from the pool as a spare); the NF process lives on and,
+once it answers again, must be made a spare that owns nothing (`back_ms`). It is not restarted.
 """
 
 from __future__ import annotations
@@ -38,15 +44,19 @@ FAULT_KINDS = ("primary", "backup", "spare")
 # faults of the other parts (topo.chaos): the leading controller, an etcd member, netem on a
 # primary's data link, the switch process
 CONTROL_KINDS = ("controller", "etcd", "netem", "switch")
-ALL_KINDS = FAULT_KINDS + CONTROL_KINDS
+# an NF's management link cut for longer than the heartbeat deadline, then restored
+LINK_KINDS = ("mgmt",)
+ALL_KINDS = FAULT_KINDS + CONTROL_KINDS + LINK_KINDS
+# which role a `mgmt` cut picks (a primary is the interesting case): cumulative shares
+MGMT_ROLES = (("primary", 0.6), ("backup", 0.8), ("spare", 1.0))
 
 
 @dataclass
 class FaultRecord:
     """One injected fault and what the system did about it."""
 
-    kind: str                    # the victim's role: primary | backup | spare
-    mode: str                    # kill (SIGKILL) | hang (SIGSTOP)
+    kind: str                    # the victim's role: primary | backup | spare; or mgmt
+    mode: str                    # kill (SIGKILL) | hang (SIGSTOP) | cut (mgmt: the link)
     nf: int
     at: float                    # time.time() of the signal
     slots: list[int] = field(default_factory=list)  # a primary's slots at that time
@@ -59,6 +69,11 @@ class FaultRecord:
     new_backup: int | None = None
     ok: bool = False
     error: str = ""
+    # mgmt: the victim's role, how long its link was cut, and from the restore to the NF back in
+    # its cluster's pool (alive, a spare that reports no slot of its own)
+    role: str = ""
+    cut_ms: float | None = None
+    back_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -95,6 +110,9 @@ class FaultInjector:
     # faults (start again a controller that stopped): both set by the chaos harness
     follow: Callable[[str], str] | None = None
     between: Callable[[], object] | None = None
+    # mgmt faults: cut (True) or restore (False) an NF's management link, and for how long
+    cut: Callable[[int, bool], None] | None = None
+    cut_s: float = 1.0
     records: list[Any] = field(default_factory=list)  # FaultRecord, or chaos.ControlFault
     errors: list[str] = field(default_factory=list)
 
@@ -112,6 +130,18 @@ class FaultInjector:
         kinds = [kind] if kind else list(self.kinds)
         self.rng.shuffle(kinds)
         for k in kinds:
+            if k == "mgmt":
+                if self.cut is None:
+                    continue
+                draw = self.rng.random()
+                roles = [r for r, share in MGMT_ROLES if draw < share][:1] + [
+                    r for r, _ in MGMT_ROLES]
+                for role in dict.fromkeys(roles):  # the drawn role first, else any other
+                    pool = sorted(r["id"] for r in nfs if r["role"] == role
+                                  and (role != "primary" or r.get("backup") in alive))
+                    if pool:
+                        return k, self.rng.choice(pool)
+                continue
             if k in CONTROL_KINDS:
                 if self.control is None:
                     continue
@@ -130,7 +160,9 @@ class FaultInjector:
     def inject(self, kind: str, nf: int, timeout: float = 15.0) -> Any:
         """Fault NF `nf` (whose role is `kind`), wait until the controller has dealt with it,
         then kill it for good and start it again (it comes back as a spare). A control-plane
-        kind goes to `control` (`nf` is then the etcd member's index)."""
+        kind goes to `control` (`nf` is then the etcd member's index); `mgmt` to `cut_mgmt`."""
+        if kind == "mgmt":
+            return self.cut_mgmt(nf, timeout)
         if kind in CONTROL_KINDS:
             assert self.control is not None
             crec = self.control(kind, nf)
@@ -143,22 +175,7 @@ class FaultInjector:
         rec = FaultRecord(kind, "hang" if self.hang else "kill", nf, time.time(), slots)
         _signal_group(proc, signal.SIGSTOP if self.hang else signal.SIGKILL)
         try:
-            if kind == "spare":
-                wait_for(lambda: not self._alive(nf), timeout=timeout, interval=0.01,
-                         what=f"spare NF {nf} seen dead")
-                rec.detection_ms, rec.ok = (time.time() - rec.at) * 1000, True
-            else:
-                def handled() -> dict[str, Any] | None:
-                    new = _get(f"{api}/status")["failovers"][before:]
-                    return next((f for f in new if f["dead"] == nf), None)
-
-                wait_for(lambda: handled() is not None, timeout=timeout, interval=0.01,
-                         what=f"controller acting on NF {nf}")
-                fo = handled()
-                assert fo is not None
-                rec.detection_ms = (fo["at"] - rec.at) * 1000
-                rec.promoted, rec.new_backup = fo["promoted"], fo["new_backup"]
-                rec.ok, rec.error = bool(fo["ok"]), fo["error"]
+            self._await_handling(rec, kind, api, before, timeout)
         except TimeoutError as exc:
             rec.error = str(exc)
         finally:
@@ -166,6 +183,69 @@ class FaultInjector:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
             self.procs[nf] = self.restart(nf)
+        self.records.append(rec)
+        return rec
+
+    def _await_handling(self, rec: FaultRecord, role: str, api: str, before: int,
+                        timeout: float) -> None:
+        """Until the controller has acted on the fault of `rec.nf`, whose role was `role`: a
+        spare shown dead; a primary's fail-over or a backup's replacement, the `before`-th or a
+        later entry of its `failovers`. Fills in the detection time and the outcome."""
+        nf = rec.nf
+        if role == "spare":
+            wait_for(lambda: not self._alive(nf), timeout=timeout, interval=0.01,
+                     what=f"spare NF {nf} seen dead")
+            rec.detection_ms, rec.ok = (time.time() - rec.at) * 1000, True
+            return
+
+        def handled() -> dict[str, Any] | None:
+            new = _get(f"{api}/status")["failovers"][before:]
+            return next((f for f in new if f["dead"] == nf), None)
+
+        wait_for(lambda: handled() is not None, timeout=timeout, interval=0.01,
+                 what=f"controller acting on NF {nf}")
+        fo = handled()
+        assert fo is not None
+        rec.detection_ms = (fo["at"] - rec.at) * 1000
+        rec.promoted, rec.new_backup = fo["promoted"], fo["new_backup"]
+        rec.ok, rec.error = bool(fo["ok"]), fo["error"]
+
+    def cut_mgmt(self, nf: int, timeout: float = 15.0) -> FaultRecord:
+        """Cut live NF `nf`'s management link (`cut`) for `cut_s`, or until the controller has
+        acted on it if that takes longer, then restore it and wait until the NF is back in its
+        cluster's pool: alive, a spare (or already a primary's new backup: a primary left without
+        one takes a spare as soon as one joins), and reporting no slot of its own (its status is
+        polled every second). The NF process is never restarted: once it answers again, the
+        controller must take from it whatever it owned (docs/protocols.md §7, "No zombie")."""
+        assert self.cut is not None
+        api = self.leading()
+        row = next(r for r in _get(f"{api}/nfs") if r["id"] == nf)
+        role = str(row["role"])
+        slots = [r["slot"] for r in _get(f"{api}/slots?nf={nf}")] if role == "primary" else []
+        before = len(_get(f"{api}/status")["failovers"])
+        rec = FaultRecord("mgmt", "cut", nf, time.time(), slots, role=role)
+        self.cut(nf, True)
+        restored: float | None = None
+        try:
+            self._await_handling(rec, role, api, before, timeout)
+            time.sleep(max(0.0, rec.at + self.cut_s - time.time()))  # the cut's length
+            self.cut(nf, False)
+            restored = time.time()
+            rec.cut_ms = (restored - rec.at) * 1000
+
+            def back() -> bool:  # a spare: or already taken from the pool as a new backup
+                r = next(r for r in _get(f"{self.leading()}/nfs") if r["id"] == nf)
+                return bool(r["alive"] and r["role"] in ("spare", "backup") and not r["slots"])
+
+            wait_for(back, timeout=timeout, interval=0.02,
+                     what=f"NF {nf} back in the pool (a spare, or a new backup) owning no slot")
+            rec.back_ms = (time.time() - restored) * 1000
+        except TimeoutError as exc:
+            rec.ok, rec.error = False, str(exc)
+        finally:
+            if restored is None:
+                self.cut(nf, False)
+                rec.cut_ms = (time.time() - rec.at) * 1000
         self.records.append(rec)
         return rec
 
@@ -184,12 +264,18 @@ class FaultInjector:
                  interval=0.05, what="every NF alive again")
 
 
+def primary_fault(rec: Any) -> bool:
+    """Whether `rec` (a `FaultRecord`, or a `topo.chaos.ControlFault`) faulted a primary (killed,
+    hung or cut off): its slots were failed over."""
+    return bool(rec.kind == "primary" or getattr(rec, "role", "") == "primary")
+
+
 def takeover_times(records: list[FaultRecord], client: SideReport, server: SideReport,
                    slot_of_flow: Mapping[int, int]) -> None:
     """Fill in each primary fault's `takeover_ms` from the traffic reports (see the module
     docstring); `slot_of_flow` maps each flow id to its slot."""
     for rec in records:
-        if rec.kind != "primary":
+        if not primary_fault(rec):
             continue
         dead = set(rec.slots)
         first: float | None = None
@@ -218,7 +304,7 @@ def first_output_times(records: list[FaultRecord], log_dir: Path) -> None:
     """Fill in each primary fault's `first_output_ms` from its promoted NF's log (`nf<id>.log`,
     the runtime's "takeover:" line, stamped with the wall clock every namespace shares)."""
     for rec in records:
-        if rec.kind != "primary" or rec.promoted is None:
+        if not primary_fault(rec) or rec.promoted is None:
             continue
         path = log_dir / f"nf{rec.promoted}.log"
         if not path.exists():

@@ -46,7 +46,8 @@ def fault_table(faults: list[FaultRecord], losses: dict[str, Any]) -> Table:
         return "-" if v is None else f"{v:.1f}"
 
     for i, f in enumerate(faults, 1):
-        table.add_row(str(i), f.kind, str(f.nf), f.mode, str(len(f.slots)), ms(f.detection_ms),
+        victim = f"{f.kind} ({f.role})" if getattr(f, "role", "") else f.kind  # mgmt: its role
+        table.add_row(str(i), victim, str(f.nf), f.mode, str(len(f.slots)), ms(f.detection_ms),
                       ms(f.takeover_ms), str(f.promoted or "-"), str(f.new_backup or "-"),
                       "ok" if f.ok else f.error or "failed")
     for name in ("p50", "p99", "max"):

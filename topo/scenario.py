@@ -53,18 +53,13 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
-from topo import chain_run, chaos
+from topo import chain_run, chaos, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
-from topo.faults import (
-    ALL_KINDS,
-    FAULT_KINDS,
-    FaultInjector,
-    first_output_times,
-    takeover_times,
-)
+from topo.faults import ALL_KINDS, FAULT_KINDS, first_output_times, takeover_times
 from topo.losses import interface_drops, loss_lines, switch_status, where_lost
+from topo.mgmt_cut import MgmtCuts
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
@@ -139,7 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fault-kinds", default=",".join(FAULT_KINDS), metavar="KINDS",
                         help="with --kill-every: what to fault, comma-separated, among "
                              f"{','.join(ALL_KINDS)} (default primary,backup,spare: NFs by role; "
-                             "controller: the leading controller; etcd: one member)")
+                             "controller: the leading controller; etcd: one member; mgmt: an "
+                             "NF's management link cut past the heartbeat deadline)")
     parser.add_argument("--heartbeat-ms", type=int, default=0, metavar="MS",
                         help="heartbeat interval and deadline for this run (default: the config's)")
     parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
@@ -167,6 +163,9 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                          f"{','.join(ALL_KINDS)}")
     if args.heartbeat_ms < 0 or args.faults < 0 or args.confirm_ms < 0:
         raise SystemExit("--heartbeat-ms, --confirm-ms and --faults must not be negative")
+    if "mgmt" in kinds and not mgmt_cut.available():
+        raise SystemExit("--fault-kinds mgmt: an NF's management link cannot be cut here (it "
+                         "needs root, a cgroup v2 mount and a kernel with CONFIG_CGROUP_BPF)")
     if args.chain and args.hot:
         raise SystemExit("--chain and --hot: choose one")
     config = args.config or (CHAIN_CONFIG if args.chain else DEFAULT_CONFIG)
@@ -266,17 +265,19 @@ def started(procs: list[subprocess.Popen[bytes]]) -> Iterator[list[subprocess.Po
 
 
 def start_nfs(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions,
-              log_dir: Path, global_store: str = "memory") -> list[subprocess.Popen[bytes]]:
-    return [start_nf(net, cfg, topo, opts, log_dir, nf.id, global_store=global_store)
+              log_dir: Path, global_store: str = "memory", cuts: MgmtCuts | None = None,
+              ) -> list[subprocess.Popen[bytes]]:
+    return [start_nf(net, cfg, topo, opts, log_dir, nf.id, global_store=global_store, cuts=cuts)
             for nf in sorted(cfg.nfs, key=lambda n: n.id)]
 
 
 def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, log_dir: Path,
              nf_id: int, idle: bool = False, global_store: str = "memory",
-             ) -> subprocess.Popen[bytes]:
+             cuts: MgmtCuts | None = None) -> subprocess.Popen[bytes]:
     """Start NF `nf_id`'s `nf-host` on its node (its log appended to `nf<id>.log`). An NF started
     again after a fault (`idle`) comes up idle, and the controller returns it to the spare pool.
-    It runs the checker NF, or with service chains its stage's NF (topo/chain_run.py)."""
+    It runs the checker NF, or with service chains its stage's NF (topo/chain_run.py). With
+    `cuts`, in the NF's own cgroup, where its management link can be cut (topo/mgmt_cut.py)."""
     nf = cfg.nf(nf_id)
     program = (chain_run.nf_args(cfg, nf_id, global_store) if cfg.chains
                else ["--nf", opts.nf, "--global-store", global_store])
@@ -292,6 +293,8 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            "--gap-timeout-ms", str(opts.gap_timeout_ms),
            *(hot_run.nf_params() if opts.hot else []),
            *(["--params", opts.nf_params] if opts.nf_params else [])]
+    if cuts is not None:
+        cmd = cuts.wrap(nf.id, cmd)
     log = open(log_dir / f"nf{nf.id}.log", "ab")  # noqa: SIM115  (closed with the process)
     proc: subprocess.Popen[bytes] = node.popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                cwd=str(REPO))
@@ -348,12 +351,13 @@ class System:
     log_dir: Path
     store: str                                # the NF runtimes' global store (etcd over mgmt)
     switch_stats: str | None = None           # p4sim's counter endpoint (host:port)
+    cuts: MgmtCuts | None = None              # where NFs' management links are cut (mgmt faults)
 
     def restart_nf(self, nf_id: int) -> subprocess.Popen[bytes]:
         """Start NF `nf_id` again, idle (the controller returns it to the spare pool); it is
         stopped with the others on the way out."""
         proc = start_nf(self.net, self.cfg, self.topo, self.opts, self.log_dir, nf_id, idle=True,
-                        global_store=self.store)
+                        global_store=self.store, cuts=self.cuts)
         self.nf_procs.append(proc)
         return proc
 
@@ -390,7 +394,12 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
         etcd = stack.enter_context(run_etcd_cluster(opts.etcd_members, log_dir=log_dir,
                                                     also_on=topo.mgmt_gateway))
         store = "etcd://" + ",".join(etcd.endpoints_on(topo.mgmt_gateway)) + "/nfc-global"
-        nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir, store)))
+        cuts: MgmtCuts | None = None
+        if "mgmt" in opts.fault_kinds and opts.kill_every:
+            cuts = MgmtCuts()
+            stack.callback(cuts.close)  # after the NFs stopped (callbacks run last in, first out)
+        nf_procs = stack.enter_context(started(start_nfs(net, cfg, topo, opts, log_dir, store,
+                                                         cuts)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
                                   opts.confirm_ms, opts.hot, stats_addr)
@@ -430,7 +439,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                      timeout=opts.ready_timeout, interval=0.2, what="standby controller watching")
         else:
             del ctls.apis["standby"]
-        yield System(opts, cfg, topo, net, etcd, nf_procs, ctls, api, log_dir, store, stats_addr)
+        yield System(opts, cfg, topo, net, etcd, nf_procs, ctls, api, log_dir, store, stats_addr,
+                     cuts)
 
 
 def run(opts: RunOptions, console: Console | None = None) -> Verdict:
@@ -441,9 +451,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
     with ExitStack() as stack:
         sys_ = stack.enter_context(system(opts, console))
-        cfg, topo, net, etcd, nf_procs, ctls, api, log_dir = (
-            sys_.cfg, sys_.topo, sys_.net, sys_.etcd, sys_.nf_procs, sys_.ctls, sys_.api,
-            sys_.log_dir)
+        cfg, net, ctls, api, log_dir = sys_.cfg, sys_.net, sys_.ctls, sys_.api, sys_.log_dir
         rss_start = chaos.rss(os.getpid())
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
@@ -475,28 +483,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         worker: threading.Thread | None = None
         if opts.move_slots or opts.kill_nf is not None or opts.kill_every:
             dist = Disturbances()
-            by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), nf_procs, strict=True))
-
-            faults = FaultInjector(api, by_id, sys_.restart_nf, seed=opts.seed, hang=opts.hang,
-                                   kinds=opts.fault_kinds, etcd_members=len(etcd.members))
-
-            switch_node = net.get(topo.switch_name)
-
-            def control_fault(kind: str, target: int) -> chaos.ControlFault:
-                if kind == "controller":
-                    rec = chaos.kill_leader(ctls)
-                elif kind == "etcd":
-                    rec = chaos.kill_etcd_member(etcd, target, ctls)
-                elif kind == "switch":
-                    rec = chaos.restart_switch(switch_node, ctls)
-                else:
-                    intf = switch_node.intfs[cfg.nf(target).port].name
-                    rec = chaos.netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
-                return rec
-
-            faults.control = control_fault
-            faults.follow = ctls.leader_api
-            faults.between = ctls.revive
+            faults = chaos.injector(sys_)
             worker = threading.Thread(target=disturb, args=(api, opts, faults, sender, dist),
                                       name="disturb", daemon=True)
             worker.start()

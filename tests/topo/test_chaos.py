@@ -1,7 +1,8 @@
-"""A short seeded chaos run (`nfc-topo chaos`): the leading controller killed (the standby leads)
-and etcd members killed, the switch restarted, netem on a primary's data link, one at a time,
-beside a primary, under load; nothing lost but what netem dropped, nothing repeated or reordered, every fault handled,
-and the per-kind table and the memory table printed."""
+"""Short seeded chaos runs (`nfc-topo chaos`). One: the leading controller killed (the standby
+leads) and etcd members killed, the switch restarted, netem on a primary's data link, one at a
+time, beside a primary, under load; nothing lost but what netem dropped, nothing repeated or
+reordered, every fault handled, and the per-kind table and the memory table printed. The other:
+NFs' management links cut past the heartbeat deadline and restored (`mgmt`)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,38 @@ def test_controller_etcd_and_primary_faults_under_load_lose_nothing(tmp_path: Pa
     assert dist["losses"]["lost"] <= wire and dist["losses"]["ok"], (dist["losses"], wire)
     assert set(dist["rss"]) == {"start", "end"} and dist["rss"]["start"]
     assert "faults by kind" in result.stdout and "memory (RSS)" in result.stdout
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_nfs_whose_management_link_is_cut_are_failed_over_and_come_back_as_spares(
+        tmp_path: Path) -> None:
+    """`mgmt` faults: each NF's management link cut past the heartbeat deadline, then restored.
+    The controller acts on each (a primary failed over, a backup replaced), the NF, alive all
+    along, comes back as a spare that owns nothing, and nothing is lost, repeated or reordered."""
+    from topo.mgmt_cut import available
+
+    if not available():
+        pytest.skip("no cgroup v2 mount or no CONFIG_CGROUP_BPF: no mgmt cut")
+    if not (REPO / "build" / "nfcluster.p4info.txtpb").exists():
+        subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "20", "--rate", "500",
+           "--kill-every", "1", "--faults", "4", "--fault-kinds", "mgmt", "--seed", "1",
+           "--out-dir", str(out)]
+    result = subprocess.run(cmd, cwd=REPO, text=True, capture_output=True, timeout=600,
+                            env={**os.environ, "COLUMNS": "160"})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    dist = json.loads((out / "disturbances.json").read_text())
+    cuts = [f for f in dist["faults"] if f["kind"] == "mgmt"]
+    assert len(cuts) >= 3 and all(f["ok"] for f in cuts), cuts
+    assert "primary" in {f["role"] for f in cuts}, cuts  # the seed's schedule cuts a primary
+    deadline_ms = 50 * 3 + 40 + 200  # topo/nfcluster.yaml's heartbeat, and the probe's default
+    for f in cuts:
+        assert f["cut_ms"] >= 2 * deadline_ms and f["back_ms"] is not None, f
+        if f["role"] != "spare":  # the controller declared it down and acted on it
+            assert any(fo["dead"] == f["nf"] and fo["ok"] for fo in dist["failovers"]), f
+        if f["role"] == "primary":  # the NF itself dropped what it owned, with its held output
+            assert "now IDLE: dropping" in (out / f"nf{f['nf']}.log").read_text(), f
+    assert dist["losses"]["lost"] == 0 and dist["losses"]["ok"], dist["losses"]
+    assert "mgmt cuts" in result.stdout
