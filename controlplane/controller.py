@@ -113,6 +113,10 @@ class Controller(NfLifecycle):
         return {"elected": lead.term is not None, "name": lead.name, "leader": lead.leader,
                 "term": lead.term}
 
+    async def refresh_nfs(self) -> None:
+        """Ask every NF for its status now (`GET /nfs?refresh=1`), not at the next load poll."""
+        await self.registry.poll_all()
+
     def nf_rows(self) -> list[dict[str, Any]]:
         counts = self.slot_map.counts()
         rows = self.registry.summaries()

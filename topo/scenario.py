@@ -506,7 +506,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         api = ctls.leader_api(api)  # after controller faults, the standby may lead
         rss_end = chaos.rss(os.getpid())
-        nfs = http_json(f"{api}/nfs")
+        nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
         switch_doc, iface_drops = switch_status(sys_.switch_stats), interface_drops(net)

@@ -35,6 +35,9 @@ class FakeView:
     def nf_rows(self) -> list[dict[str, Any]]:
         return []
 
+    async def refresh_nfs(self) -> None:
+        self.refreshed = getattr(self, "refreshed", 0) + 1
+
     def slot_rows(self, nf: int | None = None) -> list[dict[str, Any]]:
         return []
 

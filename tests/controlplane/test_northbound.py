@@ -69,6 +69,17 @@ def test_http_api_views():
         nfs = json.loads((await asyncio.to_thread(get, base + "/nfs"))[1])
         assert [n["id"] for n in nfs] == list(range(1, 11))
         assert sum(n["slots_owned"] for n in nfs) == 4096 and nfs[0]["backup"] == 5
+        polled: list[int] = []
+
+        async def poll_all() -> dict[int, Any]:
+            polled.append(1)
+            return {}
+
+        c.registry.poll_all = poll_all  # GET /nfs?refresh=1 asks the NFs now, a plain GET not
+        await asyncio.to_thread(get, base + "/nfs")
+        assert polled == []
+        await asyncio.to_thread(get, base + "/nfs?refresh=1")
+        assert polled == [1]
         slots = json.loads((await asyncio.to_thread(get, base + "/slots?nf=2&limit=3"))[1])
         assert len(slots) == 3 and all(s["owner"] == 2 and s["backup"] == 6 for s in slots)
         one = json.loads((await asyncio.to_thread(get, base + "/slots"))[1])[7]
