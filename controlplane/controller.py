@@ -99,8 +99,7 @@ class Controller(NfLifecycle):
             "switch_ports": self.switch_ports,
             "switch_stats_error": self.switch_stats_error,
             "nf_drops": {str(r["id"]): r["drops"] for r in self.registry.summaries() if r["drops"]},
-            "moves": {"total": len(self.moves), "ok": sum(m.ok for m in self.moves),
-                      "undone": sum(m.undone for m in self.moves)},
+            "moves": dict(self.move_counts),
             "failovers": [f.to_json() for f in self.failovers],
             "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
             "uptime_s": round(time.time() - self.started, 1),

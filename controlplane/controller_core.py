@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from nf_host.proto import nf_control_pb2 as pb
 from nf_host.reorder import seq_after
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
+HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded memory)
 
 # Counters of the switch indexed by a drop reason, and the reasons in index order
 # (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
@@ -101,8 +103,10 @@ class ControllerCore(ABC):
         self.move_lock = asyncio.Lock()  # one migration or fail-over at a time
         self.release_timeout = RELEASE_TIMEOUT
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
-        self.moves: list[MoveResult] = []
-        self.failovers: list[FailoverResult] = []
+        # the last HISTORY moves and fail-overs, for the API; older ones are only counted
+        self.moves: deque[MoveResult] = deque(maxlen=HISTORY)
+        self.move_counts = {"total": 0, "ok": 0, "undone": 0}
+        self.failovers: deque[FailoverResult] = deque(maxlen=HISTORY)
         # primaries confirmed dead whose fail-over found no live backup (a double fault, or a
         # backup only suspected then): retried when their backup answers again
         self.orphans: set[int] = set()
@@ -394,6 +398,12 @@ class ControllerCore(ABC):
         await self.registry.close()
         if self.store is not None:
             await self.store.close()
+
+    def record_move(self, result: MoveResult) -> None:
+        self.moves.append(result)
+        self.move_counts["total"] += 1
+        self.move_counts["ok"] += int(result.ok)
+        self.move_counts["undone"] += int(result.undone)
 
     @abstractmethod
     async def _nf_event(self, event: NfEvent) -> None:

@@ -147,7 +147,7 @@ class NfLifecycle(ControllerCore):
         async with self.move_lock:
             for slot in slots:
                 result = await migrate_slot(self, slot, to_nf, self.release_timeout)
-                self.moves.append(result)
+                self.record_move(result)
                 results.append(result)
         return results
 

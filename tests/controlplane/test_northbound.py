@@ -172,3 +172,18 @@ def test_slot_gauge_of_an_nf_that_owns_no_slot_any_more_reads_zero() -> None:
     m.update_slot_counts({2: 8})  # NF 1 failed over: its slots are NF 2's now
     text = generate_latest(m.registry).decode()
     assert 'nfc_nf_slots{nf="1"} 0.0' in text and 'nfc_nf_slots{nf="2"} 8.0' in text
+
+
+def test_move_and_failover_histories_are_bounded_and_moves_still_counted() -> None:
+    from controlplane.controller_core import HISTORY
+    from controlplane.failover import FailoverResult
+    from controlplane.migration import MoveResult
+
+    c = make_controller()
+    for i in range(HISTORY + 5):
+        c.record_move(MoveResult(slot=i % 4096, from_nf=1, to_nf=2, epoch=2, ok=i % 2 == 0,
+                                 same_cluster=True))
+        c.failovers.append(FailoverResult(dead=1, promoted=5, new_backup=None, slots=1))
+    assert len(c.moves) == HISTORY and len(c.failovers) == HISTORY
+    assert c.moves[0].slot == 5  # the oldest ones went
+    assert c.status()["moves"] == {"total": HISTORY + 5, "ok": (HISTORY + 6) // 2, "undone": 0}
