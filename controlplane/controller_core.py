@@ -132,10 +132,12 @@ class ControllerCore(ABC):
             return
         endpoints = self.cfg.etcd.endpoints
         self.store = SlotStore(endpoints, self.cfg.etcd.prefix)
-        self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map())
+        # slots are stored by replica group: the groups first (a fail-over changed only them)
+        self.groups = await self.store.load_groups() or self.groups
+        self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map(),
+                                                          self.groups)
         if self.resumed:
             self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
-            self.groups = await self.store.load_groups() or self.groups
             self._resumed_nfs_hold_state()
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
                  ",".join(endpoints))
@@ -154,11 +156,12 @@ class ControllerCore(ABC):
             self.metrics.is_primary.set(1)
             if self.store is not None:
                 # a standby taking over: the previous primary may have moved slots since we loaded
-                stored = await self.store.load(self.cfg.slot_space)
+                groups = await self.store.load_groups() or self.groups
+                stored = await self.store.load(self.cfg.slot_space, groups)
                 if stored is not None:
                     self.slot_map = stored
                     self.pairs = await self.store.load_pairs() or self.pairs
-                    self.groups = await self.store.load_groups() or self.groups
+                    self.groups = groups
             await self._resume_numbering(session)
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups)
             changes = await session.reconcile(desired)
@@ -266,7 +269,7 @@ class ControllerCore(ABC):
             await self.session.write_slot(entry, self.groups.get(to_nf, to_nf))
             if self.store is not None:
                 try:
-                    await self.store.save_entry(entry)
+                    await self.store.save_entry(entry, self.groups)
                 except Exception:
                     await self.session.write_slot(old, self.groups.get(old.owner, old.owner))
                     raise
@@ -284,7 +287,7 @@ class ControllerCore(ABC):
             if self.session.is_primary and entries:
                 await self.session.write_slots(entries, groups=self.groups)
             if self.store is not None and entries:
-                await self.store.save_entries(entries)
+                await self.store.save_entries(entries, self.groups)
             self.metrics.slot_moves.inc(len(entries))
             self.metrics.update_slot_counts(self.slot_map.counts())
             return entries
@@ -301,14 +304,14 @@ class ControllerCore(ABC):
         """After a fail-over: `promoted` owns the dead primary's slots and group, with `backup`
         (slot epochs unchanged), persisted in etcd."""
         async with self._lock:
-            entries = self.slot_map.hand_over(dead, promoted)
+            self.slot_map.hand_over(dead, promoted)
             self.groups[promoted] = self.groups.pop(dead)
             self.pairs.pop(dead, None)
             self.pairs[promoted] = backup
             if self.store is not None:
-                await self.store.save_entries(entries)
-                await self.store.save_pairs(self.pairs)
+                # slots are stored by group, and the group changed hands: no slot is written
                 await self.store.save_groups(self.groups)
+                await self.store.save_pairs(self.pairs)
             self.metrics.update_slot_counts(self.slot_map.counts())
 
     def _group_for(self, primary: int) -> int:

@@ -3,11 +3,16 @@
 Layout under the configured prefix (default `/nfcluster`):
 
     {prefix}/slots/meta          JSON {"slot_count": S}
-    {prefix}/slots/s/{slot:05d}  "owner:epoch"   (one key per slot, so a move is one small write)
+    {prefix}/slots/s/{slot:05d}  "group:epoch"   (one key per slot, so a move is one small write;
+                                 the slot's replica group, not its primary: a fail-over hands a
+                                 whole group to the backup, so it writes `groups`, not every slot)
     {prefix}/slots/pairs         JSON {"primary id": backup id or null}, written when a fail-over
                                  changes the pairs (absent: the configuration's pairs hold)
     {prefix}/slots/groups        JSON {"primary id": replica group id}, written when a fail-over
                                  hands a dead primary's group to its backup (absent: group = id)
+
+Every call that writes or reads slots takes the current `groups` (primary -> group; a primary
+missing from it has its own id as its group), to write a slot's group and read back its primary.
 
 A whole map is written in transactions of `TXN_OPS` puts (etcd's default limit is 128 per txn).
 The store speaks to etcd through aetcd (asyncio).
@@ -65,16 +70,17 @@ class SlotStore:
     def _slot_key(self, slot: int) -> bytes:
         return f"{self.prefix}/slots/s/{slot:05d}".encode()
 
-    async def save(self, slot_map: SlotMap) -> None:
+    async def save(self, slot_map: SlotMap, groups: Mapping[int, int] | None = None) -> None:
         """Write the whole map: every slot, then the meta key, so that a save interrupted half-way
         looks like no map at all (the next start builds a fresh one) rather than a broken one."""
-        await self.save_entries(slot_map.entries())
+        await self.save_entries(slot_map.entries(), groups)
         await self._retry(lambda: self._client.put(self._meta_key(), json.dumps({"slot_count": slot_map.slot_count}).encode()))
 
-    async def save_entries(self, entries: Iterable[SlotEntry]) -> None:
+    async def save_entries(self, entries: Iterable[SlotEntry],
+                           groups: Mapping[int, int] | None = None) -> None:
         """Write changed slots; each transaction holds at most TXN_OPS puts."""
         tx = self._client.transactions
-        ops = [tx.put(self._slot_key(e.slot), f"{e.owner}:{e.epoch}".encode()) for e in entries]
+        ops = [tx.put(self._slot_key(e.slot), _value(e, groups)) for e in entries]
         for start in range(0, len(ops), TXN_OPS):
             chunk = ops[start : start + TXN_OPS]
             await self._retry(lambda chunk=chunk: self._client.transaction(  # type: ignore[misc]
@@ -113,11 +119,13 @@ class SlotStore:
         except (ValueError, AttributeError, TypeError) as exc:
             raise SlotStoreError(f"{self._groups_key().decode()}: malformed ({exc})") from None
 
-    async def save_entry(self, entry: SlotEntry) -> None:
-        await self._retry(lambda: self._client.put(self._slot_key(entry.slot), f"{entry.owner}:{entry.epoch}".encode()))
+    async def save_entry(self, entry: SlotEntry, groups: Mapping[int, int] | None = None) -> None:
+        await self._retry(lambda: self._client.put(self._slot_key(entry.slot), _value(entry, groups)))
 
-    async def load(self, slot_count: int) -> SlotMap | None:
-        """The persisted map, or None when nothing is stored; fails if it does not fit `slot_count`."""
+    async def load(self, slot_count: int, groups: Mapping[int, int] | None = None) -> SlotMap | None:
+        """The persisted map, or None when nothing is stored; fails if it does not fit `slot_count`.
+        Slots are stored by group: `groups` (primary -> group) gives each group's primary."""
+        primary_of = {g: p for p, g in (groups or {}).items()}
         meta = await self._retry(lambda: self._client.get(self._meta_key()))
         if meta is None:
             return None
@@ -142,7 +150,7 @@ class SlotStore:
                 raise SlotStoreError(f"{key}: malformed value {kv.value!r}") from None
             if not 0 <= slot < slot_count:
                 raise SlotStoreError(f"{key}: slot outside 0..{slot_count - 1}")
-            owners[slot], epochs[slot] = owner, epoch
+            owners[slot], epochs[slot] = primary_of.get(owner, owner), epoch
         missing = [s for s, o in enumerate(owners) if o < 0]
         if missing:
             raise SlotStoreError(f"{len(missing)} slots missing from etcd (first: {missing[0]})")
@@ -152,15 +160,21 @@ class SlotStore:
         await self._retry(lambda: self._client.delete_prefix(f"{self.prefix}/slots/".encode()))
 
 
-async def load_or_build(store: SlotStore, fresh: SlotMap) -> tuple[SlotMap, bool]:
+def _value(entry: SlotEntry, groups: Mapping[int, int] | None) -> bytes:
+    group = (groups or {}).get(entry.owner, entry.owner)
+    return f"{group}:{entry.epoch}".encode()
+
+
+async def load_or_build(store: SlotStore, fresh: SlotMap,
+                        groups: Mapping[int, int] | None = None) -> tuple[SlotMap, bool]:
     """The persisted map if there is one (resumed=True), else `fresh` saved to etcd.
 
     A resumed map whose owners are not all among the configured primaries is kept as it is:
     reconciling it with the configuration is the orchestrator's job (fail-over of the missing
     owners).
     """
-    stored = await store.load(fresh.slot_count)
+    stored = await store.load(fresh.slot_count, groups)
     if stored is not None:
         return stored, True
-    await store.save(fresh)
+    await store.save(fresh, groups)
     return fresh, False

@@ -64,7 +64,7 @@ def test_an_orphaned_primary_is_failed_over_when_its_backup_answers_again():
         fakes[3].mute = True  # and the probe gets no answer either
         await kill_primary_1(c, servers)
         await wait_until(lambda: c.orphans == {1} and not c.background_tasks())
-        assert c.failovers == [] and c.status()["orphans"] == [1]  # not resolved yet
+        assert not c.failovers and c.status()["orphans"] == [1]  # not resolved yet
         assert c.slot_map.slots_of(1) == slots_of_1 and not fakes[3].promoted
         fakes[3].mute = False  # it was slow, not dead: it still holds 1's state
         await answers_again(c, 3)
@@ -83,7 +83,7 @@ def test_an_orphan_that_restarts_is_failed_over_to_its_backup_if_it_answers():
         fakes[3].mute = True
         await kill_primary_1(c, servers)
         await wait_until(lambda: c.orphans == {1} and not c.background_tasks())
-        assert c.failovers == []
+        assert not c.failovers
         fakes[3].mute = False  # answers probes now (no heartbeat has told the controller yet)
         fakes[1].restart()  # a new, empty process
         await servers[1].start()
@@ -105,7 +105,7 @@ def test_an_orphan_that_restarts_without_any_backup_left_has_its_state_loss_reco
         await servers[3].stop()
         await kill_primary_1(c, servers)
         await wait_until(lambda: c.orphans == {1} and not c.background_tasks())
-        assert c.failovers == []
+        assert not c.failovers
         fakes[1].restart()
         await servers[1].start()
         await answers_again(c, 1)
@@ -138,7 +138,7 @@ def test_a_false_alarm_is_not_followed_by_a_reconfiguration():
         assert await c.registry.heartbeat(1)  # "up"
         await wait_until(lambda: not c.background_tasks() and 1 in c.nfs_configured)
         after = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
-        assert after == before and c.failovers == [] and c.pairs[1] == 3
+        assert after == before and not c.failovers and c.pairs[1] == 3
 
     asyncio.run(with_controller(body))
 
@@ -242,7 +242,7 @@ def test_an_orphan_that_answers_again_itself_was_a_false_alarm_and_is_not_record
         fakes[1].mute = False
         await answers_again(c, 1)
         await wait_until(lambda: not c.orphans and not c.background_tasks())
-        assert c.failovers == [] and c.pairs[1] == 3 and 1 in c.nfs_configured
+        assert not c.failovers and c.pairs[1] == 3 and 1 in c.nfs_configured
 
     asyncio.run(with_controller(body))
 

@@ -235,7 +235,7 @@ def test_a_live_primary_whose_connection_blips_is_not_failed_over():
     async def body(c, fakes, servers):
         await c.registry.heartbeat_round()
         assert not await c.registry.suspect(1, "test")
-        assert not c.registry.nfs[1].declared_down and c.failovers == []
+        assert not c.registry.nfs[1].declared_down and not c.failovers
 
     asyncio.run(with_controller(body))
 
@@ -252,7 +252,7 @@ def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
         # the "down" event was handled synchronously: no fail-over task was spawned at all (a
         # wrongly spawned one would still be pending here, its probe not even started)
         assert c.background_tasks() == []
-        assert c.failovers == [] and c.slot_map == before and 1 in c.pairs
+        assert not c.failovers and c.slot_map == before and 1 in c.pairs
 
     asyncio.run(with_controller(body))
 
@@ -267,7 +267,7 @@ def test_a_slow_primary_that_misses_heartbeats_but_answers_the_probe_is_not_fail
             await c.registry.heartbeat_round()
         assert c.registry.nfs[1].declared_down and 1 not in c.nfs_configured
         await wait_until(lambda: 1 in c.nfs_configured)  # the fail-over task gave up
-        assert c.failovers == [] and c.slot_map == before and c.pairs[1] == 3
+        assert not c.failovers and c.slot_map == before and c.pairs[1] == 3
         assert not fakes[3].promoted
 
     asyncio.run(with_controller(body))

@@ -118,3 +118,55 @@ def test_pairs_changed_by_a_fail_over_are_persisted(etcd_server):
             assert await store.load_pairs() is None
 
     asyncio.run(run())
+
+
+def test_a_fail_over_writes_no_slot_and_a_restart_resumes_it(etcd_server):
+    """Slots are stored by replica group: a fail-over hands the dead primary's group to its
+    backup and writes `groups` and `pairs`, not its 1,024 slots (etcd's history and memory grew
+    with every fail-over before), and a restarted controller reads the promoted NF as the owner,
+    also of a slot moved to it after the fail-over."""
+    from pathlib import Path
+
+    from controlplane.config import load_config
+    from controlplane.controller import Controller
+
+    root = Path(__file__).resolve().parents[2]
+    p4info = Path(__file__).parent / "data" / "nfcluster.p4info.txtpb"
+    base = load_config(root / "topo" / "nfcluster.yaml")
+    pfx = prefix()
+    cfg = base.model_copy(update={"etcd": base.etcd.model_copy(
+        update={"endpoints": [etcd_server.endpoint], "prefix": pfx})})
+
+    async def slot_values(c: Controller) -> dict[bytes, tuple[bytes, int]]:
+        assert c.store is not None
+        kvs = await c.store._client.get_prefix(f"{pfx}/slots/s/".encode())
+        return {kv.key: (kv.value, kv.mod_revision) for kv in kvs}
+
+    async def first_run() -> tuple[SlotMap, int]:
+        c = Controller(cfg, p4info=p4info, device_config=b"x")
+        c.session = _PrimarySwitch()  # type: ignore[assignment]
+        try:
+            await c.load_slot_map()
+            dead_slots = c.slot_map.slots_of(1)
+            before = await slot_values(c)
+            await c.hand_over(1, 5, 9)
+            assert await slot_values(c) == before  # not one slot key written
+            moved = next(s for s in range(4096) if c.slot_map.owner(s) == 2)
+            await c.move_slot(moved, 5)  # stored as group 1, NF 5's group now
+            assert c.slot_map.slots_of(5) == sorted([*dead_slots, moved])
+            return c.slot_map.copy(), moved
+        finally:
+            await c.close()
+
+    async def second_run() -> Controller:
+        c = Controller(cfg, p4info=p4info, device_config=b"x")
+        try:
+            await c.load_slot_map()
+            return c
+        finally:
+            await c.close()
+
+    first, moved = asyncio.run(first_run())
+    c = asyncio.run(second_run())
+    assert c.resumed and c.slot_map == first and c.slot_map.owner(moved) == 5
+    assert c.groups[5] == 1 and 1 not in c.groups and c.pairs[5] == 9 and 1 not in c.pairs
