@@ -11,7 +11,10 @@ cannot sustain: the queues absorb the excess and drain after the sender stopped.
 is a bisection on a logarithmic scale between `--lo` and `--hi`. Variants are interleaved within
 each repeat, so a change of the machine's load hits them alike; the table gives each variant's
 median capacity over `--repeats` and its ratio to the first variant. At the first rate that lost
-packets, the places that counted drops are listed (p4sim's port counters, the NFs' counters).
+packets, the places that counted drops are listed (p4sim's port counters, the P4 drop counters,
+the NFs' counters, the kernel's in every namespace: `topo.losses.where_lost`), the lost packets
+set against the drops that are losses, and what no counter saw as "unaccounted"; a round that
+lost nothing but failed by its backlog says so.
 
 A system is brought up once per variant and repeat (about half a minute) and then carries every
 round of that search: a full `make run` per rate would spend most of its time starting up.
@@ -52,6 +55,21 @@ class Trial:
     seconds: float
     drain_s: float = 0.0  # last reply received minus last packet sent (the backlog left)
     sites: list[str] = field(default_factory=list)  # where drops were counted (failed rounds)
+    counted: int = 0  # this round's drops that are losses, counted on the path (failed rounds)
+
+    @property
+    def unaccounted(self) -> int:
+        """Packets lost that no counter on the path saw."""
+        return max(0, self.lost - self.counted)
+
+    def where(self) -> str:
+        """Where this failed round's packets went: the counted drops, and what no counter saw;
+        or, when nothing was lost, that the round failed by its backlog."""
+        if not self.lost:
+            return (f"nothing lost; the backlog took {self.drain_s:.2f} s to drain"
+                    + (" (drops of copies: " + "; ".join(self.sites) + ")" if self.sites else ""))
+        text = f"lost {self.lost}, counted {self.counted}: " + ("; ".join(self.sites) or "-")
+        return text + (f"; unaccounted: {self.unaccounted}" if self.unaccounted else "")
 
 
 def bisect_capacity(ok: Callable[[float], bool], lo: float, hi: float, steps: int) -> float:
@@ -94,7 +112,8 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
     judged by packet numbers (a flow's earlier rounds may have left checker state behind)."""
     from topo import chain_run
     from topo.disturbances import http_json, loss_report
-    from topo.losses import interface_drops, where_lost
+    from topo.kernel_drops import kernel_counters
+    from topo.losses import LossSite, where_lost
     from topo.procs import wait_for
     from topo.traffic import SideReport
     from topo.verify import verify
@@ -102,14 +121,17 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
     out.mkdir(parents=True, exist_ok=True)
     packets = max(10, round(rate * seconds / flows))
 
-    def sites_now(client_drops: int = 0, server_drops: int = 0) -> dict[tuple[str, str], int]:
+    def sites_now(client_drops: int = 0, server_drops: int = 0
+                  ) -> dict[tuple[str, str], LossSite]:
         switch = (http_json(f"http://{sys_.switch_stats}/status") if sys_.switch_stats else None)
         status = http_json(f"{sys_.api}/status")
+        kernel = kernel_counters(sys_.net, [h.name for h in sys_.cfg.edge],
+                                 sys_.topo.switch_name, switch_links=switch is None,
+                                 machine_since={})
         sites = where_lost(sys_.cfg, switch, status.get("switch_drops", {}),
                            http_json(f"{sys_.api}/nfs"),
-                           {"client": client_drops, "server": server_drops},
-                           interface_drops(sys_.net))
-        return {(s.where, s.why): s.packets for s in sites}
+                           {"client": client_drops, "server": server_drops}, kernel)
+        return {(s.where, s.why): s for s in sites}
 
     before = sites_now()  # the counters are cumulative: this round's share is the difference
     client, server = sys_.net.get("client"), sys_.net.get("server")
@@ -144,10 +166,14 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
     drain = drain_time(client_rep)
     trial = Trial(rate, verdict.ok and drain <= max_drain, sent, lost, time.monotonic() - t0,
                   drain)
-    if not verdict.ok:
+    if not trial.ok:  # this round's share of each counter: the difference
         after = sites_now(client_rep.host_drops, server_rep.host_drops)
-        trial.sites = [f"{where}: {n - before.get((where, why), 0)} {why}"
-                       for (where, why), n in after.items() if n > before.get((where, why), 0)]
+        grown = [(site, site.packets - (before[k].packets if k in before else 0))
+                 for k, site in after.items()]
+        grown = [(site, n) for site, n in grown if n > 0]
+        trial.sites = [f"{site.where}: {n} {site.why}" + ("" if site.loss else " (a copy)")
+                       for site, n in grown]
+        trial.counted = sum(n for site, n in grown if site.loss)
     return trial
 
 
@@ -233,10 +259,12 @@ def main(argv: list[str] | None = None) -> int:
             caps[v.name].append(cap)
             runs.append({"variant": v.name, "repeat": r + 1, "capacity": cap,
                          "trials": [asdict(t) for t in trials]})
-            first_loss = next((t for t in trials if not t.ok), None)
-            if first_loss is not None:
-                console.print(f"  {v.name}: at {first_loss.rate:.0f} pkt/s, drops counted at: "
-                              + ("; ".join(first_loss.sites) or "nowhere (unaccounted)"))
+            # the first round that lost packets, and the first that failed by its backlog only
+            first = [t for t in (next((t for t in trials if t.lost), None),
+                                 next((t for t in trials if not t.ok and not t.lost), None))
+                     if t is not None]
+            for t in sorted(first, key=lambda t: trials.index(t)):
+                console.print(f"  {v.name}: at {t.rate:.0f} pkt/s, {t.where()}")
     console.print(table(variants, caps))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "capacity.json").write_text(json.dumps(

@@ -6,12 +6,15 @@ the way back, the pipeline, the server's port and the server's socket; the repli
 same in reverse. Each place counts what it drops: p4sim per port (the kernel's drops before p4sim
 read a frame, transmit errors, a full transmit ring; docs/p4sim.md), the P4 program's drop
 counters, each NF (its socket's kernel drops, its buffers, refused output, ...; docs/nf_host.md),
-the end hosts' sockets. `where_lost` lists the non-zero ones, named by place, for the summary.
+the end hosts' sockets, and the kernel in every namespace (interfaces, queueing disciplines, the
+per-CPU backlog, the end hosts' IP and UDP layers: `topo.kernel_drops`). `where_lost` lists the
+non-zero ones, named by place, for the summary; `loss_lines` sets the lost packets against the
+drops that are losses (a duplicate's or a backup's copy's drop is not) and names the rest
+"unaccounted".
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +50,7 @@ class LossSite:
     where: str  # "switch port 3 (NF 1)", "NF 5", "client socket"
     why: str
     packets: int
+    loss: bool = True  # False: a copy's drop (a duplicate, a backup's input copy): not a loss
 
 
 def port_names(cfg: ControllerConfig) -> dict[int, str]:
@@ -70,46 +74,59 @@ def switch_status(address: str | None) -> dict[str, Any] | None:
     return doc
 
 
-def udp_counters(text: str) -> dict[str, int]:
-    """`NoPorts` and `InErrors` of /proc/net/snmp's Udp lines (datagrams that came to a port
-    nobody listens on, e.g. after the sink closed; and every other UDP receive error)."""
-    lines = [ln.split() for ln in text.splitlines() if ln.startswith("Udp:")]
-    if len(lines) < 2:
-        return {}
-    row = dict(zip(lines[0][1:], lines[1][1:], strict=False))
-    return {"udp_noports": int(row.get("NoPorts", 0)), "udp_inerrors": int(row.get("InErrors", 0))}
+KERNEL_REASONS = {  # counter of topo.kernel_drops -> why, for "interface host/if", "host h"
+    "tx_dropped": "dropped on sending (the peer's backlog full: a burst into the switch or host)",
+    "rx_dropped": "dropped on receiving",
+    "qdisc_drops": "dropped by the interface's queueing discipline (a full queue, a netem fault)",
+    "backlog_drops": "dropped by the kernel: this CPU's input backlog full (netdev_max_backlog; "
+                     "machine-wide)",
+    "udp_noports": "UDP datagrams to a closed port (arrived after the receiver stopped: late)",
+    "udp_csum_errors": "UDP datagrams with a bad checksum",
+    "ip_in_hdr_errors": "IPv4 packets with a bad header",
+    "ip_in_addr_errors": "IPv4 packets to an address not the host's",
+    "ip_in_unknown_protos": "IPv4 packets of an unknown protocol",
+    "ip_in_discards": "IPv4 packets discarded on receipt (no memory)",
+    "arp_unresolved_discards": "packets dropped while their next hop's address was unresolved",
+}
+# copies dropped on purpose: a second output of one input, output of a previous epoch
+NOT_LOSSES = {"nf_output_drops/duplicate", "nf_output_drops/stale_epoch"}
 
 
-def interface_drops(net: Any) -> dict[str, dict[str, int]]:
-    """Every Mininet host's interfaces' own drop counters ("host/interface" -> {"tx_dropped",
-    "rx_dropped"}, non-zero only): a veth counts in tx_dropped the frames its peer's backlog had
-    no room for (e.g. a burst into the switch's port); and the host's UDP errors ("host/udp" ->
-    {"udp_noports", "udp_inerrors"}: datagrams that came after the receiving socket closed)."""
-    out: dict[str, dict[str, int]] = {}
-    for host in net.hosts:
-        udp = udp_counters(host.cmd("cat /proc/net/snmp"))
-        if any(udp.values()):
-            out[f"{host.name}/udp"] = udp
-        try:
-            links = json.loads(host.cmd("ip -j -s link show"))
-        except (ValueError, TypeError):
-            continue
-        for link in links:
-            stats = link.get("stats64", {})
-            drops = {"tx_dropped": int(stats.get("tx", {}).get("dropped", 0)),
-                     "rx_dropped": int(stats.get("rx", {}).get("dropped", 0))}
-            if link.get("ifname") != "lo" and any(drops.values()):
-                out[f"{host.name}/{link['ifname']}"] = drops
-    return out
+def _kernel_sites(kernel: dict[str, dict[str, int]], host_drops: dict[str, int]
+                  ) -> list[LossSite]:
+    """The kernel's drops (`topo.kernel_drops.kernel_counters`), named by place. A UDP socket's
+    full receive buffer counts in `RcvbufErrors` and again in `InErrors`, and at an end host's
+    own socket in `host_drops` too: each drop is listed once."""
+    sites: list[LossSite] = []
+    for name, counters in sorted(kernel.items()):
+        node, _, place = name.partition("/")
+        if place in ("udp", "ip"):
+            where = f"host {node}"
+        elif place in ("backlog", "arp"):
+            where = f"kernel ({node})" if node != "kernel" else "kernel"
+        else:
+            where = f"interface {name}"
+        for key, why in KERNEL_REASONS.items():
+            if counters.get(key):
+                sites.append(LossSite(where, why, int(counters[key])))
+        rcvbuf = counters.get("udp_rcvbuf_errors", 0)
+        other = counters.get("udp_inerrors", 0) - rcvbuf - counters.get("udp_csum_errors", 0)
+        if rcvbuf > host_drops.get(node, 0):  # beyond what the end host's own sockets saw
+            sites.append(LossSite(where, "UDP receive buffer full (another socket)",
+                                  rcvbuf - host_drops.get(node, 0)))
+        if other > 0:
+            sites.append(LossSite(where, "UDP receive errors", other))
+    return sites
 
 
 def where_lost(cfg: ControllerConfig, switch: dict[str, Any] | None, switch_drops: dict[str, int],
                nfs: list[dict[str, Any]], host_drops: dict[str, int],
-               interfaces: dict[str, dict[str, int]] | None = None) -> list[LossSite]:
+               kernel: dict[str, dict[str, int]] | None = None) -> list[LossSite]:
     """Every non-zero drop counter of the path. `switch`: p4sim's /status document (None: not
     read, e.g. BMv2); `switch_drops`: the P4 program's drop counters ("counter/reason");
     `nfs`: the controller's NF rows (with `losses`); `host_drops`: end host -> socket drops;
-    `interfaces`: the hosts' interfaces' own drops (`interface_drops`)."""
+    `kernel`: the kernel's drops in every namespace (`topo.kernel_drops.kernel_counters`).
+    Drops of a copy (a duplicate output, a backup's input copy) are marked `loss=False`."""
     sites: list[LossSite] = []
     names = port_names(cfg)
     for port, c in sorted((switch or {}).get("ports", {}).items(), key=lambda kv: int(kv[0])):
@@ -118,41 +135,36 @@ def where_lost(cfg: ControllerConfig, switch: dict[str, Any] | None, switch_drop
     device = (switch or {}).get("device", {})
     sites += [LossSite("switch", why, int(device[k])) for k, why in DEVICE_REASONS.items()
               if device.get(k)]
-    sites += [LossSite("switch pipeline", f"P4 drop counter {k}", v)
+    sites += [LossSite("switch pipeline", f"P4 drop counter {k}", v, k not in NOT_LOSSES)
               for k, v in sorted(switch_drops.items()) if v]
     for row in nfs:
         for reason, packets in sorted(row.get("losses", {}).items()):
             if packets:
-                sites.append(LossSite(f"NF {row['id']} ({row.get('role', '?')})",
-                                      NF_REASONS.get(reason, reason), int(packets)))
+                role = row.get("role", "?")
+                sites.append(LossSite(f"NF {row['id']} ({role})", NF_REASONS.get(reason, reason),
+                                      int(packets), reason != "duplicates" and role != "backup"))
     sites += [LossSite(f"{host} socket", "receive buffer full (the end host's own loss)", n)
               for host, n in sorted(host_drops.items()) if n]
-    for name, drops in sorted((interfaces or {}).items()):
-        if drops.get("tx_dropped"):
-            sites.append(LossSite(f"interface {name}", "dropped on sending (the peer's backlog "
-                                  "full: a burst into the switch or host)", drops["tx_dropped"]))
-        if drops.get("rx_dropped"):
-            sites.append(LossSite(f"interface {name}", "dropped on receiving",
-                                  drops["rx_dropped"]))
-        if drops.get("udp_noports"):
-            sites.append(LossSite(f"host {name.split('/')[0]}", "UDP datagrams to a closed port "
-                                  "(arrived after the receiver stopped: late, not lost)",
-                                  drops["udp_noports"]))
-        if drops.get("udp_inerrors"):
-            sites.append(LossSite(f"host {name.split('/')[0]}", "UDP receive errors",
-                                  drops["udp_inerrors"]))
-    return sites
+    return sites + _kernel_sites(kernel or {}, host_drops)
+
+
+def counted_losses(sites: list[LossSite]) -> int:
+    """The drops that are losses (a copy's drop is not), to set against the packets lost."""
+    return sum(s.packets for s in sites if s.loss)
 
 
 def loss_lines(lost: int, sites: list[LossSite]) -> list[str]:
-    """The summary's words: how many packets the sink missed and where drops were counted."""
+    """The summary's words: how many packets the sink missed, where drops were counted, and
+    how many of the lost no counter saw (the loss not accounted for)."""
     if not lost and not sites:
         return []
-    counted = sum(s.packets for s in sites)
-    head = (f"lost {lost} packets end to end; drops counted on the path: {counted}"
-            + (" (a backup's or a duplicate's drop need not be a loss)" if sites else ""))
+    counted, copies = counted_losses(sites), sum(s.packets for s in sites if not s.loss)
+    head = f"lost {lost} packets end to end; drops counted on the path: {counted}"
+    if copies:
+        head += f" (and {copies} drops of copies, not losses: duplicates, a backup's inputs)"
     lines = [head]
-    lines += [f"  {s.where}: {s.packets} {s.why}" for s in sites]
-    if lost and not sites:
-        lines.append("  no counter on the path saw them: the loss is not accounted for")
+    lines += [f"  {s.where}: {s.packets} {s.why}" + ("" if s.loss else " (a copy)")
+              for s in sites]
+    if lost > counted:
+        lines.append(f"  unaccounted: {lost - counted} lost packets no counter on the path saw")
     return lines

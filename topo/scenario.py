@@ -58,7 +58,8 @@ from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
 from topo.faults import ALL_KINDS, FAULT_KINDS, first_output_times, takeover_times
-from topo.losses import interface_drops, loss_lines, switch_status, where_lost
+from topo.kernel_drops import kernel_counters, machine_counters
+from topo.losses import loss_lines, switch_status, where_lost
 from topo.mgmt_cut import MgmtCuts
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
@@ -473,6 +474,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                                         cfg.switch.slot_count)
             sports = ["--sports", ",".join(map(str, ports))]
             watch = hot_run.HotWatch(api)
+        machine0 = machine_counters()  # the per-CPU backlog's drops are machine-wide
         sender = client.popen([sys.executable, "-m", "topo.traffic", "send", "--dst",
                                f"{server_ip}:{SINK_PORT}", "--flows", str(opts.flows), "--packets",
                                str(opts.packets), "--rate", str(opts.rate), "--wait", "10",
@@ -509,9 +511,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
-        switch_doc, iface_drops = switch_status(sys_.switch_stats), interface_drops(net)
+        switch_doc = switch_status(sys_.switch_stats)
+        kernel = kernel_counters(net, [h.name for h in cfg.edge], sys_.topo.switch_name,
+                                 switch_links=switch_doc is None, machine_since=machine0)
         (log_dir / "switch.json").write_text(json.dumps(
-            {"drops": switch_drops, "p4sim": switch_doc, "interfaces": iface_drops}, indent=1))
+            {"drops": switch_drops, "p4sim": switch_doc, "kernel": kernel}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
             lb = http_json(f"{api}/lb/history")
@@ -556,7 +560,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]
     if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
         for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
-                "client": client_rep.host_drops, "server": server_rep.host_drops}, iface_drops)):
+                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel)):
             console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.system_capacity import bisect_capacity
+from bench.system_capacity import Trial, bisect_capacity
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,6 +29,17 @@ def test_bisection_finds_the_threshold_within_its_resolution() -> None:
     assert cap <= 5000 and cap >= 5000 / (16 ** (1 / 64)) * 0.99  # 6 halvings of a 16x interval
     assert bisect_capacity(lambda r: False, 1000, 16000, 6) == 0.0
     assert bisect_capacity(lambda r: True, 1000, 16000, 6) == 16000
+
+
+@pytest.mark.unit
+def test_a_failed_round_says_where_its_packets_went_or_that_none_were_lost() -> None:
+    slow = Trial(16000, False, 96000, 0, 10.0, drain_s=4.0)
+    assert slow.where() == "nothing lost; the backlog took 4.00 s to drain"
+    lossy = Trial(30000, False, 162976, 17030, 10.0, drain_s=3.0, counted=17024,
+                  sites=["switch port 1 (client): 17024 dropped by the kernel"])
+    assert lossy.unaccounted == 6
+    assert lossy.where() == ("lost 17030, counted 17024: switch port 1 (client): 17024 dropped "
+                             "by the kernel; unaccounted: 6")
 
 
 @pytest.mark.netns

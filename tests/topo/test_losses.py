@@ -30,49 +30,110 @@ def test_each_counter_is_named_by_its_place() -> None:
                    ("server socket", 7)}
     kernel = next(s for s in sites if s.packets == 40)
     assert "before p4sim read them" in kernel.why
+    assert next(s for s in sites if s.where == "switch pipeline").loss is False  # a duplicate
     lines = loss_lines(60, sites)
-    assert lines[0].startswith("lost 60 packets end to end; drops counted on the path: 59")
+    assert lines[0].startswith("lost 60 packets end to end; drops counted on the path: 56 "
+                               "(and 3 drops of copies")
     assert any("switch port 1 (client): 40" in ln for ln in lines)
+    assert lines[-1] == "  unaccounted: 4 lost packets no counter on the path saw"
+    assert not any("unaccounted" in ln for ln in loss_lines(56, sites))
 
 
 def test_a_loss_no_counter_saw_is_called_unaccounted() -> None:
     cfg = load_config(CONFIG)
     assert where_lost(cfg, None, {}, [], {}) == []
     assert loss_lines(0, []) == []
-    assert "not accounted for" in loss_lines(3, [])[-1]
+    assert loss_lines(3, [])[-1] == "  unaccounted: 3 lost packets no counter on the path saw"
 
 
-SNMP = """Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors
-Udp: 100 15685 3 90 0 0
-UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors
-UdpLite: 0 0 0 0 0 0
-"""
+SNMP = """Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes ReasmTimeout ReasmReqds ReasmOKs ReasmFails FragOKs FragFails FragCreates OutTransmits
+Ip: 2 64 72976 0 2 0 0 0 72974 90000 0 0 0 0 0 0 0 0 0 90000
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 100 15685 10 90 8 0 1 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 0 0 0 0 0 0 0
+"""  # recorded /proc/net/snmp, numbers edited
 LINKS = ('[{"ifname":"lo","stats64":{"rx":{"dropped":0},"tx":{"dropped":0}}},'
          '{"ifname":"client-eth0","stats64":{"rx":{"dropped":0},"tx":{"dropped":12}}}]')
+QDISCS = ('[{"kind":"noqueue","handle":"0:","dev":"lo","root":true,"drops":0},'
+          '{"kind":"tbf","handle":"8007:","dev":"client-eth0","root":true,"refcnt":3,"options":'
+          '{"rate":1000,"burst":1600,"lat":0},"bytes":900,"packets":10,"drops":7,'
+          '"overlimits":20,"requeues":0,"backlog":0,"qlen":0},'
+          '{"kind":"pfifo","handle":"10:","dev":"client-eth0","parent":"8007:1","drops":7}]')
+SOFTNET = """0c10a845 00000000 00000024 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000
+0bfe1eb9 0000001a 00000016 00000000 00000000 00000000 00000000 00000000 00000000 00000002 00000000 00000000 00000001 00000000 00000000
+"""
+ARP = """entries  allocs   destroys hash_grows lookups  hits     res_failed rcv_probes_mcast rcv_probes_ucast periodic_gc_runs forced_gc_runs unresolved_discards table_fulls
+00000002 00002fec 000030f2 00000003   00016bee 0000a1cd 00000000   00000000         00000000         00000000         00000000       00000003            00000000
+00000002 0000331a 00003212 00000004   00019472 0000b476 00000012   00000000         00000000         00000d50         00000000       00000010            00000000
+"""
 
 
-class FakeHost:
-    name = "client"
+class FakeNode:
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def cmd(self, command: str) -> str:
-        return SNMP if "snmp" in command else LINKS
+        if "snmp" in command:
+            return SNMP
+        return QDISCS if command.startswith("tc ") else LINKS
 
 
 class FakeNet:
-    hosts = [FakeHost()]
+    hosts = [FakeNode("client"), FakeNode("n1")]
+    switches: list[FakeNode] = []
 
 
-def test_hosts_interface_and_udp_drops_are_read_and_named() -> None:
-    from topo.losses import interface_drops, udp_counters
+def test_the_kernels_counters_are_parsed_from_their_recorded_text() -> None:
+    from topo.kernel_drops import (
+        arp_discards,
+        ip_counters,
+        link_drops,
+        qdisc_drops,
+        softnet_drops,
+        udp_counters,
+    )
 
-    assert udp_counters(SNMP) == {"udp_noports": 15685, "udp_inerrors": 3}
-    assert udp_counters("") == {}
-    drops = interface_drops(FakeNet())
-    assert drops == {"client/udp": {"udp_noports": 15685, "udp_inerrors": 3},
-                     "client/client-eth0": {"tx_dropped": 12, "rx_dropped": 0}}
+    assert udp_counters(SNMP) == {"udp_noports": 15685, "udp_inerrors": 10,
+                                  "udp_rcvbuf_errors": 8, "udp_csum_errors": 1}
+    assert udp_counters("") == {} and ip_counters("") == {}
+    assert ip_counters(SNMP)["ip_in_addr_errors"] == 2
+    assert link_drops(LINKS) == {"client-eth0": {"tx_dropped": 12, "rx_dropped": 0}}
+    assert qdisc_drops(QDISCS) == {"client-eth0": 7}  # the root's, which holds its child's
+    assert softnet_drops(SOFTNET) == {0: 0, 1: 0x1a + 2}  # backlog full + flow limit
+    assert arp_discards(ARP) == 0x13
+    assert arp_discards("cat: /proc/net/stat/arp_cache: No such file or directory") == 0
+
+
+def test_each_namespaces_kernel_drops_are_read_and_named_once() -> None:
+    from topo.kernel_drops import grown, kernel_counters
+
+    drops = kernel_counters(FakeNet(), edge=["client"])
+    # an NF host's UDP is the control plane's (its traffic comes on a packet socket): not read
+    assert drops == {"client/udp": {"udp_noports": 15685, "udp_inerrors": 10,
+                                    "udp_rcvbuf_errors": 8, "udp_csum_errors": 1},
+                     "client/ip": {"ip_in_addr_errors": 2},
+                     "client/client-eth0": {"tx_dropped": 12, "qdisc_drops": 7},
+                     "n1/client-eth0": {"tx_dropped": 12, "qdisc_drops": 7}}
+    drops = {k: v for k, v in drops.items() if k.startswith("client/")}
+    drops["cpu1/backlog"] = {"backlog_drops": 4}
+    drops["kernel/arp"] = {"arp_unresolved_discards": 2}
     cfg = load_config(CONFIG)
-    sites = where_lost(cfg, None, {}, [], {}, drops)
-    text = "\n".join(loss_lines(15700, sites))
+    # the client's socket saw 5 of the 8 full-buffer drops: each drop is listed once
+    sites = where_lost(cfg, None, {}, [], {"client": 5}, drops)
+    text = "\n".join(loss_lines(15722, sites))
     assert "interface client/client-eth0: 12 dropped on sending" in text
+    assert "interface client/client-eth0: 7 dropped by the interface's queueing discipline" in text
     assert "host client: 15685 UDP datagrams to a closed port" in text
-    assert "drops counted on the path: 15700" in text
+    assert "host client: 3 UDP receive buffer full (another socket)" in text
+    assert "host client: 1 UDP datagrams with a bad checksum" in text
+    assert "host client: 1 UDP receive errors" in text  # 10 - 8 full buffers - 1 checksum
+    assert "host client: 2 IPv4 packets to an address not the host's" in text
+    assert "kernel (cpu1): 4 dropped by the kernel: this CPU's input backlog full" in text
+    assert "kernel: 2 packets dropped while their next hop's address was unresolved" in text
+    assert "drops counted on the path: 15722" in text and "unaccounted" not in text
+    before = {"cpu1/backlog": {"backlog_drops": 10}, "kernel/arp": {"arp_unresolved_discards": 2}}
+    now = {"cpu0/backlog": {"backlog_drops": 1}, "cpu1/backlog": {"backlog_drops": 13},
+           "kernel/arp": {"arp_unresolved_discards": 2}}
+    assert grown(now, before) == {"cpu0/backlog": {"backlog_drops": 1},
+                                  "cpu1/backlog": {"backlog_drops": 3}}
