@@ -6,7 +6,7 @@ from __future__ import annotations
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
-from p4sim.codegen import ExprCompiler, lit
+from p4sim.codegen import ExprCompiler
 from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.layout import (
     DROP_PORT,
@@ -133,6 +133,39 @@ class ExternCompiler(ExprCompiler):
         assert self.sm_type is not None
         return self.place(arg, ctx) + field_offset(self.sm_type, field)
 
+    # hash() and random(), the same in both engines but for these hooks
+    def hash_value(self, data: A.Expr, algo: A.Expr, ctx: Ctx) -> str:
+        """The unsigned hash of field list `data` by algorithm `algo`, as an expression."""
+        buf, _ = self.field_list_bytes(data, ctx)
+        return f"_H[{self.algo_name(algo)!r}]({buf})"
+
+    def random_value(self, lo: str, hi: str) -> str:
+        return f"_rnd({lo}, {hi})"
+
+    def hash_into(self, args: list[A.Expr], ctx: Ctx, w: Writer) -> None:
+        """`hash(out, algo, base, data, max)`: out = base + hash % max (max 0: no modulo)."""
+        out, algo, base, data, mx = args
+        ot = T.strip(out.ty)
+        if not isinstance(ot, T.Bits):
+            raise CompileError(out.loc, "hash result must be a bit<> field")
+        h_ = self.hash_value(data, algo, ctx)
+        b = self.ex_as(base, ot, ctx)
+        if mx.const is not None and int(mx.const) == 0:
+            val = f"({b} + {h_})"
+        elif mx.const is not None:
+            val = f"({b} + {h_} % {self.lit(mx.const)})"
+        else:
+            val = f"({b} + {self.DIVMOD['%']}({h_}, {self.ex(mx, ctx)}))"
+        self.assign_code(out, f"({val} & {ot.mask})", ctx, w)
+
+    def random_into(self, args: list[A.Expr], ctx: Ctx, w: Writer) -> None:
+        """`random(out, lo, hi)`."""
+        out = args[0]
+        ot = T.strip(out.ty)
+        assert isinstance(ot, T.Bits)
+        lo, hi = self.ex_as(args[1], ot, ctx), self.ex_as(args[2], ot, ctx)
+        self.assign_code(out, self.random_value(lo, hi), ctx, w)
+
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
         if name == "verify":
@@ -143,27 +176,9 @@ class ExternCompiler(ExprCompiler):
             w(f"s[{self.sm_slot(args[0], 'egress_spec', ctx)}] = {DROP_PORT}")
             w(f"s[{self.sm_slot(args[0], 'mcast_grp', ctx)}] = 0")
         elif name == "hash":
-            out, algo, base, data, mx = args
-            ot = T.strip(out.ty)
-            if not isinstance(ot, T.Bits):
-                raise CompileError(out.loc, "hash result must be a bit<> field")
-            buf, _ = self.field_list_bytes(data, ctx)
-            fn = self.algo_name(algo)
-            h_ = f"_H[{fn!r}]({buf})"
-            b = self.ex_as(base, ot, ctx)
-            m = lit(mx.const) if mx.const is not None else self.ex(mx, ctx)
-            if mx.const is not None and int(mx.const) == 0:
-                val = f"({b} + {h_})"
-            elif mx.const is not None:
-                val = f"({b} + {h_} % {m})"
-            else:
-                val = f"({b} + _mod({h_}, {m}))"
-            self.assign_code(out, f"({val} & {ot.mask})", ctx, w)
+            self.hash_into(args, ctx, w)
         elif name == "random":
-            out = args[0]
-            ot = T.strip(out.ty)
-            assert isinstance(ot, T.Bits)
-            self.assign_code(out, f"_rnd({self.ex_as(args[1], ot, ctx)}, {self.ex_as(args[2], ot, ctx)})", ctx, w)
+            self.random_into(args, ctx, w)
         elif name == "digest":
             data = args[1]
             dt = data.ty

@@ -201,6 +201,12 @@ class CExterns(ExternCompiler):
                 f"p4n_hash_buf(c, {fn}, &{b}, {1 if with_payload else 0}); }})")
 
     # ------------------------------------------------------------------ extern functions
+    def hash_value(self, data: A.Expr, algo: A.Expr, ctx: Ctx) -> str:
+        return self.hash_code(data, ALGOS[self.algo_name(algo)], ctx)
+
+    def random_value(self, lo: str, hi: str) -> str:
+        return f"p4n_rnd(c, {lo}, {hi})"
+
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
         if name == "verify":
@@ -209,25 +215,9 @@ class CExterns(ExternCompiler):
             w(f"s[{self.sm_slot(args[0], 'egress_spec', ctx)}] = {DROP_PORT};")
             w(f"s[{self.sm_slot(args[0], 'mcast_grp', ctx)}] = 0;")
         elif name == "hash":
-            out, algo, base, data, mx = args
-            ot = T.strip(out.ty)
-            if not isinstance(ot, T.Bits):
-                raise CompileError(out.loc, "hash result must be a bit<> field")
-            h_ = self.hash_code(data, ALGOS[self.algo_name(algo)], ctx)
-            b = self.ex_as(base, ot, ctx)
-            if mx.const is not None and int(mx.const) == 0:
-                val = f"({b} + {h_})"
-            elif mx.const is not None:
-                val = f"({b} + {h_} % {clit(mx.const)})"
-            else:
-                val = f"({b} + p4n_mod({h_}, {self.ex(mx, ctx)}))"
-            self.assign_code(out, f"({val} & {ot.mask})", ctx, w)
+            self.hash_into(args, ctx, w)
         elif name == "random":
-            out = args[0]
-            ot = T.strip(out.ty)
-            assert isinstance(ot, T.Bits)
-            lo, hi = self.ex_as(args[1], ot, ctx), self.ex_as(args[2], ot, ctx)
-            self.assign_code(out, f"p4n_rnd(c, {lo}, {hi})", ctx, w)
+            self.random_into(args, ctx, w)
         elif name == "digest":
             self.digest(args[1], tv, ctx, w)
         elif name in ("verify_checksum", "update_checksum", "verify_checksum_with_payload",
