@@ -41,12 +41,14 @@ SECONDS_PER_FAULT = 3.0  # a fault, its fail-over, the victim restarted and back
 
 
 def run(kind: str, faults: int, rate: int, heartbeat_ms: int, confirm_ms: int, out: Path,
-        seed: int) -> dict[str, Any]:
+        seed: int, self_takeover: bool = False) -> dict[str, Any]:
     """One `make run` with `faults` faults of `kind`; returns its disturbances and verdict."""
     packets = int(rate * (faults * SECONDS_PER_FAULT + 10) / FLOWS)
     cmd = [sys.executable, "-m", "topo", "run", "--flows", str(FLOWS), "--packets", str(packets),
            "--rate", str(rate), "--out-dir", str(out), "--kill-every", "0.5", "--faults",
            str(faults), "--fault-kinds", "primary", "--seed", str(seed)]
+    if self_takeover:
+        cmd.append("--self-takeover")
     if kind == "hang":
         cmd += ["--hang", "--heartbeat-ms", str(heartbeat_ms), "--confirm-ms", str(confirm_ms)]
     started = time.monotonic()
@@ -109,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                              "confirming probe) in the hang run (default 100: at 20 this 2-core "
                              "host fails live NFs over, see docs/protocols.md Known limits)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--self-takeover", action="store_true",
+                        help="arm backups to take over by themselves (experimental, "
+                             "docs/protocols.md §4.3)")
     parser.add_argument("--quick", action="store_true", help="5 kills and 3 hangs")
     parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")
     args = parser.parse_args(argv)
@@ -123,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         console.print(f"{kind}: {n} faults of a primary at {args.rate} packets/s ...")
         dist = run(kind, n, args.rate, args.heartbeat_ms, args.confirm_ms,
-                   args.out_dir / f"failover-{kind}", args.seed)
+                   args.out_dir / f"failover-{kind}", args.seed, args.self_takeover)
         rows.append(row(kind, dist))
         console.print(f"  done in {dist['seconds']} s")
     console.print(table(rows, args.rate))

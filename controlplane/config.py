@@ -263,6 +263,9 @@ class HeartbeatConfig(_Model):
     # worker through its pipe), or "udp" (a datagram each worker's event loop echoes,
     # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
     transport: Literal["grpc", "udp"] = "grpc"
+    # backups armed to take over by themselves when their primary's replication link closes
+    # without a goodbye (docs/protocols.md §4.3). Off by default: experimental, see Known limits
+    self_takeover: bool = False
 
 
 class EtcdConfig(_Model):

@@ -28,6 +28,7 @@ from controlplane.config import ControllerConfig
 from controlplane.live_update import update_nf
 from controlplane.nf_lifecycle import NfLifecycle
 from controlplane.spare_pool import SparePool
+from controlplane.takeover_plan import takeover_loop
 
 LOG = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class Controller(NfLifecycle):
             asyncio.create_task(self.registry.load_loop(self.load_interval), name="load"),
             asyncio.create_task(self._counter_loop(), name="counters"),
         ]
+        if self.cfg.heartbeat.self_takeover:
+            tasks.append(asyncio.create_task(takeover_loop(self), name="takeovers"))
         if self.cfg.load_balancer.enabled:
             tasks.append(asyncio.create_task(self.balancer.run(), name="balancer"))
         try:

@@ -113,6 +113,9 @@ class ControllerCore(ABC):
         # NFs whose failure was acted on (failed over, replaced as a backup) since they were
         # last configured: when they answer again they are configured anew (as spares)
         self.acted_on: set[int] = set()
+        # backups armed to take over by themselves: backup -> (its primary, its successor), as
+        # last sent (controlplane/takeover_plan.py)
+        self.armed: dict[int, tuple[int, int]] = {}
         self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
         self._background: set[asyncio.Task[None]] = set()
         self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used

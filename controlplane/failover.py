@@ -79,9 +79,11 @@ class FailoverResult:
         return asdict(self)
 
 
-def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int]) -> int | None:
-    """An idle NF of `primary`'s cluster on another node, alive: a spare first, else an NF that
-    is neither a primary nor a live primary's backup."""
+def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
+                  prefer: int | None = None) -> int | None:
+    """An idle NF of `primary`'s cluster on another node, alive: `prefer` if it qualifies (the
+    successor a backup was armed with, which it may use already), else a spare first, else an
+    NF that is neither a primary nor a live primary's backup."""
     me = ctl.cfg.nf(primary)
     busy = set(ctl.pairs) | {b for p, b in ctl.pairs.items() if b is not None and p not in exclude}
     candidates = []
@@ -91,8 +93,8 @@ def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int]) -> int |
             continue
         if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
             continue  # (failed over or replaced, not configured anew yet: it may still own slots)
-        candidates.append((state.role != "spare", nf.id))
-    return min(candidates)[1] if candidates else None
+        candidates.append((nf.id != prefer, state.role != "spare", nf.id))
+    return min(candidates)[2] if candidates else None
 
 
 async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: list[int]) -> None:
@@ -148,10 +150,13 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
     tried: set[int] = {dead}
     error = ""
     steps: dict[str, float] = {}
+    armed = ctl.armed.pop(promoted, None)  # the successor it may have taken over with already
     while True:
-        new_backup = choose_backup(ctl, promoted, exclude=tried)
+        new_backup = choose_backup(ctl, promoted, exclude=tried,
+                                   prefer=armed[1] if armed and armed[0] == dead else None)
         try:
-            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark)
+            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark,
+                                        took_over=armed is not None and armed == (dead, new_backup or 0))
             break
         except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -172,7 +177,8 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
 
 async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int | None,
                      slots: list[int], steps: dict[str, float],
-                     mark: Callable[[str], None] = lambda _name: None) -> int:
+                     mark: Callable[[str], None] = lambda _name: None,
+                     took_over: bool = False) -> int:
     """Steps 2-4 of the module docstring; returns how many packets A' replayed. `steps` gets
     each step's duration in ms, `mark` each step's end on the fail-over's timeline."""
     reg = ctl.registry
@@ -204,7 +210,14 @@ async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int 
         request.backup_address = ctl.cfg.nf(backup).replication_address()
     # the promotion is the critical path (A''s output waits for it): nothing else is sent to
     # A' before it, and only the new backup's assignment and the group write run beside it
-    reply, _ = await asyncio.gather(promote(), backup_then_group())
+    if took_over:
+        # A' was armed with this backup: it has taken over by itself (or does at the same
+        # instant), and its first output waits for C's ack. Promote confirms it, then C is told
+        # its slots: C's worker, busy with 1,024 slots, would delay that ack (§4.3)
+        reply = await promote()
+        await backup_then_group()
+    else:
+        reply, _ = await asyncio.gather(promote(), backup_then_group())
     steps["promote"] = round((time.monotonic() - t0) * 1000, 2)
     # then the cluster's view without A: its peers refuse whatever A may still send (a primary
     # failed over while alive must not feed the replicas A' now feeds; A''s deltas, of a newer

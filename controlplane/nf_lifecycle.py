@@ -186,6 +186,7 @@ class NfLifecycle(ControllerCore):
         self.nfs_configured.add(nf_id)
         self.ever_configured.add(nf_id)
         self.acted_on.discard(nf_id)
+        self.armed.pop(nf_id, None)  # (a new process, or a new role: armed anew if a backup)
         self.registry.left_out.pop(nf_id, None)
         LOG.info("NF %d reconfigured", nf_id)
         await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again

@@ -448,6 +448,16 @@ class NfRegistry:
             at=time.monotonic(),
         )
         self.nfs[nf_id].load = load
+        for gone in reply.took_over_from:
+            # this NF took over `gone`'s slots by itself (its replication link closed): if we
+            # still think `gone` alive, it is failed over all the same (it can release nothing
+            # more, docs/protocols.md §4.3)
+            state = self.nfs.get(gone)
+            if state is not None and not state.declared_down:
+                state.declared_down, state.alive = True, False
+                await self._emit(NfEvent(
+                    "down", gone, state.misses, confirmed=True, since=time.time(),
+                    reason=f"NF {nf_id} took over its slots (its replication link closed)"))
         return load
 
     async def poll_all(self) -> dict[int, NfLoad | None]:

@@ -119,11 +119,14 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             batches=sum(p.get("batches", 0) for p in parts),
             markers=sum(p.get("markers", 0) for p in parts),
             marker_timeouts=sum(p.get("marker_timeouts", 0) for p in parts),
+            self_promotions=sum(p.get("self_promotions", 0) for p in parts),
         )
+        took_over = sorted({nf for p in parts for nf in p.get("took_over_from", [])})
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
         slots.sort(key=lambda s: s.slot)
         return pb.StatusReply(
-            nf_id=self.cfg.nf_id, role=self.role, cluster=self.cfg.cluster, slots=slots, load=load,
+            nf_id=self.cfg.nf_id, role=pb.PRIMARY if took_over else self.role,
+            cluster=self.cfg.cluster, slots=slots, load=load, took_over_from=took_over,
             nf_type=self.cfg.nf, workers=self.cfg.workers, backup_nf_id=self.backup_id,
             params_json=json.dumps(self.params, sort_keys=True),
         )
@@ -269,6 +272,23 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             return pb.PromoteReply(ok=True, replayed=replayed, slots=sorted(slots))
 
         return self._guard(lambda e: pb.PromoteReply(ok=False, error=e), run)
+
+    def SetSuccessor(self, request: pb.SetSuccessorRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            _check16("primary_nf_id", request.primary_nf_id)
+            _check16("successor_nf_id", request.successor_nf_id)
+            if self.cfg.nf_id in (request.primary_nf_id, request.successor_nf_id):
+                raise BadRequest("an NF cannot be its own primary or successor")
+            if request.successor_nf_id and not (request.primary_nf_id and request.successor_address):
+                raise BadRequest("a successor needs a primary and a replication address")
+            if request.primary_nf_id == request.successor_nf_id and request.primary_nf_id:
+                raise BadRequest("the successor cannot be the primary")
+            self._all("arm_takeover", {"primary": request.primary_nf_id,
+                                       "successor": request.successor_nf_id,
+                                       "address": request.successor_address})
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
     def DumpSlot(self, request: pb.DumpSlotRequest, context: grpc.ServicerContext) -> pb.DumpSlotReply:
         def run() -> pb.DumpSlotReply:

@@ -18,7 +18,7 @@ from nf_host.worker_core import WorkerCore
 from nf_host.worker_types import CommandError, Role, SlotRole
 
 log = logging.getLogger("nf_host.worker")
-PROMOTE_CHUNK = 128  # idle slots promoted per turn of the event loop (Worker.promote_soon)
+PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
 
 
 class Ownership(WorkerCore):
@@ -132,17 +132,27 @@ class Ownership(WorkerCore):
         """`promote`, busy slots first and then the idle ones `chunk` at a time, letting the event
         loop run in between: the busy slots' first output leaves (it waits for the new backup's
         ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
-        idle slots. An idle slot not promoted yet is still backed up: its packets are kept as
-        copies and replayed when its turn comes."""
+        idle slots. A packet for an idle slot not promoted yet promotes it at once
+        (`_promote_waiting`), so no packet waits for the slot's turn."""
         chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
         busy, idle = self.busy_first(chosen)
+        for s in idle:
+            self._to_promote[s] = dead
         res = self._promote(busy, dead, measured=chosen)
         for start in range(0, len(idle), chunk):
             await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
-            more = self._promote(idle[start:start + chunk], dead, measured=[])
-            res["replayed"] += more["replayed"]
-            res["slots"] += more["slots"]
+            todo = [s for s in idle[start:start + chunk] if self._to_promote.pop(s, None) is not None]
+            if todo:
+                more = self._promote(todo, dead, measured=[])
+                res["replayed"] += more["replayed"]
+                res["slots"] += more["slots"]
+        res["slots"] += [s for s in idle if s not in res["slots"]]  # (promoted by a packet)
         return res
+
+    def _promote_waiting(self, slot: int) -> None:
+        dead = self._to_promote.pop(slot, None)
+        if dead is not None:
+            self._promote([slot], dead, measured=[])
 
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
         """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one

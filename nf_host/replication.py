@@ -16,6 +16,10 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
     xa  transfer ack {id, ok, err}
     f   forward  {f: frame with shim}
     r   released {slot}                   (to the backup: stop keeping copies of the slot)
+    bye goodbye  {}                       (the sender closes this connection on purpose)
+A connection from a known sender that ends without its goodbye (end of stream or reset) means
+the sending process died or lost its socket: the server tells `on_lost(sender)`, which is how a
+backup armed for it takes over without waiting for the controller (docs/protocols.md §4.3).
 What a receiver accepts (senders, slots, frame size, connections) is `nf_host.peer_policy`'s.
 Frames larger than the receiver's limit, that do not decode, or whose message the handler cannot apply are
 errors: the receiver counts them and closes the connection (never skips the message: a later
@@ -39,6 +43,7 @@ from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME, HELLO_TIMEOUT, PeerPolic
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 * 1024 * 1024
+BYE = "bye"
 MAX_RETRY = 1.0  # the longest wait before a link reconnects (after connections that did not last)
 _LEN = struct.Struct("!I")
 
@@ -59,6 +64,9 @@ class StaleSender(Exception):
 def encode(msg: Message) -> bytes:
     body: bytes = msgpack.packb(msg, use_bin_type=True)
     return _LEN.pack(len(body)) + body
+
+
+_BYE_FRAME = encode({"t": BYE})
 
 
 def decode(body: bytes) -> Message:
@@ -107,9 +115,11 @@ class ReplicationServer:
     (`nf_host.peer_policy`), connections start with a hello and are bounded in number, frame size,
     senders and slots; refusals are counted in `policy.refused`."""
 
-    def __init__(self, host: str, port: int, handler: Handler, policy: PeerPolicy | None = None) -> None:
+    def __init__(self, host: str, port: int, handler: Handler, policy: PeerPolicy | None = None,
+                 on_lost: Callable[[int], None] | None = None) -> None:
         self.host, self.port, self.handler = host, port, handler
         self.policy = policy
+        self.on_lost = on_lost  # a known sender's connection ended without its goodbye
         self.errors = 0
         # bytes received (frames, length prefix included) by sending NF (0: sender unknown, i.e.
         # no hello) and by message type: what the experiments count as replication overhead
@@ -156,6 +166,8 @@ class ReplicationServer:
                 if msg is None:
                     msg, size = await read_sized(reader, limit)
                     self._count(sender, str(msg["t"]), size)
+                if msg["t"] == BYE:
+                    return  # closed on purpose: not a loss
                 if policy is not None:
                     msg = policy.check(sender, msg)
                     if msg is None:
@@ -182,7 +194,8 @@ class ReplicationServer:
                         loop.call_soon(flush)
                     replies.append(reply)
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+            if sender is not None and self.on_lost is not None:
+                self.on_lost(sender)
         except Refused as exc:
             assert policy is not None
             policy.refuse(exc.reason, sender, f"{exc}; closing the connection from {remote}")
@@ -350,17 +363,25 @@ class Link:
                 self.writer = None
                 self._out.clear()  # never delivered: the next connection starts with a full sync
                 self.connected.clear()
-                writer.close()
+                self._goodbye(writer)  # (a reconnection on purpose, not this process's death)
             # a connection that did not last (e.g. refused by the receiver's peer policy, whose
             # snapshot would be encoded again each time) is retried ever later, up to MAX_RETRY
             short = loop.time() - since < MAX_RETRY
             self.delay = min(self.delay * 2, MAX_RETRY) if short else self.retry
             await self._pause(self.delay)
 
+    def _goodbye(self, writer: asyncio.StreamWriter) -> None:
+        """Close `writer` on purpose: the receiver must not take it for this process's death."""
+        if not writer.is_closing():
+            if self._out:
+                self._flush()
+            writer.write(_BYE_FRAME)
+        writer.close()
+
     async def close(self) -> None:
         self.closed = True
         if self.writer is not None:
-            self.writer.close()
+            self._goodbye(self.writer)
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task

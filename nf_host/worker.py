@@ -74,6 +74,9 @@ class Worker(Ownership):
         else's now; its promoted backup re-creates that output. Replicas and copies go too:
         a backup's come from `AssignSlots` and its primary's snapshot."""
         old, self.role = self.role, role
+        if role != old:
+            self.takeover_plan = None
+            self.took_over_from.clear()
         if role == Role.PRIMARY or role == old:
             return  # (a reconfiguration in the same role, e.g. after a false alarm, keeps all)
         dropped = [s for s, rt in self.slots.items() if rt.role != SlotRole.REPLICA]
@@ -84,6 +87,7 @@ class Worker(Ownership):
         self._waiting.clear()
         self.replicas.clear()
         self.backed_up.clear()
+        self._to_promote.clear()
         self.backup_next_seq.clear()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
         self.out_log = OutputLog()
@@ -126,6 +130,38 @@ class Worker(Ownership):
             link = self.links.pop(old, None)
             if link is not None:
                 asyncio.get_running_loop().create_task(link.close())
+
+    def arm_takeover(self, primary: int, successor: int, address: str) -> None:
+        """Take over `primary`'s slots by ourselves, with `successor` as our backup (0: none, as
+        no NF qualifies), if its replication link closes without its goodbye; `primary` 0
+        disarms (docs/protocols.md §4.3)."""
+        self.takeover_plan = (primary, successor, address) if primary else None
+
+    def on_peer_lost(self, sender: int) -> None:
+        """NF `sender`'s replication connection ended without its goodbye: its process died (or
+        its socket was torn down). If we are armed to back it up, promote ourselves at once for
+        every slot we back up, with the pre-chosen successor as our backup, so the first output
+        waits only for the successor's ack, not for the controller's detection and `Promote`.
+        Safe even if `sender` is alive after all: its output waits for our acks, which stop (we
+        refuse its deltas for slots we own), so it cannot release anything more; and the
+        controller, which sees `took_over_from` in our status, fails it over."""
+        plan = self.takeover_plan
+        if plan is None or plan[0] != sender or not self.backed_up:
+            log.info("the replication link of NF %d closed without a goodbye (armed for %s, %d "
+                     "slots backed up): no takeover", sender, plan and plan[0], len(self.backed_up))
+            return
+        self.takeover_plan = None
+        primary, successor, address = plan
+        slots = sorted(self.backed_up)
+        log.warning("the replication link of primary NF %d closed without a goodbye: taking over "
+                    "its %d slots, with NF %d as backup", primary, len(slots), successor)
+        self.c.self_promotions += 1
+        self.took_over_from.add(primary)
+        if successor:
+            self.set_backup(successor, address)  # in the same step: no output leaves unprotected
+        task = asyncio.get_running_loop().create_task(self.promote_soon(slots, dead=primary))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def set_peers(self, peers: list[tuple[int, str]]) -> None:
         new = {nf for nf, _ in peers if nf != self.cfg.nf_id}
@@ -208,6 +244,7 @@ class Worker(Ownership):
             "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
             "cancelled": c.cancelled, "markers": self.markers.markers,
             "marker_timeouts": self.markers.timeouts,
+            "self_promotions": c.self_promotions, "took_over_from": sorted(self.took_over_from),
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
@@ -275,8 +312,14 @@ class Worker(Ownership):
             return await self.release(
                 int(args["slot"]), int(args["to_nf"]), str(args["to_address"]), bool(args["same_cluster"])
             )
+        if name == "arm_takeover":
+            self.arm_takeover(int(args["primary"]), int(args["successor"]), str(args["address"]))
+            return {}
         if name == "promote":
+            dead = int(args.get("dead", 0))
+            self.takeover_plan = None  # the controller promotes us: nothing left to arm for
+            self.took_over_from.discard(dead)  # (it knows: it acts on the dead primary)
             if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
                 self.set_backup(int(args["backup"]), str(args["address"]))
-            return await self.promote_soon([int(s) for s in args["slots"]], int(args.get("dead", 0)))
+            return await self.promote_soon([int(s) for s in args["slots"]], dead)
         raise CommandError(f"unknown command {name!r}")

@@ -87,11 +87,19 @@ class WorkerCore:
         # the last promotion (time.time(), its slots) until its first output is released
         self._takeover: tuple[float, set[int]] | None = None
         self.markers = MarkerWait(cfg.marker_wait)  # adoptions waiting for their move marker
+        # as an armed backup: (primary, successor, its address) to take over with when the
+        # primary's replication link closes without its goodbye (Worker.on_peer_lost)
+        self.takeover_plan: tuple[int, int, str] | None = None
+        self.took_over_from: set[int] = set()  # until the controller's Promote for them
+        self._tasks: set[asyncio.Task[Any]] = set()
+        # idle slots a promotion has yet to reach (slot -> dead primary): a packet promotes one
+        self._to_promote: dict[int, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         self.server = ReplicationServer(
-            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy
+            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy,
+            on_lost=self.on_peer_lost,
         )
         await self.server.start()
         self._tick_task = asyncio.get_running_loop().create_task(self._tick())
@@ -103,6 +111,9 @@ class WorkerCore:
             await link.close()
         if self.server is not None:
             await self.server.close()
+
+    def on_peer_lost(self, sender: int) -> None:
+        """NF `sender`'s connection ended without its goodbye (see `Worker.on_peer_lost`)."""
 
     async def _tick(self) -> None:
         period = max(0.001, self.cfg.gap_timeout / 4)
@@ -144,7 +155,12 @@ class WorkerCore:
         else:  # OUTPUT/CONTROL frames are not for an NF's data path
             self.c.malformed += 1
 
+    def _promote_waiting(self, slot: int) -> None:
+        """Promote `slot` now, which a promotion has yet to reach (`Ownership`)."""
+
     def _backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
+        if self._to_promote and slot in self._to_promote:
+            self._promote_waiting(slot)  # then this packet is its input
         if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
             rt = self.slots.get(slot)
             if rt is not None and rt.role in (SlotRole.PRIMARY, SlotRole.RELEASED, SlotRole.ADOPTING):

@@ -95,4 +95,5 @@ class Counters:
     transfer_bytes: int = 0
     backup_copies: int = 0
     reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
+    self_promotions: int = 0  # takeovers started here: the primary's link closed (§4.3)
     cancelled: int = 0  # packets buffered for an adoption that was cancelled (an undone move)

@@ -103,6 +103,7 @@ class RunOptions:
     gap_timeout_ms: int = 200
     io: str | None = None           # p4sim's port I/O (ring, socket; None: p4sim's default)
     engine: str | None = None       # p4sim's packet engine (None: p4sim's default)
+    self_takeover: bool = False     # set heartbeat.self_takeover (docs/protocols.md §4.3)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,6 +142,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="heartbeat interval and deadline for this run (default: the config's)")
     parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
                         help="deadline of the probe that confirms a failure (default: the config's)")
+    parser.add_argument("--self-takeover", action="store_true",
+                        help="arm backups to take over by themselves when their primary's "
+                             "replication link dies (experimental, docs/protocols.md §4.3)")
     parser.add_argument("--hot", action="store_true",
                         help=f"skewed traffic makes NF {hot_run.HOT_NF} hot; the load balancer "
                              "relieves it (decisions shown live and in the summary)")
@@ -173,7 +177,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     return RunOptions(args.target, config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
-                      args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine)
+                      args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
+                      self_takeover=args.self_takeover)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -305,7 +310,7 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
                    out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0, hot: bool = False,
-                   switch_stats: str | None = None) -> Path:
+                   switch_stats: str | None = None, self_takeover: bool = False) -> Path:
     """The configuration with this run's target and addresses (switch, etcd, API, p4sim's
     counter endpoint `switch_stats`) filled in, the heartbeat interval (`heartbeat_ms`, with a
     deadline of the same length) and the confirming probe's deadline (`confirm_ms`) if given."""
@@ -314,6 +319,8 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
         data.setdefault("heartbeat", {}).update(interval_ms=heartbeat_ms, timeout_ms=heartbeat_ms)
     if confirm_ms:
         data.setdefault("heartbeat", {})["confirm_timeout_ms"] = confirm_ms
+    if self_takeover:
+        data.setdefault("heartbeat", {})["self_takeover"] = True
     data.setdefault("switch", {})["address"] = switch_addr
     if switch_stats is not None:
         data["switch"]["stats"] = switch_stats
@@ -403,7 +410,7 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                                                          cuts)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
-                                  opts.confirm_ms, opts.hot, stats_addr)
+                                  opts.confirm_ms, opts.hot, stats_addr, opts.self_takeover)
         ctl_procs: list[subprocess.Popen[bytes]] = []
         stack.callback(lambda: stop_processes(ctl_procs))
         ctl_ports = {"controller": api_port, "standby": standby_api_port}

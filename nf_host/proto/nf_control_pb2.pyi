@@ -46,7 +46,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Load(_message.Message):
-    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops", "repl_tx_bytes", "repl_rx_bytes", "transfer_tx_bytes", "transfer_rx_bytes", "batches", "kernel_drops", "buffer_overflows", "unowned", "markers", "marker_timeouts")
+    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops", "repl_tx_bytes", "repl_rx_bytes", "transfer_tx_bytes", "transfer_rx_bytes", "batches", "kernel_drops", "buffer_overflows", "unowned", "markers", "marker_timeouts", "self_promotions")
     class ReplTxBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +85,7 @@ class Load(_message.Message):
     UNOWNED_FIELD_NUMBER: _ClassVar[int]
     MARKERS_FIELD_NUMBER: _ClassVar[int]
     MARKER_TIMEOUTS_FIELD_NUMBER: _ClassVar[int]
+    SELF_PROMOTIONS_FIELD_NUMBER: _ClassVar[int]
     packet_rate: float
     queue_depth: int
     cpu_percent: float
@@ -109,7 +110,8 @@ class Load(_message.Message):
     unowned: int
     markers: int
     marker_timeouts: int
-    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ..., repl_tx_bytes: _Optional[_Mapping[int, int]] = ..., repl_rx_bytes: _Optional[_Mapping[int, int]] = ..., transfer_tx_bytes: _Optional[int] = ..., transfer_rx_bytes: _Optional[int] = ..., batches: _Optional[int] = ..., kernel_drops: _Optional[int] = ..., buffer_overflows: _Optional[int] = ..., unowned: _Optional[int] = ..., markers: _Optional[int] = ..., marker_timeouts: _Optional[int] = ...) -> None: ...
+    self_promotions: int
+    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ..., repl_tx_bytes: _Optional[_Mapping[int, int]] = ..., repl_rx_bytes: _Optional[_Mapping[int, int]] = ..., transfer_tx_bytes: _Optional[int] = ..., transfer_rx_bytes: _Optional[int] = ..., batches: _Optional[int] = ..., kernel_drops: _Optional[int] = ..., buffer_overflows: _Optional[int] = ..., unowned: _Optional[int] = ..., markers: _Optional[int] = ..., marker_timeouts: _Optional[int] = ..., self_promotions: _Optional[int] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
     __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions", "highest_seen", "has_seen")
@@ -145,7 +147,7 @@ class SlotStatus(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., role: _Optional[_Union[SlotRole, str]] = ..., packets: _Optional[int] = ..., committed_seq: _Optional[int] = ..., next_expected: _Optional[int] = ..., version: _Optional[int] = ..., flows: _Optional[int] = ..., peer_versions: _Optional[_Mapping[int, int]] = ..., highest_seen: _Optional[int] = ..., has_seen: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("nf_id", "role", "cluster", "slots", "load", "nf_type", "workers", "backup_nf_id", "params_json")
+    __slots__ = ("nf_id", "role", "cluster", "slots", "load", "nf_type", "workers", "backup_nf_id", "params_json", "took_over_from")
     NF_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +157,7 @@ class StatusReply(_message.Message):
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TOOK_OVER_FROM_FIELD_NUMBER: _ClassVar[int]
     nf_id: int
     role: Role
     cluster: int
@@ -164,7 +167,8 @@ class StatusReply(_message.Message):
     workers: int
     backup_nf_id: int
     params_json: str
-    def __init__(self, nf_id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., cluster: _Optional[int] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., nf_type: _Optional[str] = ..., workers: _Optional[int] = ..., backup_nf_id: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
+    took_over_from: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, nf_id: _Optional[int] = ..., role: _Optional[_Union[Role, str]] = ..., cluster: _Optional[int] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., load: _Optional[_Union[Load, _Mapping]] = ..., nf_type: _Optional[str] = ..., workers: _Optional[int] = ..., backup_nf_id: _Optional[int] = ..., params_json: _Optional[str] = ..., took_over_from: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("counter",)
@@ -269,6 +273,16 @@ class ReleaseReply(_message.Message):
     flows_shipped: int
     delta: bool
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., last_seq: _Optional[int] = ..., flows_shipped: _Optional[int] = ..., delta: _Optional[bool] = ...) -> None: ...
+
+class SetSuccessorRequest(_message.Message):
+    __slots__ = ("primary_nf_id", "successor_nf_id", "successor_address")
+    PRIMARY_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    primary_nf_id: int
+    successor_nf_id: int
+    successor_address: str
+    def __init__(self, primary_nf_id: _Optional[int] = ..., successor_nf_id: _Optional[int] = ..., successor_address: _Optional[str] = ...) -> None: ...
 
 class PromoteRequest(_message.Message):
     __slots__ = ("slots", "dead_nf_id", "backup_nf_id", "backup_address")

@@ -84,6 +84,11 @@ class NfControlStub:
                 request_serializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteRequest.SerializeToString,
                 response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteReply.FromString,
                 _registered_method=True)
+        self.SetSuccessor = channel.unary_unary(
+                '/nfcluster.nf.NfControl/SetSuccessor',
+                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
+                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                _registered_method=True)
         self.DumpSlot = channel.unary_unary(
                 '/nfcluster.nf.NfControl/DumpSlot',
                 request_serializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
@@ -172,6 +177,16 @@ class NfControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetSuccessor(self, request, context):
+        """Arm this backup's takeover: if the replication link from `primary_nf_id` closes without its
+        goodbye (the primary's process died), it promotes itself for every slot it backs up, with
+        `successor_nf_id` as its new backup (0: none, as no NF qualifies now), without waiting for the
+        controller (docs/protocols.md §4.3). primary_nf_id 0 disarms it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DumpSlot(self, request, context):
         """Debugging and tests: the per-flow state of one slot held here (owned or replicated).
         """
@@ -240,6 +255,11 @@ def add_NfControlServicer_to_server(servicer, server):
                     servicer.Promote,
                     request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteRequest.FromString,
                     response_serializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteReply.SerializeToString,
+            ),
+            'SetSuccessor': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSuccessor,
+                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.FromString,
+                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'DumpSlot': grpc.unary_unary_rpc_method_handler(
                     servicer.DumpSlot,
@@ -522,6 +542,33 @@ class NfControl:
             '/nfcluster.nf.NfControl/Promote',
             nf__host_dot_proto_dot_nf__control__pb2.PromoteRequest.SerializeToString,
             nf__host_dot_proto_dot_nf__control__pb2.PromoteReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSuccessor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nfcluster.nf.NfControl/SetSuccessor',
+            nf__host_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
+            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,12 +47,15 @@ class FakeNf(pb_grpc.NfControlServicer):
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
     seen: dict[int, int] = field(default_factory=dict)  # slot -> highest sequence number received
+    armed: tuple[int, int] | None = None  # (primary, successor) as last set by SetSuccessor
+    took_over_from: list[int] = field(default_factory=list)  # what Status reports
 
     async def Status(self, request, context):
         self.calls.append(("Status", request))
         role = pb.SLOT_BACKUP if self.backed_up_for else pb.SLOT_PRIMARY
         return pb.StatusReply(
             nf_id=self.nf_id, role=self.role, backup_nf_id=self.backup,
+            took_over_from=self.took_over_from,
             slots=[pb.SlotStatus(slot=s, epoch=e, role=role, flows=self.slot_flows.get(s, 0),
                                  version=self.slot_flows.get(s, 0),
                                  peer_versions=({9: self.peer_version[s]}
@@ -135,6 +138,11 @@ class FakeNf(pb_grpc.NfControlServicer):
         self.released.append((request.slot, request.to_nf_id, request.same_cluster))
         return pb.ReleaseReply(ok=True, bytes_shipped=100 if request.same_cluster else 1000,
                                last_seq=42, flows_shipped=3, delta=request.same_cluster)
+
+    async def SetSuccessor(self, request, context):
+        self.calls.append(("SetSuccessor", (request.primary_nf_id, request.successor_nf_id)))
+        self.armed = (request.primary_nf_id, request.successor_nf_id) if request.primary_nf_id else None
+        return pb.Result(ok=True)
 
     async def Promote(self, request, context):
         self.calls.append(("Promote", (list(request.slots), request.dead_nf_id)))

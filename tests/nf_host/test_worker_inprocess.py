@@ -735,7 +735,7 @@ def test_a_promotion_logs_when_its_first_output_is_released(caplog: pytest.LogCa
 def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn() -> None:
     """`promote_soon` (the Promote command): the slots with copies or state first, in one step
     with the dead primary's logged output, then the idle ones a chunk per event-loop turn. A
-    packet that reaches an idle slot before its turn is kept as a copy and processed at it."""
+    packet that reaches an idle slot before its turn promotes that slot at once."""
     async def body() -> None:
         b = Node(2)
         await b.w.start()
@@ -754,13 +754,14 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
                 if len(calls) == 2:  # mid-way: a packet for the last idle slot, not promoted yet
                     p, _c = sw.stamp(idle[-1], checker_frame(2, 1), 2, 3)
                     b.w.on_frame(p)
-                    assert b.w.inbuf.count(idle[-1]) == 1
+                    assert b.w.slots[idle[-1]].role == SlotRole.PRIMARY
+                    assert b.w.inbuf.count(idle[-1]) == 0
                 return real(chosen, dead, measured)
 
             b.w._promote = spy  # type: ignore[method-assign]
             res = await b.w.promote_soon([SLOT, *idle], dead=1, chunk=2)
-            assert calls == [[SLOT], idle[0:2], idle[2:4], idle[4:5]]
-            assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 2
+            assert calls == [[SLOT], idle[0:2], [idle[-1]], idle[2:4]]
+            assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 1
             assert all(b.w.slots[s].role == SlotRole.PRIMARY for s in [SLOT, *idle])
             assert len(b.out) == 2  # no backup: both outputs left
         finally:

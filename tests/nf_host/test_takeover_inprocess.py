@@ -1,0 +1,152 @@
+"""A backup that takes over by itself when its primary's replication link closes without a
+goodbye (docs/protocols.md §4.3): in-process workers over real loopback TCP, as in
+test_worker_inprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
+from nf_host.worker import SlotRole
+from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
+
+pytestmark = pytest.mark.unit
+
+
+async def _feed(a: Node | None, b: Node, sw: Switch, numbers: range) -> None:
+    """Packets of flow 1 numbered `numbers`: to `a` (None: it is dead) and a copy to `b`."""
+    for no in numbers:
+        p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
+        assert c is not None
+        if a is not None:
+            a.w.on_frame(p)
+        b.w.on_frame(c)
+
+
+def _kill_link(a: Node, how: str) -> None:
+    """What the kernel does to a killed process's connection to its backup: a reset, or the end
+    of the stream (no goodbye either way)."""
+    writer = a.w.links[2].writer
+    assert writer is not None
+    if how == "reset":
+        writer.transport.abort()
+    else:
+        writer.transport.close()
+    a.w.links[2].closed = True  # (and it never reconnects)
+
+
+@contextlib.asynccontextmanager
+async def armed(primary_to: int = 1, successor: int = 3,
+                start_successor: bool = True) -> AsyncIterator[tuple[Node, Node, Node, Switch]]:
+    """A (NF 1) owns SLOT with backup B (NF 2), which is armed to take over from NF
+    `primary_to` with NF `successor` (C, NF 3, started if `start_successor`); A has released
+    the output of packets 1..4."""
+    a, b, c = Node(1), Node(2), Node(3)
+    nodes = [a, b, c] if start_successor else [a, b]
+    for n in nodes:
+        await n.w.start()
+    try:
+        await primary_with_backup(a, b)
+        b.w.arm_takeover(primary_to, successor, c.addr if successor else "")
+        sw = Switch()
+        await _feed(a, b, sw, range(1, 5))
+        await until(lambda: len(a.out) == 4, "A's output released")
+        yield a, b, c, sw
+    finally:
+        for n in (a, b, c):
+            await n.w.stop()
+
+
+def _delivered(*nodes: Node) -> CheckerSink:
+    dedup, sink = OutputDedup(), CheckerSink()
+    for n in nodes:
+        for f in n.out:
+            if dedup.offer(f):
+                sink.feed(f)
+    return sink
+
+
+@pytest.mark.parametrize("how", ["reset", "eof"])
+def test_an_armed_backup_takes_over_when_its_primarys_link_dies(how: str) -> None:
+    async def body() -> None:
+        async with armed() as (a, b, c, sw):
+            await _feed(a, b, sw, range(5, 9))
+            await until(lambda: len(a.out) == 8, "A's output released")
+            _kill_link(a, how)
+            await _feed(None, b, sw, range(9, 13))  # the copies of what A never processed
+            await until(lambda: b.w.slots.get(SLOT) is not None
+                        and b.w.slots[SLOT].role == SlotRole.PRIMARY, "B promoted itself")
+            assert b.w.backup_id == 3 and b.w.c.self_promotions == 1
+            assert b.w.status()["took_over_from"] == [1]
+            await until(lambda: _delivered(a, b).received == 12, "every packet delivered")
+            sink = _delivered(a, b)
+            assert sink.errors == [] and sink.last_count == {1: 12}
+            # the successor holds the state of what B released
+            assert c.w.replicas[SLOT].last_seq == 12
+            # the controller's Promote that follows changes nothing and clears the report
+            res = await b.w.command("promote", {"slots": [SLOT], "dead": 1, "backup": 3,
+                                                "address": c.addr})
+            assert res["replayed"] == 0 and b.w.status()["took_over_from"] == []
+
+    run(body)
+
+
+def test_a_takeover_releases_nothing_until_the_successor_holds_the_state() -> None:
+    async def body() -> None:
+        async with armed(start_successor=False) as (a, b, c, sw):  # C is not running yet
+            _kill_link(a, "reset")
+            await _feed(None, b, sw, range(5, 9))
+            await until(lambda: SLOT in b.w.slots and b.w.slots[SLOT].role == SlotRole.PRIMARY
+                        and b.w.c.packets == 4, "B promoted, the 4 copies processed")
+            held = b.w.commit.held_outputs  # theirs, and A's logged output sent again
+            await asyncio.sleep(0.1)  # (time for a wrong release; nothing waits on this)
+            assert b.out == [] and held >= 4 and b.w.commit.held_outputs == held
+            await c.w.start()
+            await until(lambda: _delivered(a, b).received == 8, "released once C acknowledged")
+            assert c.w.replicas[SLOT].last_seq == 8
+
+    run(body)
+
+
+def test_a_backup_armed_without_a_successor_takes_over_unprotected() -> None:
+    """No NF qualified as a successor: the backup takes over without a backup, as the
+    controller's fail-over would, and releases at once."""
+    async def body() -> None:
+        async with armed(successor=0, start_successor=False) as (a, b, _c, sw):
+            _kill_link(a, "eof")
+            await _feed(None, b, sw, range(5, 9))
+            await until(lambda: _delivered(a, b).received == 8, "every packet delivered")
+            assert b.w.backup_id == 0 and b.w.c.self_promotions == 1
+
+    run(body)
+
+
+@pytest.mark.parametrize("case", ["goodbye", "disarmed", "other_sender"])
+def test_no_takeover_without_an_armed_backup_and_a_lost_link(case: str) -> None:
+    async def body() -> None:
+        async with armed(primary_to=4 if case == "other_sender" else 1) as (a, b, _c, _sw):
+            if case == "disarmed":
+                b.w.arm_takeover(0, 0, "")
+            if case == "goodbye":
+                await a.w.stop()  # closes its links on purpose, with a goodbye
+            else:
+                _kill_link(a, "reset")
+            lost = asyncio.Event()
+
+            def on_lost(nf: int) -> None:
+                b.w.on_peer_lost(nf)
+                lost.set()
+
+            assert b.w.server is not None
+            b.w.server.on_lost = on_lost
+            if case != "goodbye":
+                await asyncio.wait_for(lost.wait(), 5)
+            else:
+                await until(lambda: not b.w.server._conns, "the connection closed")  # type: ignore[union-attr]
+            assert SLOT not in b.w.slots and b.w.c.self_promotions == 0 and b.w.backup_id == 0
+
+    run(body)
