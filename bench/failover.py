@@ -1,11 +1,14 @@
 """Fail-over under load: detection and takeover times, and what was lost, over many faults.
 
 Runs the whole system (`make run`: Mininet, p4sim, the controller, the NF runtimes, numbered
-traffic both ways) twice, each time faulting a primary again and again (`--kill-every`), every
-victim restarted into the spare pool:
+traffic both ways) several times, each time faulting a primary again and again (`--kill-every`),
+every victim restarted into the spare pool:
 
-* **kill**: SIGKILL (a crash: the NF's sockets close, the controller suspects it at once and
-  confirms with one probe);
+* **kill (self)**: SIGKILL (a crash: the NF's sockets close); its backup, armed in advance, takes
+  over by itself as its primary's replication link closes (docs/protocols.md §4.3), and the
+  controller, which suspects it at once and confirms with one probe, follows;
+* **kill (controller)**: the same with the backups not armed (`--no-self-takeover`): the
+  controller's fail-over alone, for comparison (`--kill-variants` chooses);
 * **hang**: SIGSTOP (nothing closes: heartbeats of `--heartbeat-ms`, 5 ms by default, catch it;
   it is failed over once silent for `--confirm-ms`, 100 ms by default, missed heartbeats and the
   confirming probe together).
@@ -41,14 +44,13 @@ SECONDS_PER_FAULT = 3.0  # a fault, its fail-over, the victim restarted and back
 
 
 def run(kind: str, faults: int, rate: int, heartbeat_ms: int, confirm_ms: int, out: Path,
-        seed: int, self_takeover: bool = False) -> dict[str, Any]:
+        seed: int, self_takeover: bool = True) -> dict[str, Any]:
     """One `make run` with `faults` faults of `kind`; returns its disturbances and verdict."""
     packets = int(rate * (faults * SECONDS_PER_FAULT + 10) / FLOWS)
     cmd = [sys.executable, "-m", "topo", "run", "--flows", str(FLOWS), "--packets", str(packets),
            "--rate", str(rate), "--out-dir", str(out), "--kill-every", "0.5", "--faults",
            str(faults), "--fault-kinds", "primary", "--seed", str(seed)]
-    if self_takeover:
-        cmd.append("--self-takeover")
+    cmd.append("--self-takeover" if self_takeover else "--no-self-takeover")
     if kind == "hang":
         cmd += ["--hang", "--heartbeat-ms", str(heartbeat_ms), "--confirm-ms", str(confirm_ms)]
     started = time.monotonic()
@@ -111,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                              "confirming probe) in the hang run (default 100: at 20 this 2-core "
                              "host fails live NFs over, see docs/protocols.md Known limits)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--self-takeover", action="store_true",
-                        help="arm backups to take over by themselves (experimental, "
-                             "docs/protocols.md §4.3)")
+    parser.add_argument("--kill-variants", default="self,controller",
+                        help="the kill runs, compared: 'self' (backups armed to take over by "
+                             "themselves, docs/protocols.md §4.3), 'controller' (the controller's "
+                             "fail-over alone); default both")
     parser.add_argument("--quick", action="store_true", help="5 kills and 3 hangs")
     parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")
     args = parser.parse_args(argv)
@@ -121,15 +124,23 @@ def main(argv: list[str] | None = None) -> int:
         args.kills, args.hangs = 5, 3
     if min(args.kills, args.hangs, args.rate) < 0 or args.rate == 0:
         parser.error("--kills, --hangs must be >= 0 and --rate > 0")
+    variants = [v for v in args.kill_variants.split(",") if v]
+    if not variants or any(v not in ("self", "controller") for v in variants):
+        parser.error(f"--kill-variants {args.kill_variants!r}: a comma-separated list of self and "
+                     "controller")
     console = Console(width=max(Console().width, 150))
     rows = []
-    for kind, n in (("kill", args.kills), ("hang", args.hangs)):
+    runs = [(f"kill ({v})" if len(variants) > 1 or v != "self" else "kill", "kill",
+             args.kills, v == "self") for v in variants]
+    runs.append(("hang", "hang", args.hangs, True))
+    for label, kind, n, self_takeover in runs:
         if n == 0:
             continue
-        console.print(f"{kind}: {n} faults of a primary at {args.rate} packets/s ...")
-        dist = run(kind, n, args.rate, args.heartbeat_ms, args.confirm_ms,
-                   args.out_dir / f"failover-{kind}", args.seed, args.self_takeover)
-        rows.append(row(kind, dist))
+        console.print(f"{label}: {n} faults of a primary at {args.rate} packets/s ...")
+        out = args.out_dir / f"failover-{kind}{'' if self_takeover else '-controller'}"
+        dist = run(kind, n, args.rate, args.heartbeat_ms, args.confirm_ms, out, args.seed,
+                   self_takeover)
+        rows.append(row(label, dist))
         console.print(f"  done in {dist['seconds']} s")
     console.print(table(rows, args.rate))
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -151,7 +151,7 @@ def bench_writes(n: int) -> dict[str, float]:
     return results
 
 
-def bench_veth(seconds: float, io: str = "socket") -> dict[str, float]:
+def bench_veth(seconds: float, io: str = "socket", engine: str = "native") -> dict[str, float]:
     topo = VethTopology.create(2)
     h1, h2 = topo.hosts
     port = free_port()
@@ -173,6 +173,8 @@ def bench_veth(seconds: float, io: str = "socket") -> dict[str, float]:
             "warn",
             "--io",
             io,
+            "--engine",
+            engine,
         ],
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -260,22 +262,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-veth", action="store_true", help="skip the packet benchmark (needs root)")
     ap.add_argument("--io", default="socket,ring",
                     help="port I/O variants of the packet benchmark, compared (default socket,ring)")
+    ap.add_argument("--engine", default="native",
+                    help="packet engines of the packet benchmark, compared (default native; "
+                         "python,native for both)")
     ap.add_argument("--repeats", type=int, default=3, help="packet runs per variant (median)")
     args = ap.parse_args(argv)
+    engines = [x for x in args.engine.split(",") if x]
+    if not engines or any(e not in ("python", "native") for e in engines):
+        ap.error(f"--engine {args.engine!r}: a comma-separated list of python and native")
     results = bench_writes(args.writes)
     if not args.no_veth:
-        ios = [x for x in args.io.split(",") if x]
-        runs: dict[str, list[dict[str, float]]] = {io: [] for io in ios}
+        variants = [(io, engine) for io in args.io.split(",") if io for engine in engines]
+        runs: dict[tuple[str, str], list[dict[str, float]]] = {v: [] for v in variants}
         for _ in range(args.repeats):
-            for io in ios:  # interleaved: a change of the machine's load hits every variant
-                runs[io].append(bench_veth(args.duration, io))
+            for variant in variants:  # interleaved: a change of the machine's load hits each
+                runs[variant].append(bench_veth(args.duration, *variant))
         base = 0.0
-        for io in ios:
-            for key in runs[io][0]:
-                results[f"{key}, --io {io}"] = statistics.median(r[key] for r in runs[io])
-            fwd = results[f"forwarded pkt/s (veth to veth), --io {io}"]
+        first = f"--io {variants[0][0]} --engine {variants[0][1]}"
+        for variant in variants:
+            name = f"--io {variant[0]} --engine {variant[1]}"
+            for key in runs[variant][0]:
+                results[f"{key}, {name}"] = statistics.median(r[key] for r in runs[variant])
+            fwd = results[f"forwarded pkt/s (veth to veth), {name}"]
             base = base or fwd
-            results[f"forwarded, --io {io} / --io {ios[0]} (x100)"] = 100 * fwd / base if base else 0
+            results[f"forwarded, {name} / {first} (x100)"] = 100 * fwd / base if base else 0
     width = max(len(k) for k in results)
     print(f"{'p4sim P4Runtime server':<{width}}  value")
     for k, v in results.items():

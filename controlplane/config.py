@@ -264,8 +264,8 @@ class HeartbeatConfig(_Model):
     # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
     transport: Literal["grpc", "udp"] = "grpc"
     # backups armed to take over by themselves when their primary's replication link closes
-    # without a goodbye (docs/protocols.md §4.3). Off by default: experimental, see Known limits
-    self_takeover: bool = False
+    # without a goodbye (docs/protocols.md §4.3); off: the controller's fail-over alone
+    self_takeover: bool = True
 
 
 class EtcdConfig(_Model):

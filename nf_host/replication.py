@@ -17,8 +17,8 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
     f   forward  {f: frame with shim}
     r   released {slot}                   (to the backup: stop keeping copies of the slot)
     bye goodbye  {}                       (the sender closes this connection on purpose)
-A connection from a known sender that ends without its goodbye (end of stream or reset) means
-the sending process died or lost its socket: the server tells `on_lost(sender)`, which is how a
+The newest connection from a known sender that ends without its goodbye (end of stream or
+reset) means the sending process died or lost its socket: the server tells `on_lost(sender)`, which is how a
 backup armed for it takes over without waiting for the controller (docs/protocols.md §4.3).
 What a receiver accepts (senders, slots, frame size, connections) is `nf_host.peer_policy`'s.
 Frames larger than the receiver's limit, that do not decode, or whose message the handler cannot apply are
@@ -126,6 +126,12 @@ class ReplicationServer:
         self.bytes_in: dict[tuple[int, str], int] = {}
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.StreamWriter] = set()
+        # each known sender's newest connection. A sender has one connection to us at a time
+        # (`Link`), so an older one is obsolete: what still arrives on it is stale (frames
+        # retransmitted after a network cut, sent before the sender's newer connection and its
+        # snapshot) and is not applied, and its end says nothing about the sender's life
+        self._newest: dict[int, asyncio.StreamWriter] = {}
+        self.superseded = 0  # older connections closed because the sender connected again
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
@@ -159,6 +165,12 @@ class ReplicationServer:
             if policy is not None:
                 sender, msg = await self._hello(reader, policy, remote)
                 limit = policy.limits.max_frame
+                if sender is not None:
+                    older = self._newest.get(sender)
+                    self._newest[sender] = writer
+                    if older is not None:
+                        self.superseded += 1
+                        older.transport.abort()
             else:
                 (msg, size), limit = await read_sized(reader), MAX_FRAME
                 self._count(None, str(msg["t"]), size)
@@ -168,6 +180,8 @@ class ReplicationServer:
                     self._count(sender, str(msg["t"]), size)
                 if msg["t"] == BYE:
                     return  # closed on purpose: not a loss
+                if sender is not None and self._newest.get(sender) is not writer:
+                    return  # superseded by a newer connection: stale, not applied
                 if policy is not None:
                     msg = policy.check(sender, msg)
                     if msg is None:
@@ -194,7 +208,8 @@ class ReplicationServer:
                         loop.call_soon(flush)
                     replies.append(reply)
         except (asyncio.IncompleteReadError, ConnectionError):
-            if sender is not None and self.on_lost is not None:
+            if sender is not None and self.on_lost is not None \
+                    and self._newest.get(sender) is writer:
                 self.on_lost(sender)
         except Refused as exc:
             assert policy is not None
@@ -209,6 +224,8 @@ class ReplicationServer:
             log.warning("closing replication connection: %s", exc)
         finally:
             self._conns.discard(writer)
+            if sender is not None and self._newest.get(sender) is writer:
+                del self._newest[sender]
             writer.close()
 
     async def _hello(

@@ -10,6 +10,7 @@ snapshots and compacts often enough that its memory stays bounded over a soak.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +27,8 @@ from topo.procs import free_port, stop_process, wait_for
 # (fixed in etcd 3.4); history older than COMPACTION_RETENTION revisions is compacted (etcd 3.4
 # compacts by revision every 5 minutes), which keeps the key index and the database small
 SNAPSHOT_COUNT = 5000
+PORT_ATTEMPTS = 3  # cluster starts tried when a port found free was taken meanwhile
+log = logging.getLogger(__name__)
 COMPACTION_RETENTION = 1000
 
 
@@ -41,6 +44,10 @@ class EtcdServer:
 
 def etcd_binary() -> str | None:
     return shutil.which("etcd")
+
+
+class MemberExited(RuntimeError):
+    """An etcd member's process exited while the cluster was expected to come up."""
 
 
 @dataclass
@@ -151,8 +158,15 @@ class EtcdCluster:
     def wait_healthy(self, timeout: float = 20.0) -> None:
         """Wait until every running member reports a healthy cluster."""
         running = [i for i in range(len(self.members)) if self.alive(i)]
-        wait_for(lambda: all(self.healthy(i) for i in running), timeout=timeout,
-                 what=f"etcd members {running} healthy")
+
+        def all_healthy() -> bool:
+            try:
+                return all(self.healthy(i) for i in running)
+            except RuntimeError as exc:  # a member exited: no use waiting for it
+                raise MemberExited(str(exc)) from exc
+
+        wait_for(all_healthy, timeout=timeout, what=f"etcd members {running} healthy",
+                 fatal=(MemberExited,))
 
     def stop(self) -> None:
         for i in range(len(self.members)):
@@ -176,17 +190,27 @@ def run_etcd_cluster(size: int = 3, timeout: float = 20.0, log_dir: Path | None 
     if size < 1:
         raise ValueError(f"an etcd cluster needs at least one member, not {size}")
     with tempfile.TemporaryDirectory(prefix="nfc-etcd-") as tmp:
-        cluster = EtcdCluster()
-        for i in range(size):
-            data_dir = Path(tmp) / f"member-{i}"
-            data_dir.mkdir()
-            log_file = (log_dir / log_name.format(i=i)) if log_dir else data_dir.with_suffix(".log")
-            cluster.members.append(EtcdMember(f"m{i}", free_port(), free_port(), data_dir, log_file,
-                                              also_on=also_on))
-        try:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            cluster = EtcdCluster()
             for i in range(size):
-                cluster.start(i)
-            cluster.wait_healthy(timeout)
+                data_dir = Path(tmp) / f"try-{attempt}" / f"member-{i}"
+                data_dir.mkdir(parents=True)
+                log_file = (log_dir / log_name.format(i=i)) if log_dir else data_dir.with_suffix(".log")
+                cluster.members.append(EtcdMember(f"m{i}", free_port(), free_port(), data_dir,
+                                                  log_file, also_on=also_on))
+            try:
+                for i in range(size):
+                    cluster.start(i)
+                cluster.wait_healthy(timeout)
+                break
+            except (RuntimeError, TimeoutError) as exc:
+                cluster.stop()
+                # a port found free was taken before etcd bound it (another process picked
+                # it meanwhile): again with new ports
+                if "address already in use" not in str(exc) or attempt == PORT_ATTEMPTS:
+                    raise
+                log.warning("etcd: a port was taken before it could bind (%s); new ports", exc)
+        try:
             yield cluster
         finally:
             cluster.stop()

@@ -48,9 +48,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def wait_for(
-    condition: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+    condition: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.02, what: str = "",
+    fatal: tuple[type[Exception], ...] = (),
 ) -> T:
-    """Poll `condition` until it returns something truthy, and return that; fail after `timeout` s."""
+    """Poll `condition` until it returns something truthy, and return that; fail after `timeout` s,
+    or at once when it raises one of `fatal` (waiting cannot help then)."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while time.monotonic() < deadline:
@@ -59,6 +61,8 @@ def wait_for(
             if value:
                 return value
             last_exc = None
+        except fatal:
+            raise
         except Exception as exc:  # the condition may fail until the thing it polls is up
             last_exc = exc
         time.sleep(interval)

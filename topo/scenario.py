@@ -103,7 +103,7 @@ class RunOptions:
     gap_timeout_ms: int = 200
     io: str | None = None           # p4sim's port I/O (ring, socket; None: p4sim's default)
     engine: str | None = None       # p4sim's packet engine (None: p4sim's default)
-    self_takeover: bool = False     # set heartbeat.self_takeover (docs/protocols.md §4.3)
+    self_takeover: bool | None = None  # heartbeat.self_takeover (None: the config's; §4.3)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,9 +142,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="heartbeat interval and deadline for this run (default: the config's)")
     parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
                         help="deadline of the probe that confirms a failure (default: the config's)")
-    parser.add_argument("--self-takeover", action="store_true",
-                        help="arm backups to take over by themselves when their primary's "
-                             "replication link dies (experimental, docs/protocols.md §4.3)")
+    parser.add_argument("--self-takeover", action=argparse.BooleanOptionalAction, default=None,
+                        help="backups armed to take over by themselves when their primary's "
+                             "replication link dies (docs/protocols.md §4.3; default: the "
+                             "config's heartbeat.self_takeover)")
     parser.add_argument("--hot", action="store_true",
                         help=f"skewed traffic makes NF {hot_run.HOT_NF} hot; the load balancer "
                              "relieves it (decisions shown live and in the summary)")
@@ -310,7 +311,7 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
                    out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0, hot: bool = False,
-                   switch_stats: str | None = None, self_takeover: bool = False) -> Path:
+                   switch_stats: str | None = None, self_takeover: bool | None = None) -> Path:
     """The configuration with this run's target and addresses (switch, etcd, API, p4sim's
     counter endpoint `switch_stats`) filled in, the heartbeat interval (`heartbeat_ms`, with a
     deadline of the same length) and the confirming probe's deadline (`confirm_ms`) if given."""
@@ -319,8 +320,8 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
         data.setdefault("heartbeat", {}).update(interval_ms=heartbeat_ms, timeout_ms=heartbeat_ms)
     if confirm_ms:
         data.setdefault("heartbeat", {})["confirm_timeout_ms"] = confirm_ms
-    if self_takeover:
-        data.setdefault("heartbeat", {})["self_takeover"] = True
+    if self_takeover is not None:
+        data.setdefault("heartbeat", {})["self_takeover"] = self_takeover
     data.setdefault("switch", {})["address"] = switch_addr
     if switch_stats is not None:
         data["switch"]["stats"] = switch_stats

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
+from nf_host.peer_policy import hello
+from nf_host.replication import encode
 from nf_host.worker import SlotRole
 from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
 
@@ -148,5 +150,38 @@ def test_no_takeover_without_an_armed_backup_and_a_lost_link(case: str) -> None:
             else:
                 await until(lambda: not b.w.server._conns, "the connection closed")  # type: ignore[union-attr]
             assert SLOT not in b.w.slots and b.w.c.self_promotions == 0 and b.w.backup_id == 0
+
+    run(body)
+
+
+def test_a_primarys_older_connection_is_closed_unapplied_and_its_end_is_no_death() -> None:
+    """A sender has one connection at a time: once it connects again, what still arrives on its
+    older connection (frames retransmitted after a network cut, older than the snapshot the new
+    connection starts with) must not be applied, and that connection's end is no death. Seen
+    with a management-link cut: the stale deltas rolled the backup's replica back, then the old
+    connection's reset started a takeover from that state while the primary lived."""
+    async def body() -> None:
+        async with armed() as (a, b, _c, sw):
+            a.w.links[2].closed = True  # (its link does not reconnect by itself here)
+            assert b.w.server is not None
+            server = b.w.server
+            count = b.w.replicas[SLOT].flows
+            before = {k: dict(v) for k, v in count.items()}
+            old_r, old = await asyncio.open_connection("127.0.0.1", b.port)
+            old.write(encode(hello(1, 0, 1)))
+            await until(lambda: server.superseded == 1, "A's link superseded")
+            _r, newer = await asyncio.open_connection("127.0.0.1", b.port)
+            newer.write(encode(hello(1, 0, 1)))
+            await until(lambda: server.superseded == 2, "the older connection superseded")
+            stale = {"t": "d", "b": 99, "n": 1, "full": False,
+                     "s": [[SLOT, 1, 1, 2, [[k, {"count": 1}] for k in before], False, 0]]}
+            old.write(encode(stale))  # (the server has closed it: nothing is read any more)
+            with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+                assert await asyncio.wait_for(old_r.read(), 5) == b""  # closed, no ack
+            assert {k: dict(v) for k, v in b.w.replicas[SLOT].flows.items()} == before
+            await _feed(None, b, sw, range(5, 7))
+            assert SLOT not in b.w.slots and b.w.c.self_promotions == 0
+            newer.transport.abort()  # the newest ends: the primary is dead
+            await until(lambda: b.w.c.self_promotions == 1, "the takeover")
 
     run(body)
