@@ -67,7 +67,14 @@ class NfLifecycle(ControllerCore):
         if await self.registry.probe_hang(nf_id, deadline):
             LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
             return False
-        return self.registry.nfs[nf_id].declared_down
+        state = self.registry.nfs[nf_id]
+        if since and state.answered_at > since:
+            # it answered a heartbeat sent after its silence began: it was slow, then missed
+            # again (a new run of misses, which is judged on its own), never silent for the
+            # whole `confirm_timeout`
+            LOG.warning("NF %d answered since it was suspected: not failed over", nf_id)
+            return False
+        return state.declared_down
 
     async def _fail_over(self, dead: int, confirmed: bool = False, since: float = 0.0,
                          emitted: float = 0.0) -> None:

@@ -108,6 +108,7 @@ class NfState:
     declared_down: bool = False
     uptime_ms: int | None = None  # from the last heartbeat; a decrease means the NF restarted
     suspected_at: float | None = None  # time.time() of the first miss of the current run of misses
+    answered_at: float = 0.0  # time.time() at which the last heartbeat it answered was sent
 
     def summary(self) -> dict[str, Any]:
         load = self.load or NfLoad()
@@ -293,6 +294,7 @@ class NfRegistry:
         if uptime is not None:
             restarted = state.uptime_ms is not None and uptime < state.uptime_ms
             state.uptime_ms = uptime
+            state.answered_at = max(state.answered_at, sent_at)
             state.heartbeats += 1
             state.misses = 0
             state.suspected_at = None

@@ -185,6 +185,26 @@ def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadlin
     asyncio.run(with_controller(body))
 
 
+def test_an_nf_that_answered_since_it_was_suspected_is_not_failed_over():
+    """A busy NF (just promoted, sending its new backup a snapshot of 1,024 slots) misses a few
+    heartbeats, answers one, then misses again just as the first suspicion's probe runs out: it
+    was never silent for `confirm_timeout_ms`, so that suspicion fails it over no more (seen in
+    `make bench-failover`'s hang runs: a live NF failed over); a really silent NF still is."""
+    async def body(c, fakes, servers):
+        async def silent(nf: int, timeout: float) -> bool:
+            return False  # the probe gets no answer (the NF is in its second run of misses)
+
+        c.registry.probe_hang = silent
+        since = time.time() - 0.2
+        c.registry.nfs[1].declared_down = True
+        c.registry.nfs[1].answered_at = since + 0.05  # a heartbeat sent after `since` answered
+        assert not await c._really_down(1, since=since)
+        c.registry.nfs[1].answered_at = since - 0.01  # nothing answered since: silent
+        assert await c._really_down(1, since=since)
+
+    asyncio.run(with_controller(body))
+
+
 def test_a_restarted_nf_that_answers_before_its_control_api_is_up_is_configured_all_the_same():
     """A restarted runtime's workers echo UDP heartbeats before its gRPC server listens: the
     "up" comes while configuring it still fails. It is tried again, so the victim of a fault
