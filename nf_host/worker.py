@@ -154,7 +154,8 @@ class Worker(Ownership):
         primary, successor, address = plan
         slots = sorted(self.backed_up)
         log.warning("the replication link of primary NF %d closed without a goodbye: taking over "
-                    "its %d slots, with NF %d as backup", primary, len(slots), successor)
+                    "its %d slots, with %s as backup", primary, len(slots),
+                    f"NF {successor}" if successor else "no NF (none qualifies)")
         self.c.self_promotions += 1
         self.took_over_from.add(primary)
         if successor:
