@@ -156,7 +156,7 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
                                    prefer=armed[1] if armed and armed[0] == dead else None)
         try:
             replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark,
-                                        took_over=armed is not None and armed == (dead, new_backup or 0))
+                                        took_over=armed == (dead, new_backup or 0))
             break
         except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
             error = f"{type(exc).__name__}: {exc}"

@@ -409,12 +409,17 @@ class NfRegistry:
         since = time.time()
         if await self.probe(nf_id, self.cfg.heartbeat.confirm_timeout_ms / 1000):
             return False
-        if nf.declared_down:  # the heartbeats declared it meanwhile
-            return True
+        if not nf.declared_down:  # (else the heartbeats declared it meanwhile)
+            await self._declare_down(nf_id, reason, since)
+        return True
+
+    async def _declare_down(self, nf_id: int, reason: str, since: float) -> None:
+        """Declare `nf_id` down on evidence that needs no further probe (its connection closed
+        and the probe was refused; its backup took over its slots)."""
+        nf = self.nfs[nf_id]
         nf.declared_down, nf.alive = True, False
         await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason,
                                  since=since))
-        return True
 
     async def watch_loop(self) -> None:
         """`watch` every NF until cancelled."""
@@ -456,10 +461,9 @@ class NfRegistry:
             # more, docs/protocols.md §4.3)
             state = self.nfs.get(gone)
             if state is not None and not state.declared_down:
-                state.declared_down, state.alive = True, False
-                await self._emit(NfEvent(
-                    "down", gone, state.misses, confirmed=True, since=time.time(),
-                    reason=f"NF {nf_id} took over its slots (its replication link closed)"))
+                await self._declare_down(
+                    gone, f"NF {nf_id} took over its slots (its replication link closed)",
+                    time.time())
         return load
 
     async def poll_all(self) -> dict[int, NfLoad | None]:

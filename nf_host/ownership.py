@@ -146,7 +146,8 @@ class Ownership(WorkerCore):
                 more = self._promote(todo, dead, measured=[])
                 res["replayed"] += more["replayed"]
                 res["slots"] += more["slots"]
-        res["slots"] += [s for s in idle if s not in res["slots"]]  # (promoted by a packet)
+        done = set(res["slots"])
+        res["slots"] += [s for s in idle if s not in done]  # (promoted by a packet)
         return res
 
     def _promote_waiting(self, slot: int) -> None:

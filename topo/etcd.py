@@ -27,9 +27,9 @@ from topo.procs import free_port, stop_process, wait_for
 # (fixed in etcd 3.4); history older than COMPACTION_RETENTION revisions is compacted (etcd 3.4
 # compacts by revision every 5 minutes), which keeps the key index and the database small
 SNAPSHOT_COUNT = 5000
+COMPACTION_RETENTION = 1000
 PORT_ATTEMPTS = 3  # cluster starts tried when a port found free was taken meanwhile
 log = logging.getLogger(__name__)
-COMPACTION_RETENTION = 1000
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class EtcdCluster:
         m = self.members[index]
         if m.proc is not None and m.proc.poll() is not None:
             err = m.log_file.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"etcd member {m.name} exited with {m.proc.returncode} "
+            raise MemberExited(f"etcd member {m.name} exited with {m.proc.returncode} "
                                f"(log {m.log_file}): {err}")
         try:
             with urllib.request.urlopen(f"{m.client_url}/health", timeout=1) as resp:
@@ -158,15 +158,8 @@ class EtcdCluster:
     def wait_healthy(self, timeout: float = 20.0) -> None:
         """Wait until every running member reports a healthy cluster."""
         running = [i for i in range(len(self.members)) if self.alive(i)]
-
-        def all_healthy() -> bool:
-            try:
-                return all(self.healthy(i) for i in running)
-            except RuntimeError as exc:  # a member exited: no use waiting for it
-                raise MemberExited(str(exc)) from exc
-
-        wait_for(all_healthy, timeout=timeout, what=f"etcd members {running} healthy",
-                 fatal=(MemberExited,))
+        wait_for(lambda: all(self.healthy(i) for i in running), timeout=timeout,
+                 what=f"etcd members {running} healthy", fatal=(MemberExited,))
 
     def stop(self) -> None:
         for i in range(len(self.members)):
