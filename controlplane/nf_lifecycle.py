@@ -78,6 +78,11 @@ class NfLifecycle(ControllerCore):
 
     async def _fail_over(self, dead: int, confirmed: bool = False, since: float = 0.0,
                          emitted: float = 0.0) -> None:
+        if not self.switch_ready.is_set():
+            # at start-up, before the switch has its pipeline, a group cannot be rewritten: the
+            # fail-over would fail half-done (seen when live NFs were thought dead at start-up)
+            LOG.warning("NF %d down before the switch is ready: its fail-over waits for it", dead)
+            await self.switch_ready.wait()
         async with self.move_lock:
             if dead in self.pairs and await self._really_down(dead, confirmed, since):
                 result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)

@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repl-any-peer", action="store_false", dest="repl_known_peers_only",
                      default=None, help="accept replication from any NF, not only known peers "
                                         "(debugging; default: known peers only)")
+    run.add_argument("--heartbeat-echo", choices=["realtime", "thread", "loop"],
+                     help="who answers heartbeats: a thread at real-time priority (SCHED_FIFO, "
+                          "default), one at normal priority, or the worker's event loop")
+    run.add_argument("--loop-stall-ms", type=float,
+                     help="heartbeats go unanswered once the event loop has not turned for this "
+                          "long (default 250)")
     run.add_argument("--global-store", help="'memory' or etcd://host:port[/prefix]")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
     return parser

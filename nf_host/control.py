@@ -120,6 +120,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             markers=sum(p.get("markers", 0) for p in parts),
             marker_timeouts=sum(p.get("marker_timeouts", 0) for p in parts),
             self_promotions=sum(p.get("self_promotions", 0) for p in parts),
+            heartbeats_withheld=self.pool.heartbeats_withheld(),
         )
         took_over = sorted({nf for p in parts for nf in p.get("took_over_from", [])})
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]

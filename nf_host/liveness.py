@@ -7,21 +7,50 @@ at 5 ms to ten NFs that is about a core of a 2-core machine, whose load then mak
 their heartbeats. A datagram answered by the worker's own event loop costs two `sendto`s and two
 wake-ups, and still answers only when the worker runs: a stopped or wedged worker is silent.
 
-Each worker binds UDP on its replication address (host, base port + worker index; the TCP and
-UDP port spaces are separate). Request: `NFHB`, counter (u64). Reply: `NFHB`, counter (u64), NF
-id (u16), worker index (u16), milliseconds since the worker started (u64; a lower value than
-before means the NF restarted). Anything else is ignored (never answered, never fatal).
+Each worker's heartbeats go to UDP on its replication address (host, base port + worker index;
+the TCP and UDP port spaces are separate).
+
+Who answers (`nf-host run --heartbeat-echo`):
+
+* **realtime** (default): `HeartbeatResponder`, in a small process of its own started beside the
+  workers, at real-time priority (SCHED_FIFO) where the OS permits it. On a loaded machine a
+  worker waits tens of milliseconds for a CPU, and so does anything that shares its process: a
+  thread at real-time priority inside a worker, or inside the `nf-host` parent, still waits for
+  the GIL, held by a thread the scheduler has set aside (measured on this 2-core host at 2,000
+  packets/s: answers up to 80 ms late). With heartbeats of a few milliseconds, a late echo fails
+  over NFs that are only slow. The responder answers for worker i only while that worker runs:
+  its process and the `nf-host` parent exist and are not stopped (`/proc/<pid>/stat`: SIGSTOP, a
+  debugger), and its event loop has turned within `stall_limit` (`LoopClock`, a double in shared
+  memory the loop writes every `stall_limit / 4`; a loop stuck in a handler or deadlocked falls
+  silent after `stall_limit`). A stopped `nf-host` process group or a frozen VM answers nothing.
+  Requests left unanswered because a process was stopped or a loop stuck are counted
+  (`withheld`, Status `heartbeats_withheld`).
+* **thread**: the same responder process at normal priority.
+* **loop**: `HeartbeatEcho`, each worker's own event loop answers (silent whenever the worker
+  waits for a CPU or is busy; the behaviour before the responder).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import logging
+import os
+import selectors
+import signal
+import socket
 import struct
+import threading
 import time
-from typing import Any, cast
+from collections.abc import MutableSequence, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Protocol, cast
 
 log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
 
 MAGIC = b"NFHB"
 REQUEST = struct.Struct("!4sQ")
@@ -84,3 +113,175 @@ async def serve(host: str, port: int, nf_id: int, index: int,
     transport, proto = await loop.create_datagram_endpoint(
         lambda: HeartbeatEcho(nf_id, index, started), local_addr=(host, port))
     return transport, proto
+
+
+class LoopClock(Protocol):
+    """The time (`time.monotonic()`, the same clock in every process) of a worker's event loop's
+    last turn: a `multiprocessing` shared double."""
+
+    value: float
+
+
+async def keep_turning(clock: LoopClock, period: float) -> None:
+    """Write the loop's turns into `clock`, forever (cancel to stop)."""
+    while True:
+        clock.value = time.monotonic()
+        await asyncio.sleep(period)
+
+
+def process_state(pid: int) -> str:
+    """The state letter of process `pid` from /proc (R, S, D, T, t, Z, ...), "" if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return ""
+    end = stat.rfind(b")")  # the command name may hold spaces and parentheses
+    return stat[end + 2:end + 3].decode() if end > 0 else ""
+
+
+@dataclass
+class WatchedWorker:
+    """A worker the responder answers heartbeats for: its process id and its loop clock."""
+
+    pid: int
+    clock: LoopClock
+
+
+class HeartbeatResponder:
+    """Answers heartbeats for every worker of an `nf-host` (see the module docstring): `serve()`
+    in a process of its own (`responder_main`, what `nf-host` runs), `start()` in a thread (tests);
+    `close()` at the end. `watch_also` are processes whose stop silences every worker (the
+    `nf-host` parent, which the controller's commands need). With `shared`, the counters are
+    copied there for the parent to report."""
+
+    def __init__(self, host: str, base_port: int, nf_id: int, workers: Sequence[WatchedWorker],
+                 started: float, stall_limit: float, watch_also: Sequence[int] = (),
+                 shared: MutableSequence[int] | None = None) -> None:
+        self.nf_id, self.workers, self.started = nf_id, list(workers), started
+        self.stall_limit, self.watch_also, self.shared = stall_limit, list(watch_also), shared
+        self.answered = 0
+        self.ignored = 0
+        self.withheld = 0  # requests not answered: the worker was stopped, gone or stuck
+        self._silent: dict[int, str] = {}  # worker index -> why it is not answered (logged once)
+        self._selector = selectors.DefaultSelector()
+        self._socks: list[socket.socket] = []
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            for index in range(len(self.workers)):
+                sock = socket.socket(family, socket.SOCK_DGRAM)
+                self._socks.append(sock)
+                sock.bind((host, base_port + index))
+                sock.setblocking(False)
+                self._selector.register(sock, selectors.EVENT_READ, index)
+        except OSError:
+            self.close()
+            raise
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closed = False
+        self._thread = threading.Thread(target=self.serve, name="heartbeat-echo", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def why_silent(self, index: int, now: float) -> str:
+        """Why worker `index` must not be answered now ("" if it runs)."""
+        for pid in self.watch_also:
+            state = process_state(pid)
+            if state in ("", "Z", "X", "T", "t"):
+                return f"the nf-host process is {'stopped' if state in ('T', 't') else 'gone'}"
+        w = self.workers[index]
+        state = process_state(w.pid)
+        if state in ("", "Z", "X"):
+            return "its process is gone"
+        if state in ("T", "t"):
+            return "its process is stopped"
+        idle = now - w.clock.value
+        if idle > self.stall_limit:
+            return f"its event loop has not turned for {idle * 1000:.0f} ms"
+        return ""
+
+    def serve(self) -> None:
+        """Answer until `close()`."""
+        while not self._closed:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    return  # closed
+                self._answer(key.data, self._socks[key.data])
+                if self.shared is not None:
+                    self.shared[0], self.shared[1] = self.answered, self.withheld
+
+    def _answer(self, index: int, sock: socket.socket) -> None:
+        while True:
+            try:
+                data, addr = sock.recvfrom(64)
+            except OSError:  # (nothing more to read, or closed)
+                return
+            counter = parse_request(data)
+            if counter is None:
+                self.ignored += 1
+                continue
+            now = time.monotonic()
+            why = self.why_silent(index, now)
+            if why:
+                self.withheld += 1
+                if self._silent.get(index) is None:
+                    log.warning("heartbeats of worker %d not answered: %s", index, why)
+                self._silent[index] = why
+                continue
+            if self._silent.pop(index, None) is not None:
+                log.warning("heartbeats of worker %d answered again", index)
+            uptime = int((now - self.started) * 1000)
+            try:
+                sock.sendto(reply(counter, self.nf_id, index, uptime), addr)
+            except OSError as exc:  # e.g. no route back: the controller sends again
+                log.debug("heartbeat echo: %s", exc)
+                continue
+            self.answered += 1
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True) is False:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+            if self._thread.is_alive():
+                self._thread.join(2)
+            self._wake_r.close()
+            self._wake_w.close()
+        for sock in self._socks:
+            sock.close()
+        self._selector.close()
+
+
+def prioritise(realtime: bool) -> str:
+    """Run the calling thread at real-time priority (SCHED_FIFO 1) if `realtime`; what was done."""
+    if not realtime:
+        return "normal priority"
+    try:  # (Linux: the calling thread; the whole process when it has only this one)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except (OSError, AttributeError) as exc:
+        log.warning("heartbeats answered at normal priority (no real-time priority: %s); on a "
+                    "loaded host, keep heartbeat.confirm_timeout_ms generous", exc)
+        return "normal priority (real-time refused)"
+    return "real-time priority"
+
+
+def responder_main(host: str, base_port: int, nf_id: int, workers: list[tuple[int, LoopClock]],
+                   parent: int, started: float, stall_limit: float, realtime: bool,
+                   shared: MutableSequence[int], conn: Connection) -> None:
+    """Entry point of the `nf-host`'s heartbeat responder process: it exits with its parent."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO,
+                        format=f"%(asctime)s nf{nf_id}.hb %(levelname)s %(message)s")
+    try:
+        responder = HeartbeatResponder(host, base_port, nf_id,
+                                       [WatchedWorker(pid, clock) for pid, clock in workers],
+                                       started, stall_limit, watch_also=[parent], shared=shared)
+    except OSError as exc:
+        conn.send(f"heartbeat responder: UDP {host}:{base_port}: {exc}")
+        return
+    conn.send(f"ok: {prioritise(realtime)}")
+    conn.close()
+    responder.serve()

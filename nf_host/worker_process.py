@@ -108,7 +108,8 @@ class FrameSender:
         status["drops"] = status.get("drops", 0) + lost
 
 
-def worker_main(cfg: NfHostConfig, index: int, conn: Connection) -> None:
+def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
+                clock: liveness.LoopClock | None = None) -> None:
     """Entry point of worker process `index`."""
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -116,7 +117,7 @@ def worker_main(cfg: NfHostConfig, index: int, conn: Connection) -> None:
         level=cfg.log_level, format=f"%(asctime)s nf{cfg.nf_id}.w{index} %(levelname)s %(message)s"
     )
     try:
-        asyncio.run(_worker_async(cfg, index, conn))
+        asyncio.run(_worker_async(cfg, index, conn, clock))
     except OSError as exc:  # e.g. no such interface, address in use: say so without a traceback
         conn.send((0, False, f"worker {index} failed: {exc}"))
     except Exception as exc:
@@ -124,7 +125,8 @@ def worker_main(cfg: NfHostConfig, index: int, conn: Connection) -> None:
         conn.send((0, False, f"worker {index} failed: {exc}"))
 
 
-async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None:
+async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
+                        clock: liveness.LoopClock | None) -> None:
     for mod in cfg.nf_modules:
         importlib.import_module(mod)
     nf = make_nf(cfg.nf, cfg.params)
@@ -136,8 +138,15 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     wcfg = cfg.worker_config(index)
     worker = Worker(wcfg, nf, store, sender)
     await worker.start()
-    # heartbeats answered by this event loop (nf_host/liveness.py): silent when it is stuck
-    echo, _ = await liveness.serve(wcfg.repl_host, wcfg.repl_port, cfg.nf_id, index, worker.started)
+    # heartbeats (nf_host/liveness.py): answered by the parent while this loop turns (it marks
+    # its turns in `clock`), or by this loop itself
+    echo: asyncio.DatagramTransport | None = None
+    turning: asyncio.Task[None] | None = None
+    if clock is None:
+        echo, _ = await liveness.serve(wcfg.repl_host, wcfg.repl_port, cfg.nf_id, index,
+                                       worker.started)
+    else:
+        turning = loop.create_task(liveness.keep_turning(clock, cfg.loop_stall_ms / 4000))
     done = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
 
@@ -197,7 +206,10 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection) -> None
     try:
         await done
     finally:
-        echo.close()
+        if echo is not None:
+            echo.close()
+        if turning is not None:
+            turning.cancel()
         await worker.stop()
         sock.close()
 
@@ -214,9 +226,15 @@ class WorkerPool:
         self._waiting: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()
         self._send_locks: list[threading.Lock] = []
+        # each worker's loop clock (nf_host/liveness.py), unless the workers answer heartbeats
+        threaded = cfg.heartbeat_echo != "loop"
+        self.clocks = [ctx.RawValue("d", time.monotonic()) for _ in range(cfg.workers if threaded else 0)]
+        self.echo: BaseProcess | None = None
+        self.echo_counts = ctx.RawArray("Q", 2)  # the responder's answered, withheld
         for i in range(cfg.workers):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=worker_main, args=(cfg, i, child), name=f"nf{cfg.nf_id}-w{i}")
+            proc = ctx.Process(target=worker_main, args=(cfg, i, child, *self.clocks[i:i + 1]),
+                               name=f"nf{cfg.nf_id}-w{i}")
             proc.start()
             child.close()
             self.procs.append(proc)
@@ -233,6 +251,32 @@ class WorkerPool:
         ]
         for t in self._readers:
             t.start()
+        if threaded:
+            self._start_responder(ctx)
+
+    def _start_responder(self, ctx: Any) -> None:
+        """The heartbeat responder process (nf_host/liveness.py), once the workers run."""
+        wcfg = self.cfg.worker_config(0)
+        parent, child = ctx.Pipe()
+        self.echo = ctx.Process(
+            target=liveness.responder_main, name=f"nf{self.cfg.nf_id}-heartbeats",
+            args=(wcfg.repl_host, wcfg.repl_port, self.cfg.nf_id,
+                  [(p.pid, c) for p, c in zip(self.procs, self.clocks, strict=True)],
+                  os.getpid(), time.monotonic(), self.cfg.loop_stall_ms / 1000,
+                  self.cfg.heartbeat_echo == "realtime", self.echo_counts, child))
+        self.echo.start()
+        child.close()
+        if not parent.poll(30):
+            raise RuntimeError("the heartbeat responder did not start within 30 s")
+        said = str(parent.recv())
+        parent.close()
+        if not said.startswith("ok"):
+            raise RuntimeError(said)
+        log.info("heartbeats answered by process %d at %s", self.echo.pid, said[4:])
+
+    def heartbeats_withheld(self) -> int:
+        """Heartbeat requests not answered because a worker was stopped, gone or stuck."""
+        return int(self.echo_counts[1])
 
     def _read(self, conn: Connection) -> None:
         while True:
@@ -256,7 +300,7 @@ class WorkerPool:
                 self._waiting.pop(rid, None)
 
     def alive(self) -> bool:
-        return all(p.is_alive() for p in self.procs)
+        return all(p.is_alive() for p in self.procs) and (self.echo is None or self.echo.is_alive())
 
     def worker_of(self, slot: int) -> int:
         return slot % self.cfg.workers
@@ -281,6 +325,9 @@ class WorkerPool:
         return [self.request(i, name, args) for i in range(self.cfg.workers)]
 
     def close(self) -> None:
+        if self.echo is not None:
+            self.echo.kill()  # (it holds nothing: its sockets only answer)
+            self.echo.join(3)
         for conn in self.conns:
             # shut the socket down before closing it: a reader thread blocked in recv() keeps a
             # merely closed descriptor alive, and the worker would never see end-of-file

@@ -215,7 +215,7 @@ def heartbeat_deadline_s(sys_: System) -> float:
     interval = opts.heartbeat_ms or hb.interval_ms
     timeout = opts.heartbeat_ms or hb.timeout_ms
     confirm = opts.confirm_ms or hb.confirm_timeout_ms
-    return (interval * hb.misses + timeout + confirm) / 1000
+    return (interval * (opts.heartbeat_misses or hb.misses) + timeout + confirm) / 1000
 
 
 def injector(sys_: System) -> FaultInjector:

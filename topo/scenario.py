@@ -104,6 +104,8 @@ class RunOptions:
     io: str | None = None           # p4sim's port I/O (ring, socket; None: p4sim's default)
     engine: str | None = None       # p4sim's packet engine (None: p4sim's default)
     self_takeover: bool | None = None  # heartbeat.self_takeover (None: the config's; §4.3)
+    heartbeat_echo: str | None = None  # nf-host --heartbeat-echo (None: nf-host's default)
+    heartbeat_misses: int = 0       # override heartbeat.misses if > 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,10 +144,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="heartbeat interval and deadline for this run (default: the config's)")
     parser.add_argument("--confirm-ms", type=int, default=0, metavar="MS",
                         help="deadline of the probe that confirms a failure (default: the config's)")
+    parser.add_argument("--heartbeat-misses", type=int, default=0, metavar="N",
+                        help="missed heartbeats in a row before the confirming probe (default: "
+                             "the config's)")
     parser.add_argument("--self-takeover", action=argparse.BooleanOptionalAction, default=None,
                         help="backups armed to take over by themselves when their primary's "
                              "replication link dies (docs/protocols.md §4.3; default: the "
                              "config's heartbeat.self_takeover)")
+    parser.add_argument("--heartbeat-echo", choices=["realtime", "thread", "loop"], default=None,
+                        help="who answers heartbeats in every nf-host (nf_host/liveness.py; "
+                             "default: nf-host's, a real-time thread)")
     parser.add_argument("--hot", action="store_true",
                         help=f"skewed traffic makes NF {hot_run.HOT_NF} hot; the load balancer "
                              "relieves it (decisions shown live and in the summary)")
@@ -167,8 +175,9 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     if bad or not kinds:
         raise SystemExit(f"--fault-kinds: {','.join(bad) or 'none given'}: choose among "
                          f"{','.join(ALL_KINDS)}")
-    if args.heartbeat_ms < 0 or args.faults < 0 or args.confirm_ms < 0:
-        raise SystemExit("--heartbeat-ms, --confirm-ms and --faults must not be negative")
+    if min(args.heartbeat_ms, args.faults, args.confirm_ms, args.heartbeat_misses) < 0:
+        raise SystemExit("--heartbeat-ms, --heartbeat-misses, --confirm-ms and --faults must not "
+                         "be negative")
     if "mgmt" in kinds and not mgmt_cut.available():
         raise SystemExit("--fault-kinds mgmt: an NF's management link cannot be cut here (it "
                          "needs root, a cgroup v2 mount and a kernel with CONFIG_CGROUP_BPF)")
@@ -179,7 +188,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
                       args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
-                      self_takeover=args.self_takeover)
+                      self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
+                      heartbeat_misses=args.heartbeat_misses)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -299,7 +309,8 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
            "--gap-timeout-ms", str(opts.gap_timeout_ms),
            *(hot_run.nf_params() if opts.hot else []),
-           *(["--params", opts.nf_params] if opts.nf_params else [])]
+           *(["--params", opts.nf_params] if opts.nf_params else []),
+           *(["--heartbeat-echo", opts.heartbeat_echo] if opts.heartbeat_echo else [])]
     if cuts is not None:
         cmd = cuts.wrap(nf.id, cmd)
     log = open(log_dir / f"nf{nf.id}.log", "ab")  # noqa: SIM115  (closed with the process)
@@ -311,15 +322,19 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
                    out: Path, heartbeat_ms: int = 0, confirm_ms: int = 0, hot: bool = False,
-                   switch_stats: str | None = None, self_takeover: bool | None = None) -> Path:
+                   switch_stats: str | None = None, self_takeover: bool | None = None,
+                   misses: int = 0) -> Path:
     """The configuration with this run's target and addresses (switch, etcd, API, p4sim's
     counter endpoint `switch_stats`) filled in, the heartbeat interval (`heartbeat_ms`, with a
-    deadline of the same length) and the confirming probe's deadline (`confirm_ms`) if given."""
+    deadline of the same length), the misses before the probe (`misses`) and the confirming
+    probe's deadline (`confirm_ms`) if given."""
     data = yaml.safe_load(cfg_path.read_text())
     if heartbeat_ms:
         data.setdefault("heartbeat", {}).update(interval_ms=heartbeat_ms, timeout_ms=heartbeat_ms)
     if confirm_ms:
         data.setdefault("heartbeat", {})["confirm_timeout_ms"] = confirm_ms
+    if misses:
+        data.setdefault("heartbeat", {})["misses"] = misses
     if self_takeover is not None:
         data.setdefault("heartbeat", {})["self_takeover"] = self_takeover
     data.setdefault("switch", {})["address"] = switch_addr
@@ -411,7 +426,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                                                          cuts)))
         cfg_path = runtime_config(opts.config, opts.target, f"127.0.0.1:{grpc_port}", etcd.endpoints,
                                   f"127.0.0.1:{api_port}", log_dir, opts.heartbeat_ms,
-                                  opts.confirm_ms, opts.hot, stats_addr, opts.self_takeover)
+                                  opts.confirm_ms, opts.hot, stats_addr, opts.self_takeover,
+                                  opts.heartbeat_misses)
         ctl_procs: list[subprocess.Popen[bytes]] = []
         stack.callback(lambda: stop_processes(ctl_procs))
         ctl_ports = {"controller": api_port, "standby": standby_api_port}

@@ -7,6 +7,7 @@ backup, or, when that backup is gone too, its lost state is recorded, never sile
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -55,6 +56,30 @@ def test_a_backup_that_only_missed_heartbeats_takes_over():
         assert fo.timeline_ms["decided"] <= fo.timeline_ms["promoted"] <= fo.timeline_ms["persisted"]
 
     asyncio.run(with_controller(body))
+
+
+def test_a_fail_over_waits_for_the_switch_to_be_ready():
+    """An NF that dies (or is thought dead) at start-up, before the switch has its pipeline: the
+    fail-over waits for the switch instead of failing half-done on the group write."""
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+
+    async def body(c, fakes, servers):
+        c.switch_ready.clear()
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: any("its fail-over waits for it" in m for m in seen))
+        assert not c.failovers and fakes[3].promoted == []
+        c.switch_ready.set()
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
+
+    logging.getLogger("controlplane").addHandler(handler)
+    try:
+        asyncio.run(with_controller(body))
+    finally:
+        logging.getLogger("controlplane").removeHandler(handler)
 
 
 def test_an_orphaned_primary_is_failed_over_when_its_backup_answers_again():

@@ -93,6 +93,7 @@ async def with_controller(body: Any, etcd: str | None = None) -> None:
         await c.registry.configure(c.pairs, c.slot_map)
         c.nfs_configured.update(IDS)
         c.ever_configured.update(IDS)
+        c.switch_ready.set()  # (the fake switch has its pipeline)
         await body(c, fakes, servers)
     finally:
         await c.close()

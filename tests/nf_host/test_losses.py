@@ -35,6 +35,9 @@ class Pool:
         assert name == "status"
         return [w.status() for w in self.workers]
 
+    def heartbeats_withheld(self) -> int:
+        return 4
+
 
 def test_kernel_drops_are_added_up_logged_and_reported(caplog: pytest.LogCaptureFixture) -> None:
     a, b = worker(1, [5, 0, 2]), worker(1, [1])
@@ -46,5 +49,6 @@ def test_kernel_drops_are_added_up_logged_and_reported(caplog: pytest.LogCapture
     load = servicer.Status(pb.StatusRequest(), None).load
     assert (load.kernel_drops, load.buffer_overflows, load.unowned) == (5 + 1, 4 + 6, 3)
     assert load.overload_drops == load.kernel_drops + load.buffer_overflows
+    assert load.heartbeats_withheld == 4  # (the parent's heartbeat echo: nf_host/liveness.py)
     assert load.drops >= load.kernel_drops + load.buffer_overflows + load.unowned
     assert a.status()["kernel_drops"] == 7  # the next read adds the kernel's new count
