@@ -136,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                              "fail-over alone); default both")
     parser.add_argument("--hang-variants", default="realtime,loop",
                         help="the hang runs, compared by who answers heartbeats in the NFs "
-                             "(nf_host/liveness.py): 'realtime' (a thread at real-time priority, "
-                             "nf-host's default), 'thread' (one at normal priority), 'loop' (the "
+                             "(nf_host/liveness.py): 'realtime' (a responder process at "
+                             "real-time priority, nf-host's default), 'thread' (the same at normal "
+                             "priority), 'loop' (the "
                              "worker's event loop); default realtime,loop")
     parser.add_argument("--quick", action="store_true", help="5 kills and 3 hangs")
     parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench")

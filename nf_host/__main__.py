@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                      default=None, help="accept replication from any NF, not only known peers "
                                         "(debugging; default: known peers only)")
     run.add_argument("--heartbeat-echo", choices=["realtime", "thread", "loop"],
-                     help="who answers heartbeats: a thread at real-time priority (SCHED_FIFO, "
-                          "default), one at normal priority, or the worker's event loop")
+                     help="who answers heartbeats: a responder process at real-time priority "
+                          "(SCHED_FIFO; default), the same at normal priority ('thread'), or "
+                          "each worker's event loop")
     run.add_argument("--loop-stall-ms", type=float,
                      help="heartbeats go unanswered once the event loop has not turned for this "
                           "long (default 250)")

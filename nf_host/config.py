@@ -46,9 +46,9 @@ class NfHostConfig(BaseModel):
     repl_max_frame_mb: float = Field(default=64.0, gt=0, le=4095)
     repl_max_connections: int = Field(default=64, ge=1)
     repl_known_peers_only: bool = True
-    # who answers heartbeats (nf_host/liveness.py): a thread at real-time priority (else at
-    # normal priority), while the worker's event loop has turned within `loop_stall_ms`; or the
-    # event loop itself
+    # who answers heartbeats (nf_host/liveness.py): a responder process at real-time priority
+    # ("thread": at normal priority), while the worker's event loop has turned within
+    # `loop_stall_ms`; or the worker's event loop itself ("loop")
     heartbeat_echo: Literal["realtime", "thread", "loop"] = "realtime"
     loop_stall_ms: float = Field(default=250.0, gt=0)
     global_store: str = "memory"

@@ -153,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "config's heartbeat.self_takeover)")
     parser.add_argument("--heartbeat-echo", choices=["realtime", "thread", "loop"], default=None,
                         help="who answers heartbeats in every nf-host (nf_host/liveness.py; "
-                             "default: nf-host's, a real-time thread)")
+                             "default: nf-host's, a responder process at real-time priority)")
     parser.add_argument("--hot", action="store_true",
                         help=f"skewed traffic makes NF {hot_run.HOT_NF} hot; the load balancer "
                              "relieves it (decisions shown live and in the summary)")
