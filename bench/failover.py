@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hang-variants", default="realtime,loop",
                         help="the hang runs, compared by who answers heartbeats in the NFs "
                              "(nf_host/liveness.py): 'realtime' (a responder process at "
-                             "real-time priority, nf-host's default), 'thread' (the same at normal "
+                             "real-time priority, nf-host's default), 'normal' (the same at normal "
                              "priority), 'loop' (the "
                              "worker's event loop); default realtime,loop")
     parser.add_argument("--quick", action="store_true", help="5 kills and 3 hangs")
@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--kill-variants {args.kill_variants!r}: a comma-separated list of self and "
                      "controller")
     echoes = [v for v in args.hang_variants.split(",") if v]
-    if not echoes or any(v not in ("realtime", "thread", "loop") for v in echoes):
+    if not echoes or any(v not in ("realtime", "normal", "loop") for v in echoes):
         parser.error(f"--hang-variants {args.hang_variants!r}: a comma-separated list of "
-                     "realtime, thread and loop")
+                     "realtime, normal and loop")
     console = Console(width=max(Console().width, 150))
     rows = []
     runs = [(f"kill ({v})" if len(variants) > 1 or v != "self" else "kill", "kill",

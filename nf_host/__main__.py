@@ -60,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repl-any-peer", action="store_false", dest="repl_known_peers_only",
                      default=None, help="accept replication from any NF, not only known peers "
                                         "(debugging; default: known peers only)")
-    run.add_argument("--heartbeat-echo", choices=["realtime", "thread", "loop"],
+    run.add_argument("--heartbeat-echo", choices=["realtime", "normal", "loop"],
                      help="who answers heartbeats: a responder process at real-time priority "
-                          "(SCHED_FIFO; default), the same at normal priority ('thread'), or "
+                          "(SCHED_FIFO; default), the same at normal priority ('normal'), or "
                           "each worker's event loop")
     run.add_argument("--loop-stall-ms", type=float,
                      help="heartbeats go unanswered once the event loop has not turned for this "

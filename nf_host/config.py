@@ -47,9 +47,9 @@ class NfHostConfig(BaseModel):
     repl_max_connections: int = Field(default=64, ge=1)
     repl_known_peers_only: bool = True
     # who answers heartbeats (nf_host/liveness.py): a responder process at real-time priority
-    # ("thread": at normal priority), while the worker's event loop has turned within
+    # ("normal": at normal priority), while the worker's event loop has turned within
     # `loop_stall_ms`; or the worker's event loop itself ("loop")
-    heartbeat_echo: Literal["realtime", "thread", "loop"] = "realtime"
+    heartbeat_echo: Literal["realtime", "normal", "loop"] = "realtime"
     loop_stall_ms: float = Field(default=250.0, gt=0)
     global_store: str = "memory"
     log_level: str = "INFO"

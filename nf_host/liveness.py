@@ -25,7 +25,7 @@ Who answers (`nf-host run --heartbeat-echo`):
   silent after `stall_limit`). A stopped `nf-host` process group or a frozen VM answers nothing.
   Requests left unanswered because a process was stopped or a loop stuck are counted
   (`withheld`, Status `heartbeats_withheld`).
-* **thread**: the same responder process at normal priority.
+* **normal**: the same responder process at normal priority.
 * **loop**: `HeartbeatEcho`, each worker's own event loop answers (silent whenever the worker
   waits for a CPU or is busy; the behaviour before the responder).
 """

@@ -151,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="backups armed to take over by themselves when their primary's "
                              "replication link dies (docs/protocols.md §4.3; default: the "
                              "config's heartbeat.self_takeover)")
-    parser.add_argument("--heartbeat-echo", choices=["realtime", "thread", "loop"], default=None,
+    parser.add_argument("--heartbeat-echo", choices=["realtime", "normal", "loop"], default=None,
                         help="who answers heartbeats in every nf-host (nf_host/liveness.py; "
                              "default: nf-host's, a responder process at real-time priority)")
     parser.add_argument("--hot", action="store_true",
