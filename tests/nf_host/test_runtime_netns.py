@@ -383,18 +383,41 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
     a = lab.start(1, workers=2)
     hb = pb.HeartbeatRequest(counter=41)
     assert a.nf.stub.Heartbeat(hb, timeout=5).counter == 41
-    workers = [  # the worker processes (multiprocessing also starts a resource tracker)
-        p for p in psutil.Process(a.nf.proc.pid).children() if "spawn_main" in " ".join(p.cmdline())
+    workers = [  # the worker processes (multiprocessing also starts a resource tracker, and
+        # nf-host the heartbeat responder, the spawned child at real-time priority)
+        p for p in psutil.Process(a.nf.proc.pid).children()
+        if "spawn_main" in " ".join(p.cmdline()) and os.sched_getscheduler(p.pid) != os.SCHED_FIFO
     ]
     assert len(workers) == 2
+    from nf_host import liveness
+    from nf_host.port import in_netns
+
+    host, port = a.nf.repl.rsplit(":", 1)
+
+    def udp_heartbeat(worker: int) -> tuple[int, int, int, int] | None:
+        """A UDP heartbeat to `worker`, answered by the nf-host's responder (None: no answer)."""
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(0.5)
+            s.sendto(liveness.request(7), (host, int(port) + worker))
+            try:
+                return liveness.parse_reply(s.recv(64))
+            except TimeoutError:
+                return None
+
+    assert in_netns(lab.ns.name, lambda: udp_heartbeat(1)) is not None
     os.kill(workers[1].pid, signal.SIGSTOP)
     try:
         with pytest.raises(grpc.RpcError) as err:
             a.nf.stub.Heartbeat(hb, timeout=5)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        # the responder (a process of its own, still running) leaves the stopped worker's
+        # heartbeats unanswered, and the other worker's answered
+        assert in_netns(lab.ns.name, lambda: udp_heartbeat(1)) is None
+        assert in_netns(lab.ns.name, lambda: udp_heartbeat(0)) is not None
     finally:
         os.kill(workers[1].pid, signal.SIGCONT)
     assert a.nf.stub.Heartbeat(hb, timeout=5).counter == 41
+    assert a.nf.status().load.heartbeats_withheld >= 1
 
 
 def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
