@@ -15,24 +15,9 @@ from controlplane.config import parse_config
 from controlplane.liveness import UdpHeartbeats
 from controlplane.nf_registry import NfEvent, NfLoad, NfRegistry
 from nf_host import liveness
-from tests.support.procs import free_port
+from tests.support.procs import free_port, free_udp_pair
 
 pytestmark = pytest.mark.unit
-
-
-def free_pair() -> int:
-    """A port p with p and p + 1 free for UDP (two workers)."""
-    while True:
-        port = free_port()
-        try:
-            import socket
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a, \
-                    socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
 
 
 def run(body: Any) -> None:
@@ -41,7 +26,7 @@ def run(body: Any) -> None:
 
 def test_an_nf_answers_only_when_every_worker_answers() -> None:
     async def body() -> None:
-        port = free_pair()
+        port = free_udp_pair()
         started = time.monotonic() - 5
         w0, _ = await liveness.serve("127.0.0.1", port, 7, 0, started)
         w1, echo1 = await liveness.serve("127.0.0.1", port + 1, 7, 1, started)
@@ -64,7 +49,7 @@ def test_an_nf_answers_only_when_every_worker_answers() -> None:
 
 def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> None:
     async def body() -> None:
-        port = free_pair()
+        port = free_udp_pair()
         cfg = parse_config({
             "switch": {"slot_bits": 4},
             "clusters": [{"name": "c1"}],
@@ -106,7 +91,7 @@ def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> 
 
 def test_a_probe_sends_again_so_one_lost_datagram_does_not_make_a_live_nf_dead() -> None:
     async def body() -> None:
-        port = free_pair()
+        port = free_udp_pair()
         transport, echo = await liveness.serve("127.0.0.1", port, 4, 0, time.monotonic())
         real = echo.datagram_received
         dropped: list[bytes] = []

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from nf_host import liveness
-from tests.support.procs import free_port
+from tests.support.procs import free_port, free_udp_pair
 
 pytestmark = pytest.mark.unit
 
@@ -34,18 +34,13 @@ def ask(port: int, counter: int, timeout: float) -> tuple[int, int, int, int] | 
             return None
 
 
-def free_pair() -> int:
-    while True:
-        port = free_port()
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a, \
-                    socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-
+def stop(pid: int) -> None:
+    """SIGSTOP process `pid` and wait until /proc says it is stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5
+    while liveness.process_state(pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert liveness.process_state(pid) == "T"
 
 
 @pytest.fixture
@@ -90,10 +85,7 @@ def test_a_stopped_worker_is_not_answered_and_is_again_once_continued(
     echo = echo_for(child.pid, clock, port, stall_limit=60)
     try:
         assert ask(port, 1, 5.0) is not None
-        os.kill(child.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 5
-        while liveness.process_state(child.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
+        stop(child.pid)
         assert ask(port, 2, 0.3) is None
         assert echo.withheld == 1
         os.kill(child.pid, signal.SIGCONT)
@@ -115,10 +107,7 @@ def test_a_stopped_nf_host_parent_silences_every_worker(child: subprocess.Popen[
                                        started=0.0, stall_limit=1e9, watch_also=[parent.pid])
     try:
         assert echo.why_silent(0, time.monotonic()) == ""
-        os.kill(parent.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 5
-        while liveness.process_state(parent.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
+        stop(parent.pid)
         assert echo.why_silent(0, time.monotonic()) == "the nf-host process is stopped"
     finally:
         parent.kill()
@@ -143,10 +132,7 @@ def test_the_responder_process_answers_and_reports_counts_in_shared_memory() -> 
         assert here.poll(30)
         assert str(here.recv()).startswith("ok: ")
         assert ask(port, 1, 5.0) is not None
-        os.kill(worker.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 5
-        while liveness.process_state(worker.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
+        stop(worker.pid)
         assert ask(port, 2, 0.3) is None
         deadline = time.monotonic() + 5
         while tuple(counts) != (1, 1) and time.monotonic() < deadline:
@@ -170,7 +156,7 @@ def test_the_responder_process_answers_and_reports_counts_in_shared_memory() -> 
 def test_a_stuck_loop_or_a_gone_process_is_not_answered(
         child: subprocess.Popen[bytes]) -> None:
     clock = mp.RawValue("d", time.monotonic() - 2)  # the loop last turned 2 s ago
-    port = free_pair()
+    port = free_udp_pair()
     other = subprocess.Popen([sys.executable, "-c", "pass"])
     other.wait(10)  # a worker process that is gone
     echo = liveness.HeartbeatResponder("127.0.0.1", port, 9,
