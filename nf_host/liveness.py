@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import selectors
-import signal
 import socket
 import struct
 import threading
@@ -48,9 +46,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, cast
 
-log = logging.getLogger(__name__)
+from nf_host.child_process import become_child
 
-PR_SET_PDEATHSIG = 1
+log = logging.getLogger(__name__)
 
 MAGIC = b"NFHB"
 REQUEST = struct.Struct("!4sQ")
@@ -129,6 +127,14 @@ async def keep_turning(clock: LoopClock, period: float) -> None:
         await asyncio.sleep(period)
 
 
+def stopped_or_gone(pid: int) -> str:
+    """"stopped" or "gone" if process `pid` is (from /proc), else ""."""
+    state = process_state(pid)
+    if state in ("", "Z", "X"):
+        return "gone"
+    return "stopped" if state in ("T", "t") else ""
+
+
 def process_state(pid: int) -> str:
     """The state letter of process `pid` from /proc (R, S, D, T, t, Z, ...), "" if it is gone."""
     try:
@@ -188,15 +194,11 @@ class HeartbeatResponder:
     def why_silent(self, index: int, now: float) -> str:
         """Why worker `index` must not be answered now ("" if it runs)."""
         for pid in self.watch_also:
-            state = process_state(pid)
-            if state in ("", "Z", "X", "T", "t"):
-                return f"the nf-host process is {'stopped' if state in ('T', 't') else 'gone'}"
+            if what := stopped_or_gone(pid):
+                return f"the nf-host process is {what}"
         w = self.workers[index]
-        state = process_state(w.pid)
-        if state in ("", "Z", "X"):
-            return "its process is gone"
-        if state in ("T", "t"):
-            return "its process is stopped"
+        if what := stopped_or_gone(w.pid):
+            return f"its process is {what}"
         idle = now - w.clock.value
         if idle > self.stall_limit:
             return f"its event loop has not turned for {idle * 1000:.0f} ms"
@@ -271,10 +273,7 @@ def responder_main(host: str, base_port: int, nf_id: int, workers: list[tuple[in
                    parent: int, started: float, stall_limit: float, realtime: bool,
                    shared: MutableSequence[int], conn: Connection) -> None:
     """Entry point of the `nf-host`'s heartbeat responder process: it exits with its parent."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=logging.INFO,
-                        format=f"%(asctime)s nf{nf_id}.hb %(levelname)s %(message)s")
+    become_child(logging.INFO, f"nf{nf_id}.hb")
     try:
         responder = HeartbeatResponder(host, base_port, nf_id,
                                        [WatchedWorker(pid, clock) for pid, clock in workers],

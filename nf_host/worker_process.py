@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
 import importlib
 import itertools
 import logging
 import multiprocessing as mp
 import os
-import signal
 import socket
 import threading
 import time
@@ -29,6 +27,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
 from nf_host import liveness
+from nf_host.child_process import become_child
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore, make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
@@ -38,8 +37,6 @@ log = logging.getLogger(__name__)
 # the most time one turn of a worker's event loop spends reading and processing frames, so
 # heartbeats, the backup's acks and commands wait at most this (plus one frame's work)
 TURN_BUDGET_S = 0.005
-
-PR_SET_PDEATHSIG = 1
 
 
 def _open_global_store(spec: str) -> GlobalStore:
@@ -111,11 +108,7 @@ class FrameSender:
 def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
                 clock: liveness.LoopClock | None = None) -> None:
     """Entry point of worker process `index`."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(
-        level=cfg.log_level, format=f"%(asctime)s nf{cfg.nf_id}.w{index} %(levelname)s %(message)s"
-    )
+    become_child(cfg.log_level, f"nf{cfg.nf_id}.w{index}")
     try:
         asyncio.run(_worker_async(cfg, index, conn, clock))
     except OSError as exc:  # e.g. no such interface, address in use: say so without a traceback
@@ -138,8 +131,8 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
     wcfg = cfg.worker_config(index)
     worker = Worker(wcfg, nf, store, sender)
     await worker.start()
-    # heartbeats (nf_host/liveness.py): answered by the parent while this loop turns (it marks
-    # its turns in `clock`), or by this loop itself
+    # heartbeats (nf_host/liveness.py): answered by the responder process while this loop turns
+    # (it marks its turns in `clock`), or by this loop itself
     echo: asyncio.DatagramTransport | None = None
     turning: asyncio.Task[None] | None = None
     if clock is None:
@@ -227,10 +220,11 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._send_locks: list[threading.Lock] = []
         # each worker's loop clock (nf_host/liveness.py), unless the workers answer heartbeats
-        threaded = cfg.heartbeat_echo != "loop"
-        self.clocks = [ctx.RawValue("d", time.monotonic()) for _ in range(cfg.workers if threaded else 0)]
-        self.echo: BaseProcess | None = None
-        self.echo_counts = ctx.RawArray("Q", 2)  # the responder's answered, withheld
+        responder = cfg.heartbeat_echo != "loop"
+        self.clocks = [ctx.RawValue("d", time.monotonic())
+                       for _ in range(cfg.workers if responder else 0)]
+        self.responder: BaseProcess | None = None
+        self.responder_counts = ctx.RawArray("Q", 2)  # its answered, withheld
         for i in range(cfg.workers):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=worker_main, args=(cfg, i, child, *self.clocks[i:i + 1]),
@@ -251,20 +245,20 @@ class WorkerPool:
         ]
         for t in self._readers:
             t.start()
-        if threaded:
+        if responder:
             self._start_responder(ctx)
 
     def _start_responder(self, ctx: Any) -> None:
         """The heartbeat responder process (nf_host/liveness.py), once the workers run."""
         wcfg = self.cfg.worker_config(0)
         parent, child = ctx.Pipe()
-        self.echo = ctx.Process(
+        self.responder = ctx.Process(
             target=liveness.responder_main, name=f"nf{self.cfg.nf_id}-heartbeats",
             args=(wcfg.repl_host, wcfg.repl_port, self.cfg.nf_id,
                   [(p.pid, c) for p, c in zip(self.procs, self.clocks, strict=True)],
                   os.getpid(), time.monotonic(), self.cfg.loop_stall_ms / 1000,
-                  self.cfg.heartbeat_echo == "realtime", self.echo_counts, child))
-        self.echo.start()
+                  self.cfg.heartbeat_echo == "realtime", self.responder_counts, child))
+        self.responder.start()
         child.close()
         if not parent.poll(30):
             raise RuntimeError("the heartbeat responder did not start within 30 s")
@@ -272,11 +266,11 @@ class WorkerPool:
         parent.close()
         if not said.startswith("ok"):
             raise RuntimeError(said)
-        log.info("heartbeats answered by process %d at %s", self.echo.pid, said[4:])
+        log.info("heartbeats answered by process %d at %s", self.responder.pid, said[4:])
 
     def heartbeats_withheld(self) -> int:
         """Heartbeat requests not answered because a worker was stopped, gone or stuck."""
-        return int(self.echo_counts[1])
+        return int(self.responder_counts[1])
 
     def _read(self, conn: Connection) -> None:
         while True:
@@ -300,7 +294,8 @@ class WorkerPool:
                 self._waiting.pop(rid, None)
 
     def alive(self) -> bool:
-        return all(p.is_alive() for p in self.procs) and (self.echo is None or self.echo.is_alive())
+        return all(p.is_alive() for p in self.procs) and (
+            self.responder is None or self.responder.is_alive())
 
     def worker_of(self, slot: int) -> int:
         return slot % self.cfg.workers
@@ -325,9 +320,9 @@ class WorkerPool:
         return [self.request(i, name, args) for i in range(self.cfg.workers)]
 
     def close(self) -> None:
-        if self.echo is not None:
-            self.echo.kill()  # (it holds nothing: its sockets only answer)
-            self.echo.join(3)
+        if self.responder is not None:
+            self.responder.kill()  # (it holds nothing: its sockets only answer)
+            self.responder.join(3)
         for conn in self.conns:
             # shut the socket down before closing it: a reader thread blocked in recv() keeps a
             # merely closed descriptor alive, and the worker would never see end-of-file
