@@ -9,6 +9,7 @@ import random
 import socket
 import subprocess
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -32,19 +33,39 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on `host` that nothing listens on right now, below the kernel's ephemeral range
     when there is room: a port there can only be taken by another listener before ours binds it,
     never by one of the many outgoing connections of a running system (which took a controller's
-    API port once). Falls back to a port the kernel picks."""
+    API port once). Falls back to a port the kernel picks.
+
+    Never the same port twice in one process (within the last `_HANDED_OUT.maxlen`): the callers
+    pick several ports before any process binds them (three etcd members' peer ports once drew the
+    same port, and etcd refused the cluster)."""
     low = _ephemeral_low()
     for _ in range(50 if low > LISTEN_PORTS_FROM else 0):
         port = _PICK.randrange(LISTEN_PORTS_FROM, low)
+        if port not in _HANDED_OUT and _bindable(host, port):
+            return _hand_out(port)
+    while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            return _hand_out(port)
+
+
+_HANDED_OUT: deque[int] = deque(maxlen=1024)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _hand_out(port: int) -> int:
+    _HANDED_OUT.append(port)
+    return port
 
 
 def wait_for(

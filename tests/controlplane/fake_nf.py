@@ -11,7 +11,6 @@ import grpc
 
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
-from tests.support.procs import free_port
 
 
 @dataclass
@@ -167,16 +166,6 @@ class FakeNf(pb_grpc.NfControlServicer):
             return pb.Result(ok=False, error="NF generic refuses these params: bad")
         self.params = params
         return pb.Result(ok=True)
-
-
-def distinct_ports(n: int) -> list[int]:
-    """`n` different free loopback ports (free_port alone may hand out the same one twice)."""
-    ports: list[int] = []
-    while len(ports) < n:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
 
 
 class FakeNfServer:

@@ -19,8 +19,9 @@ from controlplane.config import LoadBalancerConfig
 from controlplane.controller import Controller
 from controlplane.load_balancer import Move
 from tests.controlplane.api_server import served_api
-from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
+from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.controlplane.test_migration import IDS, P4INFO, FakeSession, config, wait_until
+from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -68,7 +69,7 @@ class Clock:
 
 
 async def with_balancer(body: Any, **knobs: Any) -> None:
-    ports = dict(zip(IDS, distinct_ports(len(IDS)), strict=True))
+    ports = {i: free_port() for i in IDS}
     fakes = {i: FakeNf(i) for i in IDS}
     servers = {i: FakeNfServer(fakes[i], ports[i]) for i in IDS}
     lb = {"idle_for_s": 1000.0, "nf_settle_s": 2.0, "slot_cooldown_s": 10.0, **knobs}

@@ -18,7 +18,8 @@ from nf_host.proto import nf_control_pb2 as pb
 from p4sim.server.device import Device
 from p4sim.server.service import serve
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory
-from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
+from tests.controlplane.fake_nf import FakeNf, FakeNfServer
+from tests.support.procs import free_port
 
 pytestmark = pytest.mark.etcd
 
@@ -41,7 +42,7 @@ def loopback_config(switch_port: int, etcd: str, slot_bits: int) -> tuple[Any, d
     data["switch"].update(address=f"127.0.0.1:{switch_port}", slot_bits=slot_bits)
     data["etcd"] = {"endpoints": [etcd], "prefix": f"/test-controller/{next(_prefix)}"}
     data["heartbeat"] = {"interval_ms": 100, "timeout_ms": 100, "misses": 5}  # tolerant of a busy CI
-    ports = dict(zip([nf["id"] for nf in data["nfs"]], distinct_ports(len(data["nfs"])), strict=True))
+    ports = {nf["id"]: free_port() for nf in data["nfs"]}
     for nf in data["nfs"]:
         nf["mgmt"] = f"127.0.0.1:{ports[nf['id']]}"
     return parse_config(data), ports

@@ -23,7 +23,7 @@ from controlplane.slot_map import SlotEntry
 from controlplane.spare_pool import ScaleError
 from nf_host.proto import nf_control_pb2 as pb
 from tests.controlplane.api_server import served_api
-from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
+from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.controlplane.oracle import OwnershipOracle
 from tests.support.procs import free_port
 
@@ -82,7 +82,7 @@ def make(cfg: Any, etcd: bool) -> Controller:
 
 
 async def with_controller(body: Any, etcd: str | None = None) -> None:
-    ports = dict(zip(IDS, distinct_ports(len(IDS)), strict=True))
+    ports = {i: free_port() for i in IDS}
     fakes = {i: FakeNf(i) for i in IDS}
     servers = {i: FakeNfServer(fakes[i], ports[i]) for i in IDS}
     c = make(config(ports, etcd), etcd is not None)

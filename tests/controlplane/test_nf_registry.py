@@ -11,7 +11,8 @@ from controlplane.config import parse_config
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
 from controlplane.slot_map import SlotMap
 from nf_host.proto import nf_control_pb2 as pb
-from tests.controlplane.fake_nf import FakeNf, FakeNfServer, distinct_ports
+from tests.controlplane.fake_nf import FakeNf, FakeNfServer
+from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -30,7 +31,7 @@ def small_config(ports: dict[int, int]) -> Any:
 
 
 async def with_fakes(body: Any) -> None:
-    ports = dict(zip((1, 2, 3, 4), distinct_ports(4), strict=True))
+    ports = {i: free_port() for i in (1, 2, 3, 4)}
     fakes = {i: FakeNf(i) for i in ports}
     servers = {i: FakeNfServer(fakes[i], ports[i]) for i in ports}
     for s in servers.values():

@@ -30,3 +30,13 @@ def test_a_taken_port_is_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(procs, "_ephemeral_low", lambda: 65535)
         monkeypatch.setattr(procs._PICK, "randrange", lambda a, b: next(picks))
         assert procs.free_port() != busy
+
+
+def test_a_port_is_not_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Callers pick several ports before any is bound (an etcd cluster's peer ports): a second
+    pick of the same port must not be handed out again."""
+    first = procs.free_port()
+    picks = iter([first, first, first])
+    monkeypatch.setattr(procs._PICK, "randrange", lambda a, b: next(picks, first + 1))
+    monkeypatch.setattr(procs, "_ephemeral_low", lambda: 65535)
+    assert procs.free_port() != first
