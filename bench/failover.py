@@ -5,8 +5,9 @@ traffic both ways) several times, each time faulting a primary again and again (
 every victim restarted into the spare pool:
 
 * **kill (self)**: SIGKILL (a crash: the NF's sockets close); its backup, armed in advance, takes
-  over by itself as its primary's replication link closes (docs/protocols.md §4.3), and the
-  controller, which suspects it at once and confirms with one probe, follows;
+  over by itself as its primary's heartbeat responder's watch on it, or its replication link,
+  closes (docs/protocols.md §4.3), and the controller, which suspects it at once and confirms
+  with one probe, follows;
 * **kill (controller)**: the same with the backups not armed (`--no-self-takeover`): the
   controller's fail-over alone, for comparison (`--kill-variants` chooses);
 * **hang (realtime echo)**: SIGSTOP (nothing closes: heartbeats of `--heartbeat-ms`, 5 ms by

@@ -355,6 +355,15 @@ class ControllerCore(ABC):
                 await self.session.set_group(group, self.cfg.nf(primary).port, backup_port,
                                              insert=insert)
 
+    async def copies_to(self, primary: int, backup: int) -> None:
+        """Rewrite `primary`'s replica group to {primary, backup} on the switch without recording
+        the pair (`set_pair` does that once the primary has taken `backup`): a primary given its
+        first backup must not commit a batch with it whose input it never received a copy of."""
+        async with self._lock:
+            if primary in self.groups and self.session.is_primary:
+                await self.session.set_group(self.groups[primary], self.cfg.nf(primary).port,
+                                             self.cfg.nf(backup).port)
+
     # -- periodic work ----------------------------------------------------------------------------
     async def _counter_loop(self) -> None:
         while True:

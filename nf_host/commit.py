@@ -22,6 +22,14 @@ class Batch:
     packets: int = 0
     opened: float = 0.0
     slot_seqs: dict[int, int] = field(default_factory=dict)  # slot -> last seq processed in it
+    # a promotion's output of the dead primary that it had already handed to its socket: sent
+    # again at once (not held: it was released), and logged at the backup with this batch
+    resent: list[bytes] = field(default_factory=list)
+
+    def logged(self) -> list[Any]:
+        """What the backup logs of this batch (`[[id, frames]]`, nothing if no output)."""
+        frames = self.resent + self.outputs
+        return [[self.id, frames]] if frames else []
 
 
 @dataclass
@@ -71,10 +79,13 @@ class OutputLog:
     first and move its dedup watermark past it. On promotion the new primary sends what is left
     again, oldest first: output that had already been forwarded is dropped by the switch (which
     forwards each input's output once), the rest leaves for the first time. Bounded by `retain`
-    and `max_frames` (past it the oldest released batches go first), kept per primary.
+    and `max_frames` (past it the oldest released batches go first), kept per primary, with the
+    primary's last watermark: `take_split` tells what it had released (sent again at once by the
+    promoted backup) from what it may not have (sent after the next backup's ack).
     """
 
     logs: dict[int, deque[tuple[int, list[bytes], float]]] = field(default_factory=dict)
+    released: dict[int, int] = field(default_factory=dict)  # primary -> its last watermark
     frames: int = 0
     retain: float = 0.5
     max_frames: int = 1 << 17
@@ -95,6 +106,7 @@ class OutputLog:
             log.append((int(bid), frames, now))
             self.frames += len(frames)
         if released is not None:
+            self.released[primary] = max(self.released.get(primary, 0), int(released))
             self._prune(log, int(released), now)
 
     def _prune(self, log: deque[tuple[int, list[bytes], float]], rel: int, now: float) -> None:
@@ -102,11 +114,24 @@ class OutputLog:
                                             or self.frames > self.max_frames):
             self.frames -= len(log.popleft()[1])
 
+    def take_split(self, primary: int) -> tuple[list[bytes], list[bytes]]:
+        """Remove the logged output of `primary` and return it in order, split into what it had
+        handed to its socket (batches up to its last watermark: released, it may be sent again
+        at once) and the rest (maybe never released: it waits for the next backup's ack)."""
+        rel = self.released.pop(primary, 0)
+        sent: list[bytes] = []
+        rest: list[bytes] = []
+        for bid, frames, _t in self.logs.pop(primary, deque()):
+            (sent if bid <= rel else rest).extend(frames)
+        self.frames -= len(sent) + len(rest)
+        return sent, rest
+
     def take(self, primary: int) -> list[bytes]:
         """Remove and return the logged output of `primary` (of every primary if 0), in order."""
         ids = [primary] if primary else sorted(self.logs)
         out: list[bytes] = []
         for nf in ids:
+            self.released.pop(nf, None)
             for _bid, frames, _t in self.logs.pop(nf, deque()):
                 out.extend(frames)
         self.frames -= len(out)

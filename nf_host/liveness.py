@@ -37,6 +37,7 @@ import contextlib
 import logging
 import os
 import selectors
+import signal
 import socket
 import struct
 import threading
@@ -47,6 +48,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol, cast
 
 from nf_host.child_process import become_child
+from nf_host.death_watch import DeathWatch
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +165,8 @@ class HeartbeatResponder:
 
     def __init__(self, host: str, base_port: int, nf_id: int, workers: Sequence[WatchedWorker],
                  started: float, stall_limit: float, watch_also: Sequence[int] = (),
-                 shared: MutableSequence[int] | None = None) -> None:
+                 shared: MutableSequence[int] | None = None,
+                 backups: Sequence[Connection] = ()) -> None:
         self.nf_id, self.workers, self.started = nf_id, list(workers), started
         self.stall_limit, self.watch_also, self.shared = stall_limit, list(watch_also), shared
         self.answered = 0
@@ -185,6 +188,8 @@ class HeartbeatResponder:
             raise
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        # each worker's watch on its backup, named through `backups` (nf_host/death_watch.py)
+        self.death_watch = DeathWatch(self._selector, nf_id, backups) if backups else None
         self._closed = False
         self._thread = threading.Thread(target=self.serve, name="heartbeat-echo", daemon=True)
 
@@ -206,13 +211,20 @@ class HeartbeatResponder:
 
     def serve(self) -> None:
         """Answer until `close()`."""
+        watch = self.death_watch
         while not self._closed:
-            for key, _ in self._selector.select():
+            timeout = watch.timeout(time.monotonic()) if watch is not None else None
+            for key, mask in self._selector.select(timeout):
                 if key.data is None:
                     return  # closed
+                if callable(key.data):  # the death watch's sockets and pipes
+                    key.data(mask)
+                    continue
                 self._answer(key.data, self._socks[key.data])
                 if self.shared is not None:
                     self.shared[0], self.shared[1] = self.answered, self.withheld
+            if watch is not None:
+                watch.run_due(time.monotonic())
 
     def _answer(self, index: int, sock: socket.socket) -> None:
         while True:
@@ -251,6 +263,9 @@ class HeartbeatResponder:
                 self._thread.join(2)
             self._wake_r.close()
             self._wake_w.close()
+        if getattr(self, "death_watch", None) is not None:
+            assert self.death_watch is not None
+            self.death_watch.close()
         for sock in self._socks:
             sock.close()
         self._selector.close()
@@ -271,16 +286,34 @@ def prioritise(realtime: bool) -> str:
 
 def responder_main(host: str, base_port: int, nf_id: int, workers: list[tuple[int, LoopClock]],
                    parent: int, started: float, stall_limit: float, realtime: bool,
-                   shared: MutableSequence[int], conn: Connection) -> None:
-    """Entry point of the `nf-host`'s heartbeat responder process: it exits with its parent."""
+                   shared: MutableSequence[int], conn: Connection,
+                   backups: Sequence[Connection] = ()) -> None:
+    """Entry point of the `nf-host`'s heartbeat responder process: it exits with its parent
+    (killed with it, its watches end without a goodbye: that is their point), and on SIGTERM
+    (`nf-host` stopping on purpose) it says goodbye on every watch first."""
     become_child(logging.INFO, f"nf{nf_id}.hb")
     try:
         responder = HeartbeatResponder(host, base_port, nf_id,
                                        [WatchedWorker(pid, clock) for pid, clock in workers],
-                                       started, stall_limit, watch_also=[parent], shared=shared)
+                                       started, stall_limit, watch_also=[parent], shared=shared,
+                                       backups=backups)
     except OSError as exc:
         conn.send(f"heartbeat responder: UDP {host}:{base_port}: {exc}")
         return
+    signal.signal(signal.SIGTERM, _stop)
     conn.send(f"ok: {prioritise(realtime)}")
     conn.close()
-    responder.serve()
+    try:
+        responder.serve()
+    except _Stop:
+        pass
+    finally:
+        responder.close()
+
+
+class _Stop(Exception):
+    """SIGTERM in the responder process."""
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    raise _Stop

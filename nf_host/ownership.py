@@ -134,11 +134,21 @@ class Ownership(WorkerCore):
         ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
         idle slots. A packet for an idle slot not promoted yet promotes it at once
         (`_promote_waiting`), so no packet waits for the slot's turn."""
+        res, idle = self.promote_busy(slots, dead)
+        return await self.promote_idle(res, idle, dead, chunk)
+
+    def promote_busy(self, slots: list[int], dead: int = 0) -> tuple[dict[str, Any], list[int]]:
+        """The first step of `promote_soon`, at once: the busy slots promoted, the idle ones
+        marked (a packet promotes one at once); returns the result so far and the idle slots."""
         chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
         busy, idle = self.busy_first(chosen)
         for s in idle:
             self._to_promote[s] = dead
-        res = self._promote(busy, dead, measured=chosen)
+        return self._promote(busy, dead, measured=chosen), idle
+
+    async def promote_idle(self, res: dict[str, Any], idle: list[int], dead: int,
+                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+        """The rest of `promote_soon`: the idle slots, `chunk` per turn of the event loop."""
         for start in range(0, len(idle), chunk):
             await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
             todo = [s for s in idle[start:start + chunk] if self._to_promote.pop(s, None) is not None]
@@ -176,11 +186,18 @@ class Ownership(WorkerCore):
         # first, the output the dead primary may not have released, in its order; then the
         # replayed packets' output (numbers after the last commit). The switch forwards each
         # input's output once, so what had already left is dropped there
-        logged = self.out_log.take(dead)
-        if logged:
+        sent, unsent = self.out_log.take_split(dead) if dead else ([], self.out_log.take(0))
+        if sent or unsent:
             batch = self.batch or self._open_batch(now)
-            batch.outputs.extend(logged)
-            self.c.reemitted += len(logged)
+            self.c.reemitted += len(sent) + len(unsent)
+            if self.backup_id and sent:
+                # what the dead primary had released needs no ack: it leaves while the new
+                # backup acknowledges, ahead of everything else (and is logged there too)
+                batch.resent.extend(sent)
+                self._resend_soon(sent)
+            else:
+                batch.outputs.extend(sent)
+            batch.outputs.extend(unsent)
         for slot in chosen:
             rt = self.slots.get(slot)
             if rt is not None and rt.role == SlotRole.PRIMARY:
@@ -206,4 +223,15 @@ class Ownership(WorkerCore):
             done.append(slot)
         self.c.replayed += replayed
         self.close_batch()
-        return {"replayed": replayed, "slots": done, "reemitted": len(logged)}
+        return {"replayed": replayed, "slots": done, "reemitted": len(sent) + len(unsent)}
+
+    def _resend_soon(self, frames: list[bytes]) -> None:
+        """Send `frames` again just after the delta that logs them has been written to the
+        backup (its flush is scheduled first), so the two overlap; before any newer output, which
+        waits for that backup's ack."""
+        def resend() -> None:
+            for frame in frames:
+                self.tx(frame)
+            self.c.outputs += len(frames)
+
+        asyncio.get_running_loop().call_soon(resend)

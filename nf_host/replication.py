@@ -8,7 +8,8 @@ sent before it, which is what makes "ship only the delta since the acknowledged 
 `docs/nf_host.md` records why framed TCP was chosen over a gRPC stream (measured).
 
 Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
-    h   hello    {nf, w: worker index, workers}  (first on every connection: who is sending)
+    h   hello    {nf, w: worker index, workers(, watch)}  (first on every connection: who is
+                  sending; with `watch`, nothing else follows but a goodbye: nf_host.death_watch)
     d   delta    {b: batch id, s: [[slot, epoch, version, last_seq, entries(, replace)], ...],
                   full: bool}  (replace: the entries are the whole slot, from its new owner)
     a   ack      {b: batch id}            (cumulative: every batch <= b is applied)
@@ -19,7 +20,9 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
     bye goodbye  {}                       (the sender closes this connection on purpose)
 The newest connection from a known sender that ends without its goodbye (end of stream or
 reset) means the sending process died or lost its socket: the server tells `on_lost(sender)`, which is how a
-backup armed for it takes over without waiting for the controller (docs/protocols.md §4.3).
+backup armed for it takes over without waiting for the controller (docs/protocols.md §4.3). So
+does the end of the newest *watch* from a sender: a connection its `nf-host`'s heartbeat responder
+keeps open for that purpose, which closes before the workers' when the host is killed.
 What a receiver accepts (senders, slots, frame size, connections) is `nf_host.peer_policy`'s.
 Frames larger than the receiver's limit, that do not decode, or whose message the handler cannot apply are
 errors: the receiver counts them and closes the connection (never skips the message: a later
@@ -66,7 +69,7 @@ def encode(msg: Message) -> bytes:
     return _LEN.pack(len(body)) + body
 
 
-_BYE_FRAME = encode({"t": BYE})
+BYE_FRAME = encode({"t": BYE})
 
 
 def decode(body: bytes) -> Message:
@@ -132,6 +135,10 @@ class ReplicationServer:
         # snapshot) and is not applied, and its end says nothing about the sender's life
         self._newest: dict[int, asyncio.StreamWriter] = {}
         self.superseded = 0  # older connections closed because the sender connected again
+        # each known sender's newest watch (nf_host.death_watch), kept apart from its data
+        # connection: a watch never supersedes it, nor the other way round
+        self._watchers: dict[int, asyncio.StreamWriter] = {}
+        self.watch_losses = 0  # watches that ended without their goodbye
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
@@ -163,8 +170,11 @@ class ReplicationServer:
         sender: int | None = None
         try:
             if policy is not None:
-                sender, msg = await self._hello(reader, policy, remote)
+                sender, msg, watch = await self._hello(reader, policy, remote)
                 limit = policy.limits.max_frame
+                if watch and sender is not None:
+                    await self._watch(sender, reader, writer)
+                    return
                 if sender is not None:
                     older = self._newest.get(sender)
                     self._newest[sender] = writer
@@ -230,23 +240,45 @@ class ReplicationServer:
 
     async def _hello(
         self, reader: asyncio.StreamReader, policy: PeerPolicy, remote: str | None
-    ) -> tuple[int | None, Message | None]:
-        """Admit a connection: (sender, a first message still to handle, if it was no hello)."""
+    ) -> tuple[int | None, Message | None, bool]:
+        """Admit a connection: (sender, a first message still to handle, if it was no hello,
+        whether it is a watch)."""
         if not policy.limits.known_peers_only:  # a hello is optional: note the sender if any
             msg, size = await read_sized(reader, policy.limits.max_frame)
             if msg["t"] == HELLO:
                 sender = policy.admit(msg, remote)
                 self._count(sender, HELLO, size)
-                return sender, None
+                return sender, None, bool(msg.get("watch"))
             self._count(None, str(msg["t"]), size)
-            return None, msg
+            return None, msg, False
         try:
             msg, size = await asyncio.wait_for(read_sized(reader, HELLO_MAX_FRAME), HELLO_TIMEOUT)
         except TimeoutError:
             raise Refused("no_hello", f"no hello within {HELLO_TIMEOUT} s") from None
         sender = policy.admit(msg, remote)
         self._count(sender, HELLO, size)
-        return sender, None
+        return sender, None, bool(msg.get("watch"))
+
+    async def _watch(self, sender: int, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        """A watch from `sender`'s heartbeat responder (nf_host.death_watch): nothing comes but a
+        goodbye; its end without one is `on_lost(sender)`, if it is the sender's newest watch."""
+        older = self._watchers.get(sender)
+        self._watchers[sender] = writer
+        if older is not None:
+            older.transport.abort()
+        try:
+            msg, _size = await read_sized(reader, HELLO_MAX_FRAME)
+            if msg["t"] != BYE:
+                raise ProtocolError(f"a watch carries nothing but its goodbye, not {msg['t']!r}")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            if self._watchers.get(sender) is writer:
+                self.watch_losses += 1
+                if self.on_lost is not None:
+                    self.on_lost(sender)
+        finally:
+            if self._watchers.get(sender) is writer:
+                del self._watchers[sender]
 
     def _count(self, sender: int | None, kind: str, size: int) -> None:
         key = (sender or 0, kind)
@@ -392,7 +424,7 @@ class Link:
         if not writer.is_closing():
             if self._out:
                 self._flush()
-            writer.write(_BYE_FRAME)
+            writer.write(BYE_FRAME)
         writer.close()
 
     async def close(self) -> None:

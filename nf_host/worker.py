@@ -26,6 +26,7 @@ from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit, OutputLog
 from nf_host.ownership import Ownership
 from nf_host.reorder import SEQ_MASK, seq_after
+from nf_host.replication import worker_address
 from nf_host.state_store import Replica
 from nf_host.worker_types import CommandError, Counters, Role, SlotRole, SlotRuntime, WorkerConfig
 
@@ -130,6 +131,10 @@ class Worker(Ownership):
             link = self.links.pop(old, None)
             if link is not None:
                 asyncio.get_running_loop().create_task(link.close())
+        watch = (nf_id, worker_address(address, self.cfg.index) if nf_id else "")
+        if self.on_backup is not None and watch != self.watched_backup:
+            self.watched_backup = watch
+            self.on_backup(*watch)
 
     def arm_takeover(self, primary: int, successor: int, address: str) -> None:
         """Take over `primary`'s slots by ourselves, with `successor` as our backup (0: none, as
@@ -160,7 +165,10 @@ class Worker(Ownership):
         self.took_over_from.add(primary)
         if successor:
             self.set_backup(successor, address)  # in the same step: no output leaves unprotected
-        task = asyncio.get_running_loop().create_task(self.promote_soon(slots, dead=primary))
+        # the busy slots in this very step (their first output waits only for the successor's
+        # ack), the idle ones a few per turn of the loop after
+        res, idle = self.promote_busy(slots, dead=primary)
+        task = asyncio.get_running_loop().create_task(self.promote_idle(res, idle, primary))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -79,6 +79,10 @@ class WorkerCore:
         self.input_paused = False
         self.on_pause: Callable[[bool], None] | None = None  # stop/resume reading the data socket
         self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
+        # told (backup NF, its worker's replication address) whenever the backup changes: the
+        # heartbeat responder's watch on it (nf_host/death_watch.py)
+        self.on_backup: Callable[[int, str], None] | None = None
+        self.watched_backup: tuple[int, str] = (0, "")  # what `on_backup` was last told
         self.kernel_drops = 0
         self.started = time.monotonic()
         self.released_id = 0  # the last batch whose output has been handed to `tx`
@@ -327,8 +331,7 @@ class WorkerCore:
                 # the backup also logs the batch's output, until we say it has left (`rel`): if
                 # we die before that, the promoted backup sends it again (the switch drops what
                 # had already left), so no output is lost however a batch ends
-                logged = [[batch.id, batch.outputs]] if batch.outputs else []
-                if link.send(self._for_backup(msg, logged)):
+                if link.send(self._for_backup(msg, batch.logged())):
                     self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
                 continue
             if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
@@ -457,7 +460,7 @@ class WorkerCore:
         if link.nf_id == self.backup_id:
             # the batches still waiting for an ack may have reached no backup at all (a new
             # one, or the old link's frames were lost): the new backup logs their output too
-            held = [[b.id, b.outputs] for b in self.commit.inflight if b.outputs]
+            held = [entry for b in self.commit.inflight for entry in b.logged()]
             msg = self._for_backup(msg, held)
         link.send(msg)
         self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions

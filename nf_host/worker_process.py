@@ -106,11 +106,12 @@ class FrameSender:
 
 
 def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
-                clock: liveness.LoopClock | None = None) -> None:
-    """Entry point of worker process `index`."""
+                clock: liveness.LoopClock | None = None, backup_to: Connection | None = None) -> None:
+    """Entry point of worker process `index`; it names its backup to the heartbeat responder
+    through `backup_to` (its watch on that backup: nf_host/death_watch.py)."""
     become_child(cfg.log_level, f"nf{cfg.nf_id}.w{index}")
     try:
-        asyncio.run(_worker_async(cfg, index, conn, clock))
+        asyncio.run(_worker_async(cfg, index, conn, clock, backup_to))
     except OSError as exc:  # e.g. no such interface, address in use: say so without a traceback
         conn.send((0, False, f"worker {index} failed: {exc}"))
     except Exception as exc:
@@ -119,7 +120,7 @@ def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
 
 
 async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
-                        clock: liveness.LoopClock | None) -> None:
+                        clock: liveness.LoopClock | None, backup_to: Connection | None) -> None:
     for mod in cfg.nf_modules:
         importlib.import_module(mod)
     nf = make_nf(cfg.nf, cfg.params)
@@ -130,6 +131,12 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
     sender = FrameSender(sock)
     wcfg = cfg.worker_config(index)
     worker = Worker(wcfg, nf, store, sender)
+    if backup_to is not None:
+        def name_backup(nf_id: int, address: str) -> None:
+            with contextlib.suppress(OSError):  # (the responder is gone: so is this NF, soon)
+                backup_to.send((nf_id, address))
+
+        worker.on_backup = name_backup
     await worker.start()
     # heartbeats (nf_host/liveness.py): answered by the responder process while this loop turns
     # (it marks its turns in `clock`), or by this loop itself
@@ -225,12 +232,17 @@ class WorkerPool:
                        for _ in range(cfg.workers if responder else 0)]
         self.responder: BaseProcess | None = None
         self.responder_counts = ctx.RawArray("Q", 2)  # its answered, withheld
+        # each worker names its backup to the responder (its watch: nf_host/death_watch.py)
+        watch_pipes = [ctx.Pipe(duplex=False) for _ in range(cfg.workers if responder else 0)]
         for i in range(cfg.workers):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=worker_main, args=(cfg, i, child, *self.clocks[i:i + 1]),
+            extra = (self.clocks[i], watch_pipes[i][1]) if responder else ()
+            proc = ctx.Process(target=worker_main, args=(cfg, i, child, *extra),
                                name=f"nf{cfg.nf_id}-w{i}")
             proc.start()
             child.close()
+            if responder:
+                watch_pipes[i][1].close()
             self.procs.append(proc)
             self.conns.append(parent)
             self._send_locks.append(threading.Lock())
@@ -246,10 +258,11 @@ class WorkerPool:
         for t in self._readers:
             t.start()
         if responder:
-            self._start_responder(ctx)
+            self._start_responder(ctx, [r for r, _w in watch_pipes])
 
-    def _start_responder(self, ctx: Any) -> None:
-        """The heartbeat responder process (nf_host/liveness.py), once the workers run."""
+    def _start_responder(self, ctx: Any, backups: list[Connection]) -> None:
+        """The heartbeat responder process (nf_host/liveness.py), once the workers run; it reads
+        each worker's backup from `backups`."""
         wcfg = self.cfg.worker_config(0)
         parent, child = ctx.Pipe()
         self.responder = ctx.Process(
@@ -257,9 +270,11 @@ class WorkerPool:
             args=(wcfg.repl_host, wcfg.repl_port, self.cfg.nf_id,
                   [(p.pid, c) for p, c in zip(self.procs, self.clocks, strict=True)],
                   os.getpid(), time.monotonic(), self.cfg.loop_stall_ms / 1000,
-                  self.cfg.heartbeat_echo == "realtime", self.responder_counts, child))
+                  self.cfg.heartbeat_echo == "realtime", self.responder_counts, child, backups))
         self.responder.start()
         child.close()
+        for conn in backups:
+            conn.close()
         if not parent.poll(30):
             raise RuntimeError("the heartbeat responder did not start within 30 s")
         said = str(parent.recv())
@@ -321,8 +336,11 @@ class WorkerPool:
 
     def close(self) -> None:
         if self.responder is not None:
-            self.responder.kill()  # (it holds nothing: its sockets only answer)
+            self.responder.terminate()  # (SIGTERM: its watches end with a goodbye)
             self.responder.join(3)
+            if self.responder.is_alive():
+                self.responder.kill()
+                self.responder.join(3)
         for conn in self.conns:
             # shut the socket down before closing it: a reader thread blocked in recv() keeps a
             # merely closed descriptor alive, and the worker would never see end-of-file

@@ -376,6 +376,16 @@ def test_a_primary_left_without_a_backup_is_protected_when_a_spare_comes_back():
             await c.registry.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         assert c.pairs[7] is None
+        told: list[bool] = []  # per group write with 6 as the backup: was 7 told of 6 before it?
+        write_group = c.session.set_group
+
+        async def set_group(group: int, port: int, backup_port: int | None,
+                            insert: bool = False) -> None:
+            if backup_port == c.cfg.nf(6).port:
+                told.append(any(k == "SetBackup" and v[0] == 6 for k, v in fakes[7].calls))
+            await write_group(group, port, backup_port, insert)
+
+        c.session.set_group = set_group
         c.cfg = c.cfg.model_copy(update={"nfs": [
             nf.model_copy(update={"node": "e"}) if nf.id == 6 else nf for nf in c.cfg.nfs]})
         c.registry.cfg = c.cfg  # 6 comes back on another node than 7 (a new machine)
@@ -390,6 +400,9 @@ def test_a_primary_left_without_a_backup_is_protected_when_a_spare_comes_back():
         assert fo.ok and fo.kind == "protect" and (fo.promoted, fo.new_backup) == (7, 6)
         assert fakes[7].backup == 6 and fakes[6].backed_up_for == 7
         assert set(c.slot_map.slots_of(7)) <= set(fakes[6].slots)
+        # the copies went to 6 before 7 committed anything with it (no packet of 7 processed in
+        # between is at 6 neither as a copy nor as acknowledged state)
+        assert told and told[0] is False
 
     asyncio.run(with_controller(body))
 

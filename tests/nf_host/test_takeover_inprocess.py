@@ -106,10 +106,31 @@ def test_a_takeover_releases_nothing_until_the_successor_holds_the_state() -> No
                         and b.w.c.packets == 4, "B promoted, the 4 copies processed")
             held = b.w.commit.held_outputs  # theirs, and A's logged output sent again
             await asyncio.sleep(0.1)  # (time for a wrong release; nothing waits on this)
-            assert b.out == [] and held >= 4 and b.w.commit.held_outputs == held
+            # (only what A had released may have left again: duplicates, nothing new)
+            assert _delivered(a, b).received == 4
+            assert held >= 4 and b.w.commit.held_outputs == held
             await c.w.start()
             await until(lambda: _delivered(a, b).received == 8, "released once C acknowledged")
             assert c.w.replicas[SLOT].last_seq == 8
+
+    run(body)
+
+
+def test_what_the_primary_had_released_leaves_again_at_once_the_rest_after_the_ack() -> None:
+    """A's logged output up to its released watermark needs no ack to leave again (it had left);
+    what A may not have released waits for the successor's ack like any new output."""
+    async def body() -> None:
+        async with armed(start_successor=False) as (a, b, c, sw):
+            await _feed(a, b, sw, range(5, 9))  # batch 2; its delta tells B batch 1 has left
+            await until(lambda: len(a.out) == 8, "A's output released")
+            _kill_link(a, "eof")
+            await until(lambda: len(b.out) == 4, "batch 1's output sent again at once")
+            assert [bytes(f) for f in b.out] == [bytes(f) for f in a.out[:4]]
+            assert b.w.commit.held_outputs == 4 and b.w.c.reemitted == 8
+            await c.w.start()
+            await until(lambda: len(b.out) == 8, "batch 2's output, once C acknowledged")
+            assert [bytes(f) for f in b.out[4:]] == [bytes(f) for f in a.out[4:]]
+            assert len(c.w.out_log.take(2)) == 8  # C logged both (if B dies, it sends them)
 
     run(body)
 
