@@ -25,6 +25,8 @@ Who answers (`nf-host run --heartbeat-echo`):
   silent after `stall_limit`). A stopped `nf-host` process group or a frozen VM answers nothing.
   Requests left unanswered because a process was stopped or a loop stuck are counted
   (`withheld`, Status `heartbeats_withheld`).
+  The responder process also keeps each worker's *watch* on its backup (`nf_host/death_watch.py`):
+  torn down first when the `nf-host` is killed, it tells an armed backup at once.
 * **normal**: the same responder process at normal priority.
 * **loop**: `HeartbeatEcho`, each worker's own event loop answers (silent whenever the worker
   waits for a CPU or is busy; the behaviour before the responder).
