@@ -351,9 +351,7 @@ class ControllerCore(ABC):
                 await self.store.save_pairs(self.pairs)
                 await self.store.save_groups(self.groups)
             if self.session.is_primary:
-                backup_port = None if backup is None else self.cfg.nf(backup).port
-                await self.session.set_group(group, self.cfg.nf(primary).port, backup_port,
-                                             insert=insert)
+                await self._write_group(group, primary, backup, insert)
 
     async def copies_to(self, primary: int, backup: int) -> None:
         """Rewrite `primary`'s replica group to {primary, backup} on the switch without recording
@@ -361,8 +359,13 @@ class ControllerCore(ABC):
         first backup must not commit a batch with it whose input it never received a copy of."""
         async with self._lock:
             if primary in self.groups and self.session.is_primary:
-                await self.session.set_group(self.groups[primary], self.cfg.nf(primary).port,
-                                             self.cfg.nf(backup).port)
+                await self._write_group(self.groups[primary], primary, backup)
+
+    async def _write_group(self, group: int, primary: int, backup: int | None,
+                           insert: bool = False) -> None:
+        """Replica group `group` on the switch: `primary`'s port, and `backup`'s if any."""
+        backup_port = None if backup is None else self.cfg.nf(backup).port
+        await self.session.set_group(group, self.cfg.nf(primary).port, backup_port, insert=insert)
 
     # -- periodic work ----------------------------------------------------------------------------
     async def _counter_loop(self) -> None:

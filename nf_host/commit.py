@@ -28,7 +28,7 @@ class Batch:
 
     def logged(self) -> list[Any]:
         """What the backup logs of this batch (`[[id, frames]]`, nothing if no output)."""
-        frames = self.resent + self.outputs
+        frames = [*self.resent, *self.outputs] if self.resent else self.outputs  # (no copy per batch)
         return [[self.id, frames]] if frames else []
 
 
@@ -128,11 +128,8 @@ class OutputLog:
 
     def take(self, primary: int) -> list[bytes]:
         """Remove and return the logged output of `primary` (of every primary if 0), in order."""
-        ids = [primary] if primary else sorted(self.logs)
         out: list[bytes] = []
-        for nf in ids:
-            self.released.pop(nf, None)
-            for _bid, frames, _t in self.logs.pop(nf, deque()):
-                out.extend(frames)
-        self.frames -= len(out)
+        for nf in [primary] if primary else sorted(self.logs):
+            sent, rest = self.take_split(nf)
+            out += sent + rest
         return out

@@ -59,7 +59,6 @@ class DeathWatch:
                  updates: Sequence[Connection]) -> None:
         self.selector, self.nf_id, self.updates = selector, nf_id, list(updates)
         self.watches = [_Watch(i) for i in range(len(self.updates))]
-        self.connects = 0  # watches established (each a hello accepted so far)
         for i, conn in enumerate(self.updates):
             selector.register(conn, selectors.EVENT_READ, lambda _m, i=i: self._update(i))
 
@@ -123,7 +122,6 @@ class DeathWatch:
             self._retry(w)
             return
         w.connected = True
-        self.connects += 1
         self.selector.modify(sock, selectors.EVENT_READ, lambda _m, w=w: self._readable(w))
 
     def _readable(self, w: _Watch) -> None:

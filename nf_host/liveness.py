@@ -175,6 +175,7 @@ class HeartbeatResponder:
         self.ignored = 0
         self.withheld = 0  # requests not answered: the worker was stopped, gone or stuck
         self._silent: dict[int, str] = {}  # worker index -> why it is not answered (logged once)
+        self.death_watch: DeathWatch | None = None
         self._selector = selectors.DefaultSelector()
         self._socks: list[socket.socket] = []
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -265,8 +266,7 @@ class HeartbeatResponder:
                 self._thread.join(2)
             self._wake_r.close()
             self._wake_w.close()
-        if getattr(self, "death_watch", None) is not None:
-            assert self.death_watch is not None
+        if self.death_watch is not None:
             self.death_watch.close()
         for sock in self._socks:
             sock.close()
