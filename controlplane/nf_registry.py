@@ -200,8 +200,17 @@ class NfRegistry:
                 await result
 
     async def _call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
+        conn, state = self._conn(nf_id), self.nfs[nf_id]
+        # An NF that answers heartbeats but whose channel is not READY (it just started, or its
+        # connection was reset) is reconnecting, possibly in gRPC's back-off (up to
+        # max_reconnect_backoff_ms): the call waits for the channel within its deadline instead
+        # of failing at once. (A live backup's replacement failed so at start-up, its primary's
+        # channel still in back-off.) A call to an NF declared down fails fast as before.
+        wait = bool(state.alive) and not state.declared_down \
+            and conn.channel.get_state() != grpc.ChannelConnectivity.READY
         try:
-            reply = await getattr(self._conn(nf_id).stub, name)(request, timeout=timeout)
+            reply = await getattr(conn.stub, name)(request, timeout=timeout,
+                                                   wait_for_ready=True if wait else None)
         except grpc.aio.AioRpcError as exc:
             raise NfControlError(nf_id, name, f"{exc.code().name}: {exc.details()}") from None
         if hasattr(reply, "ok") and not reply.ok:

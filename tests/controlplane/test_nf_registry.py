@@ -173,3 +173,34 @@ def test_load_report_carries_cpu_workers_overload_drops_and_per_slot_state():
         assert load.slots_behind == {mine[1], mine[2]}
 
     asyncio.run(with_fakes(body))
+
+
+def test_a_call_to_a_live_nf_whose_channel_reconnects_waits_for_it():
+    """An NF that answers heartbeats while its control channel is down (a runtime that just
+    started: its UDP responder answers before its gRPC server listens, or a reset connection in
+    gRPC's reconnection back-off) is called once the channel is up again, within the call's
+    deadline; an NF declared down is not waited for. (A live backup's replacement failed at
+    start-up, its primary's channel still in back-off.)"""
+    async def body(registry, fakes, servers):
+        assert (await registry.heartbeat_round())[1]
+        await servers[1].stop()
+        with pytest.raises(NfControlError):  # the channel fails, and backs off
+            await registry.call(1, "SetBackup", pb.SetBackupRequest(backup_nf_id=3), timeout=1)
+        assert registry.nfs[1].alive  # (its heartbeats, over UDP in a deployment, still answer)
+
+        async def restart_later() -> None:
+            await asyncio.sleep(0.3)
+            await servers[1].start()
+        later = asyncio.create_task(restart_later())
+        await registry.call(1, "SetBackup", pb.SetBackupRequest(backup_nf_id=4), timeout=3)
+        await later
+        assert fakes[1].backup == 4
+
+        await servers[2].stop()
+        registry.nfs[2].declared_down, registry.nfs[2].alive = True, False
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(NfControlError):
+            await registry.call(2, "SetBackup", pb.SetBackupRequest(backup_nf_id=3), timeout=3)
+        assert asyncio.get_running_loop().time() - started < 1.5  # failed fast, not at 3 s
+
+    asyncio.run(with_fakes(body))
