@@ -28,8 +28,8 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
   (`heartbeat_deadline_s`), then restored; the NF comes back as a spare that owns nothing.
 
-Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times), and `rss()`
-snapshots the memory of every process of the run, at the start and the end, for the summary.
+Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times); the memory of
+the run's processes is topo/memory.py's.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import psutil
 from rich.table import Table
 
 from topo.disturbances import http_json
@@ -284,37 +283,6 @@ def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Calla
     return rec
 
 
-def rss(root_pid: int) -> dict[str, int]:
-    """Resident memory of every process under `root_pid`, by a readable name (`nf3`,
-    `nfc-controller standby`, `etcd m1`, `p4sim`, ...) with the pid to keep names apart."""
-    out: dict[str, int] = {}
-    try:
-        procs = psutil.Process(root_pid).children(recursive=True)
-    except psutil.Error:
-        return out
-    for p in procs:
-        try:
-            cmd = p.cmdline()
-            mem = p.memory_info().rss
-        except psutil.Error:
-            continue
-        out[f"{_name(cmd)} [{p.pid}]"] = mem
-    return out
-
-
-def _name(cmd: list[str]) -> str:
-    text = " ".join(cmd)
-    for key, label in (("nf_host", "nf-host"), ("controlplane", "nfc-controller"),
-                       ("etcd", "etcd"), ("p4sim", "p4sim"), ("simple_switch", "bmv2"),
-                       ("topo.traffic", "traffic")):
-        if key in text:
-            for flag in ("--nf-id", "--name"):
-                if flag in cmd:
-                    return f"{label} {cmd[cmd.index(flag) + 1]}"
-            return label
-    return cmd[0] if cmd else "?"
-
-
 def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Table:
     """One row per fault kind: count, handled, detection and recovery p50/p99, and the run's
     losses (by the system; by the wire and the end hosts), duplicates, reorderings, repeats."""
@@ -355,34 +323,6 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
                          f"{ms(cut['p50'])} ms; from the restore to the NF back in the pool "
                          f"owning no slot p50 {ms(back['p50'])} ms, p99 "
                          f"{ms(back['p99'])} ms").lstrip("\n")
-    return table
-
-
-def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
-    """Resident memory of each process alive at the start and the end, and its growth; then
-    the parts that were restarted meanwhile (same name, another pid: `nf-host 3`, `etcd m1`,
-    `p4sim`, a controller), whose growth says nothing about a leak (a fresh process at the end)."""
-    start, end = rss_by_time.get("start", {}), rss_by_time.get("end", {})
-    table = Table(title="memory (RSS) of the processes alive at the start and the end")
-    for col in ("process", "start MiB", "end MiB", "growth"):
-        table.add_column(col, justify="right" if col != "process" else "left")
-    for name in sorted(set(start) & set(end)):
-        a, b = start[name], end[name]
-        table.add_row(name, f"{a / 2**20:.1f}", f"{b / 2**20:.1f}", f"{(b - a) / a * 100:+.1f} %"
-                      if a else "-")
-
-    def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for key, mem in procs.items():
-            out.setdefault(key.rsplit(" [", 1)[0], []).append(mem)
-        return out
-
-    first, last = by_name({k: v for k, v in start.items() if k not in end}), \
-        by_name({k: v for k, v in end.items() if k not in start})
-    for name in sorted(set(first) & set(last)):
-        if len(first[name]) == len(last[name]) == 1:  # one process of that name, restarted
-            table.add_row(f"{name} (restarted)", f"{first[name][0] / 2**20:.1f}",
-                          f"{last[name][0] / 2**20:.1f}", "-")
     return table
 
 

@@ -57,7 +57,8 @@ class Disturbances:
     failovers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     losses: dict[str, Any] = field(default_factory=dict)
-    rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"end": process -> bytes
+    rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"warm"/"end": process -> bytes
+    rss_series: list[dict[str, Any]] = field(default_factory=list)  # {"t": s, "rss": {...}} (topo/memory.py)
 
 
 def _processed(api: str) -> int:

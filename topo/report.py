@@ -10,6 +10,7 @@ from rich.table import Table
 from topo import chaos
 from topo.disturbances import Disturbances
 from topo.faults import FaultRecord, percentiles
+from topo.memory import rss_table
 from topo.traffic import SideReport
 from topo.verify import Verdict
 
@@ -83,7 +84,7 @@ def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0
         console.print(fault_table(dist.faults, dist.losses))
         console.print(chaos.kind_table(dist.faults, dist.losses, host_drops))
     if dist.rss:
-        console.print(chaos.rss_table(dist.rss))
+        console.print(rss_table(dist.rss))
     if dist.losses:
         lo = dist.losses
         console.print(f"over the whole run: lost {lo['lost']}, duplicated {lo['duplicated']}, "

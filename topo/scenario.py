@@ -60,6 +60,8 @@ from topo.etcd import run_etcd_cluster
 from topo.faults import ALL_KINDS, FAULT_KINDS, first_output_times, takeover_times
 from topo.kernel_drops import kernel_counters, machine_counters
 from topo.losses import loss_lines, switch_status, where_lost
+from topo.memory import RssSampler
+from topo.memory import plot as plot_rss
 from topo.mgmt_cut import MgmtCuts
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
@@ -477,7 +479,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     with ExitStack() as stack:
         sys_ = stack.enter_context(system(opts, console))
         cfg, net, ctls, api, log_dir = sys_.cfg, sys_.net, sys_.ctls, sys_.api, sys_.log_dir
-        rss_start = chaos.rss(os.getpid())
+        memory = RssSampler(os.getpid())
+        stack.callback(memory.stop)  # (stopped below on the normal path: idempotent)
         client, server = net.get("client"), net.get("server")
         server_ip = server.IP()
         for cmd in chain_run.neighbours(cfg, client.MAC()):
@@ -531,7 +534,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         sink.terminate()
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         api = ctls.leader_api(api)  # after controller faults, the standby may lead
-        rss_end = chaos.rss(os.getpid())
+        memory.stop()
         nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
@@ -548,7 +551,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             lb["hot_flows"] = hot_ids
         if dist is not None:
             dist.failovers = http_json(f"{api}/status")["failovers"]
-            dist.rss = {"start": rss_start, "end": rss_end}
+            dist.rss = memory.snapshots()
+            dist.rss_series = memory.series_json()
             dist.errors += [f"controller {n} stopped by itself (lease lost) and was started again"
                             for n in ctls.revived]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
@@ -579,6 +583,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
+        if dist.faults and plot_rss(dist.rss_series, log_dir / "rss.png"):
+            console.print(f"memory over the run: {log_dir / 'rss.png'}")
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
     summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain)
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]

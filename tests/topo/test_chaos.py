@@ -39,7 +39,8 @@ def test_controller_etcd_and_primary_faults_under_load_lose_nothing(tmp_path: Pa
     assert all(f["ok"] for f in dist["faults"]), dist["faults"]
     wire = sum(f.get("wire_lost", 0) for f in dist["faults"]) + dist["losses"]["lost_in_switch_outages"]
     assert dist["losses"]["lost"] <= wire and dist["losses"]["ok"], (dist["losses"], wire)
-    assert set(dist["rss"]) == {"start", "end"} and dist["rss"]["start"]
+    assert set(dist["rss"]) == {"start", "warm", "end"} and dist["rss"]["start"]
+    assert dist["rss_series"] and dist["rss_series"][-1]["t"] > 20  # sampled through the run
     assert "faults by kind" in result.stdout and "memory (RSS)" in result.stdout
 
 
