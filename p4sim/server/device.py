@@ -176,7 +176,6 @@ class Device:
         """Packets into the pipeline back to back under one hold of the lock (a Write waits for
         the whole batch); then their outputs go to ports and controllers, in order."""
         outputs: list[tuple[int, bytes]] = []
-        lists: list[p4r.DigestList] = []
         with self.lock:
             pipeline = self.pipeline
             if pipeline is None:
@@ -202,18 +201,31 @@ class Device:
                     except Exception as exc:  # never let one bad packet stop the switch
                         self.stats.engine_errors += 1
                         LOG.warning("engine failed on a packet from port %d: %r", port, exc)
-            try:
-                digests = switch.take_digests()
-            except Exception as exc:
-                self.stats.engine_errors += 1
-                LOG.warning("engine failed taking digests: %r", exc)
-                digests = []
-            if digests:
-                now = time.time_ns()
-                for digest_id, members in digests:
-                    lists.extend(pipeline.digests.add(digest_id, members, now))
-            if pipeline.digests.next_deadline_ns() is not None:
-                self._wake.notify()
+            lists = self._digest_lists(pipeline)
+        self.deliver(pipeline, outputs, lists)
+
+    def _digest_lists(self, pipeline: Pipeline) -> list[p4r.DigestList]:
+        """The digests the last packets queued in the engine, batched (the caller holds the
+        lock); the digest timer is woken when a list waits for its deadline."""
+        lists: list[p4r.DigestList] = []
+        try:
+            digests = pipeline.switch.take_digests()
+        except Exception as exc:
+            self.stats.engine_errors += 1
+            LOG.warning("engine failed taking digests: %r", exc)
+            digests = []
+        if digests:
+            now = time.time_ns()
+            for digest_id, members in digests:
+                lists.extend(pipeline.digests.add(digest_id, members, now))
+        if pipeline.digests.next_deadline_ns() is not None:
+            self._wake.notify()
+        return lists
+
+    def deliver(self, pipeline: Pipeline, outputs: list[tuple[int, bytes]],
+                lists: list[p4r.DigestList]) -> None:
+        """Outputs of a batch to the ports (counted in packets_out) or, for the CPU port, to the
+        primary controllers; then the digest lists (called without the lock)."""
         for out_port, out_data in outputs:
             if out_port == self.cpu_port:
                 self._packet_in(pipeline, out_data)
