@@ -102,6 +102,8 @@ class NativeRingPath:
             dev.stats.packets_in += got
             dev.stats.packets_out += sent
             lists = dev._digest_lists(pipeline)
+        if not self.runs:
+            LOG.info("port loop: the native ring fast path runs the batches")
         self.runs += 1
         if left or lists:
             try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -193,7 +194,10 @@ def open_ports(args: argparse.Namespace, names: dict[int, str]) -> Any:
 
 def _native_rings(port_set: Any, device: Any) -> None:
     """The ring fast path in C whenever the committed pipeline runs on the native engine
-    (p4sim/native/rings.py); without cffi the Python path does everything."""
+    (p4sim/native/rings.py); without cffi, or with P4SIM_NATIVE_RING=0 (for comparisons), the
+    Python path does everything."""
+    if os.environ.get("P4SIM_NATIVE_RING", "1") == "0":
+        return
     try:
         from p4sim.native.rings import NativeRingPath
     except ImportError:
