@@ -4,6 +4,7 @@ The Python `Switch` keeps doing what the control plane sees (validation, error c
 as written, P4Info ids); every write is then mirrored into the C engine's own tables, profiles
 and PRE through its C API (cffi, ABI mode: the library is a plain shared object), and every read
 of state the packets change (counters, direct counters, registers, digests) comes from C.
+`NativeSwitch.ring_run` is the C loop of `--io ring` (ringloop.c; driven by p4sim/native/rings.py).
 """
 
 from __future__ import annotations

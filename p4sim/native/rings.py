@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("p4sim.ports")
 
 _QUIET = (errno.ENXIO, errno.ENETDOWN, errno.ENODEV)
+MAX_RINGS = 256  # p4n_ring_run serves at most this many ports (more: the Python path)
 
 
 def fill_ring(r: Any, ring: PacketRing, port: int, fd: int) -> None:
@@ -86,7 +87,8 @@ class NativeRingPath:
         with dev.lock:
             pipeline = dev.pipeline
             sw = pipeline.switch if pipeline is not None else None
-            if pipeline is None or not isinstance(sw, NativeSwitch) or dev.tap is not None:
+            if (pipeline is None or not isinstance(sw, NativeSwitch) or dev.tap is not None
+                    or len(ports._rings) > MAX_RINGS):
                 return False
             arr = self._structs()
             locks = [ports._tx_locks[p] for p in self._order]

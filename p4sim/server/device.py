@@ -3,7 +3,9 @@
 One `Device` holds the committed `Pipeline` (and one saved by VERIFY_AND_SAVE), the arbiter, and the
 digest timer. Packets from ports and packet-outs from the controller go through `Device.inject`,
 which runs the engine under the device lock (so a Write batch is atomic with respect to packets)
-and hands the results to the ports, to the primary controllers (packet-in) and to the digest batcher.
+and hands the results to the ports, to the primary controllers (packet-in) and to the digest batcher
+(`deliver`; the native ring fast path, p4sim/native/rings.py, runs the engine itself under the same
+lock and hands `deliver` only the outputs it did not send).
 """
 
 from __future__ import annotations
