@@ -3,13 +3,19 @@
 process running tests/p4sim/programs/ipv4_forward.p4.
 
     .venv/bin/python -m bench.p4sim_server [--writes 1000] [--duration 5] [--no-veth]
+        [--only-veth] [--io socket,ring,ring-pyloop] [--engine python,native]
+        [--traffic ring,python] [--repeats 3]
 
-The veth part needs root (network namespaces). Prints one table.
+The veth part needs root (network namespaces); its traffic comes from bench/veth_traffic.py (by
+default TX/RX rings, so that the generator and the receiver cost next to nothing per packet and
+the figure is p4sim's). Every variant runs `--repeats` times, interleaved; one table of medians,
+each variant's forwarded rate also as a ratio to the first's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -20,45 +26,13 @@ from pathlib import Path
 import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc
 
+from bench.veth_traffic import RECEIVERS, SENDERS
 from p4sim.server.device import Device, real_engine
 from p4sim.server.service import serve
 from tests.p4sim.server.netns import VethTopology
 from tests.support.procs import free_port, wait_for
 
 PROGRAM = Path(__file__).resolve().parents[1] / "tests" / "p4sim" / "programs" / "ipv4_forward.p4"
-
-SENDER = r"""
-import socket, sys, time
-iface, frame, seconds = sys.argv[1], bytes.fromhex(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((iface, 0))
-n, end = 0, time.monotonic() + seconds
-while time.monotonic() < end:
-    for _ in range(100):
-        try:
-            s.send(frame); n += 1
-        except OSError:
-            pass
-print(n, flush=True)
-"""
-
-RECEIVER = r"""
-import socket, sys, time, select
-iface, dst, seconds = sys.argv[1], bytes.fromhex(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-s.bind((iface, 0))
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-print("ready", flush=True)
-n, end = 0, time.monotonic() + seconds
-while time.monotonic() < end:
-    r, _, _ = select.select([s], [], [], 0.1)
-    if r:
-        data = s.recv(65536)
-        if data[:6] == dst:
-            n += 1
-print(n, flush=True)
-"""
-
 
 def _route(p4info: p4i.P4Info, i: int, prefix_len: int = 32) -> p4r.Update:
     table = next(t for t in p4info.tables if t.preamble.name.endswith("ipv4_lpm"))
@@ -151,10 +125,14 @@ def bench_writes(n: int) -> dict[str, float]:
     return results
 
 
-def bench_veth(seconds: float, io: str = "socket", engine: str = "native") -> dict[str, float]:
+def bench_veth(seconds: float, io: str = "socket", engine: str = "native", traffic: str = "ring"
+               ) -> dict[str, float]:
     topo = VethTopology.create(2)
     h1, h2 = topo.hosts
     port = free_port()
+    env = dict(os.environ)
+    if io == "ring-pyloop":  # the ring I/O without its native fast path (the Python loop)
+        io, env["P4SIM_NATIVE_RING"] = "ring", "0"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -176,6 +154,7 @@ def bench_veth(seconds: float, io: str = "socket", engine: str = "native") -> di
             "--engine",
             engine,
         ],
+        env=env,
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
@@ -211,7 +190,7 @@ def bench_veth(seconds: float, io: str = "socket", engine: str = "native") -> di
                 h2.ns,
                 sys.executable,
                 "-c",
-                RECEIVER,
+                RECEIVERS[traffic],
                 h2.intf,
                 "020000000002",
                 str(seconds + 2),
@@ -228,7 +207,7 @@ def bench_veth(seconds: float, io: str = "socket", engine: str = "native") -> di
                 h1.ns,
                 sys.executable,
                 "-c",
-                SENDER,
+                SENDERS[traffic],
                 h1.intf,
                 frame.hex(),
                 str(seconds),
@@ -261,26 +240,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0, help="seconds of traffic (default 5)")
     ap.add_argument("--no-veth", action="store_true", help="skip the packet benchmark (needs root)")
     ap.add_argument("--io", default="socket,ring",
-                    help="port I/O variants of the packet benchmark, compared (default socket,ring)")
+                    help="port I/O variants of the packet benchmark, compared (default socket,ring; "
+                         "ring-pyloop: ring without the native fast path, P4SIM_NATIVE_RING=0)")
     ap.add_argument("--engine", default="native",
                     help="packet engines of the packet benchmark, compared (default native; "
                          "python,native for both)")
+    ap.add_argument("--traffic", default="ring",
+                    help="traffic generator and receiver of the packet benchmark, compared: ring "
+                         "(TX/RX rings, no per-packet Python work; default) and/or python (one "
+                         "send()/recv() per packet, the first version)")
     ap.add_argument("--repeats", type=int, default=3, help="packet runs per variant (median)")
+    ap.add_argument("--only-veth", action="store_true", help="skip the table write benchmark")
     args = ap.parse_args(argv)
     engines = [x for x in args.engine.split(",") if x]
     if not engines or any(e not in ("python", "native") for e in engines):
         ap.error(f"--engine {args.engine!r}: a comma-separated list of python and native")
-    results = bench_writes(args.writes)
+    traffics = [x for x in args.traffic.split(",") if x]
+    if not traffics or any(t not in SENDERS for t in traffics):
+        ap.error(f"--traffic {args.traffic!r}: a comma-separated list of ring and python")
+    results = {} if args.only_veth else bench_writes(args.writes)
     if not args.no_veth:
-        variants = [(io, engine) for io in args.io.split(",") if io for engine in engines]
-        runs: dict[tuple[str, str], list[dict[str, float]]] = {v: [] for v in variants}
+        variants = [(io, engine, traffic) for traffic in traffics for io in args.io.split(",") if io
+                    for engine in engines]
+        runs: dict[tuple[str, str, str], list[dict[str, float]]] = {v: [] for v in variants}
         for _ in range(args.repeats):
             for variant in variants:  # interleaved: a change of the machine's load hits each
                 runs[variant].append(bench_veth(args.duration, *variant))
         base = 0.0
-        first = f"--io {variants[0][0]} --engine {variants[0][1]}"
+
+        def label(v: tuple[str, str, str]) -> str:
+            return f"--io {v[0]} --engine {v[1]}" + (f" --traffic {v[2]}" if len(traffics) > 1 else "")
+
+        first = label(variants[0])
         for variant in variants:
-            name = f"--io {variant[0]} --engine {variant[1]}"
+            name = label(variant)
             for key in runs[variant][0]:
                 results[f"{key}, {name}"] = statistics.median(r[key] for r in runs[variant])
             fwd = results[f"forwarded pkt/s (veth to veth), {name}"]

@@ -4,6 +4,7 @@ The Python `Switch` keeps doing what the control plane sees (validation, error c
 as written, P4Info ids); every write is then mirrored into the C engine's own tables, profiles
 and PRE through its C API (cffi, ABI mode: the library is a plain shared object), and every read
 of state the packets change (counters, direct counters, registers, digests) comes from C.
+`NativeSwitch.ring_run` is the C loop of `--io ring` (ringloop.c; driven by p4sim/native/rings.py).
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ uint32_t p4n_digests(void *c, const uint32_t **ids, const uint64_t **vals, uint6
 void p4n_digests_clear(void *c);
 uint32_t p4n_dmax(void);
 uint32_t p4n_amax(void);
+typedef struct p4n_ring {
+    uint8_t *rxm; uint8_t *txm; int32_t fd; uint32_t port; uint32_t active;
+    uint32_t block_size, nblocks, rx_next; uint32_t tx_frame_size, tx_frames, tx_next; int64_t tx_last;
+    int64_t rx, rx_truncated, tx, tx_errors, tx_overflows; int32_t last_errno; uint32_t unsent;
+} p4n_ring;
+uint32_t p4n_ring_run(void *c, p4n_ring *rings, uint32_t n, uint32_t max_frames, int64_t cpu_port,
+                      uint64_t *nsent, const uint32_t **defer, uint32_t *ndefer, const uint8_t **odata,
+                      const uint32_t **ometa);
 """
 
 _FFI: Any = None
@@ -171,6 +180,30 @@ class NativeSwitch(Switch):
         end = meta[-2] + meta[-1]
         buf = f.buffer(self._odata[0], end)[:]
         return [(meta[i], (meta[i + 1], buf[meta[i + 2]:meta[i + 2] + meta[i + 3]])) for i in range(0, 4 * n, 4)]
+
+    def ring_run(self, rings: Any, n: int, max_frames: int, cpu_port: int | None
+                 ) -> tuple[int, int, list[tuple[int, bytes]]]:
+        """One wake-up of the ring fast path (`p4n_ring_run`, ringloop.c) on `n` `p4n_ring`s:
+        (frames received, outputs written into transmit rings, the outputs left to the caller as
+        (port, bytes)). The caller holds the transmit rings (p4sim/native/rings.py)."""
+        f = self._ffi
+        nsent = self._pb
+        defer = f.new("const uint32_t **")
+        ndefer = f.new("uint32_t *")
+        with self._lock:
+            if self._meter_infos:
+                self._meter_clock()
+            got = int(self._lib.p4n_ring_run(self._c, rings, n, max_frames,
+                                             -1 if cpu_port is None else cpu_port, nsent, defer,
+                                             ndefer, self._odata, self._ometa))
+            nd = int(ndefer[0])
+            left: list[tuple[int, bytes]] = []
+            if nd:
+                meta = self._ometa[0]
+                for i in f.unpack(defer[0], nd):
+                    port, off, length = meta[4 * i + 1], meta[4 * i + 2], meta[4 * i + 3]
+                    left.append((int(port), f.buffer(self._odata[0] + off, length)[:]))
+            return got, int(nsent[0]), left
 
     def take_digests(self) -> list[tuple[int, list[bytes]]]:
         f = self._ffi

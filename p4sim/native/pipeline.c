@@ -268,7 +268,7 @@ void p4n_free(void *cv) {
     for (uint32_t i = 0; i < c->nrep; i++) { free(c->rep[i].ports); free(c->rep[i].rids); }
     free(c->rep);
     p4n_map_free(&c->mc); p4n_map_free(&c->cs);
-    free(c->out); free(c->meta); free(c->work); free(c->dg_id); free(c->dg_vals);
+    free(c->out); free(c->meta); free(c->defer); free(c->work); free(c->dg_id); free(c->dg_vals);
     free(c);
 }
 

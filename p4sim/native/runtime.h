@@ -465,6 +465,9 @@ typedef struct p4n_ctx {
     size_t out_n, out_cap;
     uint32_t *meta;
     uint32_t nout, capmeta, cur_in;
+    /* outputs the ring loop leaves to Python (ringloop.c): indices into meta */
+    uint32_t *defer;
+    uint32_t ndefer, capdefer;
     /* work queue of one input packet */
     p4n_work *work;
     uint32_t whead, wtail, wcap;

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -191,6 +192,19 @@ def open_ports(args: argparse.Namespace, names: dict[int, str]) -> Any:
     return ports
 
 
+def _native_rings(port_set: Any, device: Any) -> None:
+    """The ring fast path in C whenever the committed pipeline runs on the native engine
+    (p4sim/native/rings.py); without cffi, or with P4SIM_NATIVE_RING=0 (for comparisons), the
+    Python path does everything."""
+    if os.environ.get("P4SIM_NATIVE_RING", "1") == "0":
+        return
+    try:
+        from p4sim.native.rings import NativeRingPath
+    except ImportError:
+        return
+    port_set.fast = NativeRingPath(port_set, device).run
+
+
 def run(args: argparse.Namespace) -> int:
     from p4sim.server.device import Device
     from p4sim.server.pcap import PcapTap
@@ -268,6 +282,8 @@ def run(args: argparse.Namespace) -> int:
             server.stop(0)
             device.close()
             return 1
+    if args.io == "ring":
+        _native_rings(port_set, device)
     port_set.start(device.inject, device.inject_batch)
     stop = threading.Event()
 

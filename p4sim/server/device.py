@@ -3,7 +3,9 @@
 One `Device` holds the committed `Pipeline` (and one saved by VERIFY_AND_SAVE), the arbiter, and the
 digest timer. Packets from ports and packet-outs from the controller go through `Device.inject`,
 which runs the engine under the device lock (so a Write batch is atomic with respect to packets)
-and hands the results to the ports, to the primary controllers (packet-in) and to the digest batcher.
+and hands the results to the ports, to the primary controllers (packet-in) and to the digest batcher
+(`deliver`; the native ring fast path, p4sim/native/rings.py, runs the engine itself under the same
+lock and hands `deliver` only the outputs it did not send).
 """
 
 from __future__ import annotations
@@ -176,7 +178,6 @@ class Device:
         """Packets into the pipeline back to back under one hold of the lock (a Write waits for
         the whole batch); then their outputs go to ports and controllers, in order."""
         outputs: list[tuple[int, bytes]] = []
-        lists: list[p4r.DigestList] = []
         with self.lock:
             pipeline = self.pipeline
             if pipeline is None:
@@ -202,18 +203,31 @@ class Device:
                     except Exception as exc:  # never let one bad packet stop the switch
                         self.stats.engine_errors += 1
                         LOG.warning("engine failed on a packet from port %d: %r", port, exc)
-            try:
-                digests = switch.take_digests()
-            except Exception as exc:
-                self.stats.engine_errors += 1
-                LOG.warning("engine failed taking digests: %r", exc)
-                digests = []
-            if digests:
-                now = time.time_ns()
-                for digest_id, members in digests:
-                    lists.extend(pipeline.digests.add(digest_id, members, now))
-            if pipeline.digests.next_deadline_ns() is not None:
-                self._wake.notify()
+            lists = self._digest_lists(pipeline)
+        self.deliver(pipeline, outputs, lists)
+
+    def _digest_lists(self, pipeline: Pipeline) -> list[p4r.DigestList]:
+        """The digests the last packets queued in the engine, batched (the caller holds the
+        lock); the digest timer is woken when a list waits for its deadline."""
+        lists: list[p4r.DigestList] = []
+        try:
+            digests = pipeline.switch.take_digests()
+        except Exception as exc:
+            self.stats.engine_errors += 1
+            LOG.warning("engine failed taking digests: %r", exc)
+            digests = []
+        if digests:
+            now = time.time_ns()
+            for digest_id, members in digests:
+                lists.extend(pipeline.digests.add(digest_id, members, now))
+        if pipeline.digests.next_deadline_ns() is not None:
+            self._wake.notify()
+        return lists
+
+    def deliver(self, pipeline: Pipeline, outputs: list[tuple[int, bytes]],
+                lists: list[p4r.DigestList]) -> None:
+        """Outputs of a batch to the ports (counted in packets_out) or, for the CPU port, to the
+        primary controllers; then the digest lists (called without the lock)."""
         for out_port, out_data in outputs:
             if out_port == self.cpu_port:
                 self._packet_in(pipeline, out_data)
