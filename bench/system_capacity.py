@@ -19,7 +19,7 @@ lost nothing but failed by its backlog says so.
 A system is brought up once per variant and repeat (about half a minute) and then carries every
 round of that search: a full `make run` per rate would spend most of its time starting up.
 
-    .venv/bin/python -m bench.system_capacity [--io socket,ring] [--engine python] [--repeats 3]
+    .venv/bin/python -m bench.system_capacity [--io socket,ring,ring-pyloop] [--engine python] [--repeats 3]
     .venv/bin/python -m bench.system_capacity --quick       # one repeat, 3 rounds per variant
 
 Needs root (Mininet) and `make build`.
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -182,11 +183,26 @@ def capacity_of(variant: Variant, args: argparse.Namespace, out: Path, console: 
     """Bring the system up with `variant` and search its zero-loss capacity."""
     from topo.scenario import DEFAULT_CONFIG, RunOptions, system
 
+    # ring-pyloop: ring I/O with the native fast path off (p4sim reads P4SIM_NATIVE_RING)
+    io = "ring" if variant.io == "ring-pyloop" else variant.io
     opts = RunOptions(target="p4sim", config=DEFAULT_CONFIG, flows=args.flows, packets=1, rate=1.0,
                       workers=1, out_dir=out, ready_timeout=120.0, etcd_members=1, standby=False,
-                      io=variant.io, engine=variant.engine if engine_option else None)
+                      io=io, engine=variant.engine if engine_option else None)
     trials: list[Trial] = []
     t0 = time.monotonic()
+    saved = os.environ.get("P4SIM_NATIVE_RING")
+    os.environ["P4SIM_NATIVE_RING"] = "0" if variant.io == "ring-pyloop" else "1"
+    try:
+        return _search(variant, args, out, console, opts, system, trials, t0)
+    finally:
+        if saved is None:
+            os.environ.pop("P4SIM_NATIVE_RING", None)
+        else:
+            os.environ["P4SIM_NATIVE_RING"] = saved
+
+
+def _search(variant: Variant, args: argparse.Namespace, out: Path, console: Console, opts: Any,
+            system: Any, trials: list[Trial], t0: float) -> tuple[float, list[Trial]]:
     with system(opts, Console(quiet=True)) as sys_:
         console.print(f"  [dim]{variant.name}: system up in {time.monotonic() - t0:.0f} s[/]")
 
@@ -222,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="bench.system_capacity", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--io", default="socket,ring", help="p4sim port I/O variants, comma-separated")
+    p.add_argument("--io", default="socket,ring",
+                   help="p4sim port I/O variants, comma-separated: socket, ring, ring-pyloop (ring "
+                        "without the native engine's C loop: P4SIM_NATIVE_RING=0)")
     p.add_argument("--engine", default="python",
                    help="p4sim engines, comma-separated (only those `p4sim run --engine` offers)")
     p.add_argument("--repeats", type=int, default=3, help="searches per variant (median)")

@@ -61,3 +61,31 @@ def test_quick_mode_compares_both_io_variants(tmp_path: Path) -> None:
     for run in result["runs"]:
         assert len(run["trials"]) in (2, 3)  # lo, hi, and one step unless hi passed
     assert "zero-loss capacity" in proc.stdout and "ratio" in proc.stdout
+
+
+@pytest.mark.unit
+def test_the_ring_pyloop_variant_runs_ring_io_with_the_native_loop_off(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import argparse
+    import contextlib
+
+    from rich.console import Console
+
+    import topo.scenario
+    from bench import system_capacity as sc
+
+    seen: list[tuple[str | None, str | None]] = []
+
+    @contextlib.contextmanager
+    def fake_system(opts, console):
+        seen.append((opts.io, os.environ.get("P4SIM_NATIVE_RING")))
+        yield None
+
+    monkeypatch.setattr(topo.scenario, "system", fake_system)
+    monkeypatch.setattr(sc, "bisect_capacity", lambda ok, lo, hi, steps: 1000.0)
+    monkeypatch.delenv("P4SIM_NATIVE_RING", raising=False)
+    args = argparse.Namespace(flows=4, lo=100.0, hi=200.0, steps=1, seconds=1.0, drain=1.0)
+    for io in ("ring-pyloop", "ring"):
+        sc.capacity_of(sc.Variant(io, "native"), args, tmp_path, Console(quiet=True), True)
+    assert seen == [("ring", "0"), ("ring", "1")]
+    assert "P4SIM_NATIVE_RING" not in os.environ  # put back as it was
