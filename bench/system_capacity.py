@@ -241,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--io", default="socket,ring",
                    help="p4sim port I/O variants, comma-separated: socket, ring, ring-pyloop (ring "
                         "without the native engine's C loop: P4SIM_NATIVE_RING=0)")
-    p.add_argument("--engine", default="python",
-                   help="p4sim engines, comma-separated (only those `p4sim run --engine` offers)")
+    p.add_argument("--engine", default="",
+                   help="p4sim engines, comma-separated (only those `p4sim run --engine` offers; "
+                        "default: every one it offers, both engines side by side)")
     p.add_argument("--repeats", type=int, default=3, help="searches per variant (median)")
     p.add_argument("--lo", type=float, default=1000.0, help="lowest rate tried (client pkt/s)")
     p.add_argument("--hi", type=float, default=16000.0, help="highest rate tried")
@@ -262,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.lo < args.hi:
         p.error(f"--lo {args.lo} must be positive and below --hi {args.hi}")
     offered = p4sim_engines()
-    engines = [e for e in args.engine.split(",") if e]
+    engines = [e for e in args.engine.split(",") if e] or (offered or ["python"])
     missing = [e for e in engines if e not in (offered or ["python"])]
     if missing:
         p.error(f"--engine {','.join(missing)}: this p4sim offers {','.join(offered or ['python'])}")

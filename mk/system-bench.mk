@@ -4,5 +4,5 @@ SYSTEM_BENCH_ARGS ?=
 
 .PHONY: bench-system
 
-bench-system: setup build ## zero-loss capacity of make run's system, p4sim --io socket vs ring (SYSTEM_BENCH_ARGS="--quick", "--engine python,native")
+bench-system: setup build ## zero-loss capacity of make run's system, p4sim --io socket vs ring on each engine (SYSTEM_BENCH_ARGS="--quick", "--io socket,ring-pyloop,ring")
 	$(PY) -m bench.system_capacity $(SYSTEM_BENCH_ARGS)
