@@ -241,7 +241,7 @@ class ExprCompiler:
             v = self.ex_as(value, tt, ctx)
             newv = f"(({cur} & {bt.mask ^ m}) | (({self.u64(v)} << {lo}) & {m}))"
             if bt.signed:
-                newv = f"_sx({newv}, {bt.width})"
+                newv = self.sx(newv, bt.width)
             self.assign_code(base, newv, ctx, w)
             return
         if isinstance(tt, (T.StructLike, T.Stack)):
@@ -255,6 +255,14 @@ class ExprCompiler:
     def u64(self, code: str) -> str:
         """The left operand of a shift (C widens it to 64 bits first)."""
         return code
+
+    def sx(self, code: str, width: int) -> str:
+        """The low ``width`` bits of ``code`` as a two's complement number (an ``int<width>``)."""
+        return f"_sx({code}, {width})"
+
+    def compare(self, op: str, a: str, b: str, t: T.Type) -> str:
+        """``a op b`` for a comparison operator ``op`` of two values of type ``t``."""
+        return f"({a} {op} {b})"
 
     def assign_code(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
         self.store(target, code, ctx, w)
@@ -405,12 +413,12 @@ class ExprCompiler:
         if e.op == "~":
             return f"({a} ^ {t.mask})" if not t.signed else f"(~{a})"
         if t.signed:
-            return f"_sx(-{a}, {t.width})"
+            return self.sx(f"(0 - {a})", t.width)
         return f"(-{a} & {t.mask})"
 
     def wrap(self, code: str, t: T.Bits) -> str:
         if t.signed:
-            return f"_sx({code}, {t.width})"
+            return self.sx(code, t.width)
         return f"({code} & {t.mask})"
 
     def equal_code(self, t: T.Type, a: int, b: int) -> str:
@@ -448,7 +456,7 @@ class ExprCompiler:
         ot = lt if lt is not T.INT else rt
         a, b = self.ex_as(e.left, ot, ctx), self.ex_as(e.right, ot, ctx)
         if op in ("==", "!=", "<", ">", "<=", ">="):
-            return f"({a} {op} {b})"
+            return self.compare(op, a, b, ot)
         t = T.strip(e.ty)
         if not isinstance(t, T.Bits):
             raise self.unsupported(e.loc, f"{op} on {e.ty} at run time")
@@ -472,10 +480,10 @@ class ExprCompiler:
             a = f"({a} & {ls.mask})"
         if rs.signed:
             b = f"({b} & {rs.mask})"
-        code = f"(({a} << {rs.width}) | {b})"
+        code = f"(({self.u64(a)} << {rs.width}) | {b})"
         res = T.strip(e.ty)
         assert isinstance(res, T.Bits)
-        return f"_sx({code}, {res.width})" if res.signed else code
+        return self.sx(code, res.width) if res.signed else code
 
     def shift_code(self, e: A.Binary, ctx: Ctx) -> str:
         t = T.strip(e.ty)
@@ -492,7 +500,7 @@ class ExprCompiler:
         if e.op == ">>":
             return f"({a} >> {b})"
         code = f"_shl({a}, {b}, {t.width})"
-        return f"_sx({code}, {t.width})" if t.signed else code
+        return self.sx(code, t.width) if t.signed else code
 
     def saturate(self, op: str, a: str, b: str, t: T.Bits) -> str:
         if not t.signed:
@@ -513,7 +521,7 @@ class ExprCompiler:
             if dst.signed:
                 if isinstance(src, T.Bits) and src.signed and src.width <= dst.width:
                     return a
-                return f"_sx({a}, {dst.width})"
+                return self.sx(a, dst.width)
             if not ssigned and sw <= dst.width:
                 return a
             return f"({a} & {dst.mask})"

@@ -156,7 +156,11 @@ class ExternCompiler(ExprCompiler):
             val = f"({b} + {h_} % {self.lit(mx.const)})"
         else:
             val = f"({b} + {self.DIVMOD['%']}({h_}, {self.ex(mx, ctx)}))"
-        self.assign_code(out, f"({val} & {ot.mask})", ctx, w)
+        self.assign_code(out, self.fit(val, ot), ctx, w)
+
+    def fit(self, code: str, t: T.Bits) -> str:
+        """An unsigned number's low bits as a value of type ``t`` (``int<N>``: sign-extended)."""
+        return self.sx(code, t.width) if t.signed else f"({code} & {t.mask})"
 
     def random_into(self, args: list[A.Expr], ctx: Ctx, w: Writer) -> None:
         """`random(out, lo, hi)`."""
@@ -194,15 +198,13 @@ class ExternCompiler(ExprCompiler):
             if self.is_place(data, ctx):
                 db = self.place(data, ctx)
                 for n, ft in dt.fields:
-                    code = f"s[{db + field_offset(dt, n)}]"
-                    vals.append(f"int({code})" if ft is T.BOOL else code)
+                    vals.append(self.unsigned(f"s[{db + field_offset(dt, n)}]", ft))
             elif isinstance(data, (A.ListExpr, A.StructExpr)):
                 items = data.items if isinstance(data, A.ListExpr) else [dict(data.fields)[n] for n, _ in dt.fields]
                 for (_, ft), item in zip(dt.fields, items, strict=True):
                     if isinstance(ft, (T.StructLike, T.Stack)):
                         raise Unsupported(item.loc, "a digest member that is a struct or header")
-                    code = self.ex_as(item, ft, ctx)
-                    vals.append(f"int({code})" if ft is T.BOOL else code)
+                    vals.append(self.unsigned(self.ex_as(item, ft, ctx), ft))
             else:
                 raise Unsupported(data.loc, "digest of a struct expression (use a metadata struct)")
             w(f"CTX.digest({dt.name!r}, ({''.join(v + ', ' for v in vals)}))")
@@ -330,7 +332,7 @@ class ExternCompiler(ExprCompiler):
             w(f"{i} = {self.ex_as(idx, T.Bits(32), ctx)}")
             w(f"if {i} < {oname}.size:")  # BMv2: out of range, neither meter nor result changes
             with w.block():
-                self.assign_code(out, f"({oname}.execute({i}, s[{self.pktlen}]) & {ot.mask})", ctx, w)
+                self.assign_code(out, self.fit(f"{oname}.execute({i}, s[{self.pktlen}])", ot), ctx, w)
             return
         if ext == "register":
             ri = self.registers[self.extern_fq[oname]]
@@ -339,8 +341,11 @@ class ExternCompiler(ExprCompiler):
                 i = self.uid("_i")
                 w(f"{i} = {self.ex_as(idx, T.Bits(32), ctx)}")
                 code = f"({oname}[{i}] if {i} < {ri.size} else 0)"
-                if T.strip(out.ty) is T.BOOL:
+                ost = T.strip(out.ty)
+                if ost is T.BOOL:
                     code = f"bool{code}"
+                elif isinstance(ost, T.Bits) and ost.signed:
+                    code = self.sx(code, ost.width)  # registers hold the bits, as the control plane sees them
                 self.assign_code(out, code, ctx, w)
             elif m == "write":
                 idx, val = args

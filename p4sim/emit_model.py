@@ -163,7 +163,7 @@ class ModelWalk(ExternCompiler):
         assert sym.default is not None
         dsym, dargs = sym.default
         dfq = self.action_fq(dsym, ctx)
-        dvals = tuple(self.data_value(a, ctx) for a in dargs)
+        dvals = self.data_values(dsym, dargs, ctx)
         ti = TableInfo(fq, keys, refs, dfq, dvals, sym.default_const, sym.size, d.annotations, tbl)
         if dfq not in {r.fqname for r in refs}:
             raise CompileError(d.loc, f"default action {dfq} not in the actions of {fq}")
@@ -197,13 +197,19 @@ class ModelWalk(ExternCompiler):
         ctx.objs[sym] = self.table_function(d, ti, key_exprs, sel_exprs)
         self.tables[fq] = ti
 
-    def data_value(self, e: A.Expr, ctx: Ctx) -> int:
+    def data_values(self, sym: ActionSym, args: list[A.Expr], ctx: Ctx) -> tuple[int, ...]:
+        """Action data of a default action or a const entry, as the control plane writes them."""
+        data = [p for p in sym.decl.params if not p.direction]
+        types: list[T.Type] = [p.sym.type for p in data[len(data) - len(args):]]  # type: ignore[attr-defined]
+        return tuple(self.data_value(a, ctx, t) for a, t in zip(args, types, strict=True))
+
+    def data_value(self, e: A.Expr, ctx: Ctx, param_t: T.Type | None = None) -> int:
         v = e.const
         if v is None and isinstance(e, A.Name):  # a constructor parameter: a literal of the instance
             b = ctx.env.get(e.ref)
             if isinstance(b, Py):
                 v = ast.literal_eval(b.name)
-        t = T.strip(e.ty) if e.ty is not T.INT else None
+        t = T.strip(param_t) if param_t is not None else T.strip(e.ty) if e.ty is not T.INT else None
         if isinstance(v, bool):
             return int(v)
         if isinstance(t, T.Bits) and t.signed:
@@ -243,7 +249,7 @@ class ModelWalk(ExternCompiler):
                               "optional": ("optional", v, 1)}[k.kind])
         prio = int(e.priority.const) if e.priority is not None else 0
         act = next(a for a, _ in sym.actions if a.decl.name == e.action)
-        return ConstEntry(specs, prio, self.action_fq(act, ctx), tuple(self.data_value(a, ctx) for a in e.args))
+        return ConstEntry(specs, prio, self.action_fq(act, ctx), self.data_values(act, e.args, ctx))
 
     # ------------------------------------------------------------------ constants
     def ctor_bindings(self, decl: A.ParserDecl | A.ControlDecl, args: list[A.Expr]) -> dict[Var, Binding]:

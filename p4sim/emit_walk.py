@@ -202,7 +202,7 @@ class EmitWalk(ModelWalk):
                 conds.append(f"(k{i} & {self.lit(m)}) == {self.lit(self.const_as(it.value, kt) & m)}")
             elif isinstance(it, A.Range):
                 lo, hi = self.lit(self.const_as(it.low, kt)), self.lit(self.const_as(it.high, kt))
-                conds.append(f"({lo} <= k{i}{self.AND}k{i} <= {hi})")
+                conds.append(f"({self.compare('<=', lo, f'k{i}', kt)}{self.AND}{self.compare('<=', f'k{i}', hi, kt)})")
             else:
                 conds.append(f"k{i} == {self.lit(self.const_as(it, kt))}")
         return self.AND.join(conds) or self.lit(True)
@@ -297,7 +297,9 @@ class EmitWalk(ModelWalk):
         for p in d.params[len(dir_args):]:
             v: Var = p.sym  # type: ignore[attr-defined]
             self.check_param(v.type, p.loc)
-            env[v] = Py(f"d_{p.name}")
+            vt = T.strip(v.type)
+            # action data are the bits the control plane wrote: an int<N> parameter sign-extends them
+            env[v] = Py(self.sx(f"d_{p.name}", vt.width) if isinstance(vt, T.Bits) and vt.signed else f"d_{p.name}")
             params.append(f"d_{p.name}")
         return self.variant((ctx.path, id(sym), tuple(binds)), "action", d, ctx, env, params), args
 
@@ -403,7 +405,7 @@ class EmitWalk(ModelWalk):
                 st = T.strip(tv["T"])
                 if not isinstance(st, T.Bits):
                     raise self.unsupported(e.loc, f"lookahead of {tv['T']} used as a whole value")
-                return self.peek_code(st.width)
+                return self.sx(self.peek_code(st.width), st.width) if st.signed else self.peek_code(st.width)
             if ext == "packet_in" and m == "length":
                 return self.packet_length_code()
             if ext == "Checksum16" and m == "get":

@@ -261,7 +261,7 @@ class CCompiler(CExterns, EmitWalk):
 
 def check_scalar(t: T.Type, loc: Any) -> None:
     st = T.strip(t)
-    if isinstance(st, T.Bits) and (st.signed or st.width > 64):
+    if isinstance(st, T.Bits) and st.width > 64:
         raise NativeUnsupported(loc, f"type {t} as a key, parameter or argument")
 
 

@@ -1,11 +1,17 @@
 """C code generation of expressions, places, assignments and extern calls for the native engine.
 
 Overrides the Python engine's code generator (`p4sim.codegen`, `p4sim.codegen_externs`) method by
-method, over the same slot layout: every scalar is a ``uint64_t`` slot of ``s``. Anything the C
-form cannot hold exactly (signed ``int<N>``, values wider than 64 bits) raises `NativeUnsupported`,
-and the program runs on the Python engine instead. Integer literals are written bare; the compiler
-gives those that do not fit a C ``int`` the ``ULL`` suffix when it assembles the C source, and
-every shift's left operand is cast to ``uint64_t``.
+method, over the same slot layout: every scalar is a ``uint64_t`` slot of ``s``. A ``bit<N>`` slot
+holds the value; an ``int<N>`` slot holds the value sign-extended to 64 bits, which is the Python
+engine's (a Python int in ``[-2^(N-1), 2^(N-1))``) modulo 2^64: ``+ - * & | ^ ~`` and ``==`` are
+then the same unsigned C operations, every result is sign-extended back to N bits (``p4n_sx``,
+where Python calls ``_sx``), and only ``< <= > >=``, ``>>`` and the saturating operators read the
+slot as an ``int64_t``. Where bits leave a signed value (header emit, table keys, field lists,
+digests, registers) they are masked to N bits, as in the Python engine. Anything the C form cannot
+hold exactly (values wider than 64 bits, varbit) raises `NativeUnsupported`, and the program runs
+on the Python engine instead. Integer literals are written bare (a negative one, of an ``int<N>``,
+as ``(uint64_t)-v``); the compiler gives those that do not fit a C ``int`` the ``ULL`` suffix when
+it assembles the C source, and every shift's left operand is cast to ``uint64_t``.
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ def clit(v: object) -> str:
         return "1" if v else "0"
     if isinstance(v, int):
         if v < 0:
-            raise NativeUnsupported(None, f"negative constant {v}")
+            if v < -(1 << 63):
+                raise NativeUnsupported(None, f"constant {v} below -2^63")
+            return f"((uint64_t)-{-v})"
         if v >> 64:
             raise NativeUnsupported(None, f"constant {v:#x} wider than 64 bits")
         return str(v)
@@ -47,11 +55,9 @@ def clit(v: object) -> str:
 
 
 def check_type(t: T.Type, loc: Loc | None) -> None:
-    """Refuse signed and wider-than-64-bit scalars (their C form would differ)."""
+    """Refuse wider-than-64-bit scalars (a slot is a ``uint64_t``)."""
     st = T.strip(t)
     if isinstance(st, T.Bits):
-        if st.signed:
-            raise NativeUnsupported(loc, f"signed type {t}")
         if st.width > 64:
             raise NativeUnsupported(loc, f"type {t} (wider than 64 bits)")
     elif isinstance(st, T.StructLike):
@@ -111,6 +117,15 @@ class CExterns(ExternCompiler):
     def u64(self, code: str) -> str:
         return f"(uint64_t){code}"
 
+    def sx(self, code: str, width: int) -> str:
+        return f"p4n_sx({code}, {width})"
+
+    def compare(self, op: str, a: str, b: str, t: T.Type) -> str:
+        st = T.strip(t)
+        if isinstance(st, T.Bits) and st.signed and op not in ("==", "!="):
+            return f"((int64_t){a} {op} (int64_t){b})"
+        return f"({a} {op} {b})"
+
     # ------------------------------------------------------------------ places and values
     def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
         w(f"memmove(&s[{dst}], &s[{src}], {n} * sizeof(uint64_t));")
@@ -118,13 +133,19 @@ class CExterns(ExternCompiler):
     def lookahead_header(self, w: Writer, base: int, t: T.StructLike) -> None:
         with cblock(w, ""):
             w(f"p4n_peek(c, {T.width_of(t)});")
-            for i, off, fw, _ft in leaf_bits(t):
-                w(f"s[{base + i}] = p4n_getbits(c->pk + c->pk_off, {off}, {fw});")
+            for i, off, fw, ft in leaf_bits(t):
+                w(f"s[{base + i}] = {self.field_bits_c(f'p4n_getbits(c->pk + c->pk_off, {off}, {fw})', fw, ft)};")
             w(f"s[{base}] = 1;")
 
     def lookahead_field(self, ht: T.StructLike, shift: int, fw: int, ft: T.Type) -> str:
         off = T.width_of(ht) - shift - fw
-        return f"(p4n_peek(c, {T.width_of(ht)}), p4n_getbits(c->pk + c->pk_off, {off}, {fw}))"
+        bits = self.field_bits_c(f"p4n_getbits(c->pk + c->pk_off, {off}, {fw})", fw, ft)
+        return f"(p4n_peek(c, {T.width_of(ht)}), {bits})"
+
+    def field_bits_c(self, code: str, fw: int, ft: T.Type) -> str:
+        """A header field's value from its ``fw`` bits ``code`` (an ``int<N>`` sign-extends them)."""
+        st = T.strip(ft)
+        return self.sx(code, fw) if isinstance(st, T.Bits) and st.signed else code
 
     def apply_result(self, r: str, member: str) -> str:
         if member == "hit":
@@ -143,16 +164,8 @@ class CExterns(ExternCompiler):
             return f"(!{a})"
         assert isinstance(t, T.Bits)
         if e.op == "~":
-            return f"({a} ^ {t.mask})"
-        return f"((0 - {a}) & {t.mask})"
-
-    def wrap(self, code: str, t: T.Bits) -> str:
-        return f"({code} & {t.mask})"
-
-    def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
-        rs = T.strip(e.right.ty)
-        assert isinstance(rs, T.Bits)
-        return f"(((uint64_t){self.ex(e.left, ctx)} << {rs.width}) | {self.ex(e.right, ctx)})"
+            return f"(~{a})" if t.signed else f"({a} ^ {t.mask})"
+        return self.sx(f"(0 - {a})", t.width) if t.signed else f"((0 - {a}) & {t.mask})"
 
     def shift_code(self, e: A.Binary, ctx: Ctx) -> str:
         t = T.strip(e.ty)
@@ -160,15 +173,20 @@ class CExterns(ExternCompiler):
         a = self.ex(e.left, ctx)
         if e.right.const is not None:
             n = int(e.right.const)
+            if e.op == ">>" and t.signed:
+                return f"(uint64_t)((int64_t){a} >> {min(n, 63)})"  # arithmetic: the sign fills in
             if n >= 64 or (e.op == "<<" and n >= t.width):
                 return "0"
             return f"({a} >> {n})" if e.op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
         b = self.ex(e.right, ctx)
         if e.op == ">>":
-            return f"p4n_shr({a}, {b})"
-        return f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
+            return f"p4n_sar({a}, {b})" if t.signed else f"p4n_shr({a}, {b})"
+        code = f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
+        return self.sx(code, t.width) if t.signed else code
 
     def saturate(self, op: str, a: str, b: str, t: T.Bits) -> str:
+        if t.signed:
+            return f"p4n_ssat({a}, {b}, {int(op == '|-|')}, {t.width})"
         return f"p4n_sadd({a}, {b}, {t.mask})" if op == "|+|" else f"p4n_ssub({a}, {b})"
 
     def cast(self, e: A.Cast, ctx: Ctx) -> str:
@@ -177,15 +195,21 @@ class CExterns(ExternCompiler):
         if dst is T.BOOL:
             return f"({a} != 0)" if src is not T.BOOL else a
         if isinstance(dst, T.Bits):
-            sw = src.width if isinstance(src, T.Bits) else scalar_width(src) if isinstance(src, T.Enum) else 1
-            if src is T.BOOL or sw <= dst.width:
+            if src is T.BOOL:
                 return a
-            return f"({a} & {dst.mask})"
+            sw = src.width if isinstance(src, T.Bits) else scalar_width(src) if isinstance(src, T.Enum) else 1 << 30
+            ssigned = isinstance(src, T.Bits) and src.signed
+            if dst.signed:  # int<M> to a wider int<N>: the slot is sign-extended already
+                return a if ssigned and sw <= dst.width else self.sx(a, dst.width)
+            return a if not ssigned and sw <= dst.width else f"({a} & {dst.mask})"
+        if isinstance(dst, T.Enum) and dst.underlying is not None and isinstance(src, T.Bits) and src.signed:
+            return f"({a} & {dst.underlying.mask})"
         return a
 
     # ------------------------------------------------------------------ field lists, hashes
     def unsigned(self, code: str, t: T.Type) -> str:
-        return code  # bool is 0/1 already; signed types are refused
+        st = T.strip(t)  # bool is 0/1 already; an int<N>'s bits are its low N bits
+        return f"({code} & {st.mask})" if isinstance(st, T.Bits) and st.signed else code
 
     def hash_code(self, data: A.Expr, fn: str, ctx: Ctx, with_payload: bool = False) -> str:
         """A GNU statement expression: the hash `fn` of a field list's BufBuilder bytes."""
@@ -207,6 +231,14 @@ class CExterns(ExternCompiler):
     def random_value(self, lo: str, hi: str) -> str:
         return f"p4n_rnd(c, {lo}, {hi})"
 
+    def random_into(self, args: list[A.Expr], ctx: Ctx, w: Writer) -> None:
+        ot = T.strip(args[0].ty)
+        if not (isinstance(ot, T.Bits) and ot.signed):
+            super().random_into(args, ctx, w)
+            return
+        lo, hi = self.ex_as(args[1], ot, ctx), self.ex_as(args[2], ot, ctx)
+        self.assign_code(args[0], f"p4n_srnd(c, {lo}, {hi})", ctx, w)
+
     def extern_func(self, e: A.Call, name: str, tv: dict[str, T.Type], ctx: Ctx, w: Writer) -> None:
         args = e.args
         if name == "verify":
@@ -226,7 +258,7 @@ class CExterns(ExternCompiler):
             ct = T.strip(ck.ty)
             assert isinstance(ct, T.Bits)
             fn = ALGOS[self.algo_name(algo)]
-            val = f"({self.hash_code(data, fn, ctx, name.endswith('_with_payload'))} & {ct.mask})"
+            val = self.fit(self.hash_code(data, fn, ctx, name.endswith('_with_payload')), ct)
             with cblock(w, f"if ({self.ex(cond, ctx)})"):
                 if name.startswith("verify"):
                     w(f"if ({val} != {self.ex(ck, ctx)}) s[{self.sm['checksum_error']}] = 1;")
@@ -253,13 +285,13 @@ class CExterns(ExternCompiler):
         vals = []
         if self.is_place(data, ctx):
             db = self.place(data, ctx)
-            vals = [f"s[{db + field_offset(dt, n)}]" for n, _ in dt.fields]
+            vals = [self.unsigned(f"s[{db + field_offset(dt, n)}]", ft) for n, ft in dt.fields]
         elif isinstance(data, (A.ListExpr, A.StructExpr)):
             items = data.items if isinstance(data, A.ListExpr) else [dict(data.fields)[n] for n, _ in dt.fields]
             for (_, ft), item in zip(dt.fields, items, strict=True):
                 if isinstance(ft, (T.StructLike, T.Stack)):
                     raise NativeUnsupported(item.loc, "a digest member that is a struct or header")
-                vals.append(self.ex_as(item, ft, ctx))
+                vals.append(self.unsigned(self.ex_as(item, ft, ctx), ft))
         else:
             raise NativeUnsupported(data.loc, "digest of a struct expression")
         idx = list(self.digests).index(dt.name)
@@ -299,7 +331,7 @@ class CExterns(ExternCompiler):
             with cblock(w, ""):
                 w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
                 with cblock(w, f"if ({i} < {mi.size})"):
-                    self.assign_code(out, f"(p4n_meter_mark(&c->met[{k}][{i}], p4n_meter_now(c), {units}) & {ot.mask})", ctx, w)
+                    self.assign_code(out, self.fit(f"p4n_meter_mark(&c->met[{k}][{i}], p4n_meter_now(c), {units})", ot), ctx, w)
             return
         if ext == "register":
             ri = self.registers[self.extern_fq[oname]]
@@ -308,10 +340,14 @@ class CExterns(ExternCompiler):
                 out, idx = args
                 with cblock(w, ""):
                     w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
-                    self.assign_code(out, f"({i} < {ri.size} ? c->reg[{k}][{i}] : 0)", ctx, w)
+                    ost = T.strip(out.ty)
+                    code = f"({i} < {ri.size} ? c->reg[{k}][{i}] : 0)"
+                    if isinstance(ost, T.Bits) and ost.signed:
+                        code = self.sx(code, ost.width)  # a register holds the bits
+                    self.assign_code(out, code, ctx, w)
             elif m == "write":
                 idx, val = args
-                v = self.ex_as(val, tv.get("T", val.ty), ctx)
+                v = self.unsigned(self.ex_as(val, tv.get("T", val.ty), ctx), tv.get("T", val.ty))
                 w(f"{{ uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)}; if ({i} < {ri.size}) c->reg[{k}][{i}] = {v}; }}")
             return
         raise NativeUnsupported(e.loc, f"{ext}.{m}")
@@ -356,8 +392,8 @@ class CExterns(ExternCompiler):
                 after = ""
             w(f"if (c->pk_off + {nb} > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
             w("const uint8_t *p_ = c->pk + c->pk_off;")
-            for i, off, fw, _ft in leaf_bits(t):
-                w(f"h_[{i}] = p4n_getbits(p_, {off}, {fw});")
+            for i, off, fw, ft in leaf_bits(t):
+                w(f"h_[{i}] = {self.field_bits_c(f'p4n_getbits(p_, {off}, {fw})', fw, ft)};")
             w(f"c->pk_off += {nb};")
             w("h_[0] = 1;")
             if after:

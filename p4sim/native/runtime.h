@@ -26,6 +26,19 @@ static inline uint64_t p4n_sadd(uint64_t a, uint64_t b, uint64_t mask) {
     return (r < a || r > mask) ? mask : r;
 }
 static inline uint64_t p4n_ssub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+/* int<w>: a slot holds the value sign-extended to 64 bits (the Python engine's int modulo 2^64) */
+static inline uint64_t p4n_sx(uint64_t v, unsigned w) {
+    return w >= 64 ? v : (uint64_t)((int64_t)(v << (64 - w)) >> (64 - w));
+}
+static inline uint64_t p4n_sar(uint64_t a, uint64_t b) { return (uint64_t)((int64_t)a >> (b < 63 ? b : 63)); }
+/* a |+| b (sub 0) or a |-| b (sub 1) of two int<w>, saturating to int<w>'s range */
+static inline uint64_t p4n_ssat(uint64_t a, uint64_t b, int sub, unsigned w) {
+    int64_t hi = w >= 64 ? INT64_MAX : (int64_t)(((uint64_t)1 << (w - 1)) - 1), lo = -hi - 1, r;
+    int over = sub ? __builtin_sub_overflow((int64_t)a, (int64_t)b, &r)
+                   : __builtin_add_overflow((int64_t)a, (int64_t)b, &r);
+    if (over) r = (int64_t)a < 0 ? lo : hi;
+    return (uint64_t)(r < lo ? lo : r > hi ? hi : r);
+}
 
 /* ------------------------------------------------------------------ bits of a byte buffer */
 static inline uint64_t p4n_getbits(const uint8_t *p, unsigned off, unsigned w) {
@@ -512,6 +525,11 @@ static uint64_t p4n_rnd(p4n_ctx *c, uint64_t lo, uint64_t hi) {
     if (hi < lo) return lo;
     uint64_t span = hi - lo + 1;
     return span ? lo + x % span : x;
+}
+/* random() into an int<N>: lo, hi and the result are sign-extended */
+static uint64_t p4n_srnd(p4n_ctx *c, uint64_t lo, uint64_t hi) {
+    if ((int64_t)hi < (int64_t)lo) { (void)p4n_rnd(c, 0, 0); return lo; }
+    return lo + p4n_rnd(c, 0, hi - lo);
 }
 
 static uint64_t p4n_now_us(p4n_ctx *c) {
