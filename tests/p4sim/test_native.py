@@ -39,11 +39,43 @@ def test_library_is_built_once_per_program(tmp_path: Path, monkeypatch: pytest.M
     assert len(list(tmp_path.glob("p4sim-*.so"))) == 2  # another program, another library
 
 
-def test_unsupported_construct_falls_back_with_its_name(caplog: pytest.LogCaptureFixture) -> None:
-    sw = load("expressions.p4", "native")
+WIDE_SIGNED = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+struct headers_t { h_t h; }
+struct meta_t { }
+parser P(packet_in pkt, out headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers_t hdr, inout meta_t m) { apply { } }
+control I(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
+    apply {
+        int<65> wide = (int<65>)(bit<65>)hdr.h.a;
+        hdr.h.a = (bit<8>)(bit<65>)(wide - 1);
+        sm.egress_spec = 1;
+    }
+}
+control E(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers_t hdr, inout meta_t m) { apply { } }
+control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_unsupported_construct_falls_back_with_its_name(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    src = tmp_path / "wide.p4"
+    src.write_text(WIDE_SIGNED)
+    sw = Switch.load(str(src), [], engine="native")
     assert sw.engine == "python"
-    assert sw.native_fallback is not None and "int<8>" in sw.native_fallback
-    assert "native engine unavailable" in caplog.text and "int<8>" in caplog.text
+    assert sw.native_fallback is not None and "int<65>" in sw.native_fallback
+    assert "wider than 64 bits" in sw.native_fallback
+    assert "native engine unavailable" in caplog.text and "int<65>" in caplog.text
+    assert sw.process(0, b"\x00")[0][1] == b"\xff"  # the Python engine runs it: 0 - 1 wraps
+
+
+def test_signed_values_run_natively() -> None:
+    assert load("expressions.p4", "native").engine == "native"
 
 
 def test_no_compiler_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
