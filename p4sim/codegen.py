@@ -219,14 +219,14 @@ class ExprCompiler:
         """Read a scalar place; out-of-bounds stack reads give 0 (undefined in P4)."""
         code, guards = self.dyn_place(e, ctx)
         if not guards:
-            return f"s[{code}]"
-        return self.cond_(self.AND.join(guards), f"s[{code}]", "0")
+            return self.slot_read(code, e.ty)
+        return self.cond_(self.AND.join(guards), self.slot_read(code, e.ty), "0")
 
     def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
         """Write a scalar place; out-of-bounds stack writes are ignored (as P4 specifies)."""
         slot, guards = self.dyn_place(target, ctx)
         with self.if_(w, self.AND.join(guards)) if guards else nullcontext():
-            self.line(w, f"s[{slot}] = {code}")
+            self.line(w, self.slot_write(slot, target.ty, code))
 
     def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
         tt = target.ty
@@ -289,7 +289,7 @@ class ExprCompiler:
                 self.lookahead_header(w, base, t)
                 return
             raise self.unsupported(value.loc, f"this kind of {t} value")
-        self.line(w, f"s[{base}] = {self.ex_as(value, t, ctx)}")
+        self.line(w, self.slot_write(str(base), t, self.ex_as(value, t, ctx)))
 
     def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
         w(f"s[{dst}:{dst + n}] = s[{src}:{src + n}]")
@@ -352,7 +352,7 @@ class ExprCompiler:
             if isinstance(b, Slot):
                 if isinstance(e.ty, (T.StructLike, T.Stack)):
                     raise Unsupported(e.loc, f"{e.ty} value used as an expression")
-                return f"s[{b.base}]"
+                return self.slot_read(str(b.base), e.ty)
             if isinstance(b, Py):
                 return b.name
             raise CompileError(e.loc, f"{e.name} cannot be used here")
@@ -434,7 +434,19 @@ class ExprCompiler:
             es = size_of(t.elem)
             return "(" + self.AND.join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
                                        for i in range(t.size)) + ")"
-        return f"(s[{a}] == s[{b}])"
+        return f"({self.slot_read(str(a), t)} == {self.slot_read(str(b), t)})"
+
+    def slot_read(self, index: str, t: T.Type | None) -> str:
+        """The value of the scalar of type ``t`` stored at slot ``index`` (code)."""
+        return f"s[{index}]"
+
+    def slot_write(self, index: str, t: T.Type | None, code: str) -> str:
+        """The statement storing ``code`` into the scalar of type ``t`` at slot ``index``."""
+        return f"s[{index}] = {code}"
+
+    def param_decl(self, name: str, t: T.Type) -> str:
+        """A generated function's parameter ``name`` of type ``t``."""
+        return name
 
     def slots_equal(self, a: int, b: int, n: int) -> str:
         return f"s[{a}:{a + n}] == s[{b}:{b + n}]"

@@ -66,7 +66,7 @@ class ExternCompiler(ExprCompiler):
                 return
             self.check_type(t, x.loc if x is not None else None)
             w = scalar_width(t)
-            code = self.unsigned(f"s[{base}]" if base is not None else self.ex(x, ctx), t)  # type: ignore[arg-type]
+            code = self.unsigned(self.slot_read(str(base), t) if base is not None else self.ex(x, ctx), t)  # type: ignore[arg-type]
             if (valid is None and isinstance(x, A.Member) and isinstance(x.expr.ty, T.StructLike)
                     and x.expr.ty.kind == "header" and self.is_place(x.expr, ctx)):
                 valid = f"s[{self.place(x.expr, ctx)}]"
@@ -404,7 +404,7 @@ class ExternCompiler(ExprCompiler):
             elif isinstance(st, T.Bits) and st.signed:
                 code = f"_sx({code}, {fw})"
             w(f"s[{base} + {off}] = {code}" if base == "b" else f"s[{int(base) + off}] = {code}")
-            off += 1
+            off += size_of(ft)
         w(f"s[{base}] = True")
         if after:
             w(after)
@@ -443,7 +443,7 @@ class ExternCompiler(ExprCompiler):
             elif isinstance(st, T.Bits) and st.signed:
                 c = f"({c} & {st.mask})"
             parts.append(f"({c} << {shift})" if shift else c)
-            off += 1
+            off += size_of(ft)
         w(f"if s[{b}]:")
         with w.block():
             w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")

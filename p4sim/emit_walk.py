@@ -266,7 +266,7 @@ class EmitWalk(ModelWalk):
                 self.check_param(v.type, p.loc)
                 pn = f"{prefix}_{p.name}"
                 env[v] = Py(pn)
-                names.append(pn)
+                names.append(self.param_decl(pn, v.type))
                 codes.append(self.ex_as(a, v.type, ctx))
                 binds.append(None)
         return binds, names, codes
@@ -300,7 +300,7 @@ class EmitWalk(ModelWalk):
             vt = T.strip(v.type)
             # action data are the bits the control plane wrote: an int<N> parameter sign-extends them
             env[v] = Py(self.sx(f"d_{p.name}", vt.width) if isinstance(vt, T.Bits) and vt.signed else f"d_{p.name}")
-            params.append(f"d_{p.name}")
+            params.append(self.param_decl(f"d_{p.name}", v.type))
         return self.variant((ctx.path, id(sym), tuple(binds)), "action", d, ctx, env, params), args
 
     def function_call(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> str:

@@ -1,7 +1,10 @@
 """The packet-state layout both engines share, and the compile-time bindings and context.
 
 Per-packet state is one flat array ``s``: every scalar (header field, metadata field, validity
-bit, header stack's next index, local variable) has a fixed slot; a header is its valid bit then
+bit, header stack's next index, local variable) has a fixed slot; a scalar wider than 64 bits
+(``bit<N>``/``int<N>``, 64 < N <= 128) has two consecutive slots (`WIDE`: the native engine keeps
+its low and high 64 bits in them, the Python engine the whole int in the first and 0 in the
+second); a header is its valid bit then
 its fields, a struct its fields, a stack its next index then its elements. This module sizes and
 offsets that layout (``size_of``, ``field_offset``, ``leaf_bits`` ...), gives scalar widths, names
 the hidden slots the v1model pipeline reads, and holds what a compile context binds names to.
@@ -20,6 +23,13 @@ from p4sim.symbols import Var
 HIDDEN = ["clone_type", "clone_session", "clone_fl", "resubmit", "resubmit_fl", "recirculate",
           "recirculate_fl", "truncate"]
 DROP_PORT = 511
+WIDE = 64  # scalars wider than this take two slots
+
+
+def is_wide(t: T.Type) -> bool:
+    """A ``bit<N>``/``int<N>`` with N > 64: two slots."""
+    st = T.strip(t)
+    return isinstance(st, T.Bits) and st.width > WIDE
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ def size_of(t: T.Type) -> int:
         return n + 1 if t.kind == "header" else n
     if isinstance(t, T.Stack):
         return 1 + t.size * size_of(t.elem)
-    return 1
+    return 2 if is_wide(t) else 1
 
 
 def field_offset(t: T.StructLike, name: str) -> int:
@@ -103,18 +113,19 @@ def defaults(t: T.Type) -> list[Any]:
         return [0] + defaults(t.elem) * t.size
     if t is T.BOOL:
         return [False]
-    return [0]
+    return [0, 0] if is_wide(t) else [0]
 
 
 def leaf_bits(t: T.StructLike) -> list[tuple[int, int, int, T.Type]]:
     """Per scalar field of a header in wire order: (storage slot after the valid bit, counting
     from 1; bit offset from the header's first bit; width; type)."""
     out: list[tuple[int, int, int, T.Type]] = []
-    off = 0
-    for i, ft in enumerate(leaf_types(t), 1):
+    off, i = 0, 1
+    for ft in leaf_types(t):
         fw = scalar_width(ft)
         out.append((i, off, fw, ft))
         off += fw
+        i += size_of(ft)
     return out
 
 

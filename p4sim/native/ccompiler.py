@@ -3,7 +3,9 @@
 The Python engine's walk over the checked program (`p4sim.emit_walk.EmitWalk`: the same slot
 layout, the same table, action and extern model) with every piece of emitted code in C (this
 module: the walk's hooks and the assembly of the translation unit; `cexpr`: expressions, places
-and externs): one C function per parser, control, action, function and table.
+and externs): one C function per parser, control, action, function and table. A key or action parameter wider
+than 64 bits (up to 128) is an ``unsigned __int128`` in the generated code and two ``uint64_t``
+words in the table (`table_function`).
 The fixed part (tables, externs, the v1model pipeline, the C API) is `runtime.h`,
 `pipeline.c` and `ringloop.c` (the `--io ring` fast path) beside this file; `CProgram.source` is
 one translation unit holding all of it.
@@ -23,9 +25,9 @@ from p4sim import types as T
 from p4sim.checker import Checker
 from p4sim.diagnostics import Loc
 from p4sim.emit_walk import EmitWalk
-from p4sim.layout import HIDDEN, Ctx, Writer, size_of
+from p4sim.layout import HIDDEN, Ctx, Writer, is_wide, size_of
 from p4sim.model import CounterInfo, MeterInfo, RegisterInfo, TableInfo
-from p4sim.native.cexpr import CExterns, NativeUnsupported, cblock
+from p4sim.native.cexpr import MAX_WIDTH, U128, CExterns, NativeUnsupported, cblock
 
 HERE = Path(__file__).parent
 KINDS = {"exact": "K_EXACT", "lpm": "K_LPM", "ternary": "K_TERNARY", "range": "K_RANGE", "optional": "K_OPTIONAL"}
@@ -33,9 +35,13 @@ _INT = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 
 
 def _ull(m: re.Match[str]) -> str:
-    """Literals that do not fit a C int get their ULL suffix (smaller ones convert exactly)."""
+    """Literals that do not fit a C int get their ULL suffix (smaller ones convert exactly); one
+    wider than 64 bits is written ``P4N_U128(hi, lo)`` (C has no 128-bit literals)."""
     text = m.group(1)
-    return text + "ULL" if int(text) >> 31 else text
+    v = int(text)
+    if v >> 64:
+        return f"P4N_U128({v >> 64}ULL, {v & ((1 << 64) - 1)}ULL)"
+    return text + "ULL" if v >> 31 else text
 
 
 @dataclass
@@ -70,7 +76,9 @@ class CCompiler(CExterns, EmitWalk):
         return self.anums.setdefault(fq, len(self.anums) + 1)
 
     def func(self, ret: str, name: str, params: list[str], body: list[str]) -> None:
-        head = f"static {ret} {name}(p4n_ctx *c, uint64_t *s{''.join(', uint64_t ' + p for p in params)})"
+        # a parameter is a uint64_t unless its declaration names its type (a wide one, `param_decl`)
+        decls = "".join(", " + (p if " " in p else "uint64_t " + p) for p in params)
+        head = f"static {ret} {name}(p4n_ctx *c, uint64_t *s{decls})"
         self.protos.append(head + ";")
         self.funcs.append(head + " {")
         self.funcs.extend(body)
@@ -90,7 +98,7 @@ class CCompiler(CExterns, EmitWalk):
             return slot if slot >= 0 and f"s[{slot}]" in used else -1
 
         fl = self.field_lists(m_t, m_base)
-        dmax = max([len(d.members) for d in self.digests.values()] + [1])
+        dmax = max([sum(2 if m.width > 64 else 1 for m in d.members) for d in self.digests.values()] + [1])
         defs = [
             "#define True 1", "#define False 0",
             f"#define NSLOTS {len(self.template)}", f"#define NHIDDEN {len(HIDDEN)}",
@@ -109,7 +117,8 @@ class CCompiler(CExterns, EmitWalk):
         tail = [
             f"static const p4n_tdesc P4N_TDESC[{len(self.tables) + 1}] = {{{', '.join(self.tdesc)}}};",
             self.sizes("P4N_COUNTER_SIZE", [c.size for c in self.counters.values()]),
-            self.sizes("P4N_REGISTER_SIZE", [r.size for r in self.registers.values()]),
+            # in words: a register cell wider than 64 bits is two, its low 64 bits first
+            self.sizes("P4N_REGISTER_SIZE", [r.size * (2 if r.width > 64 else 1) for r in self.registers.values()]),
             self.sizes("P4N_METER_SIZE", [m.size for m in self.meters.values()]),
         ]
         metas = ((m_base, m_base + size_of(m_t)), (sm_base, sm_base + size_of(sm_t)))
@@ -138,7 +147,7 @@ class CCompiler(CExterns, EmitWalk):
 
     # ------------------------------------------------------------------ the walk's hooks: C text
     def declare(self, name: str, code: str) -> str:
-        return f"uint64_t {name} = {code}"
+        return f"{U128 if code.startswith(f'(({U128})') else 'uint64_t'} {name} = {code}"
 
     def scope(self, w: Writer) -> AbstractContextManager[None]:
         return cblock(w, "")
@@ -150,7 +159,7 @@ class CCompiler(CExterns, EmitWalk):
         void = ret is T.VOID or ret is None
         if not void:
             lines = [*lines, "    return 0;"]  # not reached: every path returns (checked)
-        self.func("void" if void else "uint64_t", name, params, lines)
+        self.func("void" if void else U128 if ret is not None and is_wide(ret) else "uint64_t", name, params, lines)
 
     def goto_state(self, w: Writer, state: str | None, names: dict[str, str]) -> None:
         if state is None:
@@ -199,14 +208,29 @@ class CCompiler(CExterns, EmitWalk):
         else:
             mode = "M_LINEAR"
         prio = int(any(k in ("ternary", "range", "optional") for k in kinds))
-        self.kmax = max(self.kmax, len(kinds))
-        kl = ", ".join(KINDS[k] for k in kinds) or "0"
-        self.tdesc.append(f"{{{len(kinds)}, {mode}, {prio}, {prof_index}, {{{kl}}}}}")
+        # a key wider than 64 bits is two columns, its high 64 bits first (runtime.h)
+        cols: list[str] = []
+        for k in ti.keys:
+            if k.width <= 64:
+                cols.append(KINDS[k.kind])
+            else:
+                cols += ["K_RANGE_HI", "K_RANGE_LO"] if k.kind == "range" else [KINDS[k.kind]] * 2
+        if any(f"({U128})" in c for c in sel_exprs):
+            raise NativeUnsupported(d.loc, f"a selector key wider than 64 bits (table {d.name})")
+        self.kmax = max(self.kmax, len(cols))
+        self.tdesc.append(f"{{{len(cols)}, {mode}, {prio}, {prof_index}, {{{', '.join(cols) or '0'}}}}}")
         fname = self.uid(f"tbl_{d.name}_")
         w = Writer()
         w(f"p4n_table *t = &c->tables[{tindex}];")
         if key_exprs:
-            w(f"uint64_t k[] = {{{', '.join(key_exprs)}}};")
+            kcodes: list[str] = []
+            for j, (k, code) in enumerate(zip(ti.keys, key_exprs, strict=True)):
+                if k.width <= 64:
+                    kcodes.append(code)
+                else:
+                    w(f"{U128} kw{j} = {code};")
+                    kcodes += [f"(uint64_t)(kw{j} >> 64)", f"(uint64_t)kw{j}"]
+            w(f"uint64_t k[] = {{{', '.join(kcodes)}}};")
             w("int32_t ei = p4n_lookup(t, k);")
         else:
             w("int32_t ei = -1;")
@@ -230,8 +254,11 @@ class CCompiler(CExterns, EmitWalk):
         with cblock(w, "switch (a)"):
             for ar in ti.actions:
                 ai = self.actions[ar.fqname]
-                self.amax = max(self.amax, len(ai.params))
-                args = "".join(f", d[{i}]" for i in range(len(ai.params)))
+                args, nw = "", 0  # action data wider than 64 bits are two words, the low one first
+                for pi in ai.params:
+                    args += f", P4N_U128(d[{nw + 1}], d[{nw}])" if pi.width > 64 else f", d[{nw}]"
+                    nw += 2 if pi.width > 64 else 1
+                self.amax = max(self.amax, nw)
                 w(f"case {self.anum(ar.fqname)}: {ar.fn_name}(c, s{args}); break;")
             w("default: break;")
         w("(void)d;")
@@ -261,8 +288,8 @@ class CCompiler(CExterns, EmitWalk):
 
 def check_scalar(t: T.Type, loc: Any) -> None:
     st = T.strip(t)
-    if isinstance(st, T.Bits) and st.width > 64:
-        raise NativeUnsupported(loc, f"type {t} as a key, parameter or argument")
+    if isinstance(st, T.Bits) and st.width > MAX_WIDTH:
+        raise NativeUnsupported(loc, f"type {t} (wider than {MAX_WIDTH} bits) as a key, parameter or argument")
 
 
 def compile_c(ck: Checker) -> CProgram:

@@ -7,11 +7,23 @@ engine's (a Python int in ``[-2^(N-1), 2^(N-1))``) modulo 2^64: ``+ - * & | ^ ~`
 then the same unsigned C operations, every result is sign-extended back to N bits (``p4n_sx``,
 where Python calls ``_sx``), and only ``< <= > >=``, ``>>`` and the saturating operators read the
 slot as an ``int64_t``. Where bits leave a signed value (header emit, table keys, field lists,
-digests, registers) they are masked to N bits, as in the Python engine. Anything the C form cannot
-hold exactly (values wider than 64 bits, varbit) raises `NativeUnsupported`, and the program runs
-on the Python engine instead. Integer literals are written bare (a negative one, of an ``int<N>``,
-as ``(uint64_t)-v``); the compiler gives those that do not fit a C ``int`` the ``ULL`` suffix when
-it assembles the C source, and every shift's left operand is cast to ``uint64_t``.
+digests, registers) they are masked to N bits, as in the Python engine.
+
+A value wider than 64 bits (``bit<N>``/``int<N>``, 64 < N <= 128) has two slots (`layout.WIDE`),
+its low then its high 64 bits (``p4n_ld128``/``p4n_st128``), and is computed as an
+``unsigned __int128`` (``p4n_u128``): `ex` casts every expression of such a type to it, an
+``int<N>`` is sign-extended to 128 bits (``p4n_sx128``; a narrower ``int<M>`` cast to it is
+sign-extended from its 64 first), signed comparisons and ``>>`` read it as an ``__int128``, and
+shifts, saturation, division and sign extension have 128-bit helpers in ``runtime.h``. Where such
+a value meets the C API's ``uint64_t`` words it is two of them: header fields
+(``p4n_getbits128``/``p4n_putbits128``), field lists (``p4n_bb_put128``), digest members and
+register cells (low word first), table keys and action data (`ccompiler`). Anything the C form
+cannot hold exactly (values wider than 128 bits, varbit) raises `NativeUnsupported`, and the
+program runs on the Python engine instead. Integer literals are written bare (a negative one, of
+an ``int<N>``, as ``(int64_t)-v``, which converts to its ``uint64_t`` or sign-extends to its
+``__int128``); the compiler gives those that do not fit a C ``int`` the ``ULL`` suffix when it
+assembles the C source and writes those wider than 64 bits as ``P4N_U128(hi, lo)``, and every
+narrow shift's left operand is cast to ``uint64_t``.
 """
 
 from __future__ import annotations
@@ -24,9 +36,20 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc
-from p4sim.layout import DROP_PORT, Ctx, Writer, field_offset, leaf_bits, scalar_width, size_of
+from p4sim.layout import (
+    DROP_PORT,
+    Ctx,
+    Writer,
+    field_offset,
+    is_wide,
+    leaf_bits,
+    scalar_width,
+    size_of,
+)
 from p4sim.model import DigestInfo, ParamInfo
 
+U128 = "p4n_u128"  # unsigned __int128: the C type of a value wider than 64 bits
+MAX_WIDTH = 128
 ALGOS = {"crc32": "p4n_crc32", "crc32_custom": "p4n_crc32", "crc16": "p4n_crc16", "crc16_custom": "p4n_crc16",
          "identity": "p4n_identity", "csum16": "p4n_csum16", "xor16": "p4n_xor16"}
 
@@ -45,21 +68,26 @@ def clit(v: object) -> str:
         return "1" if v else "0"
     if isinstance(v, int):
         if v < 0:
-            if v < -(1 << 63):
-                raise NativeUnsupported(None, f"constant {v} below -2^63")
-            return f"((uint64_t)-{-v})"
-        if v >> 64:
-            raise NativeUnsupported(None, f"constant {v:#x} wider than 64 bits")
-        return str(v)
+            if v < -(1 << (MAX_WIDTH - 1)):
+                raise NativeUnsupported(None, f"constant {v} below -2^{MAX_WIDTH - 1}")
+            if v < -(1 << 63):  # an int<N>, N > 64: its 128-bit two's complement
+                return str(v & ((1 << 128) - 1))
+            return f"((int64_t)-{-v})"  # converts to uint64_t, or sign-extends to an int<N>'s 128 bits
+        if v >> MAX_WIDTH:
+            raise NativeUnsupported(None, f"constant {v:#x} wider than {MAX_WIDTH} bits")
+        return str(v)  # the compiler writes one wider than 64 bits as P4N_U128(hi, lo)
     raise NativeUnsupported(None, f"constant {v!r}")
 
 
 def check_type(t: T.Type, loc: Loc | None) -> None:
-    """Refuse wider-than-64-bit scalars (a slot is a ``uint64_t``)."""
+    """Refuse scalars wider than 128 bits (a value wider than 64 bits is an ``unsigned __int128``
+    in two slots)."""
     st = T.strip(t)
     if isinstance(st, T.Bits):
-        if st.width > 64:
-            raise NativeUnsupported(loc, f"type {t} (wider than 64 bits)")
+        if st.width > MAX_WIDTH:
+            raise NativeUnsupported(loc, f"type {t} (wider than {MAX_WIDTH} bits)")
+    elif isinstance(st, T.Enum) and st.underlying is not None and st.underlying.width > 64:
+        raise NativeUnsupported(loc, f"enum {t} over {st.underlying} (wider than 64 bits)")
     elif isinstance(st, T.StructLike):
         for _, ft in st.fields:
             check_type(ft, loc)
@@ -118,13 +146,69 @@ class CExterns(ExternCompiler):
         return f"(uint64_t){code}"
 
     def sx(self, code: str, width: int) -> str:
-        return f"p4n_sx({code}, {width})"
+        return f"p4n_sx128({code}, {width})" if width > 64 else f"p4n_sx({code}, {width})"
 
     def compare(self, op: str, a: str, b: str, t: T.Type) -> str:
         st = T.strip(t)
         if isinstance(st, T.Bits) and st.signed and op not in ("==", "!="):
-            return f"((int64_t){a} {op} (int64_t){b})"
+            it = "__int128" if st.width > 64 else "int64_t"
+            return f"(({it}){a} {op} ({it}){b})"
         return f"({a} {op} {b})"
+
+    # ------------------------------------------------------------------ values wider than 64 bits
+    def slot_read(self, index: str, t: T.Type | None) -> str:
+        return f"p4n_ld128(&s[{index}])" if t is not None and is_wide(t) else f"s[{index}]"
+
+    def slot_write(self, index: str, t: T.Type | None, code: str) -> str:
+        return f"p4n_st128(&s[{index}], {code})" if t is not None and is_wide(t) else f"s[{index}] = {code}"
+
+    def param_decl(self, name: str, t: T.Type) -> str:
+        return f"{U128} {name}" if is_wide(t) else name
+
+    def ex(self, e: A.Expr, ctx: Ctx) -> str:
+        code = super().ex(e, ctx)  # a value wider than 64 bits is computed as an unsigned __int128
+        return f"(({U128}){code})" if e.ty is not None and is_wide(e.ty) else code
+
+    def ex_as(self, e: A.Expr, t: T.Type, ctx: Ctx) -> str:
+        code = super().ex_as(e, t, ctx)
+        return f"(({U128}){code})" if is_wide(t) and not code.startswith(f"(({U128})") else code
+
+    def equal_code(self, t: T.Type, a: int, b: int) -> str:
+        if is_wide(t):
+            return f"!memcmp(&s[{a}], &s[{b}], 2 * sizeof(uint64_t))"
+        return super().equal_code(t, a, b)
+
+    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
+        if not (isinstance(target, A.Slice) and is_wide(target.expr.ty)):
+            super().assign(target, value, ctx, w)
+            return
+        base = target.expr
+        bt = T.strip(base.ty)
+        assert isinstance(bt, T.Bits)
+        hi, lo = int(target.hi.const), int(target.lo.const)
+        m = ((1 << (hi - lo + 1)) - 1) << lo
+        v = self.ex_as(value, target.ty, ctx)
+        newv = f"(({self.ex(base, ctx)} & {bt.mask ^ m}) | ((({U128}){v} << {lo}) & {m}))"
+        self.assign_code(base, self.sx(newv, bt.width) if bt.signed else newv, ctx, w)
+
+    def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
+        res, ls, rs = T.strip(e.ty), T.strip(e.left.ty), T.strip(e.right.ty)
+        assert isinstance(res, T.Bits) and isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
+        if res.width <= 64:
+            return super().concat_code(e, ctx)
+        a, b = self.ex(e.left, ctx), self.ex(e.right, ctx)
+        if ls.signed:
+            a = f"({a} & {ls.mask})"
+        if rs.signed:
+            b = f"({b} & {rs.mask})"
+        code = f"((({U128}){a} << {rs.width}) | {b})"
+        return self.sx(code, res.width) if res.signed else code
+
+    def binary(self, e: A.Binary, ctx: Ctx) -> str:
+        if e.op in ("/", "%") and is_wide(e.ty):
+            a, b = self.ex_as(e.left, e.ty, ctx), self.ex_as(e.right, e.ty, ctx)
+            return f"p4n_{'div' if e.op == '/' else 'mod'}128({a}, {b})"
+        return super().binary(e, ctx)
 
     # ------------------------------------------------------------------ places and values
     def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
@@ -134,13 +218,20 @@ class CExterns(ExternCompiler):
         with cblock(w, ""):
             w(f"p4n_peek(c, {T.width_of(t)});")
             for i, off, fw, ft in leaf_bits(t):
-                w(f"s[{base + i}] = {self.field_bits_c(f'p4n_getbits(c->pk + c->pk_off, {off}, {fw})', fw, ft)};")
+                bits = self.field_bits_c(self.getbits("c->pk + c->pk_off", off, fw), fw, ft)
+                w(self.slot_write(str(base + i), ft, bits) + ";")
             w(f"s[{base}] = 1;")
 
     def lookahead_field(self, ht: T.StructLike, shift: int, fw: int, ft: T.Type) -> str:
         off = T.width_of(ht) - shift - fw
+        if fw > 64:
+            raise NativeUnsupported(None, f"a lookahead field wider than 64 bits ({ft})")
         bits = self.field_bits_c(f"p4n_getbits(c->pk + c->pk_off, {off}, {fw})", fw, ft)
         return f"(p4n_peek(c, {T.width_of(ht)}), {bits})"
+
+    @staticmethod
+    def getbits(p: str, off: int, fw: int) -> str:
+        return f"p4n_getbits128({p}, {off}, {fw})" if fw > 64 else f"p4n_getbits({p}, {off}, {fw})"
 
     def field_bits_c(self, code: str, fw: int, ft: T.Type) -> str:
         """A header field's value from its ``fw`` bits ``code`` (an ``int<N>`` sign-extends them)."""
@@ -165,11 +256,14 @@ class CExterns(ExternCompiler):
         assert isinstance(t, T.Bits)
         if e.op == "~":
             return f"(~{a})" if t.signed else f"({a} ^ {t.mask})"
-        return self.sx(f"(0 - {a})", t.width) if t.signed else f"((0 - {a}) & {t.mask})"
+        zero = f"({U128})0" if t.width > 64 else "0"
+        return self.sx(f"({zero} - {a})", t.width) if t.signed else f"(({zero} - {a}) & {t.mask})"
 
     def shift_code(self, e: A.Binary, ctx: Ctx) -> str:
         t = T.strip(e.ty)
         assert isinstance(t, T.Bits)
+        if t.width > 64:
+            return self.shift_code128(e, t, ctx)
         a = self.ex(e.left, ctx)
         if e.right.const is not None:
             n = int(e.right.const)
@@ -179,12 +273,33 @@ class CExterns(ExternCompiler):
                 return "0"
             return f"({a} >> {n})" if e.op == ">>" else self.wrap(f"((uint64_t){a} << {n})", t)
         b = self.ex(e.right, ctx)
+        if is_wide(e.right.ty):
+            b = f"p4n_amt({b})"
         if e.op == ">>":
             return f"p4n_sar({a}, {b})" if t.signed else f"p4n_shr({a}, {b})"
         code = f"p4n_shl({a}, {b}, {t.width}, {t.mask})"
         return self.sx(code, t.width) if t.signed else code
 
+    def shift_code128(self, e: A.Binary, t: T.Bits, ctx: Ctx) -> str:
+        a = self.ex(e.left, ctx)
+        if e.right.const is not None:
+            n = int(e.right.const)
+            if e.op == ">>" and t.signed:
+                return f"(({U128})((__int128){a} >> {min(n, 127)}))"
+            if n >= 128 or (e.op == "<<" and n >= t.width):
+                return f"(({U128})0)"
+            return f"({a} >> {n})" if e.op == ">>" else self.wrap(f"(({U128}){a} << {n})", t)
+        b = self.ex(e.right, ctx)
+        if e.op == ">>":
+            return f"p4n_sar128({a}, {b})" if t.signed else f"p4n_shr128({a}, {b})"
+        code = f"p4n_shl128({a}, {b}, {t.width}, {t.mask})"
+        return self.sx(code, t.width) if t.signed else code
+
     def saturate(self, op: str, a: str, b: str, t: T.Bits) -> str:
+        if t.width > 64:
+            if t.signed:
+                return f"p4n_ssat128({a}, {b}, {int(op == '|-|')}, {t.width})"
+            return f"p4n_sadd128({a}, {b}, {t.mask})" if op == "|+|" else f"p4n_ssub128({a}, {b})"
         if t.signed:
             return f"p4n_ssat({a}, {b}, {int(op == '|-|')}, {t.width})"
         return f"p4n_sadd({a}, {b}, {t.mask})" if op == "|+|" else f"p4n_ssub({a}, {b})"
@@ -199,6 +314,8 @@ class CExterns(ExternCompiler):
                 return a
             sw = src.width if isinstance(src, T.Bits) else scalar_width(src) if isinstance(src, T.Enum) else 1 << 30
             ssigned = isinstance(src, T.Bits) and src.signed
+            if ssigned and dst.width > 64 >= sw:  # sign-extend to the 128 bits of the wide value
+                a = f"(({U128})(__int128)(int64_t){a})"
             if dst.signed:  # int<M> to a wider int<N>: the slot is sign-extended already
                 return a if ssigned and sw <= dst.width else self.sx(a, dst.width)
             return a if not ssigned and sw <= dst.width else f"({a} & {dst.mask})"
@@ -218,7 +335,7 @@ class CExterns(ExternCompiler):
         b = self.uid("bb")
         puts = []
         for code, wd, valid in parts:
-            put = f"p4n_bb_put(&{b}, {code}, {wd});"
+            put = f"p4n_bb_put{'128' if wd > 64 else ''}(&{b}, {code}, {wd});"
             puts.append(f"if ({valid}) {put}" if valid is not None else put)
         body = " ".join(puts)
         return (f"({{ uint8_t {b}_[{nbytes + 1}]; p4n_bb {b} = {{{b}_, 0}}; {body} "
@@ -233,6 +350,8 @@ class CExterns(ExternCompiler):
 
     def random_into(self, args: list[A.Expr], ctx: Ctx, w: Writer) -> None:
         ot = T.strip(args[0].ty)
+        if is_wide(ot):
+            raise NativeUnsupported(args[0].loc, f"random() into a {ot} (wider than 64 bits)")
         if not (isinstance(ot, T.Bits) and ot.signed):
             super().random_into(args, ctx, w)
             return
@@ -285,7 +404,7 @@ class CExterns(ExternCompiler):
         vals = []
         if self.is_place(data, ctx):
             db = self.place(data, ctx)
-            vals = [self.unsigned(f"s[{db + field_offset(dt, n)}]", ft) for n, ft in dt.fields]
+            vals = [self.unsigned(self.slot_read(str(db + field_offset(dt, n)), ft), ft) for n, ft in dt.fields]
         elif isinstance(data, (A.ListExpr, A.StructExpr)):
             items = data.items if isinstance(data, A.ListExpr) else [dict(data.fields)[n] for n, _ in dt.fields]
             for (_, ft), item in zip(dt.fields, items, strict=True):
@@ -296,7 +415,14 @@ class CExterns(ExternCompiler):
             raise NativeUnsupported(data.loc, "digest of a struct expression")
         idx = list(self.digests).index(dt.name)
         v = self.uid("dg")
-        w(f"{{ uint64_t {v}[] = {{{', '.join(vals) or '0'}}}; p4n_digest(c, {idx}, {v}, {len(vals)}); }}")
+        words, pre = [], ""  # a member wider than 64 bits is two words, its low 64 bits first
+        for k, ((_, ft), code) in enumerate(zip(dt.fields, vals, strict=True)):
+            if is_wide(ft):
+                pre += f"{U128} {v}_{k} = {code}; "
+                words += [f"(uint64_t){v}_{k}", f"(uint64_t)({v}_{k} >> 64)"]
+            else:
+                words.append(code)
+        w(f"{{ {pre}uint64_t {v}[] = {{{', '.join(words) or '0'}}}; p4n_digest(c, {idx}, {v}, {len(words)}); }}")
 
     # ------------------------------------------------------------------ extern methods
     NO_FIELD_LIST = "(uint64_t)-1"
@@ -342,13 +468,16 @@ class CExterns(ExternCompiler):
                     w(f"uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)};")
                     ost = T.strip(out.ty)
                     code = f"({i} < {ri.size} ? c->reg[{k}][{i}] : 0)"
+                    if ri.width > 64:  # two words a cell
+                        code = f"({i} < {ri.size} ? p4n_ld128(&c->reg[{k}][2 * {i}]) : 0)"
                     if isinstance(ost, T.Bits) and ost.signed:
                         code = self.sx(code, ost.width)  # a register holds the bits
                     self.assign_code(out, code, ctx, w)
             elif m == "write":
                 idx, val = args
                 v = self.unsigned(self.ex_as(val, tv.get("T", val.ty), ctx), tv.get("T", val.ty))
-                w(f"{{ uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)}; if ({i} < {ri.size}) c->reg[{k}][{i}] = {v}; }}")
+                put = f"p4n_st128(&c->reg[{k}][2 * {i}], {v})" if ri.width > 64 else f"c->reg[{k}][{i}] = {v}"
+                w(f"{{ uint64_t {i} = {self.ex_as(idx, T.Bits(32), ctx)}; if ({i} < {ri.size}) {put}; }}")
             return
         raise NativeUnsupported(e.loc, f"{ext}.{m}")
 
@@ -393,7 +522,8 @@ class CExterns(ExternCompiler):
             w(f"if (c->pk_off + {nb} > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
             w("const uint8_t *p_ = c->pk + c->pk_off;")
             for i, off, fw, ft in leaf_bits(t):
-                w(f"h_[{i}] = {self.field_bits_c(f'p4n_getbits(p_, {off}, {fw})', fw, ft)};")
+                bits = self.field_bits_c(self.getbits("p_", off, fw), fw, ft)
+                w(f"p4n_st128(&h_[{i}], {bits});" if fw > 64 else f"h_[{i}] = {bits};")
             w(f"c->pk_off += {nb};")
             w("h_[0] = 1;")
             if after:
@@ -409,7 +539,10 @@ class CExterns(ExternCompiler):
             w("uint8_t *q_ = c->ob + c->ob_n;")
             w(f"memset(q_, 0, {nb});")
             for i, off, fw, _ft in leaf_bits(t):
-                w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
+                if fw > 64:
+                    w(f"p4n_putbits128(q_, {off}, {fw}, p4n_ld128(&s[{b + i}]));")
+                else:
+                    w(f"p4n_putbits(q_, {off}, {fw}, s[{b + i}]);")
             w(f"c->ob_n += {nb};")
 
     deparse_max = 0

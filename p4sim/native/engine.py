@@ -69,6 +69,31 @@ _FFI: Any = None
 _LIBS: dict[str, Any] = {}
 
 
+_M64 = (1 << 64) - 1
+
+
+def _split(values: Sequence[int], widths: Sequence[int]) -> list[int]:
+    """C words of values of the given widths: one wider than 64 bits is two, its low 64 bits first."""
+    out: list[int] = []
+    for v, w in zip(values, widths, strict=False):
+        out += [v & _M64, v >> 64] if w > 64 else [v]
+    return out
+
+
+def _join(words: Sequence[int], widths: Sequence[int]) -> list[int]:
+    """The values of the given widths in C words (`_split`'s inverse)."""
+    out: list[int] = []
+    i = 0
+    for w in widths:
+        if w > 64:
+            out.append(int(words[i]) | int(words[i + 1]) << 64)
+            i += 2
+        else:
+            out.append(int(words[i]))
+            i += 1
+    return out
+
+
 def ffi() -> Any:
     global _FFI
     if _FFI is None:
@@ -102,6 +127,7 @@ class NativeSwitch(Switch):
         self._c = f.gc(lib.p4n_new(0), lib.p4n_free)
         self._amax = int(lib.p4n_amax())
         self._dmax = int(lib.p4n_dmax())
+        self._pwidths = {name: [p.width for p in ai.params] for name, ai in prog.actions.items()}
         self._handles: dict[str, dict[object, int]] = {name: {} for name in cprog.tables}
         self._tindex = {name: i for i, name in enumerate(cprog.tables)}
         self._odata = f.new("const uint8_t **")
@@ -222,7 +248,7 @@ class NativeSwitch(Switch):
             for k, di in enumerate(idl):
                 name = self._cprog.digests[di]
                 widths = self._digest_widths[name]
-                row = vl[k * self._dmax:k * self._dmax + len(widths)]
+                row = _join(vl[k * self._dmax:(k + 1) * self._dmax], widths)
                 out.append((self._digest_ids[name],
                             [int(v).to_bytes((w + 7) // 8, "big") for v, w in zip(row, widths, strict=True)]))
             return out
@@ -233,8 +259,9 @@ class NativeSwitch(Switch):
             LOG.warning("the native engine does not trace packets; run with --engine python to trace them")
 
     # ------------------------------------------------------------------ tables
-    def _args(self, args: Sequence[int]) -> Any:
-        return self._ffi.new("uint64_t[]", list(args) + [0] * (self._amax - len(args)))
+    def _args(self, action: str, args: Sequence[int]) -> Any:
+        words = _split(args, self._pwidths.get(action, [64] * len(args)))
+        return self._ffi.new("uint64_t[]", words + [0] * (self._amax - len(words)))
 
     def _anum(self, name: str) -> int:
         return self._cprog.actions.get(name, 0)
@@ -243,13 +270,13 @@ class NativeSwitch(Switch):
         mid = -1 if ent.member_id is None else ent.member_id
         gid = -1 if ent.group_id is None else ent.group_id
         if ent.member_id is not None or ent.group_id is not None:
-            return 0, self._args(()), mid, gid
-        return self._anum(ent.action), self._args(ent.args), mid, gid
+            return 0, self._args("", ()), mid, gid
+        return self._anum(ent.action), self._args(ent.action, ent.args), mid, gid
 
     def _c_default(self, ref: _TableRef) -> None:
         t = ref.table
         self._lib.p4n_table_set_default(self._c, self._tindex[ref.name], self._anum(t.default_name),
-                                        self._args(t.default_args))
+                                        self._args(t.default_name, t.default_args))
 
     def _insert(self, ref: _TableRef, e: TableEntry, check_const: bool = True) -> None:
         super()._insert(ref, e, check_const)
@@ -259,17 +286,19 @@ class NativeSwitch(Switch):
         for kind, m, w in zip(ref.table.kinds, ent.match, ref.table.widths, strict=True):
             full = (1 << w) - 1
             if kind == "exact":
-                keys.append(m)
-                masks.append(full)
+                kv, mv = m, full
             elif kind == "lpm":
-                keys.append(m[0])
-                masks.append(full ^ ((1 << (w - m[1])) - 1))
+                kv, mv = m[0], full ^ ((1 << (w - m[1])) - 1)
             elif kind == "optional":
-                keys.append(m[0])
-                masks.append(full if m[1] else 0)
+                kv, mv = m[0], full if m[1] else 0
             else:  # ternary (value, mask) or range (low, high)
-                keys.append(m[0])
-                masks.append(m[1])
+                kv, mv = m[0], m[1]
+            if w > 64:  # two columns, the high 64 bits first (runtime.h)
+                keys += [kv >> 64, kv & _M64]
+                masks += [mv >> 64, mv & _M64]
+            else:
+                keys.append(kv)
+                masks.append(mv)
         f = self._ffi
         action, args, mid, gid = self._entry_action(ent)
         handle = self._lib.p4n_table_insert(
@@ -338,7 +367,7 @@ class NativeSwitch(Switch):
 
     def _c_member(self, profile_id: int, member_id: int) -> None:
         ba, args = self._profiles[profile_id].profile.members[member_id]
-        self._lib.p4n_member_set(self._c, self._pindex(profile_id), member_id, self._anum(ba.name), self._args(args))
+        self._lib.p4n_member_set(self._c, self._pindex(profile_id), member_id, self._anum(ba.name), self._args(ba.name, args))
 
     def member_insert(self, profile_id: int, member_id: int, action: ActionCall) -> None:
         with self._lock:
@@ -394,14 +423,23 @@ class NativeSwitch(Switch):
     def register_read(self, register_id: int, index: int) -> int:
         with self._lock:
             super().register_read(register_id, index)  # validates the id and index
-            ri = self._cprog.registers.index(self._registers[register_id].fqname)
+            info = self._registers[register_id]
+            ri = self._cprog.registers.index(info.fqname)
+            if info.width > 64:  # two words a cell, the low 64 bits first
+                lo, hi = (int(self._lib.p4n_register_read(self._c, ri, 2 * index + j)) for j in (0, 1))
+                return hi << 64 | lo
             return int(self._lib.p4n_register_read(self._c, ri, index))
 
     def register_write(self, register_id: int, index: int, value: int) -> None:
         with self._lock:
             super().register_write(register_id, index, value)
-            ri = self._cprog.registers.index(self._registers[register_id].fqname)
-            self._lib.p4n_register_write(self._c, ri, index, value)
+            info = self._registers[register_id]
+            ri = self._cprog.registers.index(info.fqname)
+            if info.width > 64:
+                self._lib.p4n_register_write(self._c, ri, 2 * index, value & _M64)
+                self._lib.p4n_register_write(self._c, ri, 2 * index + 1, value >> 64)
+            else:
+                self._lib.p4n_register_write(self._c, ri, index, value)
 
     def meter_write(self, meter_id: int, index: int, config: MeterConfig | None) -> None:
         with self._lock:

@@ -309,7 +309,7 @@ int32_t p4n_table_insert(void *cv, uint32_t t, const uint64_t *key, const uint64
     memcpy(e->key, key, nk * sizeof(uint64_t));
     memcpy(e->mask, mask, nk * sizeof(uint64_t));
     for (unsigned j = 0; j < nk; j++)
-        if (tb->d->kinds[j] != K_RANGE) e->popcount += (unsigned)__builtin_popcountll(mask[j]);
+        if (tb->d->kinds[j] < K_RANGE_HI && tb->d->kinds[j] != K_RANGE) e->popcount += (unsigned)__builtin_popcountll(mask[j]);
     e->prio = prio;
     e->seq = tb->seq++;
     e->action = action;

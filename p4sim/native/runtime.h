@@ -40,6 +40,36 @@ static inline uint64_t p4n_ssat(uint64_t a, uint64_t b, int sub, unsigned w) {
     return (uint64_t)(r < lo ? lo : r > hi ? hi : r);
 }
 
+/* bit<N>/int<N> with 64 < N <= 128: an unsigned __int128 (int<N> sign-extended to 128 bits),
+   stored in two slots, the low 64 bits first */
+typedef unsigned __int128 p4n_u128;
+#define P4N_U128(hi, lo) (((p4n_u128)(hi) << 64) | (p4n_u128)(lo))
+static inline p4n_u128 p4n_ld128(const uint64_t *p) { return P4N_U128(p[1], p[0]); }
+static inline void p4n_st128(uint64_t *p, p4n_u128 v) { p[0] = (uint64_t)v; p[1] = (uint64_t)(v >> 64); }
+static inline uint64_t p4n_amt(p4n_u128 b) { return b > 255 ? 255 : (uint64_t)b; }
+static inline p4n_u128 p4n_sx128(p4n_u128 v, unsigned w) {
+    return w >= 128 ? v : (p4n_u128)((__int128)(v << (128 - w)) >> (128 - w));
+}
+static inline p4n_u128 p4n_shl128(p4n_u128 a, p4n_u128 b, unsigned w, p4n_u128 mask) {
+    return b < w ? (a << b) & mask : 0;
+}
+static inline p4n_u128 p4n_shr128(p4n_u128 a, p4n_u128 b) { return b < 128 ? a >> b : 0; }
+static inline p4n_u128 p4n_sar128(p4n_u128 a, p4n_u128 b) { return (p4n_u128)((__int128)a >> (b < 127 ? b : 127)); }
+static inline p4n_u128 p4n_div128(p4n_u128 a, p4n_u128 b) { return b ? a / b : 0; }
+static inline p4n_u128 p4n_mod128(p4n_u128 a, p4n_u128 b) { return b ? a % b : 0; }
+static inline p4n_u128 p4n_sadd128(p4n_u128 a, p4n_u128 b, p4n_u128 mask) {
+    p4n_u128 r = a + b;
+    return (r < a || r > mask) ? mask : r;
+}
+static inline p4n_u128 p4n_ssub128(p4n_u128 a, p4n_u128 b) { return a > b ? a - b : 0; }
+static inline p4n_u128 p4n_ssat128(p4n_u128 a, p4n_u128 b, int sub, unsigned w) {
+    __int128 hi = (__int128)((((p4n_u128)1) << (w - 1)) - 1), lo = -hi - 1, r;
+    int over = sub ? __builtin_sub_overflow((__int128)a, (__int128)b, &r)
+                   : __builtin_add_overflow((__int128)a, (__int128)b, &r);
+    if (over) r = (__int128)a < 0 ? lo : hi;
+    return (p4n_u128)(r < lo ? lo : r > hi ? hi : r);
+}
+
 /* ------------------------------------------------------------------ bits of a byte buffer */
 static inline uint64_t p4n_getbits(const uint8_t *p, unsigned off, unsigned w) {
     const uint8_t *q = p + (off >> 3);
@@ -58,6 +88,15 @@ static inline void p4n_putbits(uint8_t *p, unsigned off, unsigned w, uint64_t v)
     for (i = nb; i-- > 0;) { q[i] |= (uint8_t)x; x >>= 8; }
 }
 
+/* a field of 64 < w <= 128 bits */
+static inline p4n_u128 p4n_getbits128(const uint8_t *p, unsigned off, unsigned w) {
+    return P4N_U128(p4n_getbits(p, off, w - 64), p4n_getbits(p, off + w - 64, 64));
+}
+static inline void p4n_putbits128(uint8_t *p, unsigned off, unsigned w, p4n_u128 v) {
+    p4n_putbits(p, off, w - 64, (uint64_t)(v >> 64));
+    p4n_putbits(p, off + w - 64, 64, (uint64_t)v);
+}
+
 /* BMv2's BufBuilder: fields packed bit by bit, most significant first, zero padding at the end */
 typedef struct { uint8_t *buf; unsigned nbits; } p4n_bb;
 static inline void p4n_bb_put(p4n_bb *b, uint64_t v, unsigned w) {
@@ -65,6 +104,10 @@ static inline void p4n_bb_put(p4n_bb *b, uint64_t v, unsigned w) {
     for (i = (b->nbits + 7) >> 3; i < ((end + 7) >> 3); i++) b->buf[i] = 0;
     p4n_putbits(b->buf, b->nbits, w, v);
     b->nbits = end;
+}
+static inline void p4n_bb_put128(p4n_bb *b, p4n_u128 v, unsigned w) {
+    p4n_bb_put(b, (uint64_t)(v >> 64), w - 64);
+    p4n_bb_put(b, (uint64_t)v, 64);
 }
 
 /* ------------------------------------------------------------------ hashes and checksums */
@@ -190,7 +233,9 @@ static void p4n_map_del(p4n_map *m, uint64_t k) {
 static void p4n_map_free(p4n_map *m) { free(m->keys); free(m->vals); memset(m, 0, sizeof *m); }
 
 /* ------------------------------------------------------------------ tables (p4sim/tables.py) */
-enum { K_EXACT, K_LPM, K_TERNARY, K_RANGE, K_OPTIONAL };
+/* a key wider than 64 bits is two columns, its high 64 bits first; a range of them is
+   K_RANGE_HI (compared as one 128-bit number with the K_RANGE_LO column after it) */
+enum { K_EXACT, K_LPM, K_TERNARY, K_RANGE, K_OPTIONAL, K_RANGE_HI, K_RANGE_LO };
 enum { M_KEYLESS, M_LEVELS, M_LINEAR };
 
 typedef struct {
@@ -378,6 +423,10 @@ static inline int32_t p4n_lookup(const p4n_table *t, const uint64_t *k) {
             for (j = 0; j < nk; j++) {
                 if (d->kinds[j] == K_RANGE) {
                     if (k[j] < e->key[j] || k[j] > e->mask[j]) break;
+                } else if (d->kinds[j] == K_RANGE_HI) {
+                    p4n_u128 v = P4N_U128(k[j], k[j + 1]);
+                    if (v < P4N_U128(e->key[j], e->key[j + 1]) || v > P4N_U128(e->mask[j], e->mask[j + 1])) break;
+                    j++;
                 } else if ((k[j] & e->mask[j]) != e->key[j]) {
                     break;
                 }

@@ -39,7 +39,9 @@ def test_library_is_built_once_per_program(tmp_path: Path, monkeypatch: pytest.M
     assert len(list(tmp_path.glob("p4sim-*.so"))) == 2  # another program, another library
 
 
-WIDE_SIGNED = """
+def wide_program(decl: str) -> str:
+    """A program that computes ``hdr.h.a - 1`` through a local of type ``decl`` (bit<N>/int<N>)."""
+    return """
 #include <core.p4>
 #include <v1model.p4>
 header h_t { bit<8> a; }
@@ -51,8 +53,8 @@ parser P(packet_in pkt, out headers_t hdr, inout meta_t m, inout standard_metada
 control VC(inout headers_t hdr, inout meta_t m) { apply { } }
 control I(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
     apply {
-        int<65> wide = (int<65>)(bit<65>)hdr.h.a;
-        hdr.h.a = (bit<8>)(bit<65>)(wide - 1);
+        WIDE_T wide = (WIDE_T)(BITS_T)hdr.h.a;
+        hdr.h.a = (bit<8>)(BITS_T)(wide - 1);
         sm.egress_spec = 1;
     }
 }
@@ -60,18 +62,30 @@ control E(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) { a
 control CC(inout headers_t hdr, inout meta_t m) { apply { } }
 control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
 V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
+""".replace("WIDE_T", decl).replace("BITS_T", "bit<" + decl.split("<")[1])
 
 
-def test_unsupported_construct_falls_back_with_its_name(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("decl", ["bit<129>", "int<129>", "int<1000>"])
+def test_unsupported_construct_falls_back_with_its_name(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                        decl: str) -> None:
     src = tmp_path / "wide.p4"
-    src.write_text(WIDE_SIGNED)
+    src.write_text(wide_program(decl))
     sw = Switch.load(str(src), [], engine="native")
     assert sw.engine == "python"
-    assert sw.native_fallback is not None and "int<65>" in sw.native_fallback
-    assert "wider than 64 bits" in sw.native_fallback
-    assert "native engine unavailable" in caplog.text and "int<65>" in caplog.text
+    assert sw.native_fallback is not None and decl in sw.native_fallback
+    assert "wider than 128 bits" in sw.native_fallback
+    assert "native engine unavailable" in caplog.text and decl in caplog.text
     assert sw.process(0, b"\x00")[0][1] == b"\xff"  # the Python engine runs it: 0 - 1 wraps
+
+
+@pytest.mark.parametrize("decl", ["bit<65>", "int<65>", "bit<128>", "int<128>", "int<100>"])
+def test_values_up_to_128_bits_run_natively(tmp_path: Path, decl: str) -> None:
+    src = tmp_path / "wide.p4"
+    src.write_text(wide_program(decl))
+    sw = Switch.load(str(src), [], engine="native")
+    assert sw.engine == "native", sw.native_fallback
+    assert sw.process(0, b"\x00")[0][1] == b"\xff"
+    assert sw.process(0, b"\x07")[0][1] == b"\x06"
 
 
 def test_signed_values_run_natively() -> None:
