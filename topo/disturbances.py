@@ -123,6 +123,9 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
                      timeout=60, interval=0.05, what="traffic before the kill")
             rec = faults.inject("primary", opts.kill_nf)
             out.killed, out.killed_at = opts.kill_nf, rec.at
+            # the run ends with the victim back in the pool, not whenever the traffic ends (a
+            # kill late in a short run left it still starting when the summary was taken)
+            faults.wait_back(opts.kill_nf)
         if opts.kill_every > 0:
             # some traffic first: a tenth of the run, at most 4 s of it (a soak is long)
             wait_for(lambda: sender.poll() is not None

@@ -258,6 +258,15 @@ class FaultInjector:
     def _alive(self, nf: int) -> bool:
         return any(r["id"] == nf and r["alive"] for r in _get(f"{self.leading()}/nfs"))
 
+    def wait_back(self, nf: int, timeout: float = 20.0) -> None:
+        """Until killed primary `nf`, started again, is alive and back in the pool: configured
+        as a spare (or already the new backup of a primary left without one), no longer shown
+        as the primary it was."""
+        def back() -> bool:
+            return any(r["id"] == nf and r["alive"] and r["role"] != "primary"
+                       for r in _get(f"{self.leading()}/nfs"))
+        wait_for(back, timeout=timeout, interval=0.05, what=f"NF {nf} back in the pool")
+
     def wait_pool(self, timeout: float = 20.0) -> None:
         """Until every NF is alive again (restarted victims back in the pool)."""
         wait_for(lambda: all(r["alive"] for r in _get(f"{self.leading()}/nfs")), timeout=timeout,
