@@ -45,6 +45,7 @@ from rich.table import Table
 
 REPO = Path(__file__).resolve().parent.parent
 SINK_PORT = 9000
+IO_VARIANTS = ("socket", "ring", "ring-pyloop")  # p4sim --io, and ring without the C loop
 
 
 @dataclass
@@ -267,7 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     missing = [e for e in engines if e not in (offered or ["python"])]
     if missing:
         p.error(f"--engine {','.join(missing)}: this p4sim offers {','.join(offered or ['python'])}")
-    variants = [Variant(io, e) for e in engines for io in args.io.split(",") if io]
+    ios = [io for io in args.io.split(",") if io]
+    unknown = [io for io in ios if io not in IO_VARIANTS]
+    if unknown or not ios:
+        p.error(f"--io {args.io}: choose among {','.join(IO_VARIANTS)}")
+    variants = [Variant(io, e) for e in engines for io in ios]
     console = Console()
     caps: dict[str, list[float]] = {v.name: [] for v in variants}
     runs: list[dict[str, Any]] = []

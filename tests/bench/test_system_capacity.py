@@ -94,3 +94,14 @@ def test_the_ring_pyloop_variant_runs_ring_io_with_the_native_loop_off(
         sc.capacity_of(sc.Variant(io, "native"), args, tmp_path, Console(quiet=True), True)
     assert seen == [("ring", "0"), ("ring", "1")]
     assert "P4SIM_NATIVE_RING" not in os.environ  # put back as it was
+
+
+@pytest.mark.unit
+def test_an_unknown_io_variant_is_refused_before_anything_starts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.system_capacity import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--io", "socket,bogus", "--engine", "python"])
+    assert exc.value.code == 2
+    assert "--io socket,bogus: choose among socket,ring,ring-pyloop" in capsys.readouterr().err
