@@ -239,7 +239,7 @@ class ExprCompiler:
             m = ((1 << (hi - lo + 1)) - 1) << lo
             cur = self.ex(base, ctx)
             v = self.ex_as(value, tt, ctx)
-            newv = f"(({cur} & {bt.mask ^ m}) | (({self.u64(v)} << {lo}) & {m}))"
+            newv = f"(({cur} & {bt.mask ^ m}) | (({self.widen(v, bt.width)} << {lo}) & {m}))"
             if bt.signed:
                 newv = self.sx(newv, bt.width)
             self.assign_code(base, newv, ctx, w)
@@ -252,8 +252,9 @@ class ExprCompiler:
             return
         self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
 
-    def u64(self, code: str) -> str:
-        """The left operand of a shift (C widens it to 64 bits first)."""
+    def widen(self, code: str, width: int) -> str:
+        """The left operand of a shift into a value of `width` bits (C widens it to 64 bits
+        first, or to 128 for a wider value)."""
         return code
 
     def sx(self, code: str, width: int) -> str:
@@ -485,16 +486,14 @@ class ExprCompiler:
     DIVMOD = {"/": "_div", "%": "_mod"}  # unsigned division and modulo, x / 0 == x % 0 == 0
 
     def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
-        ls, rs = T.strip(e.left.ty), T.strip(e.right.ty)
-        assert isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
+        res, ls, rs = T.strip(e.ty), T.strip(e.left.ty), T.strip(e.right.ty)
+        assert isinstance(res, T.Bits) and isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
         a, b = self.ex(e.left, ctx), self.ex(e.right, ctx)
         if ls.signed:
             a = f"({a} & {ls.mask})"
         if rs.signed:
             b = f"({b} & {rs.mask})"
-        code = f"(({self.u64(a)} << {rs.width}) | {b})"
-        res = T.strip(e.ty)
-        assert isinstance(res, T.Bits)
+        code = f"(({self.widen(a, res.width)} << {rs.width}) | {b})"
         return self.sx(code, res.width) if res.signed else code
 
     def shift_code(self, e: A.Binary, ctx: Ctx) -> str:

@@ -142,8 +142,8 @@ class CExterns(ExternCompiler):
     def check_type(self, t: T.Type, loc: Loc | None) -> None:
         check_type(t, loc)
 
-    def u64(self, code: str) -> str:
-        return f"(uint64_t){code}"
+    def widen(self, code: str, width: int) -> str:
+        return f"({U128}){code}" if width > 64 else f"(uint64_t){code}"
 
     def sx(self, code: str, width: int) -> str:
         return f"p4n_sx128({code}, {width})" if width > 64 else f"p4n_sx({code}, {width})"
@@ -177,32 +177,6 @@ class CExterns(ExternCompiler):
         if is_wide(t):
             return f"!memcmp(&s[{a}], &s[{b}], 2 * sizeof(uint64_t))"
         return super().equal_code(t, a, b)
-
-    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        if not (isinstance(target, A.Slice) and is_wide(target.expr.ty)):
-            super().assign(target, value, ctx, w)
-            return
-        base = target.expr
-        bt = T.strip(base.ty)
-        assert isinstance(bt, T.Bits)
-        hi, lo = int(target.hi.const), int(target.lo.const)
-        m = ((1 << (hi - lo + 1)) - 1) << lo
-        v = self.ex_as(value, target.ty, ctx)
-        newv = f"(({self.ex(base, ctx)} & {bt.mask ^ m}) | ((({U128}){v} << {lo}) & {m}))"
-        self.assign_code(base, self.sx(newv, bt.width) if bt.signed else newv, ctx, w)
-
-    def concat_code(self, e: A.Binary, ctx: Ctx) -> str:
-        res, ls, rs = T.strip(e.ty), T.strip(e.left.ty), T.strip(e.right.ty)
-        assert isinstance(res, T.Bits) and isinstance(ls, T.Bits) and isinstance(rs, T.Bits)
-        if res.width <= 64:
-            return super().concat_code(e, ctx)
-        a, b = self.ex(e.left, ctx), self.ex(e.right, ctx)
-        if ls.signed:
-            a = f"({a} & {ls.mask})"
-        if rs.signed:
-            b = f"({b} & {rs.mask})"
-        code = f"((({U128}){a} << {rs.width}) | {b})"
-        return self.sx(code, res.width) if res.signed else code
 
     def binary(self, e: A.Binary, ctx: Ctx) -> str:
         if e.op in ("/", "%") and is_wide(e.ty):
