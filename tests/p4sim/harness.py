@@ -25,6 +25,28 @@ def load(name: str, engine: str | None = None, **defines: str) -> Switch:
     return sw
 
 
+def one_header_program(fields: str, ingress: str) -> str:
+    """A v1model program around one header, `h_t { fields }`, extracted from the packet and
+    emitted again; `ingress` is the body of the ingress control (declarations, then `apply`)."""
+    return f"""#include <core.p4>
+#include <v1model.p4>
+header h_t {{ {fields} }}
+struct headers_t {{ h_t h; }}
+struct meta_t {{ }}
+parser P(packet_in pkt, out headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {{
+    state start {{ pkt.extract(hdr.h); transition accept; }}
+}}
+control VC(inout headers_t hdr, inout meta_t m) {{ apply {{ }} }}
+control I(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {{
+{ingress}
+}}
+control E(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {{ apply {{ }} }}
+control CC(inout headers_t hdr, inout meta_t m) {{ apply {{ }} }}
+control D(packet_out pkt, in headers_t hdr) {{ apply {{ pkt.emit(hdr.h); }} }}
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
 @dataclass
 class Scratch:
     op: int = 0

@@ -12,7 +12,7 @@ import pytest
 
 from p4sim.native import build as native_build
 from p4sim.switch import Switch
-from tests.p4sim.harness import CPU_PORT, PROGRAMS
+from tests.p4sim.harness import CPU_PORT, PROGRAMS, one_header_program
 
 pytestmark = pytest.mark.unit
 
@@ -41,28 +41,11 @@ def test_library_is_built_once_per_program(tmp_path: Path, monkeypatch: pytest.M
 
 def wide_program(decl: str) -> str:
     """A program that computes ``hdr.h.a - 1`` through a local of type ``decl`` (bit<N>/int<N>)."""
-    return """
-#include <core.p4>
-#include <v1model.p4>
-header h_t { bit<8> a; }
-struct headers_t { h_t h; }
-struct meta_t { }
-parser P(packet_in pkt, out headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
-}
-control VC(inout headers_t hdr, inout meta_t m) { apply { } }
-control I(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
-    apply {
+    return one_header_program("bit<8> a;", """    apply {
         WIDE_T wide = (WIDE_T)(BITS_T)hdr.h.a;
         hdr.h.a = (bit<8>)(BITS_T)(wide - 1);
         sm.egress_spec = 1;
-    }
-}
-control E(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) { apply { } }
-control CC(inout headers_t hdr, inout meta_t m) { apply { } }
-control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-""".replace("WIDE_T", decl).replace("BITS_T", "bit<" + decl.split("<")[1])
+    }""").replace("WIDE_T", decl).replace("BITS_T", "bit<" + decl.split("<")[1])
 
 
 @pytest.mark.parametrize("decl", ["bit<129>", "int<129>", "int<1000>"])

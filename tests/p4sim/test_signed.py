@@ -12,7 +12,7 @@ import pytest
 from scapy.layers.l2 import Ether
 
 from p4sim.switch import Match, Switch
-from tests.p4sim.harness import add, load
+from tests.p4sim.harness import add, load, one_header_program
 
 pytestmark = pytest.mark.unit
 
@@ -151,18 +151,7 @@ def test_digest_of_signed_fields(sw):
     assert vals == [b"\xfe", (-300 & 0xFFFF).to_bytes(2, "big"), b"\x0a"]
 
 
-REGISTER_PROGRAM = """
-#include <core.p4>
-#include <v1model.p4>
-header h_t { int<16> x; bit<8> idx; }
-struct headers_t { h_t h; }
-struct meta_t { }
-parser P(packet_in pkt, out headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
-}
-control VC(inout headers_t hdr, inout meta_t m) { apply { } }
-control I(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
-    register<int<16>>(4) acc;
+REGISTER_PROGRAM = one_header_program("int<16> x; bit<8> idx;", """    register<int<16>>(4) acc;
     apply {
         sm.egress_spec = 1;
         int<16> v;
@@ -170,13 +159,7 @@ control I(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) {
         acc.read(v, i);
         acc.write(i, v + hdr.h.x);
         hdr.h.x = v < 0 ? -v : v;
-    }
-}
-control E(inout headers_t hdr, inout meta_t m, inout standard_metadata_t sm) { apply { } }
-control CC(inout headers_t hdr, inout meta_t m) { apply { } }
-control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
+    }""")
 
 
 def test_signed_register(tmp_path: Path, p4sim_engine: str):
