@@ -16,6 +16,7 @@ from p4sim.server.device import Device, EngineFactory
 from p4sim.server.service import Server, serve
 from tests.p4sim.server.entity_builders import enc
 from tests.p4sim.server.fake_switch import DEVICE_CONFIG, FakeSwitch, load_p4info
+from tests.p4sim.server.netns import VethTopology
 from tests.p4sim.server.p4rt_client import StreamClient
 from tests.support.procs import free_port
 
@@ -216,3 +217,12 @@ def p4sim_engine() -> str:
     """The server tests run once, on the default engine (the parent conftest runs the engine
     tests on both)."""
     return "default"
+
+
+@pytest.fixture
+def topo() -> Iterator[VethTopology]:
+    """Two hosts, each in a network namespace of its own, wired by veth pairs to interfaces a
+    `p4sim run` process attaches to (root); removed afterwards."""
+    t = VethTopology.create(2)
+    yield t
+    t.teardown()

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +48,6 @@ for _ in range(n):
         pass
 print(sent)
 """
-
-
-@pytest.fixture
-def topo() -> Iterator[VethTopology]:
-    t = VethTopology.create(2)
-    yield t
-    t.teardown()
 
 
 def switch_status(addr: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -29,13 +28,6 @@ from tests.support.procs import free_port, stop_process, wait_for
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 N = 20
-
-
-@pytest.fixture
-def topo() -> Iterator[VethTopology]:
-    t = VethTopology.create(2)
-    yield t
-    t.teardown()
 
 
 @pytest.mark.parametrize("io", ["socket", "ring"])

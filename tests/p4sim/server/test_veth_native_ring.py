@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -22,7 +21,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from tests.p4sim.server.conftest import PROGRAM, RealProgram
-from tests.p4sim.server.entity_builders import INSERT, enc, update
+from tests.p4sim.server.entity_builders import enc, table
 from tests.p4sim.server.netns import VethTopology
 from tests.p4sim.server.p4rt_client import StreamClient
 from tests.support.procs import free_port, stop_process, wait_for
@@ -30,26 +29,6 @@ from tests.support.procs import free_port, stop_process, wait_for
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 N = 30
-
-
-@pytest.fixture
-def topo() -> Iterator[VethTopology]:
-    t = VethTopology.create(2)
-    yield t
-    t.teardown()
-
-
-def route(prog: RealProgram, prefix: int, action: str, params: dict[str, bytes]) -> p4r.Update:
-    table_id = prog.id_of("tables", "ipv4_lpm")
-    [table] = [t for t in prog.p4info.tables if t.preamble.id == table_id]
-    aid = prog.id_of("actions", action)
-    [act] = [a for a in prog.p4info.actions if a.preamble.id == aid]
-    ids = {p.name: p.id for p in act.params}
-    te = p4r.TableEntry(table_id=table_id, match=[p4r.FieldMatch(
-        field_id=table.match_fields[0].id, lpm=p4r.FieldMatch.LPM(value=enc(prefix), prefix_len=24))])
-    te.action.action.CopyFrom(p4r.Action(action_id=aid, params=[
-        p4r.Action.Param(param_id=ids[k], value=v) for k, v in params.items()]))
-    return update(INSERT, table_entry=te)
 
 
 def status(addr: str) -> dict[str, Any]:
@@ -77,8 +56,8 @@ def test_native_ring_path_forwards_punts_and_counts(topo: VethTopology, real_pro
         stream.arbitrate(1)
         assert stream.receive("arbitration").arbitration.status.code == 0
         req = p4r.WriteRequest(device_id=1, updates=[
-            route(prog, 0x0A000200, "ipv4_forward", {"dst_addr": enc(0x020000000002), "port": b"\x02"}),
-            route(prog, 0x0A000900, "send_to_cpu", {})])
+            table(prog.route(0x0A000200, 24, "ipv4_forward", dst_addr=0x020000000002, port=2)),
+            table(prog.route(0x0A000900, 24, "send_to_cpu"))])
         req.election_id.low = 1
         stub.Write(req)
 
