@@ -26,6 +26,7 @@ from pathlib import Path
 import grpc
 from finsy.proto import U128, p4i, p4r, p4r_grpc
 
+from bench.io_variants import NATIVE_RING_ENV, p4sim_io, parse_ios
 from bench.veth_traffic import RECEIVERS, SENDERS
 from p4sim.server.device import Device, real_engine
 from p4sim.server.service import serve
@@ -131,8 +132,7 @@ def bench_veth(seconds: float, io: str = "socket", engine: str = "native", traff
     h1, h2 = topo.hosts
     port = free_port()
     env = dict(os.environ)
-    if io == "ring-pyloop":  # the ring I/O without its native fast path (the Python loop)
-        io, env["P4SIM_NATIVE_RING"] = "ring", "0"
+    io, env[NATIVE_RING_ENV] = p4sim_io(io)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -258,9 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     traffics = [x for x in args.traffic.split(",") if x]
     if not traffics or any(t not in SENDERS for t in traffics):
         ap.error(f"--traffic {args.traffic!r}: a comma-separated list of ring and python")
+    try:
+        ios = parse_ios(args.io)
+    except ValueError as exc:
+        ap.error(str(exc))
     results = {} if args.only_veth else bench_writes(args.writes)
     if not args.no_veth:
-        variants = [(io, engine, traffic) for traffic in traffics for io in args.io.split(",") if io
+        variants = [(io, engine, traffic) for traffic in traffics for io in ios
                     for engine in engines]
         runs: dict[tuple[str, str, str], list[dict[str, float]]] = {v: [] for v in variants}
         for _ in range(args.repeats):

@@ -43,9 +43,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.io_variants import NATIVE_RING_ENV, p4sim_io, parse_ios
+
 REPO = Path(__file__).resolve().parent.parent
 SINK_PORT = 9000
-IO_VARIANTS = ("socket", "ring", "ring-pyloop")  # p4sim --io, and ring without the C loop
 
 
 @dataclass
@@ -184,22 +185,21 @@ def capacity_of(variant: Variant, args: argparse.Namespace, out: Path, console: 
     """Bring the system up with `variant` and search its zero-loss capacity."""
     from topo.scenario import DEFAULT_CONFIG, RunOptions, system
 
-    # ring-pyloop: ring I/O with the native fast path off (p4sim reads P4SIM_NATIVE_RING)
-    io = "ring" if variant.io == "ring-pyloop" else variant.io
+    io, native_ring = p4sim_io(variant.io)
     opts = RunOptions(target="p4sim", config=DEFAULT_CONFIG, flows=args.flows, packets=1, rate=1.0,
                       workers=1, out_dir=out, ready_timeout=120.0, etcd_members=1, standby=False,
                       io=io, engine=variant.engine if engine_option else None)
     trials: list[Trial] = []
     t0 = time.monotonic()
-    saved = os.environ.get("P4SIM_NATIVE_RING")
-    os.environ["P4SIM_NATIVE_RING"] = "0" if variant.io == "ring-pyloop" else "1"
+    saved = os.environ.get(NATIVE_RING_ENV)  # (the switch started in Mininet inherits it)
+    os.environ[NATIVE_RING_ENV] = native_ring
     try:
         return _search(variant, args, out, console, opts, system, trials, t0)
     finally:
         if saved is None:
-            os.environ.pop("P4SIM_NATIVE_RING", None)
+            os.environ.pop(NATIVE_RING_ENV, None)
         else:
-            os.environ["P4SIM_NATIVE_RING"] = saved
+            os.environ[NATIVE_RING_ENV] = saved
 
 
 def _search(variant: Variant, args: argparse.Namespace, out: Path, console: Console, opts: Any,
@@ -268,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     missing = [e for e in engines if e not in (offered or ["python"])]
     if missing:
         p.error(f"--engine {','.join(missing)}: this p4sim offers {','.join(offered or ['python'])}")
-    ios = [io for io in args.io.split(",") if io]
-    unknown = [io for io in ios if io not in IO_VARIANTS]
-    if unknown or not ios:
-        p.error(f"--io {args.io}: choose among {','.join(IO_VARIANTS)}")
+    try:
+        ios = parse_ios(args.io)
+    except ValueError as exc:
+        p.error(str(exc))
     variants = [Variant(io, e) for e in engines for io in ios]
     console = Console()
     caps: dict[str, list[float]] = {v.name: [] for v in variants}
