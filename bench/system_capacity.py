@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from rich.console import Console
 from rich.table import Table
@@ -191,20 +192,9 @@ def capacity_of(variant: Variant, args: argparse.Namespace, out: Path, console: 
                       io=io, engine=variant.engine if engine_option else None)
     trials: list[Trial] = []
     t0 = time.monotonic()
-    saved = os.environ.get(NATIVE_RING_ENV)  # (the switch started in Mininet inherits it)
-    os.environ[NATIVE_RING_ENV] = native_ring
-    try:
-        return _search(variant, args, out, console, opts, system, trials, t0)
-    finally:
-        if saved is None:
-            os.environ.pop(NATIVE_RING_ENV, None)
-        else:
-            os.environ[NATIVE_RING_ENV] = saved
-
-
-def _search(variant: Variant, args: argparse.Namespace, out: Path, console: Console, opts: Any,
-            system: Any, trials: list[Trial], t0: float) -> tuple[float, list[Trial]]:
-    with system(opts, Console(quiet=True)) as sys_:
+    # the switch started in Mininet inherits the environment; it is put back afterwards
+    with mock.patch.dict(os.environ, {NATIVE_RING_ENV: native_ring}), \
+            system(opts, Console(quiet=True)) as sys_:
         console.print(f"  [dim]{variant.name}: system up in {time.monotonic() - t0:.0f} s[/]")
 
         def ok(rate: float) -> bool:
