@@ -19,7 +19,6 @@ lost and counted (`tx_overflows`); one that is too big for a ring slot goes out 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import select
 import socket
@@ -108,7 +107,7 @@ class RingPortSet(PortSet):
             lost = ring.abandon()
             st.tx_errors += lost
             st.tx -= lost
-            if exc.errno not in (errno.ENXIO, errno.ENETDOWN, errno.ENODEV):
+            if exc.errno not in self._GONE:
                 LOG.warning("send on port %d failed: %s", port, exc)
         if ring.malformed:
             st.tx_errors += ring.malformed

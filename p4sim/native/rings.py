@@ -19,7 +19,6 @@ takes the frames the Python way (`RingPortSet._take`, `Device.inject_batch`).
 
 from __future__ import annotations
 
-import errno
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("p4sim.ports")
 
-_QUIET = (errno.ENXIO, errno.ENETDOWN, errno.ENODEV)
 MAX_RINGS = 256  # p4n_ring_run serves at most this many ports (more: the Python path)
 
 
@@ -129,6 +127,6 @@ class NativeRingPath:
             st.tx_overflows += int(r.tx_overflows)
             if r.unsent:
                 ports._dirty.add(port)
-            if r.last_errno and r.last_errno not in _QUIET:
+            if r.last_errno and r.last_errno not in ports._GONE:  # (gone: no warning)
                 LOG.warning("send on port %d failed: errno %d", port, r.last_errno)
         return got, sent, left
