@@ -15,7 +15,7 @@ from nf_host.replication import Message, worker_address
 from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.state_store import Replica
 from nf_host.worker_core import WorkerCore
-from nf_host.worker_types import CommandError, Role, SlotRole
+from nf_host.worker_types import CommandError, Role, SlotRole, TakeoverClock
 
 log = logging.getLogger("nf_host.worker")
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
@@ -175,7 +175,7 @@ class Ownership(WorkerCore):
         """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
         here if `measured` holds a slot still backed up here ([]: a later part of one)."""
         if any(s in self.backed_up or s in self.replicas for s in measured):
-            self._takeover = (time.time(), set(measured))
+            self._takeover = TakeoverClock(time.time(), set(measured))
         if chosen:
             # a primary now, whatever it was configured as (a spare given slots to back up, then
             # promoted): a later SetRole(IDLE/BACKUP) must drop what it owns

@@ -32,7 +32,15 @@ from nf_host.replication import (
 )
 from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
-from nf_host.worker_types import Counters, Role, SlotRole, SlotRuntime, WorkerConfig, older_owner
+from nf_host.worker_types import (
+    Counters,
+    Role,
+    SlotRole,
+    SlotRuntime,
+    TakeoverClock,
+    WorkerConfig,
+    older_owner,
+)
 
 log = logging.getLogger("nf_host.worker")
 
@@ -88,8 +96,8 @@ class WorkerCore:
         self.released_id = 0  # the last batch whose output has been handed to `tx`
         self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
-        # the last promotion (time.time(), its slots) until its first output is released
-        self._takeover: tuple[float, set[int]] | None = None
+        # the last promotion's clock until its first output is released
+        self._takeover: TakeoverClock | None = None
         self.markers = MarkerWait(cfg.marker_wait)  # adoptions waiting for their move marker
         # as an armed backup: (primary, successor, its address) to take over with when the
         # primary's replication link closes without its goodbye (Worker.on_peer_lost)
@@ -269,6 +277,8 @@ class WorkerCore:
             verdict = Verdict.DROP
         st.dirty.add(key)
         st.last_seq = shim.seq
+        if self._takeover is not None:
+            self._takeover.processed(rt.slot)
         rt.packets += 1
         self.c.packets += 1
         batch = self.batch
@@ -310,6 +320,8 @@ class WorkerCore:
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
+        if self._takeover is not None and batch.outputs:
+            self._takeover.sealed(batch.slot_seqs)
         slots_wire: list[list[Any]] = []
         versions: dict[int, int] = {}
         for slot, last in batch.slot_seqs.items():
@@ -390,12 +402,12 @@ class WorkerCore:
         self.c.outputs += len(batch.outputs)
         self.released_id = batch.id
         if self._takeover is not None and batch.outputs \
-                and not self._takeover[1].isdisjoint(batch.slot_seqs):
+                and not self._takeover.slots.isdisjoint(batch.slot_seqs):
             # what a fail-over's takeover ends with (the fail-over bench reads this line)
-            promoted_at, now = self._takeover[0], time.time()
+            clock, now = self._takeover, time.time()
             self._takeover = None
             log.info("takeover: first output of the promoted slots released %.1f ms after the "
-                     "promotion, at %.6f", (now - promoted_at) * 1000, now)
+                     "promotion (%s), at %.6f", (now - clock.at) * 1000, clock.steps(now), now)
         if self._release_waiters:
             waiting = self._release_waiters
             self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]

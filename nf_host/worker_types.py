@@ -4,6 +4,7 @@ slot and NF roles (mirroring nf_control.proto), shared by the worker's layers (`
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -97,3 +98,37 @@ class Counters:
     reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
     self_promotions: int = 0  # takeovers started here: the primary's link closed (§4.3)
     cancelled: int = 0  # packets buffered for an adoption that was cancelled (an undone move)
+
+
+@dataclass
+class TakeoverClock:
+    """A promotion's timeline until its first output is released (wall clock, seconds): where a
+    takeover's time goes, logged with its "takeover:" line. `at` the promotion; then the first
+    packet of a promoted slot processed, and the first batch with output of one sealed (its
+    delta sent to the new backup); the release follows the backup's ack."""
+
+    at: float
+    slots: set[int]
+    first_processed: float | None = None
+    first_sealed: float | None = None
+
+    def processed(self, slot: int) -> None:
+        if self.first_processed is None and slot in self.slots:
+            self.first_processed = time.time()
+
+    def sealed(self, slot_seqs: dict[int, int]) -> None:
+        if self.first_sealed is None and not self.slots.isdisjoint(slot_seqs):
+            self.first_sealed = time.time()
+
+    def steps(self, released: float) -> str:
+        """'processed +a ms, sealed +b ms, acked +c ms': each step from the one before."""
+        marks = [("processed", self.first_processed), ("sealed", self.first_sealed),
+                 ("acked", released)]
+        out, last = [], self.at
+        for name, t in marks:
+            if t is None:
+                out.append(f"{name} -")
+                continue
+            out.append(f"{name} +{(t - last) * 1000:.1f} ms")
+            last = t
+        return ", ".join(out)
