@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nf-host: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s nf{cfg.nf_id} %(levelname)s %(message)s")
+    from nf_host.child_process import freeze_startup
     from nf_host.control import serve
     from nf_host.worker_process import WorkerPool
 
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nf-host: {exc}", file=sys.stderr)
         pool.close()
         return 1
+    freeze_startup("nf-host")
     log.info("NF %d (%s) up: %d workers on %s, control %s, replication %s",
              cfg.nf_id, cfg.nf, cfg.workers, cfg.interface, cfg.control, cfg.replication)
     while not stop.wait(0.2):

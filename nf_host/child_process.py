@@ -1,9 +1,11 @@
 """What every process `nf-host` starts (its workers, its heartbeat responder) does first: die
-with the `nf-host` parent (PR_SET_PDEATHSIG), leave Ctrl-C to it, and log under its own name."""
+with the `nf-host` parent (PR_SET_PDEATHSIG), leave Ctrl-C to it, and log under its own name;
+and what each of its processes does once started (`freeze_startup`)."""
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import signal
 
@@ -15,3 +17,16 @@ def become_child(level: int | str, name: str) -> None:
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=level, format=f"%(asctime)s {name} %(levelname)s %(message)s")
+
+
+def freeze_startup(what: str) -> int:
+    """Move every object start-up made (modules, the NF, the config) out of the cyclic garbage
+    collector's reach (`gc.freeze`): they live as long as the process, and each full collection
+    scanned them all. Under load that stopped a worker's loop for 15-130 ms every ~10 s (~45,000
+    objects; acks, and so output, waited meanwhile); frozen, ~7,000 remain and a full collection
+    takes a few ms. Returns (and logs) how many objects were frozen."""
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    logging.getLogger("nf_host").info("%s: %d objects of start-up frozen out of the cyclic "
+                                      "collector's reach", what, frozen)
+    return frozen

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, cast
 
-from nf_host.child_process import become_child
+from nf_host.child_process import become_child, freeze_startup
 from nf_host.death_watch import DeathWatch
 
 log = logging.getLogger(__name__)
@@ -303,6 +303,7 @@ def responder_main(host: str, base_port: int, nf_id: int, workers: list[tuple[in
         conn.send(f"heartbeat responder: UDP {host}:{base_port}: {exc}")
         return
     signal.signal(signal.SIGTERM, _stop)
+    freeze_startup("heartbeat responder")  # a collector's pause would be a missed heartbeat
     conn.send(f"ok: {prioritise(realtime)}")
     conn.close()
     try:

@@ -27,7 +27,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
 from nf_host import liveness
-from nf_host.child_process import become_child
+from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore, make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
@@ -138,6 +138,7 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
 
         worker.on_backup = name_backup
     await worker.start()
+    freeze_startup(f"worker {index}")
     # heartbeats (nf_host/liveness.py): answered by the responder process while this loop turns
     # (it marks its turns in `clock`), or by this loop itself
     echo: asyncio.DatagramTransport | None = None

@@ -205,3 +205,38 @@ def test_output_log_keeps_released_output_for_a_while() -> None:
     assert log.frames == 1
     log.record(1, [[3, [b"c"]], [4, [b"d"]]], released=2, full=True, now=10.7)  # 3 not twice
     assert log.take(1) == [b"c", b"d"] and log.frames == 0
+
+
+def test_takeover_clock_times_each_step_of_a_takeover(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A promotion's clock: the first packet of a promoted slot, the first sealed batch with
+    output of one, the release; other slots and later marks do not move it."""
+    import nf_host.worker_types as wt
+
+    now = [100.0]
+    monkeypatch.setattr(wt.time, "time", lambda: now[0])
+    clock = wt.TakeoverClock(100.0, {5, 6})
+    now[0] = 100.001
+    clock.processed(9)  # not a promoted slot
+    clock.sealed({9: 1})
+    now[0] = 100.002
+    clock.processed(5)
+    now[0] = 100.0025
+    clock.sealed({9: 1, 6: 4})
+    now[0] = 100.004
+    clock.processed(6)  # later marks keep the first
+    clock.sealed({5: 2})
+    assert clock.steps(100.0105) == "processed +2.0 ms, sealed +0.5 ms, acked +8.0 ms"
+    # replayed input only (nothing processed after the promotion): the missing step is shown
+    assert wt.TakeoverClock(1.0, {1}).steps(1.003) == "processed -, sealed -, acked +3.0 ms"
+
+
+def test_freeze_startup_moves_the_objects_of_start_up_out_of_the_collector() -> None:
+    import gc
+
+    from nf_host.child_process import freeze_startup
+
+    try:
+        assert freeze_startup("test") > 1000  # (this test process's modules, pytest's, ...)
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()
