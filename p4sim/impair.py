@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 KEYS = ("loss", "duplicate", "reorder", "delay_ms", "seed")
+COUNTERS = ("impair_dropped", "impair_duplicated", "impair_reordered", "impair_delayed")
 PROBABILITIES = ("loss", "duplicate", "reorder")
 MAX_DELAY_MS = 1000.0
 
@@ -203,10 +204,16 @@ class PortImpairer:
         self.transmit = transmit
         self.lock = threading.Lock()
         self.done = False  # released or discarded: frames pass straight through
+        self._start = {name: getattr(counts, name) for name in COUNTERS}
 
     @property
     def impairment(self) -> Impairment:
         return self.impairer.impairment
+
+    def counted(self) -> dict[str, int]:
+        """What this impairment counted so far (the port's counters since it was set)."""
+        c = self.impairer.counts
+        return {name: getattr(c, name) - self._start[name] for name in COUNTERS}
 
     def send(self, frame: bytes) -> None:
         with self.lock:

@@ -229,13 +229,14 @@ class PortSet:
             old = self._impair.get(port)
             if old is not None:
                 sent = old.release()  # before it leaves the map: nothing overtakes its frames
-                if sent:
-                    LOG.info("port %d: %d delayed frames sent as the impairment ends", port, sent)
+                c = old.counted()
+                LOG.info("port %d (%s): impairment (%s) removed: it dropped %d, duplicated %d, "
+                         "reordered %d, delayed %d frames; %d held frames sent now", port,
+                         self.interfaces[port], old.impairment.describe(), c["impair_dropped"],
+                         c["impair_duplicated"], c["impair_reordered"], c["impair_delayed"], sent)
             rest = {p: i for p, i in self._impair.items() if p != port}
             if impairment is None:
                 self._impair = rest
-                if old is not None:
-                    LOG.info("port %d (%s): impairment removed", port, self.interfaces[port])
             else:
                 new = PortImpairer(impairment, self.stats[port],
                                    lambda data: self._transmit(port, data))

@@ -137,9 +137,14 @@ def test_clearing_sends_held_frames_in_order_and_closing_counts_them_dropped() -
     assert port.release() == 4 and sent == frames(4)
     port.send(b"after")  # released: straight through, no longer impaired
     assert sent[-1] == b"after" and stats.impair_delayed == 4
+    assert port.counted() == {"impair_dropped": 0, "impair_duplicated": 0,
+                              "impair_reordered": 0, "impair_delayed": 4}
     closing = PortImpairer(Impairment(delay_ms=50), stats, sent.append, clock)
     closing.send(b"held")
     assert closing.discard() == 1 and stats.impair_dropped == 1 and stats.lost == 1
+    # its own share of the port's counters
+    assert closing.counted() == {"impair_dropped": 1, "impair_duplicated": 0,
+                                 "impair_reordered": 0, "impair_delayed": 1}
     closing.send(b"x")
     assert sent[-1] == b"x"
 

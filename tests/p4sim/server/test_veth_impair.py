@@ -161,6 +161,10 @@ def test_an_impaired_port_loses_duplicates_and_reorders_exactly_as_counted(
     assert overtakers(sports) == p2["impair_reordered"] > 0, (sports, p2)
     assert p2["tx"] == len(sports) and p2["lost"] == LOST + dropped
     assert doc["lost"] == LOST + dropped and doc["ports"]["1"]["lost"] == 0
-    assert "port 2 (" in log and "impaired: delay 3ms loss 10% duplicate 10% reorder 30%" in log
+    assert "impaired: delay 3ms loss 10% duplicate 10% reorder 30% (seed 11)" in log
+    assert (f"reorder 30% (seed 11)) removed: it dropped {dropped}, duplicated {duplicated}, "
+            f"reordered {p2['impair_reordered']}, delayed {p2['impair_delayed']} frames; 0 held "
+            "frames sent now") in log, log
+    assert f"loss 100% (seed 1)) removed: it dropped {LOST}, duplicated 0" in log
     if io == "ring":
         assert "native ring fast path runs the batches" in log, log
