@@ -8,7 +8,8 @@
 With a program, it is compiled and committed at start (cookie 0); with `--no-p4`, the switch waits
 for SetForwardingPipelineConfig. SIGTERM and SIGINT stop it cleanly. `--metrics-addr` serves the
 port and device counters (every loss is counted) at /metrics (Prometheus) and /status (JSON);
-`p4sim status --metrics-addr ...` prints them.
+`p4sim status --metrics-addr ...` prints them, and `p4sim impair --metrics-addr ... PORT ...` sets
+a port's wire impairment (loss, duplication, delay, reordering: p4sim/impair.py).
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-addr", metavar="HOST:PORT",
-        help="serve counters at http://HOST:PORT/metrics (Prometheus) and /status (JSON); "
-        "use a loopback address",
+        help="serve counters at http://HOST:PORT/metrics (Prometheus) and /status (JSON), and "
+        "the ports' wire impairment at /ports/PORT/impair (p4sim impair); use a loopback address",
     )
 
 
@@ -200,12 +201,12 @@ def register_impair(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "--metrics-addr HOST:PORT` (POST/GET/DELETE /ports/PORT/impair; docs/p4sim.md, \"Wire "
         "impairment\"). With no option it shows the port's impairment and counters.")
     p.add_argument("--metrics-addr", required=True, metavar="HOST:PORT", help="the switch's address")
-    p.add_argument("port", type=int, help="the switch port")
+    p.add_argument("port", type=int, metavar="PORT", help="the switch port")
     p.add_argument("--loss", type=float, metavar="P", help="probability a frame is dropped")
     p.add_argument("--duplicate", type=float, metavar="P", help="probability it is sent twice")
     p.add_argument("--reorder", type=float, metavar="P",
                    help="with --delay-ms: probability it is sent at once, ahead of delayed ones")
-    p.add_argument("--delay-ms", type=float, metavar="MS", help="hold every other frame MS ms")
+    p.add_argument("--delay-ms", type=float, metavar="MS", help="hold every frame (but the --reorder ones) MS ms, 0..1000")
     p.add_argument("--seed", type=int, help="the random generator's seed (default 0)")
     p.add_argument("--clear", action="store_true", help="remove the impairment (held frames "
                    "are sent)")
