@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -66,13 +67,26 @@ def test_the_netem_fault_by_p4sim_counts_what_the_impairment_dropped(
     stats, ports, got = p4sim_port
     gaps = iter([5, 12])
     monkeypatch.setattr(chaos, "_gaps", lambda api, nf: next(gaps))
-    monkeypatch.setattr(chaos, "NETEM_S", 1.5)
     frames = [i.to_bytes(4, "big") for i in range(FRAMES)]
+    sent = threading.Event()
+
+    class FaultTime:
+        """The fault's duration is until the traffic has gone through the port."""
+
+        time = staticmethod(time.time)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            if seconds == chaos.NETEM_S:  # (else the gaps' settling time, 0 here)
+                assert sent.wait(30), "the traffic did not go through"
+
+    monkeypatch.setattr(chaos, "time", FaultTime)
 
     def traffic() -> None:  # through the port while the fault is on
         wait_for(lambda: 1 in ports._impair, timeout=10, what="port 1 impaired")
         for f in frames:
             ports.send(1, f)
+        sent.set()
 
     sender = threading.Thread(target=traffic)
     sender.start()
