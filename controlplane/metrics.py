@@ -47,8 +47,9 @@ class ControllerMetrics:
                                   ["counter", "reason"], registry=r)
         self.switch_port_losses = Gauge(
             "nfc_switch_port_losses", "Packets lost at a switch port, by reason (p4sim's counters: "
-            "kernel_drops before p4sim read them, tx_errors, tx_overflows, rx_truncated; ring_freezes "
-            "counts occasions); port 'device': engine_errors, no_pipeline",
+            "kernel_drops before p4sim read them, tx_errors, tx_overflows, rx_truncated, "
+            "if_tx_dropped, if_rx_dropped, impair_dropped (a wire impairment's loss on purpose); "
+            "ring_freezes counts occasions); port 'device': engine_errors, no_pipeline",
             ["port", "reason"], registry=r)
         self.nf_losses = Gauge("nfc_nf_losses", "Packets an NF dropped since start, by where and "
                                "why (kernel socket, buffers, tx, malformed, duplicates, ...)",

@@ -3,8 +3,9 @@
 p4sim serves them at `http://<switch.stats>/status` (`p4sim run --metrics-addr`; docs/p4sim.md);
 the P4 program's drop counters are read over P4Runtime instead (`Controller.read_switch_drops`).
 What the controller keeps is "port/reason" -> packets: per port the frames the kernel dropped
-before p4sim read them, transmit errors, frames lost to a full transmit ring and frames too long
-for a ring block;
+before p4sim read them, transmit errors, frames lost to a full transmit ring, frames too long
+for a ring block, the interfaces' own drops and the frames a port's wire impairment dropped on
+purpose (`impair_dropped`: p4sim's stand-in for `tc netem`, docs/p4sim.md);
 and "device/reason" for the engine's failures and packets that came before a program.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 import aiohttp
 
 PORT_REASONS = ("kernel_drops", "tx_errors", "tx_overflows", "rx_truncated", "if_tx_dropped",
-                "if_rx_dropped")
+                "if_rx_dropped", "impair_dropped")
 DEVICE_REASONS = ("engine_errors", "no_pipeline")
 
 

@@ -1,4 +1,5 @@
-"""The ``p4sim`` command line: ``compile`` (shaped like p4c) and ``run`` (the P4Runtime switch).
+"""The ``p4sim`` command line: ``compile`` (shaped like p4c), ``run`` (the P4Runtime switch),
+``status`` (its counters) and ``impair`` (a port's wire impairment).
 
     p4sim compile PROG.p4 --arch v1model --p4runtime-files out.p4info.txtpb [-I DIR] [-D NAME=VAL] [-o OUTDIR]
 """
@@ -85,10 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="p4sim", description="p4sim: a P4_16 v1model target in Python")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compile(sub)
-    from p4sim.server.cli import register_run, register_status
+    from p4sim.server.cli import register_impair, register_run, register_status
 
     register_run(sub)
     register_status(sub)
+    register_impair(sub)
     return parser
 
 

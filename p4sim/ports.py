@@ -10,6 +10,11 @@ read them (`PACKET_STATISTICS`: a full receive buffer or ring; for rings also ho
 froze), transmissions that failed or found the transmit ring full, and receive errors; a growing
 drop count is logged (at most once a second per port). Errors on one interface (it went down, it
 was deleted) are counted and never stop the others.
+
+A port can be impaired (`impair`: loss, duplication, delay, reordering of what p4sim sends on it,
+as `tc netem` would; p4sim/impair.py): its frames go through a `PortImpairer`, counted in the
+port's `impair_*` counters, and the receive loop sleeps no longer than until the next held frame
+is due (an eventfd wakes it when another thread holds one).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import select
 import socket
@@ -25,6 +31,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from p4sim.impair import Impairment, PortImpairer
 
 LOG = logging.getLogger("p4sim.ports")
 
@@ -40,6 +49,7 @@ MAX_FRAME = 65536
 BATCH = 64  # frames read from one socket before looking at the others
 STATS_PERIOD = 0.5  # seconds between two reads of the kernel's drop counters
 LOG_PERIOD = 1.0  # at most one drop warning per port per this many seconds
+IDLE_POLL_MS = 200  # the receive loop's poll timeout when nothing is due
 
 Deliver = Callable[[int, bytes], None]
 
@@ -68,6 +78,13 @@ class PortStats:
     # veth counts in tx_dropped what it could not hand to its peer (the peer's backlog was full)
     if_tx_dropped: int = 0
     if_rx_dropped: int = 0
+    # wire impairment (p4sim/impair.py) of what p4sim sends on the port: frames dropped on
+    # purpose (a loss; also frames still held at close), extra copies sent, frames sent ahead of
+    # held ones, frames held for the delay
+    impair_dropped: int = 0
+    impair_duplicated: int = 0
+    impair_reordered: int = 0
+    impair_delayed: int = 0
     gone: bool = False  # the interface disappeared: the port is out of the receive loop
 
     @property
@@ -75,7 +92,7 @@ class PortStats:
         """Every frame lost at this port, in either direction (error occasions and ring freezes
         are not frames: counted, not added)."""
         return (self.kernel_drops + self.tx_errors + self.tx_overflows + self.rx_truncated
-                + self.if_tx_dropped + self.if_rx_dropped)
+                + self.if_tx_dropped + self.if_rx_dropped + self.impair_dropped)
 
     def to_json(self) -> dict[str, int | bool]:
         return {**asdict(self), "lost": self.lost}
@@ -95,6 +112,11 @@ class PortSet:
     _next_stats: float = 0.0
     _logged: dict[int, tuple[float, int]] = field(default_factory=dict)  # port -> (when, lost)
     _if_base: dict[int, tuple[int, int]] = field(default_factory=dict)  # sysfs drops at open
+    # impaired ports (replaced whole, never changed in place: the loop reads it without a lock)
+    _impair: dict[int, PortImpairer] = field(default_factory=dict)
+    _impair_lock: threading.Lock = field(default_factory=threading.Lock)  # (set and clear)
+    _wake_fd: int = -1  # an eventfd in the receive loop's poll: a held frame's due time changed
+    _loop_ident: int = -1  # the receive thread's id
 
     io = "socket"
 
@@ -115,6 +137,7 @@ class PortSet:
             self._by_fd[s.fileno()] = port
             self.stats[port] = PortStats()
             self._if_base[port] = self._if_drops(port)
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
 
     def _open_one(self, name: str) -> socket.socket:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -173,9 +196,9 @@ class PortSet:
             LOG.warning(
                 "port %d (%s): %d frames lost since the last report (total: kernel drops %d, "
                 "ring freezes %d, tx errors %d, tx ring full %d, truncated %d, interface tx/rx "
-                "dropped %d/%d)", port, self.interfaces[port], st.lost - before, st.kernel_drops,
-                st.ring_freezes, st.tx_errors, st.tx_overflows, st.rx_truncated, st.if_tx_dropped,
-                st.if_rx_dropped)
+                "dropped %d/%d, impairment %d)", port, self.interfaces[port], st.lost - before,
+                st.kernel_drops, st.ring_freezes, st.tx_errors, st.tx_overflows, st.rx_truncated,
+                st.if_tx_dropped, st.if_rx_dropped, st.impair_dropped)
 
     def _maybe_refresh(self) -> None:
         now = time.monotonic()
@@ -183,12 +206,93 @@ class PortSet:
             self._next_stats = now + STATS_PERIOD
             self.refresh()
 
-    def snapshot(self) -> dict[int, dict[str, int | bool]]:
-        """Every port's counters (for the status endpoint), kernel counts freshly read."""
+    def snapshot(self) -> dict[int, dict[str, Any]]:
+        """Every port's counters (for the status endpoint), kernel counts freshly read, and its
+        impairment (`impair`: null when none; `impair_held`: frames held for their delay)."""
         self.refresh()
-        return {port: st.to_json() for port, st in sorted(self.stats.items())}
+        impaired = self._impair
+        out: dict[int, dict[str, Any]] = {}
+        for port, st in sorted(self.stats.items()):
+            imp = impaired.get(port)
+            out[port] = {**st.to_json(), "impair": imp.impairment.to_json() if imp else None,
+                         "impair_held": imp.impairer.held if imp else 0}
+        return out
 
+    # -------------------------------------------------------------- impairment
+    def impair(self, port: int, impairment: Impairment | None) -> dict[str, Any]:
+        """Impair what p4sim sends on `port` from now on (p4sim/impair.py), replacing any
+        impairment it had; None removes it. Frames held by the impairment it had are sent now, in
+        order. KeyError for a port without an interface. Returns the port's `/status` entry."""
+        if port not in self._socks:
+            raise KeyError(port)
+        with self._impair_lock:
+            old = self._impair.get(port)
+            if old is not None:
+                sent = old.release()  # before it leaves the map: nothing overtakes its frames
+                c = old.counted()
+                LOG.info("port %d (%s): impairment (%s) removed: it dropped %d, duplicated %d, "
+                         "reordered %d, delayed %d frames; %d held frames sent now", port,
+                         self.interfaces[port], old.impairment.describe(), c["impair_dropped"],
+                         c["impair_duplicated"], c["impair_reordered"], c["impair_delayed"], sent)
+            rest = {p: i for p, i in self._impair.items() if p != port}
+            if impairment is None:
+                self._impair = rest
+            else:
+                new = PortImpairer(impairment, self.stats[port],
+                                   lambda data: self._transmit(port, data))
+                self._impair = {**rest, port: new}
+                LOG.info("port %d (%s): impaired: %s", port, self.interfaces[port],
+                         impairment.describe())
+        self._wake()
+        return self.snapshot()[port]
+
+    def _wake(self) -> None:
+        if self._wake_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.eventfd_write(self._wake_fd, 1)
+
+    def _send_due(self) -> None:
+        """Send the held frames of impaired ports that are due (the receive loop, each round)."""
+        for imp in self._impair.values():
+            imp.service()
+
+    def _poll_timeout(self, idle_ms: int) -> int:
+        """The receive loop's poll timeout: `idle_ms`, or less when a held frame falls due
+        sooner (rounded up: the loop never wakes before it is due)."""
+        dues = [d for imp in self._impair.values() if (d := imp.next_due()) is not None]
+        if not dues:
+            return idle_ms
+        return max(0, min(idle_ms, math.ceil((min(dues) - time.monotonic()) * 1000)))
+
+    def _poll(self, poller: select.poll, timeout_ms: int) -> list[tuple[int, int]]:
+        """poll(), the wake-up eventfd read and left out of the events."""
+        events = poller.poll(timeout_ms)
+        if any(fd == self._wake_fd for fd, _ in events):
+            with contextlib.suppress(OSError):
+                os.eventfd_read(self._wake_fd)
+            events = [(fd, ev) for fd, ev in events if fd != self._wake_fd]
+        return events
+
+    def _poller(self) -> select.poll:
+        poller = select.poll()
+        for fd in self._by_fd:
+            poller.register(fd, select.POLLIN)
+        if self._wake_fd >= 0:
+            poller.register(self._wake_fd, select.POLLIN)
+        return poller
+
+    # ---------------------------------------------------------------- transmit
     def send(self, port: int, data: bytes) -> None:
+        """Send a frame on `port`, through its impairment if it has one."""
+        imp = self._impair.get(port)
+        if imp is None:
+            self._transmit(port, data)
+            return
+        imp.send(data)
+        if imp.impairer.held and threading.get_ident() != self._loop_ident:
+            self._wake()  # the loop may sleep past the frame's due time
+
+    def _transmit(self, port: int, data: bytes) -> None:
         s = self._socks.get(port)
         st = self.stats.get(port)
         if s is None or st is None:
@@ -217,12 +321,11 @@ class PortSet:
         self._thread.start()
 
     def _loop(self, deliver: Deliver) -> None:
-        poller = select.poll()
-        for fd in self._by_fd:
-            poller.register(fd, select.POLLIN)
+        self._loop_ident = threading.get_ident()
+        poller = self._poller()
         while not self._stop.is_set():
             self._maybe_refresh()
-            for fd, events in poller.poll(200):
+            for fd, events in self._poll(poller, self._poll_timeout(IDLE_POLL_MS)):
                 port = self._by_fd.get(fd)
                 if port is None:
                     continue
@@ -230,6 +333,7 @@ class PortSet:
                     self._error(port, events, poller)
                     continue
                 self._drain(port, deliver, poller)
+            self._send_due()
 
     _GONE = (errno.ENETDOWN, errno.ENXIO, errno.ENODEV)
 
@@ -282,9 +386,18 @@ class PortSet:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
+        impaired, self._impair = self._impair, {}
+        for port, imp in sorted(impaired.items()):
+            held = imp.discard()  # counted as lost: impair_dropped
+            if held:
+                LOG.warning("port %d: %d delayed frames still held at close, counted as dropped "
+                            "by the impairment (impair_dropped)", port, held)
         if self._socks:
             self.refresh()  # the last drops are logged too
         for s in self._socks.values():
             s.close()
         self._socks.clear()
         self._by_fd.clear()
+        if self._wake_fd >= 0:
+            os.close(self._wake_fd)
+            self._wake_fd = -1

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from p4sim.pktring import PacketRing, RingConfig
-from p4sim.ports import Deliver, PortSet
+from p4sim.ports import IDLE_POLL_MS, Deliver, PortSet
 
 LOG = logging.getLogger("p4sim.ports")
 
@@ -46,7 +46,6 @@ class RingPortSet(PortSet):
     _rings: dict[int, PacketRing] = field(default_factory=dict)
     _tx_locks: dict[int, threading.Lock] = field(default_factory=dict)
     _dirty: set[int] = field(default_factory=set)  # ports with frames queued since the last flush
-    _loop_ident: int = -1  # the receive thread's id: its sends wait for the batch's flush
     # a wake-up's fast path (p4sim/native/rings.py: every ring in C with the native engine);
     # returns False when it does not apply, and the frames are taken here
     fast: Callable[[], bool] | None = None
@@ -62,13 +61,14 @@ class RingPortSet(PortSet):
         return drops, freezes
 
     # --------------------------------------------------------------- transmit
-    def send(self, port: int, data: bytes) -> None:
+    def _transmit(self, port: int, data: bytes) -> None:
         ring, st = self._rings.get(port), self.stats.get(port)
         if ring is None or st is None:
             return  # a port with no interface drops, like an unconnected BMv2 port
         if len(data) > ring.max_tx:
-            super().send(port, data)
+            super()._transmit(port, data)
             return
+        # the receive thread's sends wait for the batch's flush
         in_loop = threading.get_ident() == self._loop_ident
         with self._tx_locks[port]:
             if not ring.put(data):
@@ -131,15 +131,15 @@ class RingPortSet(PortSet):
 
     def _ring_loop(self, deliver_batch: DeliverBatch) -> None:
         self._loop_ident = threading.get_ident()
-        poller = select.poll()
-        for fd in self._by_fd:
-            poller.register(fd, select.POLLIN)
+        poller = self._poller()
         while not self._stop.is_set():
             self._maybe_refresh()
             batch: list[tuple[int, bytes]] = []
             ready: list[int] = []
-            # frames still waiting in a transmit ring: come back for them within a millisecond
-            for fd, events in poller.poll(1 if self._dirty else 200):
+            # frames still waiting in a transmit ring: come back for them within a millisecond;
+            # a held frame of an impaired port: when it is due
+            idle = self._poll_timeout(IDLE_POLL_MS)
+            for fd, events in self._poll(poller, min(idle, 1) if self._dirty else idle):
                 port = self._by_fd.get(fd)
                 if port is None:
                     continue
@@ -156,6 +156,7 @@ class RingPortSet(PortSet):
                     deliver_batch(batch)
                 except Exception:
                     LOG.exception("a batch of %d packets failed", len(batch))
+            self._send_due()  # into the transmit rings, flushed now
             if self._dirty:
                 self.flush()
 

@@ -23,6 +23,10 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   it. The NF's sequencer puts reordered packets back in order and drops duplicates; a packet the
   wire lost is a gap the NF skips and counts. The record keeps what netem dropped (`wire_lost`)
   and the gaps the NF counted meanwhile: the run's losses are the wire's, never the system's.
+  Where the kernel has no `sch_netem` and the switch is p4sim, p4sim's own wire impairment of
+  that switch port does the same (`POST /ports/{port}/impair` on its status server, p4sim/
+  impair.py; mode `p4sim`, target `p4sim:port N`): `wire_lost` is then the port's
+  `impair_dropped` over the fault, and `impair` what the impairment counted.
 
 * **mgmt** (the NF faults' injector, `topo.faults.FaultInjector.cut_mgmt`, with
   `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
@@ -34,9 +38,12 @@ the run's processes is topo/memory.py's.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -53,6 +60,7 @@ if TYPE_CHECKING:
 
 ETCD_DOWN_S = 2.0
 NETEM = "delay 1ms loss 1% duplicate 1% reorder 10%"
+IMPAIR = {"delay_ms": 1, "loss": 0.01, "duplicate": 0.01, "reorder": 0.1}  # NETEM, for p4sim
 NETEM_S = 3.0
 
 
@@ -115,13 +123,14 @@ class ControlFault:
     wire_lost: int = 0  # netem: packets the link dropped
     gaps: int = 0  # netem: sequence numbers the NF skipped meanwhile
     window: tuple[float, float] | None = None  # switch: the outage (time.time() from, to)
+    impair: dict[str, int] = field(default_factory=dict)  # netem by p4sim: what it counted
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
                 "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
                 "ok": self.ok, "error": self.error, "slots": 0, "promoted": None,
                 "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps,
-                "window": self.window}
+                "window": self.window, "impair": self.impair}
 
 
 def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
@@ -225,6 +234,7 @@ def injector(sys_: System) -> FaultInjector:
     faults = FaultInjector(sys_.api, by_id, sys_.restart_nf, seed=opts.seed, hang=opts.hang,
                            kinds=opts.fault_kinds, etcd_members=len(sys_.etcd.members))
     ctls, switch_node = sys_.ctls, sys_.net.get(sys_.topo.switch_name)
+    tc_netem: list[bool] = []  # probed at the first netem fault
 
     def control_fault(kind: str, target: int) -> ControlFault:
         if kind == "controller":
@@ -233,7 +243,13 @@ def injector(sys_: System) -> FaultInjector:
             return kill_etcd_member(sys_.etcd, target, ctls)
         if kind == "switch":
             return restart_switch(switch_node, ctls)
-        intf = switch_node.intfs[cfg.nf(target).port].name
+        port = cfg.nf(target).port
+        if not tc_netem:
+            tc_netem.append(netem_available())
+        if not tc_netem[0] and sys_.switch_stats is not None:  # no sch_netem: p4sim does it
+            seed = opts.seed * 1000 + len(faults.records)
+            return impair_on_data_link(sys_.switch_stats, port, target, faults.leading, seed)
+        intf = switch_node.intfs[port].name
         return netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
 
     faults.control = control_fault
@@ -283,6 +299,51 @@ def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Calla
     return rec
 
 
+def p4sim_impair(stats: str, port: int, body: dict[str, Any] | None) -> dict[str, Any]:
+    """Set (`body`) or clear (None) p4sim's wire impairment of `port` through its status server
+    at `stats` (host:port); the port's entry, with its counters."""
+    req = urllib.request.Request(
+        f"http://{stats}/ports/{port}/impair", method="POST" if body is not None else "DELETE",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json", "X-Nfc-Request": "1"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            doc: dict[str, Any] = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        raise OSError(f"{req.method} {req.full_url}: {exc.code} {exc.read().decode(errors='replace')}"
+                      ) from None
+    return doc
+
+
+def impair_on_data_link(stats: str, port: int, nf: int, api: Callable[[], str], seed: int = 0,
+                        gap_settle_s: float = 1.0) -> ControlFault:
+    """`netem_on_data_link` by p4sim (a kernel without sch_netem): p4sim's wire impairment of
+    switch port `port` (NF `nf`'s data link; `stats`: p4sim's status server) with netem's
+    parameters for NETEM_S; `wire_lost` is the port's `impair_dropped` over the fault (frames
+    still held for their delay when it ends are sent, not dropped)."""
+    rec = ControlFault("netem", "p4sim", nf, time.time(), target=f"p4sim:port {port}")
+    before = _gaps(api(), nf)
+    try:
+        start = p4sim_impair(stats, port, {**IMPAIR, "seed": seed})
+    except (OSError, ValueError) as exc:
+        rec.error = f"p4sim impairment: {exc}"
+        return rec
+    time.sleep(NETEM_S)  # the fault's duration, not synchronisation
+    try:
+        end = p4sim_impair(stats, port, None)
+    except (OSError, ValueError) as exc:
+        rec.error = f"p4sim impairment not cleared: {exc}"
+        return rec
+    rec.impair = {k: int(end[k]) - int(start[k]) for k in end if k.startswith("impair_")
+                  and k != "impair_held"}
+    rec.wire_lost = rec.impair["impair_dropped"]
+    time.sleep(gap_settle_s)  # as netem_on_data_link: the NF's gap timeout (200 ms) passes
+    rec.gaps = _gaps(api(), nf) - before
+    rec.takeover_ms = NETEM_S * 1000
+    rec.ok = True
+    return rec
+
+
 def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Table:
     """One row per fault kind: count, handled, detection and recovery p50/p99, and the run's
     losses (by the system; by the wire and the end hosts), duplicates, reorderings, repeats."""
@@ -307,7 +368,7 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
         outage = losses.get("lost_in_switch_outages", 0)
         system = losses.get("lost", 0) - host_drops - wire - outage
         table.caption = (f"whole run: lost by the system {system}, in switch outages {outage}, "
-                         f"by netem on the wire {wire} "
+                         f"by netem on the wire {wire} (tc netem, or p4sim's impairment) "
                          f"(gaps the NFs counted meanwhile: "
                          f"{sum(getattr(f, 'gaps', 0) for f in faults)}), "
                          f"by the end hosts' sockets {host_drops}, duplicated "

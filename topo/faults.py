@@ -145,10 +145,14 @@ class FaultInjector:
             if k in CONTROL_KINDS:
                 if self.control is None:
                     continue
-                if k == "netem":  # the data link of a live primary
+                if k == "netem":  # the data link of a live primary, one that carries traffic
+                    # if any does (with a few flows, a primary may own none of them: netem on
+                    # its link would disturb nothing)
                     primaries = sorted(r["id"] for r in nfs if r["role"] == "primary")
+                    busy = [r["id"] for r in nfs if r["role"] == "primary"
+                            and r.get("packet_rate")]
                     if primaries:
-                        return k, self.rng.choice(primaries)
+                        return k, self.rng.choice(sorted(busy) or primaries)
                     continue
                 return k, self.rng.randrange(self.etcd_members) if k == "etcd" else 0
             pool = sorted(r["id"] for r in nfs if r["role"] == k

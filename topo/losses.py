@@ -27,6 +27,7 @@ PORT_REASONS = {
     "if_rx_dropped": "dropped by the interface on receiving",
     "tx_errors": "refused by the kernel on sending (interface down or gone)",
     "tx_overflows": "transmit ring full",
+    "impair_dropped": "dropped on purpose by p4sim's wire impairment (a netem fault)",
 }
 DEVICE_REASONS = {
     "engine_errors": "the P4 engine failed on them",

@@ -59,6 +59,7 @@ typedef struct p4n_ring {
     uint8_t *rxm; uint8_t *txm; int32_t fd; uint32_t port; uint32_t active;
     uint32_t block_size, nblocks, rx_next; uint32_t tx_frame_size, tx_frames, tx_next; int64_t tx_last;
     int64_t rx, rx_truncated, tx, tx_errors, tx_overflows; int32_t last_errno; uint32_t unsent;
+    uint32_t tx_python;
 } p4n_ring;
 uint32_t p4n_ring_run(void *c, p4n_ring *rings, uint32_t n, uint32_t max_frames, int64_t cpu_port,
                       uint64_t *nsent, const uint32_t **defer, uint32_t *ndefer, const uint8_t **odata,

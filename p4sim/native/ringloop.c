@@ -7,8 +7,9 @@
  * each frame run through the pipeline straight from the ring memory, each output written into the
  * transmit ring of its port; then one send() per ring that got frames. No allocation per packet,
  * no Python object. Outputs the loop does not send itself (to the CPU port, to a port without a
- * ring here, longer than a transmit slot) stay in the engine's output buffer and are listed in
- * `defer` for Python, which sends them the ordinary way.
+ * ring here or whose ring has `tx_python` set (an impaired port: p4sim/impair.py), longer than a
+ * transmit slot) stay in the engine's output buffer and are listed in `defer` for Python, which
+ * sends them the ordinary way.
  */
 #include <errno.h>
 #include <sys/socket.h>
@@ -44,6 +45,7 @@ typedef struct p4n_ring {
     int64_t rx, rx_truncated, tx, tx_errors, tx_overflows;
     int32_t last_errno;       /* a send() refused the frames (they were given up, tx_errors) */
     uint32_t unsent;          /* frames still wait in the transmit ring after the flush */
+    uint32_t tx_python;       /* 1: received on here, but outputs to this port go to Python */
 } p4n_ring;
 
 static inline uint32_t p4n_r32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -109,7 +111,7 @@ uint32_t p4n_ring_run(void *cv, p4n_ring *rings, uint32_t n, uint32_t max_frames
     for (uint32_t k = 0; k < n && k < 256; k++) {
         rings[k].last_errno = 0;
         rings[k].unsent = 0;
-        if (rings[k].port < R_MAX_PORT && (int64_t)rings[k].port != cpu_port)
+        if (rings[k].port < R_MAX_PORT && (int64_t)rings[k].port != cpu_port && !rings[k].tx_python)
             by_port[rings[k].port] = (int16_t)k;
     }
     c->out_n = 0;

@@ -10,8 +10,10 @@ runs through the pipeline straight from the ring memory, its outputs are written
 transmit rings, one `send()` per port. No Python object per packet. Then the positions and the
 counters (rx, rx_truncated, tx, tx_errors, tx_overflows) come back into the `PacketRing`s and
 the ports' `PortStats`, the device's packets_in/packets_out and the digests as on the Python
-path. Outputs the C loop leaves (to the CPU port: packet-ins; to a port without a ring; longer
-than a transmit slot) are handed to `Device.deliver` like any batch's outputs.
+path. Outputs the C loop leaves (to the CPU port: packet-ins; to a port without a ring; to an
+impaired port, whose ring gets `tx_python`: the port set's impairment, p4sim/impair.py, decides
+what is sent, so an unimpaired port costs nothing more per packet; longer than a transmit slot)
+are handed to `Device.deliver` like any batch's outputs.
 
 Otherwise (the Python engine, a tap, no pipeline yet) `run` returns False and the port loop
 takes the frames the Python way (`RingPortSet._take`, `Device.inject_batch`).
@@ -49,9 +51,11 @@ def fill_ring(r: Any, ring: PacketRing, port: int, fd: int) -> None:
     r.tx_frame_size, r.tx_frames = ring.cfg.tx_frame_size, ring.tx_frames
 
 
-def sync_in(r: Any, ring: PacketRing, active: bool) -> None:
-    """The ring's positions into the C struct, its counters zeroed."""
+def sync_in(r: Any, ring: PacketRing, active: bool, impaired: bool = False) -> None:
+    """The ring's positions into the C struct, its counters zeroed; an `impaired` port's outputs
+    are left to Python (they go through its impairment)."""
     r.active = int(active)
+    r.tx_python = int(impaired)
     r.rx_next, r.tx_next = ring.rx_next, ring.tx_next
     r.tx_last = ring.tx_last - ring.tx_base if ring.tx_last >= 0 else -1
     r.rx = r.rx_truncated = r.tx = r.tx_errors = r.tx_overflows = 0
@@ -93,8 +97,10 @@ class NativeRingPath:
             for lock in locks:
                 lock.acquire()
             try:
+                impaired = ports._impair
                 for k, port in enumerate(self._order):
-                    sync_in(arr[k], ports._rings[port], not ports.stats[port].gone)
+                    sync_in(arr[k], ports._rings[port], not ports.stats[port].gone,
+                            port in impaired)
                 got, sent, left = self._call(sw, arr)
             finally:
                 for lock in locks:

@@ -8,7 +8,8 @@
 With a program, it is compiled and committed at start (cookie 0); with `--no-p4`, the switch waits
 for SetForwardingPipelineConfig. SIGTERM and SIGINT stop it cleanly. `--metrics-addr` serves the
 port and device counters (every loss is counted) at /metrics (Prometheus) and /status (JSON);
-`p4sim status --metrics-addr ...` prints them.
+`p4sim status --metrics-addr ...` prints them, and `p4sim impair --metrics-addr ... PORT ...` sets
+a port's wire impairment (loss, duplication, delay, reordering: p4sim/impair.py).
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-addr", metavar="HOST:PORT",
-        help="serve counters at http://HOST:PORT/metrics (Prometheus) and /status (JSON); "
-        "use a loopback address",
+        help="serve counters at http://HOST:PORT/metrics (Prometheus) and /status (JSON), and "
+        "the ports' wire impairment at /ports/PORT/impair (p4sim impair); use a loopback address",
     )
 
 
@@ -173,7 +174,73 @@ def status_cmd(args: argparse.Namespace) -> int:
     for port, c in data["ports"].items():
         gone = " (gone)" if c["gone"] else ""
         print(f"{port:>5} {c['interface']:<16}" + "".join(f"{c[k]:>13}" for k in cols) + gone)
+    for port, c in data["ports"].items():
+        if c.get("impair") is not None or c.get("impair_dropped") or c.get("impair_delayed"):
+            print(impair_line(port, c))
     print("device: " + ", ".join(f"{k} {v}" for k, v in data["device"].items()))
+    return 0
+
+
+def impair_line(port: str | int, c: dict[str, Any]) -> str:
+    """One port's impairment and its counters, in words."""
+    from p4sim.impair import Impairment
+
+    imp = c.get("impair")
+    what = f"impaired: {Impairment(**imp).describe()}" if imp is not None else "not impaired"
+    return (f"port {port} ({c['interface']}) {what}; dropped {c['impair_dropped']}, duplicated "
+            f"{c['impair_duplicated']}, reordered {c['impair_reordered']}, delayed "
+            f"{c['impair_delayed']}, held now {c.get('impair_held', 0)}")
+
+
+def register_impair(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `impair` subcommand: a running switch's wire impairment of one port."""
+    p = subparsers.add_parser(
+        "impair", help="impair what a running p4sim sends on a port (loss, duplication, delay, "
+        "reordering, as tc netem), or clear it (via --metrics-addr)",
+        description="Set, show or clear the wire impairment of PORT on a `p4sim run "
+        "--metrics-addr HOST:PORT` (POST/GET/DELETE /ports/PORT/impair; docs/p4sim.md, \"Wire "
+        "impairment\"). With no option it shows the port's impairment and counters.")
+    p.add_argument("--metrics-addr", required=True, metavar="HOST:PORT", help="the switch's address")
+    p.add_argument("port", type=int, metavar="PORT", help="the switch port")
+    p.add_argument("--loss", type=float, metavar="P", help="probability a frame is dropped")
+    p.add_argument("--duplicate", type=float, metavar="P", help="probability it is sent twice")
+    p.add_argument("--reorder", type=float, metavar="P",
+                   help="with --delay-ms: probability it is sent at once, ahead of delayed ones")
+    p.add_argument("--delay-ms", type=float, metavar="MS", help="hold every frame (but the --reorder ones) MS ms, 0..1000")
+    p.add_argument("--seed", type=int, help="the random generator's seed (default 0)")
+    p.add_argument("--clear", action="store_true", help="remove the impairment (held frames "
+                   "are sent)")
+    p.set_defaults(func=impair_cmd)
+
+
+def impair_cmd(args: argparse.Namespace) -> int:
+    import json
+    import urllib.error
+    import urllib.request
+
+    keys = ("loss", "duplicate", "reorder", "delay_ms", "seed")
+    body = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if args.clear and body:
+        print("p4sim impair: --clear takes no other option", file=sys.stderr)
+        return 2
+    url = f"http://{args.metrics_addr}/ports/{args.port}/impair"
+    method = "DELETE" if args.clear else "POST" if body else "GET"
+    req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json", "X-Nfc-Request": "1"})
+    try:
+        with urllib.request.urlopen(req, timeout=5.0) as resp:
+            doc = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            why = json.loads(exc.read()).get("error", exc.reason)
+        except ValueError:
+            why = exc.reason
+        print(f"p4sim impair: {why}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"p4sim impair: cannot reach {url}: {exc}", file=sys.stderr)
+        return 1
+    print(impair_line(doc["port"], doc))
     return 0
 
 

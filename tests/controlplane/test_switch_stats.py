@@ -15,7 +15,7 @@ from controlplane.cli import drops_line, status_table
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.nf_registry import NfLoad, nf_losses
-from controlplane.switch_stats import port_losses, total_lost
+from controlplane.switch_stats import PORT_REASONS, port_losses, total_lost
 from p4sim.ports import PortStats
 from p4sim.server.device import Device
 from p4sim.server.stats import StatsServer
@@ -45,12 +45,20 @@ def controller(stats: str) -> Controller:
 
 def test_port_losses_are_keyed_by_port_and_reason() -> None:
     doc = {"ports": {"1": PortStats(kernel_drops=12, ring_freezes=1).to_json(),
-                     "3": PortStats(tx_errors=2).to_json()},
+                     "3": PortStats(tx_errors=2, impair_dropped=5, impair_duplicated=3,
+                                    impair_delayed=9).to_json()},
            "device": {"engine_errors": 0, "no_pipeline": 4}}
     losses = port_losses(doc)
     assert losses == {"1/kernel_drops": 12, "1/ring_freezes": 1, "3/tx_errors": 2,
-                      "device/no_pipeline": 4}
-    assert total_lost(losses) == 18
+                      "3/impair_dropped": 5, "device/no_pipeline": 4}
+    assert total_lost(losses) == 23
+    # every loss p4sim adds into a port's `lost` is a reason here (and nothing else is)
+    fields = PortStats()
+    for name in PortStats.__dataclass_fields__:
+        setattr(fields, name, int(name != "gone"))  # every counter 1
+    assert set(PORT_REASONS) == {k for k in fields.to_json() if k.endswith(("drops", "_dropped",
+                                 "errors", "overflows", "truncated")) and k != "rx_errors"}
+    assert fields.lost == len(PORT_REASONS)
 
 
 def test_the_controller_shows_the_switch_port_losses() -> None:

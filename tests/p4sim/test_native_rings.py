@@ -178,3 +178,22 @@ def test_frames_back_to_the_port_they_came_from() -> None:
     rings.put_block(1, 0, [(f, 0, len(f))] * 2)
     got, sent, left = rings.run()
     assert (got, sent, left, rings.ring(1).tx) == (2, 2, [], 2)
+
+
+def test_an_impaired_ports_outputs_are_left_to_python_and_it_still_receives() -> None:
+    """`tx_python` (rings.py sets it for a port under wire impairment, p4sim/impair.py): the C
+    loop reads the port's receive ring as always but leaves every output to it to Python, in
+    order; the other ports' outputs still go into their transmit rings."""
+    sw, ref = routed("native"), routed("python")
+    rings = Rings(sw, [1, 2, 3])
+    rings.ring(2).tx_python = 1
+    to_2 = [ip_frame(f"10.0.2.{i}") for i in range(1, 4)]
+    to_3, back = ip_frame("10.0.3.3"), ip_frame("10.0.1.1")
+    rings.put_block(1, 0, [(f, 0, len(f)) for f in [to_2[0], to_3, *to_2[1:]]])
+    rings.put_block(2, 0, [(back, 0, len(back))])
+    got, sent, left = rings.run()
+    assert (got, sent) == (5, 2)
+    assert left == [(2, ref.process(1, f)[0][1]) for f in to_2]
+    assert rings.sent(2) == [] and rings.ring(2).tx == 0 and rings.ring(2).rx == 1
+    assert rings.sent(3) == [ref.process(1, to_3)[0][1]]
+    assert rings.sent(1) == [ref.process(2, back)[0][1]]

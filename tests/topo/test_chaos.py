@@ -1,13 +1,15 @@
 """Short seeded chaos runs (`nfc-topo chaos`). One: the leading controller killed (the standby
-leads) and etcd members killed, the switch restarted, netem on a primary's data link, one at a
-time, beside a primary, under load; nothing lost but what netem dropped, nothing repeated or
-reordered, every fault handled, and the per-kind table and the memory table printed. The other:
-NFs' management links cut past the heartbeat deadline and restored (`mgmt`)."""
+leads) and etcd members killed, the switch restarted, netem on a primary's data link (`tc netem`
+where the kernel has it, else p4sim's wire impairment of the switch port), one at a time, beside a
+primary, under load; nothing lost but what netem dropped, nothing repeated or reordered, every
+fault handled, and the per-kind table and the memory table printed. The other: NFs' management
+links cut past the heartbeat deadline and restored (`mgmt`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,20 +27,30 @@ def test_controller_etcd_and_primary_faults_under_load_lose_nothing(tmp_path: Pa
     out = tmp_path / "run"
     from topo.chaos import netem_available
 
-    kinds = "controller,etcd,primary,netem,switch" if netem_available() else "controller,etcd,primary,switch"
+    tc_netem = netem_available()  # else p4sim's wire impairment does the netem faults
     cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "30", "--rate", "500",
            "--kill-every", "1", "--faults", "6",
-           "--fault-kinds", kinds,
+           "--fault-kinds", "controller,etcd,primary,netem,switch",
            "--seed", "3", "--out-dir", str(out)]
     result = subprocess.run(cmd, cwd=REPO, text=True, capture_output=True, timeout=600,
                             env={**os.environ, "COLUMNS": "160"})
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     dist = json.loads((out / "disturbances.json").read_text())
     done = [f["kind"] for f in dist["faults"]]
-    assert {"controller", "etcd", "switch"} <= set(done), done  # the seed's schedule has them
+    assert {"controller", "etcd", "switch", "netem"} <= set(done), done  # the seed's schedule
     assert all(f["ok"] for f in dist["faults"]), dist["faults"]
     wire = sum(f.get("wire_lost", 0) for f in dist["faults"]) + dist["losses"]["lost_in_switch_outages"]
     assert dist["losses"]["lost"] <= wire and dist["losses"]["ok"], (dist["losses"], wire)
+    netem = [f for f in dist["faults"] if f["kind"] == "netem"]
+    if not tc_netem:  # each fault's wire_lost is what p4sim's own log says the impairment dropped
+        removed = re.findall(r"port (\d+) \(\S+\): impairment \((?:.*?)\) removed: it dropped (\d+),",
+                             (out / "s1.log").read_text())
+        assert [(f["mode"], f["target"]) for f in netem] == [
+            ("p4sim", f"p4sim:port {port}") for port, _ in removed], (netem, removed)
+        assert [f["wire_lost"] for f in netem] == [int(n) for _, n in removed]
+        assert all(f["wire_lost"] == f["impair"]["impair_dropped"] for f in netem), netem
+        assert sum(f["impair"]["impair_delayed"] for f in netem) > 0, netem  # it did impair
+    assert "by netem on the wire" in result.stdout
     assert set(dist["rss"]) == {"start", "warm", "end"} and dist["rss"]["start"]
     assert dist["rss_series"] and dist["rss_series"][-1]["t"] > 20  # sampled through the run
     assert "faults by kind" in result.stdout and "memory (RSS)" in result.stdout

@@ -115,3 +115,17 @@ def test_mgmt_picks_a_primary_only_while_its_backup_lives(monkeypatch: pytest.Mo
     inj = FaultInjector("http://ctl", {}, _no_restart, kinds=("mgmt",),
                         cut=ctl.cut)
     assert {inj.pick() for _ in range(20)} == {None}
+
+
+def test_netem_picks_a_primary_that_carries_traffic_if_any_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ctl = FakeController()
+    ctl.rows[3] = {"id": 3, "alive": True, "role": "primary", "backup": 5, "slots": 3,
+                   "packet_rate": 120.0}
+    ctl.rows[1]["packet_rate"] = 0.0
+    monkeypatch.setattr(faults, "_get", ctl.get)
+    inj = FaultInjector("http://ctl", {}, _no_restart, kinds=("netem",),
+                        control=lambda kind, nf: None)
+    assert {inj.pick() for _ in range(20)} == {("netem", 3)}
+    ctl.rows[3]["packet_rate"] = 0.0  # none does: any primary
+    assert {inj.pick() for _ in range(40)} == {("netem", 1), ("netem", 3)}
