@@ -210,10 +210,12 @@ def test_output_log_keeps_released_output_for_a_while() -> None:
 def test_takeover_clock_times_each_step_of_a_takeover(monkeypatch: pytest.MonkeyPatch) -> None:
     """A promotion's clock: the first packet of a promoted slot, the first sealed batch with
     output of one, the release; other slots and later marks do not move it."""
+    import time
+
     import nf_host.worker_types as wt
 
     now = [100.0]
-    monkeypatch.setattr(wt.time, "time", lambda: now[0])
+    monkeypatch.setattr(time, "time", lambda: now[0])
     clock = wt.TakeoverClock(100.0, {5, 6})
     now[0] = 100.001
     clock.processed(9)  # not a promoted slot
