@@ -16,17 +16,15 @@ import sys
 import urllib.request
 from typing import Any
 
-import grpc
 import pytest
-from finsy.proto import p4r, p4r_grpc
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from tests.p4sim.server.conftest import PROGRAM, RealProgram
+from tests.p4sim.server.conftest import RealProgram
 from tests.p4sim.server.entity_builders import table
 from tests.p4sim.server.netns import Host, VethTopology
-from tests.p4sim.server.p4rt_client import StreamClient
-from tests.support.procs import free_port, stop_process, wait_for
+from tests.p4sim.server.veth_switch import p4sim_on_veths, status
+from tests.support.procs import wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -50,12 +48,6 @@ if s.running:
     s.stop()
 print(json.dumps([bytes(p).hex() for p in (s.results or [])]), flush=True)
 """
-
-
-def status(addr: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://{addr}/status", timeout=5) as resp:
-        doc: dict[str, Any] = json.loads(resp.read())
-    return doc
 
 
 def impair(addr: str, port: int, body: dict[str, Any] | None) -> dict[str, Any]:
@@ -100,25 +92,10 @@ def overtakers(sports: list[int]) -> int:
 def test_an_impaired_port_loses_duplicates_and_reorders_exactly_as_counted(
         topo: VethTopology, real_program: RealProgram, io: str) -> None:
     h1, h2 = topo.hosts
-    port, metrics = free_port(), f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "p4sim.server.cli", str(PROGRAM), "--grpc-addr", f"127.0.0.1:{port}",
-         "-i", f"1@{h1.switch_intf}", "-i", f"2@{h2.switch_intf}", "--cpu-port", "510",
-         "--io", io, "--engine", "native", "--metrics-addr", metrics, "--log-level", "info"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stream: StreamClient | None = None
-    try:
-        stub = p4r_grpc.P4RuntimeStub(channel)
-        wait_for(lambda: stub.Capabilities(p4r.CapabilitiesRequest(), timeout=1), timeout=30,
-                 what="p4sim answers Capabilities")
-        stream = StreamClient(channel)
-        stream.arbitrate(1)
-        assert stream.receive("arbitration").arbitration.status.code == 0
-        req = p4r.WriteRequest(device_id=1, updates=[table(real_program.route(
+    with p4sim_on_veths(topo, io) as sw:
+        metrics = sw.metrics
+        sw.write([table(real_program.route(
             0x0A000200, 24, "ipv4_forward", dst_addr=0x020000000002, port=2))])
-        req.election_id.low = 1
-        stub.Write(req)
         wait_for(lambda: status(metrics), timeout=10, what="p4sim serves /status")
         sniff = sniffer(h2)
 
@@ -144,12 +121,7 @@ def test_an_impaired_port_loses_duplicates_and_reorders_exactly_as_counted(
         topo.send(h1, [udp(h1, SENTINEL)])
         out, err = sniff.communicate(timeout=150)
         got = [Ether(bytes.fromhex(h)) for h in json.loads(out.splitlines()[-1])]
-    finally:
-        if stream is not None:
-            stream.close()
-        channel.close()
-        stop_process(proc)
-    log = proc.stdout.read().decode() if proc.stdout else ""
+    log = sw.log
     sports = [p[UDP].sport for p in got]
     assert sports and sports[-1] == SENTINEL, (sports[-5:], err, log[-3000:])
     sports = sports[:-1]

@@ -8,58 +8,29 @@ Run: sudo .venv/bin/pytest tests/p4sim/server/test_veth_native_ring.py   (needs 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import urllib.request
-from typing import Any
-
-import grpc
 import pytest
-from finsy.proto import p4r, p4r_grpc
+from finsy.proto import p4r
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from tests.p4sim.server.conftest import PROGRAM, RealProgram
+from tests.p4sim.server.conftest import RealProgram
 from tests.p4sim.server.entity_builders import enc, table
 from tests.p4sim.server.netns import VethTopology
-from tests.p4sim.server.p4rt_client import StreamClient
-from tests.support.procs import free_port, stop_process, wait_for
+from tests.p4sim.server.veth_switch import p4sim_on_veths, status
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 N = 30
 
 
-def status(addr: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://{addr}/status", timeout=5) as resp:
-        doc: dict[str, Any] = json.loads(resp.read())
-    return doc
-
-
 def test_native_ring_path_forwards_punts_and_counts(topo: VethTopology, real_program: RealProgram) -> None:
     h1, h2 = topo.hosts
-    port, metrics = free_port(), f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "p4sim.server.cli", str(PROGRAM), "--grpc-addr", f"127.0.0.1:{port}",
-         "-i", f"1@{h1.switch_intf}", "-i", f"2@{h2.switch_intf}", "--cpu-port", "510",
-         "--io", "ring", "--engine", "native", "--metrics-addr", metrics, "--log-level", "info"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stream: StreamClient | None = None
     prog = real_program
-    try:
-        stub = p4r_grpc.P4RuntimeStub(channel)
-        wait_for(lambda: stub.Capabilities(p4r.CapabilitiesRequest(), timeout=1), timeout=30,
-                 what="p4sim answers Capabilities")
-        stream = StreamClient(channel)
-        stream.arbitrate(1)
-        assert stream.receive("arbitration").arbitration.status.code == 0
-        req = p4r.WriteRequest(device_id=1, updates=[
+    with p4sim_on_veths(topo, "ring") as sw:
+        stream, metrics = sw.stream, sw.metrics
+        sw.write([
             table(prog.route(0x0A000200, 24, "ipv4_forward", dst_addr=0x020000000002, port=2)),
             table(prog.route(0x0A000900, 24, "send_to_cpu"))])
-        req.election_id.low = 1
-        stub.Write(req)
 
         sniffer = topo.sniffer(h2, N + 1, 30, h2.mac)
         frames = [bytes(Ether(src=h1.mac, dst="02:00:00:00:00:fe") / IP(src="10.0.1.1", dst="10.0.2.2")
@@ -84,10 +55,4 @@ def test_native_ring_path_forwards_punts_and_counts(topo: VethTopology, real_pro
         assert (p1["rx"], p2["tx"], doc["lost"]) == (N + 2, N + 1, 0)
         assert (dev["packets_in"], dev["packet_ins"], dev["packet_outs"]) == (N + 3, 2, 1)
         assert dev["packets_out"] == N + 1
-    finally:
-        if stream is not None:
-            stream.close()
-        channel.close()
-        stop_process(proc)
-    log = proc.stdout.read().decode() if proc.stdout else ""
-    assert "native ring fast path runs the batches" in log, log
+    assert "native ring fast path runs the batches" in sw.log, sw.log
