@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from topo.faults import FaultInjector, FaultRecord
+from topo.memory import RssLife
 from topo.procs import wait_for
 from topo.verify import tally
 
@@ -59,6 +60,7 @@ class Disturbances:
     losses: dict[str, Any] = field(default_factory=dict)
     rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"warm"/"end": process -> bytes
     rss_series: list[dict[str, Any]] = field(default_factory=list)  # {"t": s, "rss": {...}} (topo/memory.py)
+    rss_lives: list[RssLife] = field(default_factory=list)  # each process incarnation (topo/memory.py)
 
 
 def _processed(api: str) -> int:

@@ -14,12 +14,23 @@ builds once and then keeps at a plateau: an allocator's arenas, etcd's raft log 
 writes, not after a fixed time) and its key index up to the first compaction, the first
 fail-over's code paths in the controller. A leak grows after that too; a warm-up does not. The
 whole series is in disturbances.json (`rss_series`).
+
+A process restarted during the run (a chaos fault killed it) is judged by the same rule over
+each of its **incarnations**, one name with one pid (`etcd m1 [8821]`): from the incarnation's
+own warm sample (the first at least half-way through its sampled life and at least `warmup`
+seconds after its own first sample) to its last sample. Only an incarnation sampled over at
+least `2 * warmup` seconds (`long_enough`) is judged: a shorter life is all warm-up. The table
+shows, for a restarted name, its longest judged incarnation; its caption, the largest growth of
+all judged incarnations (`RssLife` each, `rss_lives` in disturbances.json). A process alive
+throughout is the one incarnation that spans the run, judged as above.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +39,7 @@ from rich.table import Table
 
 WARMUP_S = 60.0
 INTERVAL_S = 10.0
+TARGET_PCT = 5.0  # the soak's target: growth under 5 % (docs/chaos.md)
 
 
 def rss(root_pid: int) -> dict[str, int]:
@@ -61,6 +73,69 @@ def _name(cmd: list[str]) -> str:
     return cmd[0] if cmd else "?"
 
 
+def name_of(key: str) -> str:
+    """`etcd m1 [8821]` -> `etcd m1`."""
+    return key.rsplit(" [", 1)[0]
+
+
+def long_enough(first: float, last: float, warmup: float = WARMUP_S) -> bool:
+    """Whether a life sampled from `first` to `last` (seconds) is judged: at least `2 * warmup`
+    seconds long, so that its second half starts after its warm-up."""
+    return last - first >= 2 * warmup
+
+
+def warm_at(first: float, last: float, warmup: float = WARMUP_S) -> float:
+    """The time from which a sample of a life from `first` to `last` is its warm one: half-way
+    through the life and at least `warmup` seconds after its first sample."""
+    return first + max(warmup, (last - first) / 2)
+
+
+@dataclass(frozen=True)
+class RssLife:
+    """One incarnation (a name with one pid) as sampled: its first, warm (None: not
+    `long_enough` to be judged) and last samples' times (s into the run) and bytes."""
+
+    key: str
+    first_t: float
+    last_t: float
+    samples: int
+    start: int
+    end: int
+    warm_t: float | None = None
+    warm: int | None = None
+
+    @property
+    def name(self) -> str:
+        return name_of(self.key)
+
+    @property
+    def life_s(self) -> float:
+        return self.last_t - self.first_t
+
+    @property
+    def growth(self) -> float | None:
+        """% from the warm sample to the last; None if not judged."""
+        return (self.end - self.warm) / self.warm * 100 if self.warm else None
+
+
+def incarnations(series: Sequence[tuple[float, Mapping[str, int]]],
+                 warmup: float = WARMUP_S) -> list[RssLife]:
+    """Every incarnation of a series of (t, {key: bytes}), in the order first seen."""
+    points: dict[str, list[tuple[float, int]]] = {}
+    for t, snap in series:
+        for key, mem in snap.items():
+            points.setdefault(key, []).append((t, mem))
+    out: list[RssLife] = []
+    for key, pts in points.items():
+        (t0, m0), (t1, m1) = pts[0], pts[-1]
+        warm_t, warm = None, None
+        if long_enough(t0, t1, warmup):
+            at = warm_at(t0, t1, warmup)
+            warm_t, warm = next(p for p in pts if p[0] >= at)
+        out.append(RssLife(key, t0, t1, len(pts), m0, m1, warm_t, warm))
+    return out
+
+
 class RssSampler:
     """`rss(root_pid)` now (`start`), then every `interval` s in a thread until `stop()`, which
     takes the last (`end`). `warm` is the first sample at least half-way through the run and at
@@ -88,9 +163,13 @@ class RssSampler:
 
     def snapshots(self) -> dict[str, dict[str, int]]:
         """{"start", "warm", "end"}: process -> bytes."""
-        half = max(self.warmup, self.series[-1][0] / 2)
+        half = warm_at(self.series[0][0], self.series[-1][0], self.warmup)
         warm = next((s for t, s in self.series if t >= half), self.series[-1][1])
         return {"start": self.series[0][1], "warm": warm, "end": self.series[-1][1]}
+
+    def incarnations(self) -> list[RssLife]:
+        """Every process incarnation of the series, judged over its own life (`incarnations`)."""
+        return incarnations(self.series, self.warmup)
 
     def series_json(self) -> list[dict[str, Any]]:
         return [{"t": round(t, 1), "rss": s} for t, s in self.series]
@@ -100,54 +179,120 @@ def _pct(a: int, b: int) -> str:
     return f"{(b - a) / a * 100:+.1f} %" if a else "-"
 
 
-def rss_table(rss_by_time: dict[str, dict[str, int]]) -> Table:
+def _mib(b: int) -> str:
+    return f"{b / 2**20:.1f}"
+
+
+def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] | None = None,
+              warmup: float = WARMUP_S) -> Table:
     """Resident memory of each process alive at the start and the end: at the start, warm (see
-    the module docstring; absent in older reports), at the end, and its growth; then the parts
+    the module docstring; absent in older reports), at the end, and its growth. Then the parts
     restarted meanwhile (same name, another pid: `nf-host 3`, `etcd m1`, `p4sim`, a
-    controller), whose growth says nothing about a leak (a fresh process at the end)."""
+    controller): with `lives` (`RssSampler.incarnations()`, sampled with this `warmup`), each
+    one's longest judged incarnation over its own life, and a caption naming the largest growth
+    of all judged incarnations; without (older reports), a bare row whose growth says nothing
+    about a leak (a fresh process at the end)."""
     start, end = rss_by_time.get("start", {}), rss_by_time.get("end", {})
     warm = rss_by_time.get("warm")
-    table = Table(title="memory (RSS) of the processes alive at the start and the end"
-                        + (" (growth: over the second half, from warm to the end)" if warm else ""))
-    cols = ["process", "start MiB"] + (["warm MiB"] if warm else []) + ["end MiB", "growth"] \
-        + (["from start"] if warm else [])
+    wide = warm is not None or lives is not None
+    title = "memory (RSS) of the processes alive at the start and the end" if lives is None \
+        else "memory (RSS) of the processes alive throughout and of the restarted ones' longest lives"
+    table = Table(title=title + (" (growth: over the second half, from warm to the end)"
+                                 if wide else ""), caption_justify="left")
+    cols = ["process", "start MiB"] + (["warm MiB"] if wide else []) + ["end MiB", "growth"] \
+        + (["from start"] if wide else [])
     for col in cols:
         table.add_column(col, justify="right" if col != "process" else "left")
+    by_key = {life.key: life for life in lives or ()}
+    judged: list[tuple[float, str, float]] = []  # (growth %, incarnation, its life in s)
     for name in sorted(set(start) & set(end)):
         a, b = start[name], end[name]
-        if warm is None:
-            table.add_row(name, f"{a / 2**20:.1f}", f"{b / 2**20:.1f}", _pct(a, b))
+        if not wide:
+            table.add_row(name, _mib(a), _mib(b), _pct(a, b))
             continue
-        w = warm.get(name, 0)
-        table.add_row(name, f"{a / 2**20:.1f}", f"{w / 2**20:.1f}" if w else "-",
-                      f"{b / 2**20:.1f}", _pct(w, b), _pct(a, b))
+        w = (warm or {}).get(name, 0)
+        table.add_row(name, _mib(a), _mib(w) if w else "-", _mib(b), _pct(w, b), _pct(a, b))
+        if w and name in by_key and by_key[name].warm is not None:
+            judged.append(((b - w) / w * 100, name, by_key[name].life_s))
+    judged += [(life.growth, life.key, life.life_s) for life in lives or ()
+               if life.growth is not None and life.key not in start.keys() & end.keys()]
+    judged = [j for j in judged if not j[1].startswith("bash")]  # Mininet's shells
 
     def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for key, mem in procs.items():
-            out.setdefault(key.rsplit(" [", 1)[0], []).append(mem)
+            out.setdefault(name_of(key), []).append(mem)
         return out
 
     first, last = by_name({k: v for k, v in start.items() if k not in end}), \
         by_name({k: v for k, v in end.items() if k not in start})
+    blank = ["-"] if wide else []
     for name in sorted(set(first) & set(last)):
-        if len(first[name]) == len(last[name]) == 1:  # one process of that name, restarted
-            blank = ["-"] if warm else []
-            table.add_row(f"{name} (restarted)", f"{first[name][0] / 2**20:.1f}", *blank,
-                          f"{last[name][0] / 2**20:.1f}", "-", *blank)
+        if len(first[name]) != 1 or len(last[name]) != 1:  # several processes of that name
+            continue
+        mine = [life for life in lives or () if life.name == name and life.warm is not None]
+        if not mine:
+            label = "(restarted)" if lives is None \
+                else f"(restarted; no life ≥ {2 * warmup:.0f} s)"
+            table.add_row(f"{name} {label}", _mib(first[name][0]), *blank,
+                          _mib(last[name][0]), "-", *blank)
+            continue
+        best = max(mine, key=lambda life: life.life_s)
+        table.add_row(f"{name} (restarted; longest life {best.life_s:.0f} s)", _mib(best.start),
+                      _mib(best.warm or 0), _mib(best.end), _pct(best.warm or 0, best.end),
+                      _pct(best.start, best.end))
+    if lives is not None:
+        table.caption = verdict(judged, warmup)
     return table
 
 
-def plot(series: list[dict[str, Any]], path: Path) -> Path | None:
-    """RSS (MiB) over time of each process alive from the first sample to the last (Mininet's
-    shells left out), one line each, as a PNG; None without two samples."""
-    if len(series) < 2:
-        return None
-    from experiments.plots import line  # (matplotlib: only when a plot is asked for)
+def verdict(judged: Sequence[tuple[float, str, float]], warmup: float = WARMUP_S) -> str:
+    """One line: the largest of the (growth %, incarnation, life s) judged, against the target."""
+    if not judged:
+        return f"no process was sampled over a life of {2 * warmup:.0f} s or more: no growth judged"
+    pct, key, life = max(judged)
+    n = len(judged)
+    return (f"largest growth of {n} judged incarnation{'s' if n > 1 else ''}: {pct:+.1f} %, {key} "
+            f"(life {life:.0f} s): {'under' if pct < TARGET_PCT else 'NOT under'} the "
+            f"{TARGET_PCT:.0f} % target")
 
-    first, last = series[0]["rss"], series[-1]["rss"]
-    names = sorted(n for n in set(first) & set(last) if not n.startswith("bash"))
-    lines = [(n, [s["t"] for s in series if n in s["rss"]],
-              [s["rss"][n] / 2**20 for s in series if n in s["rss"]]) for n in names]
-    return line(path, "memory of the processes alive throughout the run", "seconds",
-                "RSS (MiB)", lines)
+
+def plot_lines(series: list[dict[str, Any]]) -> list[tuple[str, list[float], list[float]]]:
+    """(key, seconds, MiB) of each incarnation with at least 2 samples (Mininet's shells left
+    out), by name, then by its first sample."""
+    pts: dict[str, tuple[list[float], list[float]]] = {}
+    for s in series:
+        for key, mem in s["rss"].items():
+            ts, ms = pts.setdefault(key, ([], []))
+            ts.append(float(s["t"]))
+            ms.append(mem / 2**20)
+    keep = [(k, ts, ms) for k, (ts, ms) in pts.items() if len(ts) >= 2 and not k.startswith("bash")]
+    return sorted(keep, key=lambda line: (name_of(line[0]), line[1][0]))
+
+
+def plot(series: list[dict[str, Any]], path: Path) -> Path | None:
+    """RSS (MiB) over time of each process incarnation (`plot_lines`), one line each, in one
+    colour per name, labelled once, as a PNG; None without an incarnation of 2 samples."""
+    lines = plot_lines(series)
+    if not lines:
+        return None
+    from matplotlib import colormaps  # (only when a plot is asked for; no pyplot, no backend)
+    from matplotlib.figure import Figure
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(8, 5), dpi=110)
+    ax = fig.subplots()
+    colours: dict[str, Any] = {}
+    for key, ts, ms in lines:
+        name = name_of(key)
+        label = "_" + key if name in colours else name  # (a "_" label stays out of the legend)
+        colour = colours.setdefault(name, colormaps["tab20"](len(colours) % 20))
+        ax.plot(ts, ms, color=colour, label=label, linewidth=1.2)
+    ax.set(title="memory of the processes over the run (one line per incarnation)",
+           xlabel="seconds", ylabel="RSS (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

@@ -553,6 +553,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             dist.failovers = http_json(f"{api}/status")["failovers"]
             dist.rss = memory.snapshots()
             dist.rss_series = memory.series_json()
+            dist.rss_lives = memory.incarnations()
             dist.errors += [f"controller {n} stopped by itself (lease lost) and was started again"
                             for n in ctls.revived]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))

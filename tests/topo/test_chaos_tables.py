@@ -1,15 +1,20 @@
 """topo/chaos.py's and topo/memory.py's summary tables: the memory table tells a process alive throughout (growth)
-from a part restarted meanwhile (no growth: a fresh process), and the per-kind table's caption
-sums up the `mgmt` cuts."""
+from a part restarted meanwhile (judged over its longest incarnation's own life, if one lived
+long enough), and names the largest growth in its caption; the per-kind table's caption sums up
+the `mgmt` cuts."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from topo.chaos import kind_table
 from topo.faults import FaultRecord
-from topo.memory import RssSampler, rss_table
+from topo.memory import RssLife, RssSampler, incarnations, long_enough, plot_lines, rss_table
 
 pytestmark = pytest.mark.unit
 
@@ -70,6 +75,9 @@ def test_the_sampler_takes_start_warm_and_end_snapshots_of_child_processes() -> 
         assert snaps["warm"][name] > 0 and snaps["end"][name] > 0
         assert sampler.series_json()[0]["t"] == 0.0
         assert snaps["warm"] is not snaps["start"]  # taken at >= 0.1 s, not the start's
+        life = next(x for x in sampler.incarnations() if x.key == name)
+        assert life.samples == len(sampler.series) and life.first_t == 0.0
+        assert life.warm is not None  # sampled over more than 2 * 0.1 s: judged
     finally:
         child.kill()
         child.wait()
@@ -83,3 +91,116 @@ def test_the_memory_plot_draws_the_processes_alive_throughout(tmp_path) -> None:
     out = plot(series, tmp_path / "rss.png")
     assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
     assert plot(series[:1], tmp_path / "none.png") is None
+
+
+def _series(lives: dict[str, tuple[int, int, Callable[[int], float]]], until: int = 600
+            ) -> list[tuple[float, dict[str, int]]]:
+    """A sample every 10 s from 0 to `until`: key -> (first t, last t, MiB at t)."""
+    return [(float(t), {key: int(mib(t) * MIB) for key, (a, b, mib) in lives.items() if a <= t <= b})
+            for t in range(0, until + 1, 10)]
+
+
+def _snapshots(series: list[tuple[float, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    return {"start": series[0][1], "warm": next(s for t, s in series if t >= series[-1][0] / 2),
+            "end": series[-1][1]}
+
+
+def _row(text: str, part: str) -> str:
+    return next(line for line in text.splitlines() if part in line)
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.split("│")]
+
+
+def test_a_life_is_judged_from_twice_the_warmup_on() -> None:
+    assert long_enough(30.0, 150.0, warmup=60.0) and not long_enough(30.0, 149.9, warmup=60.0)
+
+
+def test_a_part_restarted_early_is_judged_over_its_own_long_life() -> None:
+    # etcd m1 killed at 20 s, back at 30 s: 40 MiB until 310 s, 50 MiB from its own warm sample
+    # (the first at least half-way through its life from 30 to 600 s: 320 s), 51 at the end
+    series = _series({"etcd m1 [1]": (0, 20, lambda t: 40), "etcd m1 [2]": (30, 600, lambda t:
+                      40 if t < 320 else 50 if t < 600 else 51)})
+    lives = incarnations(series, warmup=60.0)
+    late = next(x for x in lives if x.key == "etcd m1 [2]")
+    assert (late.warm_t, late.warm, late.growth) == (320.0, 50 * MIB, 2.0)
+    row = _row(_text(rss_table(_snapshots(series), lives)), "etcd m1")
+    assert "(restarted; longest life 570 s)" in row
+    assert "50.0" in row and "+2.0 %" in row and "+27.5 %" in row  # not +27.5 % from 300 s
+
+
+def test_a_short_lived_incarnation_is_not_judged() -> None:
+    # p4sim restarted every 100 s: no life of 120 s
+    series = _series({f"p4sim [{i}]": (i * 100, i * 100 + 90, lambda t: 100 + t / 10)
+                      for i in range(6)}, until=590)
+    lives = incarnations(series, warmup=60.0)
+    assert all(x.warm is None and x.growth is None for x in lives)
+    text = _text(rss_table(_snapshots(series), lives))
+    row = _row(text, "p4sim")
+    assert "(restarted; no life ≥ 120 s)" in row and "%" not in row
+    assert "no growth judged" in " ".join(text.split())
+
+
+def test_a_process_alive_throughout_keeps_its_numbers_beside_incarnations() -> None:
+    series = _series({"etcd m0 [10]": (0, 600, lambda t: 40 + t / 100),
+                      "p4sim [11]": (0, 200, lambda t: 100), "p4sim [12]": (210, 600, lambda t: 100)})
+    snaps = _snapshots(series)
+    before = _row(_text(rss_table(snaps)), "etcd m0 [10]")
+    after = _row(_text(rss_table(snaps, incarnations(series, warmup=60.0))), "etcd m0 [10]")
+    assert _cells(after) == _cells(before)
+    assert "40.0" in after and "43.0" in after and "46.0" in after  # start, warm (300 s), end
+    assert "+7.0 %" in after and "+15.0 %" in after
+
+
+def test_the_caption_names_the_largest_growth_of_all_incarnations() -> None:
+    series = _series({"etcd m0 [10]": (0, 600, lambda t: 40 + t / 100),  # +7.0 % from 300 s
+                      "nf-host 2 [20]": (0, 150, lambda t: 50 + t / 10),  # 58 -> 65: +12.1 %
+                      "nf-host 2 [21]": (160, 600, lambda t: 50)})
+    text = " ".join(_text(rss_table(_snapshots(series), incarnations(series, warmup=60.0))).split())
+    assert "largest growth of 3 judged incarnations: +12.1 %, nf-host 2 [20] (life 150 s): " \
+        "NOT under the 5 % target" in text
+
+
+def test_the_disturbances_keep_the_incarnations_through_json() -> None:
+    import json
+    from dataclasses import asdict
+
+    from topo.disturbances import Disturbances
+
+    assert Disturbances().rss_lives == []  # a report without them still builds
+    lives = [RssLife("etcd m1 [2]", 30.0, 600.0, 58, 40 * MIB, 51 * MIB, 320.0, 50 * MIB),
+             RssLife("p4sim [3]", 0.0, 90.0, 10, MIB, MIB)]
+    doc = json.loads(json.dumps(asdict(Disturbances(rss_lives=lives))))
+    assert [RssLife(**d) for d in doc["rss_lives"]] == lives
+
+
+def test_the_memory_plot_draws_every_incarnation_when_all_were_restarted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from matplotlib.axes import Axes
+
+    from topo.memory import plot
+
+    legends: list[list[str]] = []
+    real = Axes.legend
+
+    def legend(self: Axes, *args: Any, **kwargs: Any) -> Any:
+        legends.append(self.get_legend_handles_labels()[1])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "legend", legend)
+
+    series = [{"t": t, "rss": s} for t, s in _series({
+        "etcd m0 [1]": (0, 200, lambda t: 40), "etcd m0 [2]": (210, 600, lambda t: 41),
+        "p4sim [3]": (0, 400, lambda t: 100), "p4sim [4]": (410, 600, lambda t: 101),
+        "nf-host 1 [5]": (0, 590, lambda t: 50), "nf-host 1 [6]": (600, 600, lambda t: 50),
+        "bash [7]": (0, 600, lambda t: 1)})]
+    assert [k for k, _, _ in plot_lines(series)] == \
+        ["etcd m0 [1]", "etcd m0 [2]", "nf-host 1 [5]", "p4sim [3]", "p4sim [4]"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels found" among them
+        out = plot(series, tmp_path / "rss.png")
+    assert out == tmp_path / "rss.png" and out.read_bytes()[:4] == b"\x89PNG"
+    assert legends == [["etcd m0", "nf-host 1", "p4sim"]]  # each name once
