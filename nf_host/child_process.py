@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import os
 import signal
 
 PR_SET_PDEATHSIG = 1
@@ -27,6 +28,6 @@ def freeze_startup(what: str) -> int:
     takes a few ms. Returns (and logs) how many objects were frozen."""
     gc.freeze()
     frozen = gc.get_freeze_count()
-    logging.getLogger("nf_host").info("%s: %d objects of start-up frozen out of the cyclic "
-                                      "collector's reach", what, frozen)
+    logging.getLogger("nf_host").info("%s (pid %d): %d objects of start-up frozen out of the "
+                                      "cyclic collector's reach", what, os.getpid(), frozen)
     return frozen

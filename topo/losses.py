@@ -154,18 +154,24 @@ def counted_losses(sites: list[LossSite]) -> int:
     return sum(s.packets for s in sites if s.loss)
 
 
-def loss_lines(lost: int, sites: list[LossSite]) -> list[str]:
+def loss_lines(lost: int, sites: list[LossSite], outage: int = 0) -> list[str]:
     """The summary's words: how many packets the sink missed, where drops were counted, and
-    how many of the lost no counter saw (the loss not accounted for)."""
-    if not lost and not sites:
+    how many of the lost no counter saw (the loss not accounted for). `outage`: the lost packets
+    sent while the switch was down or restarting (a chaos run's switch faults: no counter of the
+    dead switch survives it, so the run counts them from the outage windows)."""
+    if not lost and not sites and not outage:
         return []
     counted, copies = counted_losses(sites), sum(s.packets for s in sites if not s.loss)
-    head = f"lost {lost} packets end to end; drops counted on the path: {counted}"
+    head = f"lost {lost} packets end to end; drops counted on the path: {counted + outage}"
     if copies:
         head += f" (and {copies} drops of copies, not losses: duplicates, a backup's inputs)"
     lines = [head]
+    if outage:
+        lines.append(f"  switch outages: {outage} sent while the switch was down or restarting "
+                     "(switch faults; the restarted switch's own drops below are among them)")
     lines += [f"  {s.where}: {s.packets} {s.why}" + ("" if s.loss else " (a copy)")
               for s in sites]
-    if lost > counted:
-        lines.append(f"  unaccounted: {lost - counted} lost packets no counter on the path saw")
+    if lost > counted + outage:
+        lines.append(f"  unaccounted: {lost - counted - outage} lost packets no counter on the "
+                     "path saw")
     return lines

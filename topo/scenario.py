@@ -591,7 +591,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]
     if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
         for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
-                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel)):
+                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel),
+                outage):
             console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])

@@ -505,8 +505,12 @@ def test_every_process_of_an_nf_freezes_its_start_up_objects(lab: Lab) -> None:
     collection stopped a worker's loop for 15-130 ms every ~10 s under load."""
     a = lab.start(1, workers=2)
     whats = ("nf-host", "worker 0", "worker 1", "heartbeat responder")
-    wait_for(lambda: all(f"{w}: " in a.nf.log() and "objects of start-up frozen" in a.nf.log()
+    wait_for(lambda: all(f"{w} (pid " in a.nf.log() and "objects of start-up frozen" in a.nf.log()
                          for w in whats), 10, what="each process's freeze logged")
+    pids = set()
     for w in whats:
-        line = next(ln for ln in a.nf.log().splitlines() if f"{w}: " in ln and "frozen" in ln)
-        assert int(line.split(f"{w}: ")[1].split()[0]) > 1000, line
+        line = next(ln for ln in a.nf.log().splitlines() if f"{w} (pid " in ln and "frozen" in ln)
+        pid, count = line.split(f"{w} (pid ")[1].split("): ")
+        pids.add(int(pid))
+        assert int(count.split()[0]) > 1000, line
+    assert len(pids) == len(whats)  # four processes, each named with its own pid

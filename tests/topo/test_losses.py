@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.config import load_config
-from topo.losses import loss_lines, port_names, where_lost
+from topo.losses import LossSite, loss_lines, port_names, where_lost
 
 pytestmark = [pytest.mark.unit]
 
@@ -44,6 +44,18 @@ def test_a_loss_no_counter_saw_is_called_unaccounted() -> None:
     assert where_lost(cfg, None, {}, [], {}) == []
     assert loss_lines(0, []) == []
     assert loss_lines(3, [])[-1] == "  unaccounted: 3 lost packets no counter on the path saw"
+
+
+def test_losses_in_switch_outages_are_named_and_accounted() -> None:
+    """A chaos run's switch restarts lose what was sent meanwhile: no counter of the dead switch
+    survives, so the run's count from the outage windows is a line of its own, not unaccounted."""
+    sites = [LossSite("switch", "arrived before the program was loaded", 5)]
+    lines = loss_lines(120, sites, outage=110)
+    assert lines[0].startswith("lost 120 packets end to end; drops counted on the path: 115")
+    assert lines[1].startswith("  switch outages: 110 sent while the switch was down")
+    assert lines[-1] == "  unaccounted: 5 lost packets no counter on the path saw"
+    assert not any("unaccounted" in ln for ln in loss_lines(110, [], outage=110))
+    assert loss_lines(0, [], outage=0) == []
 
 
 SNMP = """Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos InDiscards InDelivers OutRequests OutDiscards OutNoRoutes ReasmTimeout ReasmReqds ReasmOKs ReasmFails FragOKs FragFails FragCreates OutTransmits
