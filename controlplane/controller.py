@@ -105,6 +105,10 @@ class Controller(NfLifecycle):
             "moves": dict(self.move_counts),
             "failovers": [f.to_json() for f in self.failovers],
             "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
+            # backups armed to take over by themselves (docs/protocols.md §4.3), by backup
+            "self_takeover": self.cfg.heartbeat.self_takeover,
+            "armed": {str(b): {"primary": p, "successor": s}
+                      for b, (p, s) in sorted(self.armed.items())},
             "uptime_s": round(time.time() - self.started, 1),
         }
 

@@ -148,7 +148,9 @@ class Ownership(WorkerCore):
 
     async def promote_idle(self, res: dict[str, Any], idle: list[int], dead: int,
                            chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
-        """The rest of `promote_soon`: the idle slots, `chunk` per turn of the event loop."""
+        """The rest of `promote_soon`: the idle slots, `chunk` per turn of the event loop, once
+        the takeover's quiet window is over (its first output left: nf_host/quiet_window.py)."""
+        await self.quiet.over()
         for start in range(0, len(idle), chunk):
             await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
             todo = [s for s in idle[start:start + chunk] if self._to_promote.pop(s, None) is not None]
@@ -176,6 +178,7 @@ class Ownership(WorkerCore):
         here if `measured` holds a slot still backed up here ([]: a later part of one)."""
         if any(s in self.backed_up or s in self.replicas for s in measured):
             self._takeover = TakeoverClock(time.time(), set(measured))
+            self.quiet.begin()
         if chosen:
             # a primary now, whatever it was configured as (a spare given slots to back up, then
             # promoted): a later SetRole(IDLE/BACKUP) must drop what it owns

@@ -324,6 +324,7 @@ class Link:
         self.connected = asyncio.Event()
         self._wake = asyncio.Event()  # set by `kick`: reconnect now, not after the wait
         self._out: list[bytes] = []
+        self.corked = False  # `cork`: messages wait in `_out` until `uncork`
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def kick(self) -> None:
@@ -353,13 +354,26 @@ class Link:
         """Queue an encoded message. Messages queued in one event-loop step leave in one write."""
         if self.writer is None:
             return 0
-        if not self._out:
+        if not self._out and not self.corked:
             asyncio.get_running_loop().call_soon(self._flush)
         self._out.append(data)
         self.bytes_sent += len(data)
         if self.tally is not None:
             self.tally[self.nf_id] = self.tally.get(self.nf_id, 0) + len(data)
         return len(data)
+
+    def cork(self) -> None:
+        """Hold what is sent from now on (in order, counted in `backlog`) until `uncork`: a
+        takeover keeps its peers asleep while its first output waits for the new backup's ack
+        (nf_host/ownership.py, the takeover's quiet window). A goodbye still sends it first."""
+        self.corked = True
+
+    def uncork(self) -> None:
+        """Send what `cork` held, in one write, and stop holding."""
+        if self.corked:
+            self.corked = False
+            if self._out:
+                asyncio.get_running_loop().call_soon(self._flush)
 
     def backlog(self) -> int:
         """Bytes written but not yet taken by the kernel (a slow or stopped receiver)."""
@@ -373,6 +387,8 @@ class Link:
             self.writer.transport.abort()
 
     def _flush(self) -> None:
+        if self.corked:  # (corked after this flush was scheduled: `uncork` schedules another)
+            return
         data = b"".join(self._out)
         self._out.clear()
         if self.writer is not None and not self.writer.is_closing():
@@ -422,6 +438,7 @@ class Link:
     def _goodbye(self, writer: asyncio.StreamWriter) -> None:
         """Close `writer` on purpose: the receiver must not take it for this process's death."""
         if not writer.is_closing():
+            self.corked = False
             if self._out:
                 self._flush()
             writer.write(BYE_FRAME)

@@ -132,7 +132,9 @@ class Worker(Ownership):
             if link is not None:
                 asyncio.get_running_loop().create_task(link.close())
         watch = (nf_id, worker_address(address, self.cfg.index) if nf_id else "")
-        if self.on_backup is not None and watch != self.watched_backup:
+        if self.quiet.active:  # a takeover's new backup: watched once its first output left
+            self.deferred_watch = watch
+        elif self.on_backup is not None and watch != self.watched_backup:
             self.watched_backup = watch
             self.on_backup(*watch)
 
@@ -163,6 +165,7 @@ class Worker(Ownership):
                     f"NF {successor}" if successor else "no NF (none qualifies)")
         self.c.self_promotions += 1
         self.took_over_from.add(primary)
+        self.quiet.begin()  # (before the backup changes: its watch waits for the first output)
         if successor:
             self.set_backup(successor, address)  # in the same step: no output leaves unprotected
         # the busy slots in this very step (their first output waits only for the successor's

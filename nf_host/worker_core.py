@@ -21,6 +21,7 @@ from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy, hello
+from nf_host.quiet_window import QuietWindow
 from nf_host.reorder import Offer, Sequencer, seq_after, seq_next
 from nf_host.replication import (
     Link,
@@ -98,6 +99,10 @@ class WorkerCore:
         self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
         # the last promotion's clock until its first output is released
         self._takeover: TakeoverClock | None = None
+        # until then, peers and idle slots wait (nf_host/quiet_window.py); the watch on the new
+        # backup it defers (backup, address), opened when the window ends
+        self.quiet = QuietWindow(self._quiet_over)
+        self.deferred_watch: tuple[int, str] | None = None
         self.markers = MarkerWait(cfg.marker_wait)  # adoptions waiting for their move marker
         # as an armed backup: (primary, successor, its address) to take over with when the
         # primary's replication link closes without its goodbye (Worker.on_peer_lost)
@@ -346,6 +351,8 @@ class WorkerCore:
                 if link.send(self._for_backup(msg, batch.logged())):
                     self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
                 continue
+            if self.quiet.active and not link.corked:
+                link.cork()  # a peer: nothing waits for its ack (sent when the window ends)
             if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
                 # a peer that does not keep up: rather than buffer without bound, drop the
                 # connection; it reconnects and gets a full snapshot (versions restart from it)
@@ -408,6 +415,7 @@ class WorkerCore:
             self._takeover = None
             log.info("takeover: first output of the promoted slots released %.1f ms after the "
                      "promotion (%s), at %.6f", (now - clock.at) * 1000, clock.steps(now), now)
+            self.quiet.end()
         if self._release_waiters:
             waiting = self._release_waiters
             self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]
@@ -418,6 +426,16 @@ class WorkerCore:
             rt = self.slots.get(slot)
             if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
                 rt.committed_seq = seq
+
+    def _quiet_over(self) -> None:
+        """The takeover's quiet window ended: what peers were not sent leaves, and the watch on
+        the new backup opens."""
+        for link in self.links.values():
+            link.uncork()
+        watch, self.deferred_watch = self.deferred_watch, None
+        if watch is not None and self.on_backup is not None and watch != self.watched_backup:
+            self.watched_backup = watch
+            self.on_backup(*watch)
 
     def _on_link_message(self, link: Link, msg: Message) -> None:
         t = msg.get("t")

@@ -121,14 +121,14 @@ class TakeoverClock:
             self.first_sealed = time.time()
 
     def steps(self, released: float) -> str:
-        """'processed +a ms, sealed +b ms, acked +c ms': each step from the one before."""
-        marks = [("processed", self.first_processed), ("sealed", self.first_sealed),
-                 ("acked", released)]
-        out, last = [], self.at
-        for name, t in marks:
-            if t is None:
-                out.append(f"{name} -")
-                continue
+        """'processed +a ms, sealed +b ms, acked +c ms': each step from the one before, in the
+        order they happened (a batch of the dead primary's logged output is sealed at the
+        promotion, before any packet is processed); a step that did not happen is '-'."""
+        marks = [("processed", self.first_processed), ("sealed", self.first_sealed)]
+        out = [f"{name} -" for name, t in marks if t is None]
+        last = self.at
+        for name, t in sorted(((n, t) for n, t in marks if t is not None), key=lambda m: m[1]):
             out.append(f"{name} +{(t - last) * 1000:.1f} ms")
             last = t
+        out.append(f"acked +{(released - last) * 1000:.1f} ms")
         return ", ".join(out)

@@ -272,9 +272,34 @@ class FaultInjector:
         wait_for(back, timeout=timeout, interval=0.05, what=f"NF {nf} back in the pool")
 
     def wait_pool(self, timeout: float = 20.0) -> None:
-        """Until every NF is alive again (restarted victims back in the pool)."""
-        wait_for(lambda: all(r["alive"] for r in _get(f"{self.leading()}/nfs")), timeout=timeout,
-                 interval=0.05, what="every NF alive again")
+        """Until the system has settled after a fault (`settled`), so that every fault starts
+        from a protected system rather than during the last one's recovery."""
+        wait_for(self.settled, timeout=timeout, interval=0.05,
+                 what="every NF alive again, every primary protected, every backup armed")
+
+    def settled(self) -> bool:
+        """Every NF alive again (restarted victims back in the pool) and configured; every
+        primary with a backup unless no spare of its cluster on another node is left to give it
+        one; with self-takeover on, every backup armed for its primary (docs/protocols.md
+        §4.3)."""
+        api = self.leading()
+        rows = _get(f"{api}/nfs")
+        status = _get(f"{api}/status")
+        if not all(r["alive"] for r in rows):
+            return False
+        nfs = status.get("nfs", {})
+        if nfs.get("configured", 0) < nfs.get("total", 0):
+            return False
+        pairs = {int(p): b for p, b in status.get("pairs", {}).items()}
+        by_id = {r["id"]: r for r in rows}
+        spares = [r for r in rows if r["role"] == "spare"]
+        for p in (p for p, b in pairs.items() if b is None and p in by_id):
+            me = by_id[p]  # a spare that could protect it (controlplane/failover.choose_backup)
+            if any(r["cluster"] == me["cluster"] and r["node"] != me["node"] for r in spares):
+                return False
+        armed = status.get("armed", {})
+        return not status.get("self_takeover") or all(
+            armed.get(str(b), {}).get("primary") == p for p, b in pairs.items() if b is not None)
 
 
 def primary_fault(rec: Any) -> bool:

@@ -174,6 +174,8 @@ class SimLink:
         self.connected = asyncio.Event()
         self.out: deque[bytes] = deque()
         self.back: deque[Message] = deque()
+        self.held: deque[bytes] = deque()  # sent while corked (a takeover's quiet window)
+        self.corked = False
         self.bytes_sent = 0
         self.closed = False
 
@@ -195,12 +197,20 @@ class SimLink:
     def send_raw(self, data: bytes) -> int:
         if self.writer is None or (self.src.dying is not None and self.src.dying <= 0):
             return 0  # (a process that died mid-release sends nothing more)
-        self.out.append(data)
+        (self.held if self.corked else self.out).append(data)
         self.bytes_sent += len(data)
         return len(data)
 
+    def cork(self) -> None:
+        self.corked = True
+
+    def uncork(self) -> None:
+        self.corked = False
+        self.out.extend(self.held)
+        self.held.clear()
+
     def backlog(self) -> int:
-        return sum(len(d) for d in self.out)
+        return sum(len(d) for d in self.out) + sum(len(d) for d in self.held)
 
     def reset(self) -> None:
         self.cut()
@@ -210,8 +220,9 @@ class SimLink:
         self.cut()
 
     def cut(self) -> None:
-        for data in self.out:
+        for data in [*self.out, *self.held]:
             self.lost(decode(data[4:]))
+        self.held.clear()
         self.writer = None
         self.connected.clear()
         self.out.clear()

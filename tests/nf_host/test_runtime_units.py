@@ -230,6 +230,14 @@ def test_takeover_clock_times_each_step_of_a_takeover(monkeypatch: pytest.Monkey
     assert clock.steps(100.0105) == "processed +2.0 ms, sealed +0.5 ms, acked +8.0 ms"
     # replayed input only (nothing processed after the promotion): the missing step is shown
     assert wt.TakeoverClock(1.0, {1}).steps(1.003) == "processed -, sealed -, acked +3.0 ms"
+    # the dead primary's logged output sealed at the promotion, a packet processed later: the
+    # steps in the order they happened, never a negative step
+    early = wt.TakeoverClock(1.0, {1})
+    now[0] = 1.0001
+    early.sealed({1: 3})
+    now[0] = 1.005
+    early.processed(1)
+    assert early.steps(1.006) == "sealed +0.1 ms, processed +4.9 ms, acked +1.0 ms"
 
 
 def test_freeze_startup_moves_the_objects_of_start_up_out_of_the_collector() -> None:

@@ -206,3 +206,67 @@ def test_a_primarys_older_connection_is_closed_unapplied_and_its_end_is_no_death
             await until(lambda: b.w.c.self_promotions == 1, "the takeover")
 
     run(body)
+
+
+IDLE = SLOT + 1  # a second slot of A's that B backs up and nothing is sent to
+
+
+def test_a_takeover_keeps_its_peers_and_idle_slots_waiting_until_its_first_output_left() -> None:
+    """The quiet window (nf_host/quiet_window.py): from the promotion until the first output of
+    the promoted slots leaves, what B sends its cluster peer D is held on the link and its idle
+    slot is not promoted; both follow once C acknowledged and the output left."""
+    async def body() -> None:
+        async with armed(start_successor=False) as (a, b, c, sw):  # C is not running yet
+            d = Node(4)
+            await d.w.start()
+            try:
+                b.w.assign([(IDLE, 1, 1)], as_backup=True)
+                b.w.set_peers([(4, d.addr)])
+                await until(lambda: 4 in b.w.links and b.w.links[4].writer is not None,
+                            "B's link to its peer D")
+                b.w.quiet.max_s = 30.0  # (the window ends with the first output, not by time)
+                _kill_link(a, "reset")
+                await _feed(None, b, sw, range(5, 9))
+                await until(lambda: SLOT in b.w.slots and b.w.slots[SLOT].role == SlotRole.PRIMARY
+                            and b.w.c.packets == 4, "B promoted, the 4 copies processed")
+                await asyncio.sleep(0.1)  # (time for a wrong send or promotion; nothing waits)
+                assert b.w.quiet.active
+                assert b.w.links[4].corked and b.w.links[4].backlog() > 0
+                assert SLOT not in d.w.replicas  # nothing reached the peer
+                assert IDLE not in b.w.slots and IDLE in b.w.replicas  # not promoted yet
+                await c.w.start()
+                await until(lambda: _delivered(a, b).received == 8, "released once C acked")
+                await until(lambda: SLOT in d.w.replicas and d.w.replicas[SLOT].last_seq == 8,
+                            "the peer's replica, once the output left")
+                await until(lambda: IDLE in b.w.slots and b.w.slots[IDLE].role == SlotRole.PRIMARY,
+                            "the idle slot promoted, once the output left")
+                assert not b.w.quiet.active and not b.w.links[4].corked
+            finally:
+                await d.w.stop()
+
+    run(body)
+
+
+def test_the_quiet_window_ends_by_itself_and_can_be_turned_off() -> None:
+    """A takeover without traffic never releases an output: its window ends after `max_s`."""
+    from nf_host.quiet_window import QuietWindow
+
+    async def body() -> None:
+        ended: list[int] = []
+        win = QuietWindow(lambda: ended.append(1), max_s=0.02, on=True)
+        win.begin()
+        assert win.active
+        await asyncio.wait_for(win.over(), 5)  # the timer ended it
+        assert not win.active and ended == [1]
+        win.end()  # (ending an ended window does nothing)
+        assert ended == [1]
+        win.begin()
+        win.end()  # the first output left: at once
+        assert ended == [1, 1]
+        off = QuietWindow(lambda: ended.append(2), on=False)
+        off.begin()
+        assert not off.active
+        await asyncio.wait_for(off.over(), 1)
+        assert ended == [1, 1]
+
+    run(body)

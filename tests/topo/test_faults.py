@@ -129,3 +129,38 @@ def test_netem_picks_a_primary_that_carries_traffic_if_any_does(
     assert {inj.pick() for _ in range(20)} == {("netem", 3)}
     ctl.rows[3]["packet_rate"] = 0.0  # none does: any primary
     assert {inj.pick() for _ in range(40)} == {("netem", 1), ("netem", 3)}
+
+
+def test_the_next_fault_waits_until_every_primary_is_protected_and_every_backup_armed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault starts from a settled system, not during the last one's recovery (a restarted
+    victim alive but not yet configured, a primary a spare could protect still without a backup,
+    a backup not yet armed for its primary)."""
+    rows = [{"id": 1, "alive": True, "role": "primary", "cluster": "c1", "node": "n1"},
+            {"id": 2, "alive": True, "role": "backup", "cluster": "c1", "node": "n2"},
+            {"id": 3, "alive": True, "role": "primary", "cluster": "c1", "node": "n2"},
+            {"id": 4, "alive": True, "role": "spare", "cluster": "c1", "node": "n2"}]
+    status: dict[str, Any] = {"nfs": {"total": 4, "configured": 4}, "pairs": {"1": 2, "3": None},
+                              "self_takeover": True, "armed": {"2": {"primary": 1}}}
+
+    def get(url: str) -> object:
+        return rows if url.endswith("/nfs") else status
+
+    monkeypatch.setattr(faults, "_get", get)
+    inj = FaultInjector("http://ctl", {}, _no_restart)
+    assert inj.settled()  # NF 3's only spare is on its own node: none can protect it
+    rows[3]["node"] = "n1"
+    assert not inj.settled()  # now one can: wait for it
+    status["pairs"]["3"] = 4
+    rows[3]["role"] = "backup"
+    assert not inj.settled()  # NF 4 not armed yet
+    status["armed"]["4"] = {"primary": 3}
+    assert inj.settled()
+    status["nfs"]["configured"] = 3
+    assert not inj.settled()  # a restarted NF not configured yet
+    status["nfs"]["configured"] = 4
+    rows[1]["alive"] = False
+    assert not inj.settled()
+    rows[1]["alive"] = True
+    status.update(self_takeover=False, armed={})
+    assert inj.settled()  # no arming without self-takeover
