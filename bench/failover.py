@@ -2,7 +2,8 @@
 
 Runs the whole system (`make run`: Mininet, p4sim, the controller, the NF runtimes, numbered
 traffic both ways) several times, each time faulting a primary again and again (`--kill-every`),
-every victim restarted into the spare pool:
+every victim restarted into the spare pool, each fault once the last one has settled (the victim
+back, every primary protected, every backup armed: `topo.faults.FaultInjector.settled`):
 
 * **kill (self)**: SIGKILL (a crash: the NF's sockets close); its backup, armed in advance, takes
   over by itself as its primary's heartbeat responder's watch on it, or its replication link,
