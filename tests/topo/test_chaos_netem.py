@@ -1,7 +1,8 @@
 """The chaos `netem` fault on a kernel without sch_netem: p4sim's wire impairment of the NF's
 switch port (topo/chaos.py `impair_on_data_link`), against an in-process p4sim status server on a
-port set that sends into a socket pair; and which fault kinds `nfc-topo chaos` keeps (netem on
-p4sim; left out, or refused when asked for, on BMv2 without netem).
+port set that sends into a socket pair; the `tc netem` path against a recorded `tc` (this CI's
+kernel has no sch_netem); and which fault kinds `nfc-topo chaos` keeps (netem on p4sim; left
+out, or refused when asked for, on BMv2 without netem).
 
 Run: .venv/bin/pytest tests/topo/test_chaos_netem.py
 """
@@ -143,3 +144,36 @@ def test_chaos_keeps_netem_where_something_can_do_it(
     else:
         assert rc == 0 and ran[0].fault_kinds == kinds
 
+
+
+TC_STATS = """qdisc netem 8001: root refcnt 2 limit 1000 delay 1ms loss 1% duplicate 1% reorder 10% 25%
+ Sent 181262 bytes 1795 pkt (dropped 17, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+"""
+
+
+def test_the_netem_fault_by_tc_sets_reads_and_removes_the_qdisc(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel has sch_netem (not this CI's): the qdisc set on the switch's side of the
+    NF's link, its drop count read as the wire's loss, the qdisc removed, the NF's gaps counted;
+    a `tc` that refuses (an unknown qdisc kind) is an unhandled fault naming tc's message."""
+    gaps = iter([3, 20])
+    monkeypatch.setattr(chaos, "http_json", lambda url: [{"id": 7, "gaps": next(gaps)}])
+    monkeypatch.setattr(chaos, "NETEM_S", 0.0)
+    ran: list[str] = []
+
+    def run(cmd: str) -> str:
+        ran.append(cmd)
+        return TC_STATS if cmd.startswith("tc -s") else ""
+
+    rec = chaos.netem_on_data_link(run, "s1-eth9", 7, lambda: "http://ctl", gap_settle_s=0.0)
+    assert rec.ok and rec.error == "" and (rec.kind, rec.nf, rec.target) == ("netem", 7, "s1-eth9")
+    assert rec.wire_lost == 17 and rec.gaps == 17
+    assert ran == [f"tc qdisc replace dev s1-eth9 root netem {chaos.NETEM}",
+                   "tc -s qdisc show dev s1-eth9", "tc qdisc del dev s1-eth9 root"]
+
+    gaps = iter([0, 0])
+    refused = chaos.netem_on_data_link(
+        lambda cmd: "Error: Specified qdisc kind is unknown.\n", "s1-eth9", 7, lambda: "x",
+        gap_settle_s=0.0)
+    assert not refused.ok and refused.error == "tc: Error: Specified qdisc kind is unknown."
