@@ -40,6 +40,9 @@ from rich.table import Table
 WARMUP_S = 60.0
 INTERVAL_S = 10.0
 TARGET_PCT = 5.0  # the soak's target: growth under 5 % (docs/chaos.md)
+# not the system's: Mininet's shells, and the end hosts' traffic tools, which keep every packet's
+# send and arrival times for the verdict (their memory grows with the run by design)
+NOT_JUDGED = ("bash", "traffic")
 
 
 def rss(root_pid: int) -> dict[str, int]:
@@ -216,7 +219,7 @@ def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] |
             judged.append(((b - w) / w * 100, name, by_key[name].life_s))
     judged += [(life.growth, life.key, life.life_s) for life in lives or ()
                if life.growth is not None and life.key not in start.keys() & end.keys()]
-    judged = [j for j in judged if not j[1].startswith("bash")]  # Mininet's shells
+    judged = [j for j in judged if not j[1].startswith(NOT_JUDGED)]
 
     def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}

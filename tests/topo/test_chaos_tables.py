@@ -162,6 +162,16 @@ def test_the_caption_names_the_largest_growth_of_all_incarnations() -> None:
         "NOT under the 5 % target" in text
 
 
+def test_the_end_hosts_traffic_tools_and_shells_are_not_judged() -> None:
+    """The traffic sender and sink keep every packet's times (their memory grows by design) and
+    Mininet's shells are not the system: neither is the caption's largest growth."""
+    series = _series({"traffic [30]": (0, 600, lambda t: 20 + t / 10),  # +75 % from 300 s
+                      "bash [31]": (0, 600, lambda t: 3 + t / 100),
+                      "etcd m0 [10]": (0, 600, lambda t: 40 + t / 100)})  # +7.0 %
+    text = " ".join(_text(rss_table(_snapshots(series), incarnations(series, warmup=60.0))).split())
+    assert "largest growth of 1 judged incarnation: +7.0 %, etcd m0 [10]" in text
+
+
 def test_the_disturbances_keep_the_incarnations_through_json() -> None:
     import json
     from dataclasses import asdict
