@@ -11,11 +11,15 @@ import os
 import signal
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15  # the thread's name (`comm`, 15 bytes): what ps, top, perf and psutil show
 
 
 def become_child(level: int | str, name: str) -> None:
-    """Set up the calling process as a child of `nf-host`; its log lines carry `name`."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    """Set up the calling process as a child of `nf-host`; its log lines and its process name
+    (`comm`, e.g. `nf3.w0`, `nf3.hb`) carry `name`."""
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=level, format=f"%(asctime)s {name} %(levelname)s %(message)s")
 

@@ -27,6 +27,7 @@ throughout is the one incarnation that spans the run, judged as above.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -59,11 +60,25 @@ def rss(root_pid: int) -> dict[str, int]:
             mem = p.memory_info().rss
         except psutil.Error:
             continue
-        out[f"{_name(cmd)} [{p.pid}]"] = mem
+        out[f"{_name(cmd, _comm(p))} [{p.pid}]"] = mem
     return out
 
 
-def _name(cmd: list[str]) -> str:
+def _comm(p: psutil.Process) -> str:
+    try:
+        return str(p.name())
+    except psutil.Error:
+        return ""
+
+
+NF_CHILD = re.compile(r"nf(\d+)\.(w(\d+)|hb)$")  # nf_host/child_process.become_child's names
+
+
+def _name(cmd: list[str], comm: str = "") -> str:
+    child = NF_CHILD.match(comm)
+    if child:  # an nf-host's worker or heartbeat responder (started by multiprocessing)
+        what = f"worker {child.group(3)}" if child.group(3) is not None else "responder"
+        return f"nf-host {child.group(1)} {what}"
     text = " ".join(cmd)
     for key, label in (("nf_host", "nf-host"), ("controlplane", "nfc-controller"),
                        ("etcd", "etcd"), ("p4sim", "p4sim"), ("simple_switch", "bmv2"),

@@ -507,10 +507,14 @@ def test_every_process_of_an_nf_freezes_its_start_up_objects(lab: Lab) -> None:
     whats = ("nf-host", "worker 0", "worker 1", "heartbeat responder")
     wait_for(lambda: all(f"{w} (pid " in a.nf.log() and "objects of start-up frozen" in a.nf.log()
                          for w in whats), 10, what="each process's freeze logged")
-    pids = set()
+    pids = {}
     for w in whats:
         line = next(ln for ln in a.nf.log().splitlines() if f"{w} (pid " in ln and "frozen" in ln)
         pid, count = line.split(f"{w} (pid ")[1].split("): ")
-        pids.add(int(pid))
+        pids[w] = int(pid)
         assert int(count.split()[0]) > 1000, line
-    assert len(pids) == len(whats)  # four processes, each named with its own pid
+    assert len(set(pids.values())) == len(whats)  # four processes, each named with its own pid
+    # the children carry their name as the process name too (ps, top, perf, the RSS table)
+    comm = {w: Path(f"/proc/{pid}/comm").read_text().strip() for w, pid in pids.items()}
+    assert (comm["worker 0"], comm["worker 1"], comm["heartbeat responder"]) == \
+        ("nf1.w0", "nf1.w1", "nf1.hb")

@@ -57,6 +57,19 @@ def test_growth_is_judged_from_the_warm_snapshot_and_shown_from_the_start() -> N
     assert "50.0" in row and "+2.0 %" in row and "+27.5 %" in row
 
 
+def test_an_nf_hosts_children_are_named_by_their_process_name() -> None:
+    """Workers and heartbeat responders are started by multiprocessing (no `nf_host` on their
+    command line): their process name (nf_host/child_process.become_child) tells them apart."""
+    from topo.memory import _name
+
+    spawn = ["/venv/bin/python", "-c", "from multiprocessing.spawn import spawn_main"]
+    assert _name(spawn, "nf3.w1") == "nf-host 3 worker 1"
+    assert _name(spawn, "nf12.hb") == "nf-host 12 responder"
+    assert _name(["/venv/bin/python", "-m", "nf_host", "run", "--nf-id", "3"], "python") \
+        == "nf-host 3"
+    assert _name(spawn, "python") == "/venv/bin/python"
+
+
 def test_the_sampler_takes_start_warm_and_end_snapshots_of_child_processes() -> None:
     import os
     import subprocess
