@@ -9,10 +9,9 @@ chaos run's disturbances.json).
 Growth is judged over the run's second half: from the **warm** snapshot, the first taken at
 least half-way through the run and at least `warmup` seconds (60) into it, to the end; it is
 shown from the start as well. The start (just after start-up) precedes everything a process
-builds once and then keeps at a plateau: an allocator's arenas, etcd's raft log in memory
-(`--snapshot-count` entries, plus 5,000 kept after each snapshot: filled after that many
-writes, not after a fixed time) and its key index up to the first compaction, the first
-fail-over's code paths in the controller. A leak grows after that too; a warm-up does not. The
+builds once and then keeps at a plateau: an allocator's arenas, the Go heap of an etcd member
+that has just caught up, its key index up to the first compaction, the first fail-over's code
+paths in the controller. A leak grows after that too; a warm-up does not. The
 whole series is in disturbances.json (`rss_series`).
 
 A process restarted during the run (a chaos fault killed it) is judged by the same rule over
