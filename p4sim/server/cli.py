@@ -223,6 +223,14 @@ def impair_cmd(args: argparse.Namespace) -> int:
     if args.clear and body:
         print("p4sim impair: --clear takes no other option", file=sys.stderr)
         return 2
+    if body:  # checked here too, with the switch's own rules: a bad value never needs the switch
+        from p4sim.impair import Impairment, ImpairmentError
+
+        try:
+            Impairment.from_json(body)
+        except ImpairmentError as exc:
+            print(f"p4sim impair: {exc}", file=sys.stderr)
+            return 2
     url = f"http://{args.metrics_addr}/ports/{args.port}/impair"
     method = "DELETE" if args.clear else "POST" if body else "GET"
     req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,

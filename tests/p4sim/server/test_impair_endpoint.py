@@ -136,8 +136,11 @@ def test_the_impair_command(served: tuple[str, PortSet, socket.socket],
     assert "port 1 (nonexistent0) impaired: delay 1ms loss 1% reorder 10% (seed 3)" in out
     assert p4sim_main(["impair", "--metrics-addr", addr, "1"]) == 0
     assert "impaired: delay 1ms" in capsys.readouterr().out
-    assert p4sim_main(["impair", "--metrics-addr", addr, "1", "--loss", "3"]) == 1
+    assert p4sim_main(["impair", "--metrics-addr", addr, "1", "--loss", "3"]) == 2
     assert "loss must be a probability" in capsys.readouterr().err
+    # refused before any request: no switch needed to say a value is wrong
+    assert p4sim_main(["impair", "--metrics-addr", "127.0.0.1:1", "1", "--reorder", "0.5"]) == 2
+    assert "reorder needs a delay" in capsys.readouterr().err
     assert p4sim_main(["impair", "--metrics-addr", addr, "9", "--clear"]) == 1
     assert "port 9 has no interface" in capsys.readouterr().err
     assert p4sim_main(["status", "--metrics-addr", addr]) == 0
