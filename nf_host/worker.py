@@ -125,8 +125,11 @@ class Worker(Ownership):
         else:
             self.backup_id = nf_id
             # output waits for this link: if it is backing off after refusals (the NF was not
-            # told of us yet, e.g. a spare just restarted), try again now
-            self._link(nf_id, address).kick()
+            # told of us yet, e.g. a spare just restarted), try again now; and a peer's link
+            # held by a takeover's quiet window (nf_host/quiet_window.py) is held no longer
+            link = self._link(nf_id, address)
+            link.uncork()
+            link.kick()
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:

@@ -270,3 +270,27 @@ def test_the_quiet_window_ends_by_itself_and_can_be_turned_off() -> None:
         assert ended == [1, 1]
 
     run(body)
+
+
+def test_a_peer_made_the_backup_during_the_quiet_window_is_sent_to_at_once() -> None:
+    """If the new backup is a peer whose link the window holds (the controller chose another
+    successor than the armed one), its link is released: the output waits for its ack only."""
+    async def body() -> None:
+        async with armed(start_successor=False) as (a, b, _c, sw):  # the armed C never runs
+            d = Node(4)
+            await d.w.start()
+            try:
+                b.w.set_peers([(4, d.addr)])
+                await until(lambda: 4 in b.w.links and b.w.links[4].writer is not None,
+                            "B's link to its peer D")
+                b.w.quiet.max_s = 30.0
+                _kill_link(a, "reset")
+                await _feed(None, b, sw, range(5, 9))
+                await until(lambda: b.w.links[4].corked, "the peer's link held")
+                b.w.set_backup(4, d.addr)  # the controller's choice: D
+                await until(lambda: _delivered(a, b).received == 8, "released once D acked")
+                assert d.w.replicas[SLOT].last_seq == 8
+            finally:
+                await d.w.stop()
+
+    run(body)
