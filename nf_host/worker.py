@@ -127,9 +127,9 @@ class Worker(Ownership):
             # output waits for this link: if it is backing off after refusals (the NF was not
             # told of us yet, e.g. a spare just restarted), try again now; and a peer's link
             # held by a takeover's quiet window (nf_host/quiet_window.py) is held no longer
-            link = self._link(nf_id, address)
-            link.uncork()
-            link.kick()
+            new = self._link(nf_id, address)
+            new.uncork()
+            new.kick()
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:
