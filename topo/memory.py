@@ -78,15 +78,21 @@ def _name(cmd: list[str], comm: str = "") -> str:
     if child:  # an nf-host's worker or heartbeat responder (started by multiprocessing)
         what = f"worker {child.group(3)}" if child.group(3) is not None else "responder"
         return f"nf-host {child.group(1)} {what}"
-    text = " ".join(cmd)
-    for key, label in (("nf_host", "nf-host"), ("controlplane", "nfc-controller"),
-                       ("etcd", "etcd"), ("p4sim", "p4sim"), ("simple_switch", "bmv2"),
-                       ("topo.traffic", "traffic")):
-        if key in text:
+    # by the program or module, never a substring of an argument (an --out path naming etcd)
+    progs = [Path(c).name for c in cmd[:2]] + ([cmd[cmd.index("-m") + 1]] if "-m" in cmd[:-1]
+                                                 else [])
+    for keys, label in ((("nf_host", "nf-host"), "nf-host"),
+                        (("controlplane", "nfc-controller"), "nfc-controller"),
+                        (("etcd",), "etcd"), (("p4sim",), "p4sim"),
+                        (("simple_switch", "simple_switch_grpc"), "bmv2"),
+                        (("topo.traffic",), "traffic")):
+        if any(p == k or p.startswith(k + ".") for p in progs for k in keys):
             for flag in ("--nf-id", "--name"):
-                if flag in cmd:
+                if flag in cmd[:-1]:
                     return f"{label} {cmd[cmd.index(flag) + 1]}"
             return label
+    if any("multiprocessing.resource_tracker" in c for c in cmd[:5]):
+        return "resource tracker"  # (one per nf-host: Python's multiprocessing starts it)
     return cmd[0] if cmd else "?"
 
 

@@ -68,6 +68,16 @@ def test_an_nf_hosts_children_are_named_by_their_process_name() -> None:
     assert _name(["/venv/bin/python", "-m", "nf_host", "run", "--nf-id", "3"], "python") \
         == "nf-host 3"
     assert _name(spawn, "python") == "/venv/bin/python"
+    assert _name(["/venv/bin/python", "-B", "-c", "from multiprocessing.resource_tracker import main;"
+                  "main(9)"], "python") == "resource tracker"
+    # by the program or module, not by an argument that happens to name another part
+    assert _name(["/venv/bin/python", "-m", "topo.traffic", "send", "--out",
+                  "/tmp/etcdlife/client.json"], "python") == "traffic"
+    assert _name(["/usr/bin/etcd", "--name", "m1", "--data-dir", "/tmp/x"], "etcd") == "etcd m1"
+    assert _name(["/venv/bin/python", "/venv/bin/p4sim", "run", "--p4info", "x"], "p4sim") == "p4sim"
+    assert _name(["/venv/bin/python", "-m", "p4sim.server.cli", "run"], "python") == "p4sim"
+    assert _name(["/venv/bin/python", "-m", "controlplane", "run", "--name", "standby"],
+                 "python") == "nfc-controller standby"
 
 
 def test_the_sampler_takes_start_warm_and_end_snapshots_of_child_processes() -> None:
