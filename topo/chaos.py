@@ -38,13 +38,11 @@ the run's processes is topo/memory.py's.
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -235,8 +233,6 @@ def injector(sys_: System) -> FaultInjector:
     faults = FaultInjector(sys_.api, by_id, sys_.restart_nf, seed=opts.seed, hang=opts.hang,
                            kinds=opts.fault_kinds, etcd_members=len(sys_.etcd.members))
     ctls, switch_node = sys_.ctls, sys_.net.get(sys_.topo.switch_name)
-    tc_netem: list[bool] = []  # probed at the first netem fault
-
     def control_fault(kind: str, target: int) -> ControlFault:
         if kind == "controller":
             return kill_leader(ctls)
@@ -245,9 +241,7 @@ def injector(sys_: System) -> FaultInjector:
         if kind == "switch":
             return restart_switch(switch_node, ctls)
         port = cfg.nf(target).port
-        if not tc_netem:
-            tc_netem.append(netem_available())
-        if not tc_netem[0] and sys_.switch_stats is not None:  # no sch_netem: p4sim does it
+        if not netem_available() and sys_.switch_stats is not None:  # p4sim does it
             seed = opts.seed * 1000 + len(faults.records)
             return impair_on_data_link(sys_.switch_stats, port, target, faults.leading, seed)
         intf = switch_node.intfs[port].name
@@ -263,8 +257,10 @@ def injector(sys_: System) -> FaultInjector:
     return faults
 
 
+@functools.cache
 def netem_available() -> bool:
-    """Whether this kernel has the netem qdisc (tried on the loopback of a new namespace)."""
+    """Whether this kernel has the netem qdisc (tried on the loopback of a new namespace, once
+    per process: `nfc-topo chaos` asks before the run and at each netem fault)."""
     try:
         probe = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root",
                                 "netem", "delay", "1ms"], capture_output=True, timeout=10)
@@ -303,18 +299,11 @@ def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Calla
 
 def p4sim_impair(stats: str, port: int, body: dict[str, Any] | None) -> dict[str, Any]:
     """Set (`body`) or clear (None) p4sim's wire impairment of `port` through its status server
-    at `stats` (host:port); the port's entry, with its counters."""
-    req = urllib.request.Request(
-        f"http://{stats}/ports/{port}/impair", method="POST" if body is not None else "DELETE",
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json", "X-Nfc-Request": "1"})
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            doc: dict[str, Any] = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise OSError(f"{req.method} {req.full_url}: {exc.code} {exc.read().decode(errors='replace')}"
-                      ) from None
-    return doc
+    at `stats` (host:port); the port's entry, with its counters. OSError if refused or out of
+    reach."""
+    from p4sim.server.stats import impair_call
+
+    return impair_call(stats, port, "POST" if body is not None else "DELETE", body)
 
 
 def impair_on_data_link(stats: str, port: int, nf: int, api: Callable[[], str], seed: int = 0,

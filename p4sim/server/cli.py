@@ -214,9 +214,7 @@ def register_impair(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def impair_cmd(args: argparse.Namespace) -> int:
-    import json
-    import urllib.error
-    import urllib.request
+    from p4sim.server.stats import ImpairRefused, impair_call
 
     keys = ("loss", "duplicate", "reorder", "delay_ms", "seed")
     body = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
@@ -231,22 +229,15 @@ def impair_cmd(args: argparse.Namespace) -> int:
         except ImpairmentError as exc:
             print(f"p4sim impair: {exc}", file=sys.stderr)
             return 2
-    url = f"http://{args.metrics_addr}/ports/{args.port}/impair"
     method = "DELETE" if args.clear else "POST" if body else "GET"
-    req = urllib.request.Request(url, method=method, data=json.dumps(body).encode() if body else None,
-                                 headers={"Content-Type": "application/json", "X-Nfc-Request": "1"})
     try:
-        with urllib.request.urlopen(req, timeout=5.0) as resp:
-            doc = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            why = json.loads(exc.read()).get("error", exc.reason)
-        except ValueError:
-            why = exc.reason
-        print(f"p4sim impair: {why}", file=sys.stderr)
+        doc = impair_call(args.metrics_addr, args.port, method, body or None)
+    except ImpairRefused as exc:
+        print(f"p4sim impair: {exc.why}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"p4sim impair: cannot reach {url}: {exc}", file=sys.stderr)
+        print(f"p4sim impair: cannot reach http://{args.metrics_addr}/ports/{args.port}/impair: "
+              f"{exc}", file=sys.stderr)
         return 1
     print(impair_line(doc["port"], doc))
     return 0

@@ -104,6 +104,38 @@ def guard(method: str, path: str, headers: Headers) -> None:
     raise HttpError(403, what)
 
 
+class ImpairRefused(OSError):
+    """The status server answered `/ports/{port}/impair` with an error: `code` and its message."""
+
+    def __init__(self, method: str, url: str, code: int, why: str) -> None:
+        super().__init__(f"{method} {url}: {code} {why}")
+        self.code, self.why = code, why
+
+
+def impair_call(addr: str, port: int, method: str = "GET", body: dict[str, Any] | None = None,
+                timeout: float = 5.0) -> dict[str, Any]:
+    """The client of `/ports/{port}/impair` on the status server at `addr` (host:port), with the
+    cross-site marker a state change needs: the port's entry. `ImpairRefused` when the server
+    refuses (its own message), another OSError when it cannot be reached."""
+    import urllib.error
+    import urllib.request
+
+    url = f"http://{addr}/ports/{port}/impair"
+    req = urllib.request.Request(url, method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json", REQUEST_HEADER: "1"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            doc: dict[str, Any] = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            why = str(json.loads(exc.read()).get("error", exc.reason))
+        except ValueError:
+            why = str(exc.reason)
+        raise ImpairRefused(method, url, exc.code, why) from None
+    return doc
+
+
 def impair_request(ports: PortsLike, method: str, port_text: str, body: bytes
                    ) -> dict[str, Any]:
     """GET, POST or DELETE /ports/{port}/impair (already past `guard`): the port's `/status`
