@@ -137,9 +137,8 @@ class Worker(Ownership):
         watch = (nf_id, worker_address(address, self.cfg.index) if nf_id else "")
         if self.quiet.active:  # a takeover's new backup: watched once its first output left
             self.deferred_watch = watch
-        elif self.on_backup is not None and watch != self.watched_backup:
-            self.watched_backup = watch
-            self.on_backup(*watch)
+        else:
+            self.watch_backup(watch)
 
     def arm_takeover(self, primary: int, successor: int, address: str) -> None:
         """Take over `primary`'s slots by ourselves, with `successor` as our backup (0: none, as

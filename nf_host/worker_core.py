@@ -351,7 +351,7 @@ class WorkerCore:
                 if link.send(self._for_backup(msg, batch.logged())):
                     self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
                 continue
-            if self.quiet.active and not link.corked:
+            if self.quiet.active:
                 link.cork()  # a peer: nothing waits for its ack (sent when the window ends)
             if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
                 # a peer that does not keep up: rather than buffer without bound, drop the
@@ -433,7 +433,12 @@ class WorkerCore:
         for link in self.links.values():
             link.uncork()
         watch, self.deferred_watch = self.deferred_watch, None
-        if watch is not None and self.on_backup is not None and watch != self.watched_backup:
+        if watch is not None:
+            self.watch_backup(watch)
+
+    def watch_backup(self, watch: tuple[int, str]) -> None:
+        """Tell `on_backup` the backup to watch, (NF, its worker's address), if it changed."""
+        if self.on_backup is not None and watch != self.watched_backup:
             self.watched_backup = watch
             self.on_backup(*watch)
 
