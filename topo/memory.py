@@ -226,8 +226,6 @@ def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] |
         + (["from start"] if wide else [])
     for col in cols:
         table.add_column(col, justify="right" if col != "process" else "left")
-    by_key = {life.key: life for life in lives or ()}
-    judged: list[tuple[float, str, float]] = []  # (growth %, incarnation, its life in s)
     for name in sorted(set(start) & set(end)):
         a, b = start[name], end[name]
         if not wide:
@@ -235,11 +233,10 @@ def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] |
             continue
         w = (warm or {}).get(name, 0)
         table.add_row(name, _mib(a), _mib(w) if w else "-", _mib(b), _pct(w, b), _pct(a, b))
-        if w and name in by_key and by_key[name].warm is not None:
-            judged.append(((b - w) / w * 100, name, by_key[name].life_s))
-    judged += [(life.growth, life.key, life.life_s) for life in lives or ()
-               if life.growth is not None and life.key not in start.keys() & end.keys()]
-    judged = [j for j in judged if not j[1].startswith(NOT_JUDGED)]
+    # (growth %, incarnation, its life in s); a process alive throughout is the incarnation that
+    # spans the run, whose own warm sample is the run's
+    judged = [(life.growth, life.key, life.life_s) for life in lives or ()
+              if life.growth is not None and not life.key.startswith(NOT_JUDGED)]
 
     def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
