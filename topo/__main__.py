@@ -94,20 +94,19 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if "netem" in kinds:
         from topo.chaos import netem_available
 
-        if netem_available():
-            pass
-        elif args.target == "p4sim":
-            print("nfc-topo chaos: no netem qdisc in this kernel (sch_netem): netem faults are "
-                  "p4sim's wire impairment of the NF's switch port", file=sys.stderr)
-        elif not default_kinds:
-            print("nfc-topo chaos: --fault-kinds netem: this kernel has no netem qdisc "
-                  "(sch_netem) and BMv2 has no wire impairment of its own (p4sim has)",
-                  file=sys.stderr)
-            return 2
-        else:
-            print("nfc-topo chaos: no netem qdisc in this kernel (sch_netem), and BMv2 has no "
-                  "wire impairment of its own: netem faults left out", file=sys.stderr)
-            args.fault_kinds = ",".join(k for k in kinds if k != "netem")
+        if not netem_available():
+            if args.target == "p4sim":
+                print("nfc-topo chaos: no netem qdisc in this kernel (sch_netem): netem faults "
+                      "are p4sim's wire impairment of the NF's switch port", file=sys.stderr)
+            elif not default_kinds:
+                print("nfc-topo chaos: --fault-kinds netem: this kernel has no netem qdisc "
+                      "(sch_netem) and BMv2 has no wire impairment of its own (p4sim has)",
+                      file=sys.stderr)
+                return 2
+            else:
+                print("nfc-topo chaos: no netem qdisc in this kernel (sch_netem), and BMv2 has "
+                      "no wire impairment of its own: netem faults left out", file=sys.stderr)
+                args.fault_kinds = ",".join(k for k in kinds if k != "netem")
     if "mgmt" in kinds and default_kinds:
         from topo.mgmt_cut import available
 
