@@ -222,9 +222,13 @@ class PortSet:
     def impair(self, port: int, impairment: Impairment | None) -> dict[str, Any]:
         """Impair what p4sim sends on `port` from now on (p4sim/impair.py), replacing any
         impairment it had; None removes it. Frames held by the impairment it had are sent now, in
-        order. KeyError for a port without an interface. Returns the port's `/status` entry."""
+        order. KeyError for a port without an interface. Returns the port's `/status` entry and
+        `ended`: what the impairment this call ended (or replaced) counted over its life, None if
+        there was none (the port's counters read around the call cannot tell: frames go through
+        the new impairment while the entry is read)."""
         if port not in self._socks:
             raise KeyError(port)
+        c: dict[str, int] | None = None
         with self._impair_lock:
             old = self._impair.get(port)
             if old is not None:
@@ -244,7 +248,7 @@ class PortSet:
                 LOG.info("port %d (%s): impaired: %s", port, self.interfaces[port],
                          impairment.describe())
         self._wake()
-        return self.snapshot()[port]
+        return {**self.snapshot()[port], "ended": c}
 
     def _wake(self) -> None:
         if self._wake_fd >= 0:

@@ -25,8 +25,8 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   and the gaps the NF counted meanwhile: the run's losses are the wire's, never the system's.
   Where the kernel has no `sch_netem` and the switch is p4sim, p4sim's own wire impairment of
   that switch port does the same (`POST /ports/{port}/impair` on its status server, p4sim/
-  impair.py; mode `p4sim`, target `p4sim:port N`): `wire_lost` is then the port's
-  `impair_dropped` over the fault, and `impair` what the impairment counted.
+  impair.py; mode `p4sim`, target `p4sim:port N`): `wire_lost` is then what the impairment
+  dropped over its life, and `impair` all it counted (the answer that ends it says).
 
 * **mgmt** (the NF faults' injector, `topo.faults.FaultInjector.cut_mgmt`, with
   `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 ETCD_DOWN_S = 2.0
 NETEM = "delay 1ms loss 1% duplicate 1% reorder 10%"
+NETEM_CALM = "delay 1ms"  # NETEM without loss or duplication: what it has dropped stays counted
 IMPAIR = {"delay_ms": 1, "loss": 0.01, "duplicate": 0.01, "reorder": 0.1}  # NETEM, for p4sim
 NETEM_S = 3.0
 
@@ -284,8 +285,14 @@ def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Calla
         rec.error = f"tc: {out.strip()}"
         return rec
     time.sleep(NETEM_S)  # the fault's duration, not synchronisation
+    # losses off before the count is read (a frame dropped between the read and the removal
+    # would be the system's loss); the delay stays, so nothing overtakes what the qdisc holds
+    calmed = run(f"tc qdisc change dev {intf} root netem {NETEM_CALM}")
     stats = run(f"tc -s qdisc show dev {intf}")
     run(f"tc qdisc del dev {intf} root")
+    if calmed.strip():
+        rec.error = f"tc (losses off before the count): {calmed.strip()}"
+        return rec
     # "Sent 181262 bytes 1795 pkt (dropped 17, overlimits 0 requeues 0)"
     dropped = re.search(r"\bdropped (\d+)", stats)
     rec.wire_lost = int(dropped.group(1)) if dropped else 0
@@ -310,23 +317,27 @@ def impair_on_data_link(stats: str, port: int, nf: int, api: Callable[[], str], 
                         gap_settle_s: float = 1.0) -> ControlFault:
     """`netem_on_data_link` by p4sim (a kernel without sch_netem): p4sim's wire impairment of
     switch port `port` (NF `nf`'s data link; `stats`: p4sim's status server) with netem's
-    parameters for NETEM_S; `wire_lost` is the port's `impair_dropped` over the fault (frames
-    still held for their delay when it ends are sent, not dropped)."""
+    parameters for NETEM_S; `wire_lost` is what the impairment dropped over its life, from the
+    answer that ends it (`ended`: the port's counters read around the fault would miss what it
+    dropped while the answer that set it was written; frames still held for their delay when it
+    ends are sent, not dropped)."""
     rec = ControlFault("netem", "p4sim", nf, time.time(), target=f"p4sim:port {port}")
     before = _gaps(api(), nf)
     try:
-        start = p4sim_impair(stats, port, {**IMPAIR, "seed": seed})
+        p4sim_impair(stats, port, {**IMPAIR, "seed": seed})
     except (OSError, ValueError) as exc:
         rec.error = f"p4sim impairment: {exc}"
         return rec
     time.sleep(NETEM_S)  # the fault's duration, not synchronisation
     try:
-        end = p4sim_impair(stats, port, None)
+        ended = p4sim_impair(stats, port, None).get("ended")
     except (OSError, ValueError) as exc:
         rec.error = f"p4sim impairment not cleared: {exc}"
         return rec
-    rec.impair = {k: int(end[k]) - int(start[k]) for k in end if k.startswith("impair_")
-                  and k != "impair_held"}
+    if not isinstance(ended, dict):
+        rec.error = f"p4sim impairment of port {port}: gone before the fault ended it"
+        return rec
+    rec.impair = {k: int(v) for k, v in ended.items()}
     rec.wire_lost = rec.impair["impair_dropped"]
     time.sleep(gap_settle_s)  # as netem_on_data_link: the NF's gap timeout (200 ms) passes
     rec.gaps = _gaps(api(), nf) - before

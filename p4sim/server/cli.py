@@ -240,6 +240,11 @@ def impair_cmd(args: argparse.Namespace) -> int:
               f"{exc}", file=sys.stderr)
         return 1
     print(impair_line(doc["port"], doc))
+    ended = doc.get("ended")
+    if ended:  # (POST or DELETE): the one it ended or replaced, over its own life
+        print(f"the impairment it ended had dropped {ended['impair_dropped']}, duplicated "
+              f"{ended['impair_duplicated']}, reordered {ended['impair_reordered']}, delayed "
+              f"{ended['impair_delayed']}")
     return 0
 
 

@@ -15,6 +15,10 @@ to the NFs'.
                                   "delay_ms": 1, "seed": 7} (missing keys are 0)
     DELETE /ports/{port}/impair   stop (frames held for their delay are sent now)
 
+POST and DELETE answer with the port's entry and `ended`: what the impairment the request ended
+or replaced counted over its own life (`impair_dropped`, ...; null if there was none), exact even
+while frames flow, which the port's counters read before and after are not.
+
 A state-changing request (POST, DELETE) must be one a browser cannot send cross-site without a
 CORS preflight (never granted here), as the controller's API asks (controlplane/api.py): the
 header `X-Nfc-Request` (any value) or `Content-Type: application/json`; otherwise 403 (no marker)

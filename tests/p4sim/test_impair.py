@@ -216,11 +216,15 @@ def test_clearing_a_port_sends_what_it_held_then_forwards_unimpaired(
     ports, peer = pair_ports
     entry = ports.impair(1, Impairment(delay_ms=1000, seed=1))
     assert entry["impair"] == Impairment(delay_ms=1000, seed=1).to_json()
+    assert entry["ended"] is None  # no impairment before it
     ports.send(1, b"held-1")
     ports.send(1, b"held-2")
     assert ports.stats[1].tx == 0
     entry = ports.impair(1, None)
     assert (entry["impair"], entry["impair_held"], entry["tx"]) == (None, 0, 2)
+    # what the impairment it ended counted over its own life
+    assert entry["ended"] == {"impair_dropped": 0, "impair_duplicated": 0, "impair_reordered": 0,
+                              "impair_delayed": 2}
     ports.send(1, b"plain")
     assert [peer.recv(100) for _ in range(3)] == [b"held-1", b"held-2", b"plain"]
     with pytest.raises(KeyError):

@@ -13,6 +13,7 @@ import argparse
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -89,6 +90,16 @@ def test_the_netem_fault_by_p4sim_counts_what_the_impairment_dropped(
             ports.send(1, f)
         sent.set()
 
+    real_snapshot = ports.snapshot
+
+    def late_snapshot() -> dict[int, dict[str, Any]]:
+        """The answer that sets the impairment is read only once the traffic went through it
+        (on a busy switch, frames flow while it is written): it must not be the fault's start."""
+        if 1 in ports._impair and not sent.is_set():
+            assert sent.wait(30), "the traffic did not go through"
+        return real_snapshot()
+
+    monkeypatch.setattr(ports, "snapshot", late_snapshot)
     sender = threading.Thread(target=traffic)
     sender.start()
     rec = chaos.impair_on_data_link(stats, 1, 4, lambda: "http://ctl", seed=31, gap_settle_s=0)
@@ -169,7 +180,9 @@ def test_the_netem_fault_by_tc_sets_reads_and_removes_the_qdisc(
     rec = chaos.netem_on_data_link(run, "s1-eth9", 7, lambda: "http://ctl", gap_settle_s=0.0)
     assert rec.ok and rec.error == "" and (rec.kind, rec.nf, rec.target) == ("netem", 7, "s1-eth9")
     assert rec.wire_lost == 17 and rec.gaps == 17
+    # the losses are turned off before the count is read, so nothing is dropped uncounted
     assert ran == [f"tc qdisc replace dev s1-eth9 root netem {chaos.NETEM}",
+                   "tc qdisc change dev s1-eth9 root netem delay 1ms",
                    "tc -s qdisc show dev s1-eth9", "tc qdisc del dev s1-eth9 root"]
 
     gaps = iter([0, 0])
