@@ -65,8 +65,8 @@ run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6
 chaos: setup build ## faults of every part under load, one at a time, from a seeded schedule (CHAOS_ARGS="--duration 60 --fault-kinds controller,etcd --seed 3")
 	$(PY) -m topo chaos --target $(TARGET) $(CHAOS_ARGS)
 
-soak: setup build ## chaos for 10 minutes, at least 100 faults: the per-kind table and every process's RSS growth
-	$(PY) -m topo chaos --target $(TARGET) --duration 600 --kill-every 1 $(CHAOS_ARGS)
+soak: setup build ## chaos for 10 minutes, at least 100 faults, then 5 minutes without: the per-kind table and every process's RSS growth
+	$(PY) -m topo chaos --target $(TARGET) --duration 600 --settle 300 --kill-every 1 $(CHAOS_ARGS)
 
 bench: setup ## run every benchmark in bench/ (prints tables)
 	@set -e; for b in bench/*.py; do \

@@ -77,7 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scenario.add_arguments(chaos)
     chaos.add_argument("--duration", type=float, default=60.0, metavar="S",
-                       help="seconds of traffic (default 60): sets --packets from --rate and --flows")
+                       help="seconds of traffic with faults (default 60): sets --packets from "
+                            "--rate and --flows")
+    chaos.add_argument("--settle", type=float, default=0.0, metavar="S",
+                       help="seconds of traffic after the faults, with none (default 0): a "
+                            "process restarted by a fault is judged for memory over this tail's "
+                            "second half (docs/chaos.md; make soak: 300)")
     chaos.set_defaults(func=cmd_chaos, rate=1000.0, flows=16, kill_every=1.0,
                        fault_kinds=CHAOS_KINDS)
     return parser
@@ -88,7 +93,10 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     if args.duration <= 0 or args.rate <= 0:
         print("nfc-topo chaos: --duration and --rate must be positive", file=sys.stderr)
         return 2
-    args.packets = max(1, round(args.duration * args.rate / args.flows))
+    if args.settle < 0:
+        print("nfc-topo chaos: --settle must not be negative", file=sys.stderr)
+        return 2
+    args.packets = max(1, round((args.duration + args.settle) * args.rate / args.flows))
     kinds = [k.strip() for k in args.fault_kinds.split(",") if k.strip()]
     default_kinds = args.fault_kinds == CHAOS_KINDS
     if "netem" in kinds:

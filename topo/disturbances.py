@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 import urllib.error
@@ -61,6 +62,10 @@ class Disturbances:
     rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"warm"/"end": process -> bytes
     rss_series: list[dict[str, Any]] = field(default_factory=list)  # {"t": s, "rss": {...}} (topo/memory.py)
     rss_lives: list[RssLife] = field(default_factory=list)  # each process incarnation (topo/memory.py)
+    # with a settle tail (RunOptions.settle): when the last fault was over, as time.monotonic(),
+    # and as seconds on the RSS sampler's clock (the memory verdict's `settled_from`)
+    faults_ended_at: float | None = None
+    rss_settled_from: float | None = None
 
 
 def _processed(api: str) -> int:
@@ -133,13 +138,20 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
             wait_for(lambda: sender.poll() is not None
                      or _processed(api) >= min(total // 10, int(opts.rate * 2 * 4)),
                      timeout=60, interval=0.05, what="traffic before the first fault")
+            # with a settle tail, the schedule ends that long before the traffic does
+            until = time.monotonic() + opts.packets * opts.flows / opts.rate - opts.settle \
+                if opts.settle else math.inf
             while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
                 time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
+                if time.monotonic() >= until:
+                    break
                 victim = faults.pick()
                 if victim is None or sender.poll() is not None:
                     continue
                 faults.inject(*victim)
                 faults.wait_pool()
+            if opts.settle:
+                out.faults_ended_at = time.monotonic()
     except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
         out.errors.append(f"{type(exc).__name__}: {exc}")
     out.faults = faults.records

@@ -22,6 +22,14 @@ least `2 * warmup` seconds (`long_enough`) is judged: a shorter life is all warm
 shows, for a restarted name, its longest judged incarnation; its caption, the largest growth of
 all judged incarnations (`RssLife` each, `rss_lives` in disturbances.json). A process alive
 throughout is the one incarnation that spans the run, judged as above.
+
+A run with a **settle tail** (`nfc-topo chaos --settle S`, `make soak`: traffic goes on for S
+seconds after the last fault) judges a restarted process by that tail instead (`settled_from`,
+the tail's first second): the incarnation alive at the end from the tail's half-way sample (and
+at least `warmup` after its own first) to its end; a life a fault ended is shown, not judged. A
+process's memory answers its peers' faults: an etcd member grows in steps when a restarted
+member catches up from it, and one restarted alone takes ~150 s to level off (docs/chaos.md),
+so a life among faults is a warm-up that never ends, and only the quiet after them tells a leak.
 """
 
 from __future__ import annotations
@@ -126,6 +134,8 @@ class RssLife:
     end: int
     warm_t: float | None = None
     warm: int | None = None
+    # False: shown, not held to the target (a life a fault ended, in a run with a settle tail)
+    judged: bool = True
 
     @property
     def name(self) -> str:
@@ -142,20 +152,31 @@ class RssLife:
 
 
 def incarnations(series: Sequence[tuple[float, Mapping[str, int]]],
-                 warmup: float = WARMUP_S) -> list[RssLife]:
-    """Every incarnation of a series of (t, {key: bytes}), in the order first seen."""
+                 warmup: float = WARMUP_S, settled_from: float | None = None) -> list[RssLife]:
+    """Every incarnation of a series of (t, {key: bytes}), in the order first seen. With
+    `settled_from` (the settle tail's first second, see the module docstring), a restarted
+    process alive at the end is judged over the tail's second half, and a life a fault ended
+    is shown with its own growth but not judged."""
     points: dict[str, list[tuple[float, int]]] = {}
     for t, snap in series:
         for key, mem in snap.items():
             points.setdefault(key, []).append((t, mem))
+    first_t, end_t = (series[0][0], series[-1][0]) if series else (0.0, 0.0)
     out: list[RssLife] = []
     for key, pts in points.items():
         (t0, m0), (t1, m1) = pts[0], pts[-1]
-        warm_t, warm = None, None
-        if long_enough(t0, t1, warmup):
-            at = warm_at(t0, t1, warmup)
-            warm_t, warm = next(p for p in pts if p[0] >= at)
-        out.append(RssLife(key, t0, t1, len(pts), m0, m1, warm_t, warm))
+        at: float | None = warm_at(t0, t1, warmup) if long_enough(t0, t1, warmup) else None
+        judged = True
+        if settled_from is not None and t0 > first_t:  # restarted during the run
+            if t1 < end_t:
+                judged = False  # ended by a fault: a warm-up among faults
+            else:
+                at = max(settled_from + (end_t - settled_from) / 2, t0 + warmup)
+                at = at if end_t - at >= warmup / 2 else None  # the tail too short to judge it
+        elif settled_from is not None and t1 < end_t:
+            judged = False  # alive from the start until a fault ended it
+        warm_t, warm = next(p for p in pts if p[0] >= at) if at is not None else (None, None)
+        out.append(RssLife(key, t0, t1, len(pts), m0, m1, warm_t, warm, judged))
     return out
 
 
@@ -190,9 +211,14 @@ class RssSampler:
         warm = next((s for t, s in self.series if t >= half), self.series[-1][1])
         return {"start": self.series[0][1], "warm": warm, "end": self.series[-1][1]}
 
-    def incarnations(self) -> list[RssLife]:
-        """Every process incarnation of the series, judged over its own life (`incarnations`)."""
-        return incarnations(self.series, self.warmup)
+    def incarnations(self, settled_from: float | None = None) -> list[RssLife]:
+        """Every process incarnation of the series (`incarnations`): judged over its own life,
+        or with `settled_from` (s on this sampler's clock, `since`), over the settle tail."""
+        return incarnations(self.series, self.warmup, settled_from)
+
+    def since(self, monotonic: float) -> float:
+        """A `time.monotonic()` as seconds on this sampler's clock (its series' `t`)."""
+        return monotonic - self.t0
 
     def series_json(self) -> list[dict[str, Any]]:
         return [{"t": round(t, 1), "rss": s} for t, s in self.series]
@@ -207,14 +233,15 @@ def _mib(b: int) -> str:
 
 
 def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] | None = None,
-              warmup: float = WARMUP_S) -> Table:
+              warmup: float = WARMUP_S, settled_from: float | None = None) -> Table:
     """Resident memory of each process alive at the start and the end: at the start, warm (see
     the module docstring; absent in older reports), at the end, and its growth. Then the parts
     restarted meanwhile (same name, another pid: `nf-host 3`, `etcd m1`, `p4sim`, a
     controller): with `lives` (`RssSampler.incarnations()`, sampled with this `warmup`), each
     one's longest judged incarnation over its own life, and a caption naming the largest growth
     of all judged incarnations; without (older reports), a bare row whose growth says nothing
-    about a leak (a fresh process at the end)."""
+    about a leak (a fresh process at the end). With `settled_from` (a run with a settle tail),
+    a restarted process is shown by its life that reached the end, judged over the tail."""
     start, end = rss_by_time.get("start", {}), rss_by_time.get("end", {})
     warm = rss_by_time.get("warm")
     wide = warm is not None or lives is not None
@@ -235,8 +262,12 @@ def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] |
         table.add_row(name, _mib(a), _mib(w) if w else "-", _mib(b), _pct(w, b), _pct(a, b))
     # (growth %, incarnation, its life in s); a process alive throughout is the incarnation that
     # spans the run, whose own warm sample is the run's
-    judged = [(life.growth, life.key, life.life_s) for life in lives or ()
-              if life.growth is not None and not life.key.startswith(NOT_JUDGED)]
+    system = [life for life in lives or () if life.growth is not None
+              and not life.key.startswith(NOT_JUDGED)]
+    judged = [(life.growth, life.key, life.life_s) for life in system
+              if life.growth is not None and life.judged]
+    shown = [(life.growth, life.key, life.life_s) for life in system
+             if life.growth is not None and not life.judged]
 
     def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
@@ -257,24 +288,37 @@ def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] |
             table.add_row(f"{name} {label}", _mib(first[name][0]), *blank,
                           _mib(last[name][0]), "-", *blank)
             continue
-        best = max(mine, key=lambda life: life.life_s)
-        table.add_row(f"{name} (restarted; longest life {best.life_s:.0f} s)", _mib(best.start),
+        best = max(mine, key=lambda life: (life.judged, life.life_s))
+        how = f"life {best.life_s:.0f} s to the end, judged after the faults" \
+            if settled_from is not None and best.judged else f"longest life {best.life_s:.0f} s"
+        table.add_row(f"{name} (restarted; {how})", _mib(best.start),
                       _mib(best.warm or 0), _mib(best.end), _pct(best.warm or 0, best.end),
                       _pct(best.start, best.end))
     if lives is not None:
-        table.caption = verdict(judged, warmup)
+        table.caption = verdict(judged, warmup, shown, settled_from)
     return table
 
 
-def verdict(judged: Sequence[tuple[float, str, float]], warmup: float = WARMUP_S) -> str:
-    """One line: the largest of the (growth %, incarnation, life s) judged, against the target."""
+def verdict(judged: Sequence[tuple[float, str, float]], warmup: float = WARMUP_S,
+            shown: Sequence[tuple[float, str, float]] = (),
+            settled_from: float | None = None) -> str:
+    """One line: the largest of the (growth %, incarnation, life s) judged, against the target;
+    then, in a run with a settle tail (from `settled_from` s), the largest of the lives a fault
+    ended (`shown`), which are not judged."""
+    tail = "" if settled_from is None else \
+        f"; judged after the faults (a settle tail from {settled_from:.0f} s)"
+    if shown:
+        pct, key, life = max(shown)
+        tail += (f"; {len(shown)} li{'ves' if len(shown) > 1 else 'fe'} ended by a fault, not "
+                 f"judged (a warm-up among faults): largest {pct:+.1f} %, {key} (life {life:.0f} s)")
     if not judged:
-        return f"no process was sampled over a life of {2 * warmup:.0f} s or more: no growth judged"
+        return f"no process was sampled over a life of {2 * warmup:.0f} s or more: no growth " \
+            f"judged{tail}"
     pct, key, life = max(judged)
     n = len(judged)
     return (f"largest growth of {n} judged incarnation{'s' if n > 1 else ''}: {pct:+.1f} %, {key} "
             f"(life {life:.0f} s): {'under' if pct < TARGET_PCT else 'NOT under'} the "
-            f"{TARGET_PCT:.0f} % target")
+            f"{TARGET_PCT:.0f} % target{tail}")
 
 
 def plot_lines(series: list[dict[str, Any]]) -> list[tuple[str, list[float], list[float]]]:
@@ -290,9 +334,10 @@ def plot_lines(series: list[dict[str, Any]]) -> list[tuple[str, list[float], lis
     return sorted(keep, key=lambda line: (name_of(line[0]), line[1][0]))
 
 
-def plot(series: list[dict[str, Any]], path: Path) -> Path | None:
+def plot(series: list[dict[str, Any]], path: Path, settled_from: float | None = None) -> Path | None:
     """RSS (MiB) over time of each process incarnation (`plot_lines`), one line each, in one
-    colour per name, labelled once, as a PNG; None without an incarnation of 2 samples."""
+    colour per name, labelled once, and where the settle tail begins, as a PNG; None without an
+    incarnation of 2 samples."""
     lines = plot_lines(series)
     if not lines:
         return None
@@ -308,6 +353,8 @@ def plot(series: list[dict[str, Any]], path: Path) -> Path | None:
         label = "_" + key if name in colours else name  # (a "_" label stays out of the legend)
         colour = colours.setdefault(name, colormaps["tab20"](len(colours) % 20))
         ax.plot(ts, ms, color=colour, label=label, linewidth=1.2)
+    if settled_from is not None:
+        ax.axvline(settled_from, color="grey", linestyle="--", linewidth=1, label="faults end")
     ax.set(title="memory of the processes over the run (one line per incarnation)",
            xlabel="seconds", ylabel="RSS (MiB)")
     ax.set_ylim(bottom=0)

@@ -84,7 +84,8 @@ def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0
         console.print(fault_table(dist.faults, dist.losses))
         console.print(chaos.kind_table(dist.faults, dist.losses, host_drops))
     if dist.rss:
-        console.print(rss_table(dist.rss, dist.rss_lives or None))
+        console.print(rss_table(dist.rss, dist.rss_lives or None,
+                                settled_from=dist.rss_settled_from))
     if dist.losses:
         lo = dist.losses
         console.print(f"over the whole run: lost {lo['lost']}, duplicated {lo['duplicated']}, "

@@ -108,6 +108,7 @@ class RunOptions:
     self_takeover: bool | None = None  # heartbeat.self_takeover (None: the config's; §4.3)
     heartbeat_echo: str | None = None  # nf-host --heartbeat-echo (None: nf-host's default)
     heartbeat_misses: int = 0       # override heartbeat.misses if > 0
+    settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -191,7 +192,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
                       args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
                       self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
-                      heartbeat_misses=args.heartbeat_misses)
+                      heartbeat_misses=args.heartbeat_misses,
+                      settle=getattr(args, "settle", 0.0))
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -553,7 +555,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             dist.failovers = http_json(f"{api}/status")["failovers"]
             dist.rss = memory.snapshots()
             dist.rss_series = memory.series_json()
-            dist.rss_lives = memory.incarnations()
+            if dist.faults_ended_at is not None:
+                dist.rss_settled_from = round(memory.since(dist.faults_ended_at), 1)
+            dist.rss_lives = memory.incarnations(dist.rss_settled_from)
             dist.errors += [f"controller {n} stopped by itself (lease lost) and was started again"
                             for n in ctls.revived]
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
@@ -584,7 +588,8 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(
             {**asdict(dist), "faults": [f.to_json() for f in dist.faults]}, indent=1))
-        if dist.faults and plot_rss(dist.rss_series, log_dir / "rss.png"):
+        if dist.faults and plot_rss(dist.rss_series, log_dir / "rss.png",
+                                    dist.rss_settled_from):
             console.print(f"memory over the run: {log_dir / 'rss.png'}")
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
     summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain)

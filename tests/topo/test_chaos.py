@@ -29,7 +29,7 @@ def test_controller_etcd_and_primary_faults_under_load_lose_nothing(tmp_path: Pa
 
     tc_netem = netem_available()  # else p4sim's wire impairment does the netem faults
     cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "30", "--rate", "500",
-           "--kill-every", "1", "--faults", "6",
+           "--kill-every", "1", "--faults", "6", "--settle", "6",
            "--fault-kinds", "controller,etcd,primary,netem,switch",
            "--seed", "3", "--out-dir", str(out)]
     result = subprocess.run(cmd, cwd=REPO, text=True, capture_output=True, timeout=600,
@@ -53,6 +53,9 @@ def test_controller_etcd_and_primary_faults_under_load_lose_nothing(tmp_path: Pa
     assert "by netem on the wire" in result.stdout
     assert set(dist["rss"]) == {"start", "warm", "end"} and dist["rss"]["start"]
     assert dist["rss_series"] and dist["rss_series"][-1]["t"] > 20  # sampled through the run
+    # the settle tail: the faults ended, the traffic (and the sampling) went on without them
+    assert dist["rss_series"][-1]["t"] - dist["rss_settled_from"] >= 5, dist["rss_settled_from"]
+    assert "judged after the faults (a settle tail from" in " ".join(result.stdout.split())
     assert "faults by kind" in result.stdout and "memory (RSS)" in result.stdout
 
 

@@ -1,7 +1,7 @@
 """topo/chaos.py's and topo/memory.py's summary tables: the memory table tells a process alive throughout (growth)
 from a part restarted meanwhile (judged over its longest incarnation's own life, if one lived
-long enough), and names the largest growth in its caption; the per-kind table's caption sums up
-the `mgmt` cuts."""
+long enough, or, in a run with a settle tail, over the tail's second half), and names the
+largest growth in its caption; the per-kind table's caption sums up the `mgmt` cuts."""
 
 from __future__ import annotations
 
@@ -237,3 +237,72 @@ def test_the_memory_plot_draws_every_incarnation_when_all_were_restarted(
         out = plot(series, tmp_path / "rss.png")
     assert out == tmp_path / "rss.png" and out.read_bytes()[:4] == b"\x89PNG"
     assert legends == [["etcd m0", "nf-host 1", "p4sim"]]  # each name once
+
+
+# -- a run with a settle tail (nfc-topo chaos --settle; make soak): faults until 600 s, quiet to 900
+
+def _settled_run() -> list[tuple[float, dict[str, int]]]:
+    return _series({
+        "etcd m0 [10]": (0, 900, lambda t: 40 + t / 300),            # alive throughout: +3.3 %
+        # restarted at 100 s: grows with its peers' faults until 600 s (+7.1 % over its own
+        # second half, from 500 s), level in the tail
+        "etcd m1 [11]": (0, 90, lambda t: 40),
+        "etcd m1 [12]": (100, 900, lambda t: 30 + min(t, 600) / 30),
+        # a life a fault ended: +16.7 % over its second half, shown but not judged
+        "p4sim [20]": (0, 400, lambda t: 100 + t / 10),
+        "p4sim [21]": (410, 900, lambda t: 100 if t < 800 else 102)}, until=900)  # +2.0 %
+
+
+def test_with_a_settle_tail_a_restarted_process_is_judged_over_the_tails_second_half() -> None:
+    lives = {x.key: x for x in incarnations(_settled_run(), warmup=60.0, settled_from=600.0)}
+    m1 = lives["etcd m1 [12]"]
+    assert m1.judged and m1.warm_t == 750.0 and m1.growth == 0.0  # not +7.1 % from 500 s
+    assert lives["p4sim [21]"].judged and lives["p4sim [21]"].growth == 2.0
+    # alive throughout: over the run's second half, as without a tail
+    m0 = lives["etcd m0 [10]"]
+    assert m0.judged and m0.warm_t == 450.0 and m0.growth == pytest.approx(100 * 1.5 / 41.5)
+    # ended by a fault: its own growth kept, not judged
+    p4 = lives["p4sim [20]"]
+    assert not p4.judged and p4.growth == pytest.approx(100 * 20 / 120)
+    assert not lives["etcd m1 [11]"].judged
+
+
+def test_without_a_settle_tail_the_same_run_is_judged_life_by_life() -> None:
+    lives = {x.key: x for x in incarnations(_settled_run(), warmup=60.0)}
+    assert all(x.judged for x in lives.values())
+    assert lives["etcd m1 [12]"].warm_t == 500.0 and lives["p4sim [20]"].growth is not None
+
+
+def test_the_caption_of_a_settled_run_names_the_lives_it_did_not_judge() -> None:
+    series = _settled_run()
+    lives = incarnations(series, warmup=60.0, settled_from=600.0)
+    snaps = {"start": series[0][1], "warm": next(s for t, s in series if t >= 450),
+             "end": series[-1][1]}
+    text = " ".join(_text(rss_table(snaps, lives, warmup=60.0, settled_from=600.0)).split())
+    assert "largest growth of 3 judged incarnations: +3.6 %, etcd m0 [10] (life 900 s): under " \
+        "the 5 % target; judged after the faults (a settle tail from 600 s)" in text
+    assert "1 life ended by a fault, not judged (a warm-up among faults): largest +16.7 %, " \
+        "p4sim [20] (life 400 s)" in text
+    assert "etcd m1 (restarted; life 800 s to the end, judged after the faults)" in text
+    # the same lives judged one by one (no tail): the restarted member's steps count
+    plain = " ".join(_text(rss_table(snaps, incarnations(series, warmup=60.0))).split())
+    assert "largest growth of 4 judged incarnations: +16.7 %, p4sim [20]" in plain
+
+
+def test_a_settled_run_keeps_its_tail_and_unjudged_lives_through_json() -> None:
+    import json
+    from dataclasses import asdict
+
+    from topo.disturbances import Disturbances
+
+    lives = incarnations(_settled_run(), warmup=60.0, settled_from=600.0)
+    doc = json.loads(json.dumps(asdict(Disturbances(rss_lives=lives, rss_settled_from=600.0))))
+    assert [RssLife(**d) for d in doc["rss_lives"]] == lives and doc["rss_settled_from"] == 600.0
+
+
+def test_the_memory_plot_marks_where_the_faults_end(tmp_path: Path) -> None:
+    from topo.memory import plot
+
+    series = [{"t": float(t), "rss": {"etcd m0 [1]": 40 * MIB}} for t in range(0, 40, 10)]
+    out = plot(series, tmp_path / "rss.png", settled_from=20.0)
+    assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
