@@ -322,15 +322,16 @@ def verdict(judged: Sequence[tuple[float, str, float]], warmup: float = WARMUP_S
 
 
 def plot_lines(series: list[dict[str, Any]]) -> list[tuple[str, list[float], list[float]]]:
-    """(key, seconds, MiB) of each incarnation with at least 2 samples (Mininet's shells left
-    out), by name, then by its first sample."""
+    """(key, seconds, MiB) of each incarnation with at least 2 samples (what is not judged left
+    out: Mininet's shells, and the traffic tools, whose growth by design would set the scale),
+    by name, then by its first sample."""
     pts: dict[str, tuple[list[float], list[float]]] = {}
     for s in series:
         for key, mem in s["rss"].items():
             ts, ms = pts.setdefault(key, ([], []))
             ts.append(float(s["t"]))
             ms.append(mem / 2**20)
-    keep = [(k, ts, ms) for k, (ts, ms) in pts.items() if len(ts) >= 2 and not k.startswith("bash")]
+    keep = [(k, ts, ms) for k, (ts, ms) in pts.items() if len(ts) >= 2 and not k.startswith(NOT_JUDGED)]
     return sorted(keep, key=lambda line: (name_of(line[0]), line[1][0]))
 
 

@@ -229,7 +229,7 @@ def test_the_memory_plot_draws_every_incarnation_when_all_were_restarted(
         "etcd m0 [1]": (0, 200, lambda t: 40), "etcd m0 [2]": (210, 600, lambda t: 41),
         "p4sim [3]": (0, 400, lambda t: 100), "p4sim [4]": (410, 600, lambda t: 101),
         "nf-host 1 [5]": (0, 590, lambda t: 50), "nf-host 1 [6]": (600, 600, lambda t: 50),
-        "bash [7]": (0, 600, lambda t: 1)})]
+        "bash [7]": (0, 600, lambda t: 1), "traffic [8]": (0, 600, lambda t: 20 + t)})]
     assert [k for k, _, _ in plot_lines(series)] == \
         ["etcd m0 [1]", "etcd m0 [2]", "nf-host 1 [5]", "p4sim [3]", "p4sim [4]"]
     with warnings.catch_warnings():
