@@ -167,14 +167,12 @@ def incarnations(series: Sequence[tuple[float, Mapping[str, int]]],
         (t0, m0), (t1, m1) = pts[0], pts[-1]
         at: float | None = warm_at(t0, t1, warmup) if long_enough(t0, t1, warmup) else None
         judged = True
-        if settled_from is not None and t0 > first_t:  # restarted during the run
+        if settled_from is not None:
             if t1 < end_t:
-                judged = False  # ended by a fault: a warm-up among faults
-            else:
+                judged = False  # a fault ended it: a warm-up among faults (its growth shown)
+            elif t0 > first_t:  # restarted during the run, alive at the end: over the tail
                 at = max(settled_from + (end_t - settled_from) / 2, t0 + warmup)
                 at = at if end_t - at >= warmup / 2 else None  # the tail too short to judge it
-        elif settled_from is not None and t1 < end_t:
-            judged = False  # alive from the start until a fault ended it
         warm_t, warm = next(p for p in pts if p[0] >= at) if at is not None else (None, None)
         out.append(RssLife(key, t0, t1, len(pts), m0, m1, warm_t, warm, judged))
     return out
@@ -262,12 +260,10 @@ def rss_table(rss_by_time: dict[str, dict[str, int]], lives: Sequence[RssLife] |
         table.add_row(name, _mib(a), _mib(w) if w else "-", _mib(b), _pct(w, b), _pct(a, b))
     # (growth %, incarnation, its life in s); a process alive throughout is the incarnation that
     # spans the run, whose own warm sample is the run's
-    system = [life for life in lives or () if life.growth is not None
-              and not life.key.startswith(NOT_JUDGED)]
-    judged = [(life.growth, life.key, life.life_s) for life in system
-              if life.growth is not None and life.judged]
-    shown = [(life.growth, life.key, life.life_s) for life in system
-             if life.growth is not None and not life.judged]
+    graded = [(life.growth, life.key, life.life_s, life.judged) for life in lives or ()
+              if life.growth is not None and not life.key.startswith(NOT_JUDGED)]
+    judged = [(g, key, life_s) for g, key, life_s, held in graded if held]
+    shown = [(g, key, life_s) for g, key, life_s, held in graded if not held]
 
     def by_name(procs: dict[str, int]) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
