@@ -67,7 +67,7 @@ def nfcluster_case() -> tuple[Switch, list[tuple[int, bytes]]]:
     so, srg = sw.table_id("slot_owner"), sw.action_id("set_replica_group")
     for slot in range(4096):
         sw.table_insert(TableEntry(so, {1: Match("exact", 0), 2: Match("exact", slot)},
-                                  ActionCall(srg, {1: 2, 2: 1, 3: 2})))
+                                  ActionCall(srg, {1: 2, 2: 1, 3: 2, 4: 0})))
     sw.mc_group_set(2, [(2, 1), (3, 2)])
     pkts = [(1, bytes(Ether() / IP(src="10.0.0.1", dst="10.0.1.1") / TCP(sport=1000 + i, dport=80, flags="A")
                       / (b"x" * 64))) for i in range(32)]

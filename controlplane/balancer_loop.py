@@ -33,10 +33,9 @@ from controlplane.load_signals import LoadSnapshot, SnapshotBuilder
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import MoveError, MoveResult
 from controlplane.nf_registry import NfLoad, NfState
+from controlplane.pipeline_state import SLOT_COUNTER
 
 LOG = logging.getLogger(__name__)
-
-SLOT_COUNTER = "slot_traffic"
 
 
 class ScaleExecutor(Protocol):

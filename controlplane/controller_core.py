@@ -4,7 +4,8 @@
 the switch session, the NF registry and the last switch counters, and gives the building blocks:
 `move_slot()` (one `slot_owner` write + one etcd write, epoch + 1), `move_slots()`, `set_pair()`
 and `rewrite_group()` (a primary's multicast group), the switch's reconcile when this controller
-becomes its primary, the NFs' configuration and the periodic counter reads. What an NF's failure
+becomes its primary (after a switch restart, each slot's numbering resumed where its NFs are),
+the NFs' configuration and the periodic counter reads. What an NF's failure
 or return means is decided a layer up (`nf_lifecycle.NfLifecycle._nf_event`); `controller.Controller`
 is the whole.
 """
@@ -30,11 +31,12 @@ from controlplane.leader import Leadership
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import RELEASE_TIMEOUT, MoveResult, NotPrimaryError
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession
 from nf_host.proto import nf_control_pb2 as pb
-from nf_host.reorder import seq_after
+from nf_host.reorder import SEQ_MASK, seq_after
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
 HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded memory)
@@ -166,7 +168,8 @@ class ControllerCore(ABC):
                     self.pairs = await self.store.load_pairs() or self.pairs
                     self.groups = groups
             await self._resume_numbering(session)
-            desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups)
+            desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups,
+                                              session.seq_bases)
             changes = await session.reconcile(desired)
             self.last_reconcile = changes.counts()
             self.reconciled_at = time.time()
@@ -185,14 +188,17 @@ class ControllerCore(ABC):
                 await self._nf_event(NfEvent("down", nf_id, state.misses))
 
     async def _resume_numbering(self, session: SwitchSession) -> None:
-        """A restarted switch numbers every slot from 1 again, while the NFs expect the numbers
-        after those they have seen: they would drop the new packets as duplicates. Before the
-        slots get their owners back (the reconcile that follows), every slot whose `slot_seq` is
-        behind the highest number an NF received (processed, buffered or held as a backup's
-        copy) is set to it, so the numbering goes on where the NFs are. After a mere reconnect
-        the switch is ahead and nothing is written. (Targets without register access: nothing.)"""
+        """A restarted switch counts every slot's packets from 0 again, while the NFs expect the
+        numbers after those they have seen: they would drop the new packets as duplicates. The
+        switch stamps a slot's packets with its `slot_owner` entry's seq_base + that count, so
+        before the slots get their owners back (the reconcile that follows writes the bases
+        with the entries, and every later slot write keeps them), each slot whose last number
+        (base + count) is behind the highest number an NF received (processed, buffered or
+        held as a backup's copy) gets the base that makes its next number the one after it.
+        Every other slot keeps the base its entry holds (0 without one): after a mere
+        reconnect, or a standby's take-over, the switch is ahead and no base changes."""
         # the NFs first, the switch second: on a live switch (a reconnect) the numbers only grow,
-        # so what it says then is at least what any NF saw before, and nothing is written
+        # so what it says then is at least what any NF saw before, and no base changes
         # (read the other way round, packets stamped in between would look like a switch behind)
         seen: dict[int, int] = {}
         for nf_id, state in sorted(self.registry.nfs.items()):
@@ -205,13 +211,11 @@ class ControllerCore(ABC):
             for st in reply.slots:
                 if st.has_seen and (st.slot not in seen or seq_after(st.highest_seen, seen[st.slot])):
                     seen[st.slot] = st.highest_seen
-        stamped = await self.next_seqs()
-        if stamped is None:
-            return
-        behind = {slot: top for slot, top in seen.items()
-                  if seq_after(top, (stamped.get(slot, 1) - 1) & 0xFFFFFFFF)}
+        bases, counts = await session.read_numbering()
+        behind = {slot: (top - counts.get(slot, 0)) & SEQ_MASK for slot, top in seen.items()
+                  if seq_after(top, (bases.get(slot, 0) + counts.get(slot, 0)) & SEQ_MASK)}
+        session.seq_bases = {slot: base for slot, base in {**bases, **behind}.items() if base}
         if behind:
-            await session.write_register("slot_seq", behind)
             LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are",
                         len(behind))
             self.metrics.numbering_resumed.inc(len(behind))
@@ -224,7 +228,7 @@ class ControllerCore(ABC):
     async def configure_nfs(self, retry: float = 1.0) -> None:
         """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
         while len(self.nfs_configured) < len(self.registry.nfs):
-            await self.switch_ready.wait()  # next_seqs come from the switch's registers
+            await self.switch_ready.wait()  # next_seqs come from the switch's counter and bases
             next_seqs = await self.next_seqs()
             for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
                 try:
@@ -247,14 +251,16 @@ class ControllerCore(ABC):
         task.add_done_callback(self._background.discard)
 
     async def next_seqs(self) -> dict[int, int] | None:
-        """Per slot, the next sequence number the switch will stamp (one wildcard read of its
-        `slot_seq` register, which holds the last one stamped); None if it cannot be read."""
+        """Per slot, the next sequence number the switch will stamp: its seq_base + the packets
+        `slot_traffic` counted in it + 1 (one wildcard counter read); None if it cannot be read."""
         try:
-            last = await self.session.read_register("slot_seq")
-        except Exception as exc:  # a target without register reads: NFs learn from traffic
-            LOG.warning("slot_seq not read (%s): NFs learn each slot's first number from traffic", exc)
+            counts = await self.session.read_stamped()
+        except Exception as exc:  # the switch went away: NFs learn each slot's numbers from traffic
+            LOG.warning("slot_traffic not read (%s): NFs learn each slot's first number from traffic",
+                        exc)
             return None
-        return {slot: (value + 1) & 0xFFFFFFFF for slot, value in last.items()}
+        bases = self.session.seq_bases
+        return {slot: (bases.get(slot, 0) + count + 1) & SEQ_MASK for slot, count in counts.items()}
 
     # -- building blocks for migration / fail-over / load balancing -------------------------------
     async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:
@@ -372,7 +378,7 @@ class ControllerCore(ABC):
         while True:
             if self.session.is_primary:
                 try:
-                    self.slot_counters = await self.session.read_counter("slot_traffic")
+                    self.slot_counters = await self.session.read_counter(SLOT_COUNTER)
                     self.metrics.update_slot_traffic(self.slot_counters)
                     self.switch_drops = await self.read_switch_drops()
                     self.metrics.update_switch_drops(self.switch_drops)

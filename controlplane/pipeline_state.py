@@ -21,12 +21,14 @@ from finsy.p4entity import P4Replica
 from controlplane.config import ControllerConfig, mac_to_int
 from controlplane.p4names import P4Names
 from controlplane.slot_map import SlotEntry, SlotMap
+from nf_host.reorder import SEQ_MASK
 
 ROLE_EDGE = 1
 ROLE_NF = 2
 ROLE_CPU = 3
 RID_PRIMARY = 1
 RID_BACKUP = 2
+SLOT_COUNTER = "slot_traffic"  # packets stamped per slot index (the numbering's count)
 
 MANAGED_TABLES = ("port_role", "nf_port", "edge_forward", "slot_owner", "nf_stage", "edge_chain",
                   "stage_next")
@@ -63,7 +65,8 @@ class EntityBuilder:
         self.slot_count = slot_count  # slots per stage (1 << switch.slot_bits)
         self.port_role_t = names.table_action("port_role", ["port"], "set_port_role", ["role"])
         self.slot_owner_t = names.table_action(
-            "slot_owner", ["stage", "slot"], "set_replica_group", ["group", "epoch", "primary"]
+            "slot_owner", ["stage", "slot"], "set_replica_group",
+            ["group", "epoch", "primary", "seq_base"]
         )
         self.nf_stage_t = names.table_action("nf_stage", ["port"], "set_nf_stage", ["stage"])
         self.edge_chain_t = names.table_action("edge_chain", ["port"], "enter_chain",
@@ -103,9 +106,11 @@ class EntityBuilder:
             ),
         )
 
-    def slot_owner(self, entry: SlotEntry, group: int | None = None) -> P4TableEntry:
-        """The slot's entry, pointing at replica group `group` (default: its owner's id); the
-        key is (stage, slot) of the slot index `entry.slot` (stage << slot_bits | slot)."""
+    def slot_owner(self, entry: SlotEntry, group: int | None = None,
+                   seq_base: int = 0) -> P4TableEntry:
+        """The slot's entry, pointing at replica group `group` (default: its owner's id), with
+        the `seq_base` the switch adds to the slot's count of stamped packets; the key is
+        (stage, slot) of the slot index `entry.slot` (stage << slot_bits | slot)."""
         t = self.slot_owner_t
         stage, slot = divmod(entry.slot, self.slot_count)
         return P4TableEntry(
@@ -117,6 +122,7 @@ class EntityBuilder:
                     t.params["group"]: entry.owner if group is None else group,
                     t.params["epoch"]: entry.epoch,
                     t.params["primary"]: entry.owner,
+                    t.params["seq_base"]: seq_base & SEQ_MASK,
                 },
             ),
         )
@@ -166,11 +172,13 @@ class EntityBuilder:
 
     def desired(
         self, cfg: ControllerConfig, pairs: Mapping[int, int | None], slot_map: SlotMap,
-        groups: Mapping[int, int] | None = None,
+        groups: Mapping[int, int] | None = None, seq_bases: Mapping[int, int] | None = None,
     ) -> DesiredState:
-        """The full state for `cfg`, primary->backup `pairs`, `slot_map` and each primary's
-        replica group (`groups`; default: a primary's group id is its NF id)."""
+        """The full state for `cfg`, primary->backup `pairs`, `slot_map`, each primary's
+        replica group (`groups`; default: a primary's group id is its NF id) and each slot's
+        `seq_bases` (default 0)."""
         groups = groups or {}
+        seq_bases = seq_bases or {}
         state = DesiredState()
         for host in cfg.edge:
             state.tables.append(self.port_role(host.port, ROLE_EDGE))
@@ -188,7 +196,8 @@ class EntityBuilder:
             state.groups.append(
                 self.group(groups.get(primary, primary), cfg.nf(primary).port, backup_port))
         state.tables.extend(
-            self.slot_owner(e, groups.get(e.owner, e.owner)) for e in slot_map.entries())
+            self.slot_owner(e, groups.get(e.owner, e.owner), seq_bases.get(e.slot, 0))
+            for e in slot_map.entries())
         return state
 
 

@@ -5,7 +5,9 @@ stays backup and becomes primary when the primary goes away), the pipeline push 
 (P4Info text + device config bytes; skipped when the switch already runs the same cookie), writes of
 the contract's entities by name through P4Info (`EntityBuilder`), reconciliation (read back the
 managed tables and multicast groups, write only the differences), digest subscription with
-acknowledgement, and counter/register reads.
+acknowledgement, counter reads, and each slot's numbering base (`seq_bases`: the `seq_base` its
+slot_owner entry carries, kept by every write of the entry). It reads and writes no register:
+BMv2's P4Runtime server serves none (p4lang/PI#376).
 
 Every time this controller becomes primary (first connect, reconnect, take-over) the `on_primary`
 callback runs; the controller reconciles the switch from it.
@@ -26,7 +28,6 @@ from finsy import (
     P4CounterEntry,
     P4DigestEntry,
     P4MulticastGroupEntry,
-    P4RegisterEntry,
     P4Schema,
     P4TableAction,
     P4TableEntry,
@@ -38,8 +39,16 @@ from finsy.p4client import P4ClientError
 
 from controlplane.config import CHAIN_STAGES, SwitchConfig
 from controlplane.p4names import P4Names
-from controlplane.pipeline_state import MANAGED_TABLES, DesiredState, Diff, EntityBuilder, diff
+from controlplane.pipeline_state import (
+    MANAGED_TABLES,
+    SLOT_COUNTER,
+    DesiredState,
+    Diff,
+    EntityBuilder,
+    diff,
+)
 from controlplane.slot_map import SlotEntry
+from nf_host.reorder import SEQ_MASK
 
 LOG = logging.getLogger(__name__)
 
@@ -138,6 +147,9 @@ class SwitchSession:
         self._on_write = on_write
         self._primary = asyncio.Event()
         self._names: tuple[int, P4Names, EntityBuilder] | None = None
+        # slot index -> the seq_base its slot_owner entry carries (absent: 0); set by the
+        # controller before a reconcile (resume_numbering), kept by every later slot write
+        self.seq_bases: dict[int, int] = {}
         options = SwitchOptions(
             p4info=p4info,
             p4blob=blob,
@@ -250,13 +262,15 @@ class SwitchSession:
     async def write_slot(self, entry: SlotEntry, group: int | None = None) -> None:
         """An ownership change: one atomic MODIFY of the slot's `slot_owner` entry (pointing at
         replica group `group`, by default the owner's id)."""
-        await self.switch.modify([self.builder.slot_owner(entry, group)])
+        base = self.seq_bases.get(entry.slot, 0)
+        await self.switch.modify([self.builder.slot_owner(entry, group, base)])
         self._count("modify", 1)
 
     async def write_slots(self, entries: Iterable[SlotEntry], insert: bool = False,
                           groups: Mapping[int, int] | None = None) -> None:
         groups = groups or {}
-        built = [self.builder.slot_owner(e, groups.get(e.owner, e.owner)) for e in entries]
+        built = [self.builder.slot_owner(e, groups.get(e.owner, e.owner),
+                                         self.seq_bases.get(e.slot, 0)) for e in entries]
         await self._batched("insert" if insert else "modify", built)
 
     async def set_group(self, primary_id: int, primary_port: int, backup_port: int | None,
@@ -283,8 +297,9 @@ class SwitchSession:
     async def read_groups(self) -> list[P4MulticastGroupEntry]:
         return [g async for g in self._read(P4MulticastGroupEntry())]
 
-    async def read_slot_owner(self) -> dict[int, SlotEntry]:
-        """slot index (stage << slot_bits | slot) -> (owner, epoch) as the switch holds it."""
+    async def _slot_owner_args(self) -> dict[int, dict[str, int]]:
+        """slot index (stage << slot_bits | slot) -> its slot_owner entry's action arguments, by
+        their short names (group, epoch, primary, seq_base), as the switch holds them."""
         t = self.builder.slot_owner_t
         out = {}
         for entry in await self.read_tables([t.table]):
@@ -292,12 +307,31 @@ class SwitchSession:
                 continue
             if not isinstance(entry.action, P4TableAction):
                 continue
-            args = entry.action.args
             slot = (_as_int(entry.match[t.fields["stage"]]) * self.cfg.slot_count
                     + _as_int(entry.match[t.fields["slot"]]))
-            out[slot] = SlotEntry(slot, _as_int(args[t.params["primary"]]),
-                                  _as_int(args[t.params["epoch"]]))
+            out[slot] = {short: _as_int(entry.action.args[full]) for short, full in t.params.items()}
         return out
+
+    async def read_slot_owner(self) -> dict[int, SlotEntry]:
+        """slot index (stage << slot_bits | slot) -> (owner, epoch) as the switch holds it."""
+        return {slot: SlotEntry(slot, args["primary"], args["epoch"])
+                for slot, args in (await self._slot_owner_args()).items()}
+
+    async def read_numbering(self) -> tuple[dict[int, int], dict[int, int]]:
+        """Where each slot's numbering stands on the switch: (slot index -> the seq_base of its
+        slot_owner entry, for the slots that have one; slot index -> the packets stamped in it
+        mod 2^32). A packet is stamped seq_base + that count, so the slot's last number is
+        their sum. One table read, then one wildcard read of `slot_traffic`, which counts every
+        stamped packet: both served by every P4Runtime server, where BMv2's serves no register
+        (p4lang/PI#376). On a live switch the count, read second, is the newer: the sum is
+        never below what the slot had stamped when the entries were read."""
+        bases = {slot: args["seq_base"] for slot, args in (await self._slot_owner_args()).items()}
+        return bases, await self.read_stamped()
+
+    async def read_stamped(self) -> dict[int, int]:
+        """slot index -> the packets stamped in it mod 2^32 (one wildcard read of slot_traffic)."""
+        counted = await self.read_counter(SLOT_COUNTER)
+        return {slot: packets & SEQ_MASK for slot, (packets, _) in counted.items()}
 
     async def read_counter(self, short: str) -> dict[int, tuple[int, int]]:
         """index -> (packets, bytes) for every index of counter `short`."""
@@ -308,19 +342,6 @@ class SwitchSession:
                 out[e.index] = (e.packet_count, e.byte_count)
         return out
 
-    async def read_register(self, short: str, index: int | None = None) -> dict[int, int]:
-        name = self.names.register(short)
-        out = {}
-        async for e in self._read(P4RegisterEntry(name, index=index)):
-            if e.index is not None and e.data is not None:
-                out[e.index] = _as_int(e.data)
-        return out
-
-    async def write_register(self, short: str, values: Mapping[int, int]) -> None:
-        """Set register cells (p4sim serves register writes; BMv2's P4Runtime server does not)."""
-        name = self.names.register(short)
-        await self._batched("modify", [P4RegisterEntry(name, index=i, data=v)
-                                       for i, v in sorted(values.items())])
 
     # -- digests ----------------------------------------------------------------------------------
     async def enable_new_flow_digest(

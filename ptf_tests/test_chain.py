@@ -96,7 +96,7 @@ class StageOutputRestampedForTheNextStage(ChainTest):
         e0, e1 = fresh_epoch(), fresh_epoch()
         self.add_slot_owner_entry(slot, group=NF1_ID, epoch=e0, primary=NF1_ID, stage=0)
         self.add_slot_owner_entry(slot, group=NF2_ID, epoch=e1, primary=NF2_ID, stage=1)
-        stage0_seq = self.read_register("slot_seq", index(0, slot))
+        stage0_stamped = self.read_counter("slot_traffic", index(0, slot))
         seqs = []
         for seq in (7, 8, 9):
             self.output(NF1_PORT, pkt, 0, slot, e0, seq)
@@ -105,8 +105,9 @@ class StageOutputRestampedForTheNextStage(ChainTest):
             seqs.append(shim_of(primary).seq)
         testutils.verify_no_other_packets(self)
         self.assertEqual(seqs, [seqs[0], seqs[0] + 1, seqs[0] + 2])
-        self.assertEqual(self.read_register("slot_seq", index(1, slot)), seqs[-1])
-        self.assertEqual(self.read_register("slot_seq", index(0, slot)), stage0_seq)
+        # a packet's number is the slot's base (0 here) + the packets stamped in its slot index
+        self.assertEqual(self.read_counter("slot_traffic", index(1, slot))[0], seqs[-1])
+        self.assertEqual(self.read_counter("slot_traffic", index(0, slot)), stage0_stamped)
 
 @group("chain")
 class LastStageOutputGoesToTheEdge(ChainTest):

@@ -12,6 +12,8 @@ from ptf.testutils import group
 from ptf_tests.lib.nfc_test import EDGE_CLIENT_PORT, NF1_ID, NfcTest, fresh_epoch, packet_slot
 from ptf_tests.lib.packets import FLAG_FIRST_OF_EPOCH, shim_of, udp_packet
 
+SEQ_MASK = 0xFFFFFFFF
+
 
 @group("stamping")
 class SequencePerSlot(NfcTest):
@@ -61,4 +63,34 @@ class EpochChangeFlagsOnce(NfcTest):
         self.assertEqual(shim_of(backup).flags, FLAG_FIRST_OF_EPOCH)
         for _ in range(3):
             self.send_and_receive_copies(EDGE_CLIENT_PORT, pkt, slot, new_epoch, flags=0)
+        testutils.verify_no_other_packets(self)
+
+
+@group("stamping")
+class SeqBaseShiftsTheNumbering(NfcTest):
+    """A packet's number is its slot_owner entry's seq_base + the packets stamped in its slot
+    (`slot_traffic`), mod 2^32: the controller resumes the numbering after a switch restart by
+    writing the base (a table entry, which BMv2 serves; its P4Runtime serves no register)."""
+
+    def runTest(self) -> None:
+        pkt = udp_packet("10.0.1.6", "10.0.2.6", 5432, 2345)
+        slot, epoch = self.own_slot(pkt)
+        for _ in range(2):
+            primary, _ = self.send_and_receive_copies(EDGE_CLIENT_PORT, pkt, slot, epoch, flags=None)
+        stamped, _ = self.read_counter("slot_traffic", slot)
+        self.assertEqual(shim_of(primary).seq, stamped & SEQ_MASK)  # base 0
+
+        base = 1_000_000
+        self.modify_slot_owner_entry(slot, group=NF1_ID, epoch=epoch, primary=NF1_ID, seq_base=base)
+        primary, _ = self.send_and_receive_copies(EDGE_CLIENT_PORT, pkt, slot, epoch, flags=0)
+        self.assertEqual(shim_of(primary).seq, (base + stamped + 1) & SEQ_MASK)
+
+        # a base that takes the numbering over 2^32: it wraps, as the 32-bit count does
+        base = (SEQ_MASK - (stamped + 2)) & SEQ_MASK  # the next (the slot's stamped + 2nd) gets 2^32 - 1
+        self.modify_slot_owner_entry(slot, group=NF1_ID, epoch=epoch, primary=NF1_ID, seq_base=base)
+        seqs = []
+        for _ in range(2):
+            primary, _ = self.send_and_receive_copies(EDGE_CLIENT_PORT, pkt, slot, epoch, flags=0)
+            seqs.append(shim_of(primary).seq)
+        self.assertEqual(seqs, [SEQ_MASK, 0])
         testutils.verify_no_other_packets(self)

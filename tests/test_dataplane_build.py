@@ -91,7 +91,7 @@ def test_tables_match_the_contract(p4info: p4i.P4Info) -> None:
         "slot_owner": (
             "NfcIngress",
             [("stage", 8, p4i.MatchField.EXACT), ("slot", 16, p4i.MatchField.EXACT)],
-            [("set_replica_group", [("group", 16), ("epoch", 16), ("primary", 16)])],
+            [("set_replica_group", [("group", 16), ("epoch", 16), ("primary", 16), ("seq_base", 32)])],
         ),
         "nf_port": (
             "NfcEgress",
@@ -231,7 +231,8 @@ def pipeline() -> _Pipeline:
 @pytest.mark.unit
 def test_inprocess_stamps_and_replicates(pipeline: _Pipeline) -> None:
     slot = slot_of("10.0.1.1", "10.0.2.2", 1000, 2000, 17)
-    pipeline.insert("slot_owner", {"stage": 0, "slot": slot}, "set_replica_group", {"group": 1, "epoch": 7, "primary": 1})
+    pipeline.insert("slot_owner", {"stage": 0, "slot": slot}, "set_replica_group",
+                    {"group": 1, "epoch": 7, "primary": 1, "seq_base": 0})
     request = bytes(udp_packet("10.0.1.1", "10.0.2.2", 1000, 2000))
     reply = bytes(udp_packet("10.0.2.2", "10.0.1.1", 2000, 1000))
     seen = []
@@ -246,6 +247,19 @@ def test_inprocess_stamps_and_replicates(pipeline: _Pipeline) -> None:
         seen.append((s1.seq, s1.first_of_epoch))
     assert seen == [(1, True), (2, False), (3, False)]
     assert pipeline.counter("slot_traffic", slot) == (3, 2 * len(request) + len(reply))
+
+
+@pytest.mark.unit
+def test_inprocess_numbers_from_the_slots_seq_base(pipeline: _Pipeline) -> None:
+    """A packet's number is its slot_owner entry's seq_base + the packets stamped in the slot,
+    mod 2^32 (how the controller resumes the numbering after a switch restart)."""
+    slot = slot_of("10.0.1.3", "10.0.2.3", 1003, 2003, 17)
+    pipeline.insert("slot_owner", {"stage": 0, "slot": slot}, "set_replica_group",
+                    {"group": 1, "epoch": 7, "primary": 1, "seq_base": 0xFFFFFFFE})
+    pkt = bytes(udp_packet("10.0.1.3", "10.0.2.3", 1003, 2003))
+    seqs = [decap(sorted(pipeline.sw.process(1, pkt))[0][1])[0].seq for _ in range(3)]
+    assert seqs == [0xFFFFFFFF, 0, 1]
+    assert pipeline.counter("slot_traffic", slot)[0] == 3
 
 
 @pytest.mark.unit

@@ -127,12 +127,15 @@ class P4simSwitch(_GrpcSwitch):
 
     `io` picks the port I/O (`ring` or `socket`; None: p4sim's default), `engine` the packet
     engine (passed as `--engine` when not None: only p4sims that have the option), and
-    `metrics_port` serves p4sim's counters on 127.0.0.1 (`--metrics-addr`)."""
+    `metrics_port` serves p4sim's counters on 127.0.0.1 (`--metrics-addr`). Register entries
+    are refused (`--no-register-access`) unless `registers`: BMv2's P4Runtime server serves
+    none, so every run on p4sim also shows that the system needs none."""
 
     def __init__(self, name: str, io: str | None = None, engine: str | None = None,
-                 metrics_port: int | None = None, **kwargs: Any) -> None:
+                 metrics_port: int | None = None, registers: bool = False, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         self.io, self.engine, self.metrics_port = io, engine, metrics_port
+        self.registers = registers
 
     @property
     def metrics_address(self) -> str | None:
@@ -160,6 +163,8 @@ class P4simSwitch(_GrpcSwitch):
             cmd += ["--engine", self.engine]
         if self.metrics_port is not None:
             cmd += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
+        if not self.registers:
+            cmd += ["--no-register-access"]
         cmd += self.port_args()
         cmd += [self.program] if self.program else ["--no-p4"]
         return cmd

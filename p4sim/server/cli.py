@@ -123,6 +123,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="with --io ring: receive ring size per port in MiB (default 8: 2048 blocks of 4 KiB)",
     )
     p.add_argument(
+        "--no-register-access", action="store_true",
+        help="answer P4Runtime register reads and writes UNIMPLEMENTED, as BMv2's server does "
+        "(p4lang/PI#376): to check on p4sim that a controller needs no register access",
+    )
+    p.add_argument(
         "--metrics-addr", metavar="HOST:PORT",
         help="serve counters at http://HOST:PORT/metrics (Prometheus) and /status (JSON), and "
         "the ports' wire impairment at /ports/PORT/impair (p4sim impair); use a loopback address",
@@ -310,7 +315,8 @@ def run(args: argparse.Namespace) -> int:
         log.info("p4sim engine: %s", sw.engine)
         return sw
 
-    device = Device(args.device_id, args.cpu_port, engine_factory=make_engine, trace=trace)
+    device = Device(args.device_id, args.cpu_port, engine_factory=make_engine, trace=trace,
+                    serve_registers=not args.no_register_access)
     if args.program:
         try:
             switch = Switch.load(
@@ -323,7 +329,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         if trace is not None:
             switch.set_trace(trace)
-        device.pipeline = Pipeline(switch, switch.p4info, switch.device_config(), 0)
+        device.pipeline = Pipeline(switch, switch.p4info, switch.device_config(), 0,
+                                   serve_registers=device.serve_registers)
     names = dict(args.interface)
     try:
         port_set = open_ports(args, names)
@@ -364,13 +371,14 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info(
-        "p4sim device %d serving P4Runtime on %s, ports %s, cpu port %s, io %s, metrics %s",
+        "p4sim device %d serving P4Runtime on %s, ports %s, cpu port %s, io %s, metrics %s%s",
         args.device_id,
         args.grpc_addr,
         {p: n for p, n in sorted(names.items())},
         args.cpu_port,
         args.io,
         args.metrics_addr or "off",
+        ", register entries refused (as BMv2)" if args.no_register_access else "",
     )
     while not stop.wait(1.0):
         pass

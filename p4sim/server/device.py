@@ -84,8 +84,10 @@ class Device:
         cpu_port: int | None = None,
         engine_factory: EngineFactory = real_engine,
         trace: Callable[[str], None] | None = None,
+        serve_registers: bool = True,
     ) -> None:
         self.device_id = device_id
+        self.serve_registers = serve_registers  # False: refuse register entries, as BMv2 does
         self.cpu_port = cpu_port
         self.engine_factory = engine_factory
         self.trace = trace
@@ -117,7 +119,8 @@ class Device:
         if self.trace is not None:
             switch.set_trace(self.trace)
         cookie = config.cookie.cookie if config.HasField("cookie") else 0
-        return Pipeline(switch, config.p4info, config.p4_device_config, cookie)
+        return Pipeline(switch, config.p4info, config.p4_device_config, cookie,
+                        serve_registers=self.serve_registers)
 
     def set_pipeline(self, req: p4r.SetForwardingPipelineConfigRequest) -> None:
         A = p4r.SetForwardingPipelineConfigRequest

@@ -27,6 +27,9 @@ _INSERT = p4r.Update.INSERT
 _MODIFY = p4r.Update.MODIFY
 _DELETE = p4r.Update.DELETE
 
+# said after BMv2's own words when p4sim runs with --no-register-access
+REGISTERS_REFUSED = "(p4sim --no-register-access, as BMv2: p4lang/PI#376)"
+
 
 def _noop() -> None:
     return None
@@ -49,6 +52,9 @@ class Pipeline:
     _entry_meta: dict[tuple[int, entities.EntryKey], bytes] = field(default_factory=dict)
     # tables whose default action the controller changed (carried over by a reconcile)
     defaults_written: set[int] = field(default_factory=set)
+    # False: register reads and writes are refused as BMv2's P4Runtime server refuses them
+    # (UNIMPLEMENTED, p4lang/PI#376), so a controller can be checked against that on p4sim
+    serve_registers: bool = True
 
     def __post_init__(self) -> None:
         self.schema = Schema.build(self.p4info)
@@ -79,6 +85,8 @@ class Pipeline:
         if kind == "direct_counter_entry":
             return self._write_direct_counter(op, ent.direct_counter_entry)
         if kind == "register_entry":
+            if not self.serve_registers:
+                raise unimplemented(f"Register writes are not supported yet {REGISTERS_REFUSED}")
             return self._write_register(op, ent.register_entry)
         if kind == "meter_entry":
             return self._write_meter(op, ent.meter_entry)
@@ -491,6 +499,8 @@ class Pipeline:
                     )
                 )
         elif kind == "register_entry":
+            if not self.serve_registers:
+                raise unimplemented(f"Register reads are not supported yet {REGISTERS_REFUSED}")
             yield from self._read_registers(ent.register_entry)
         elif kind == "meter_entry":
             yield from self._read_meters(ent.meter_entry)

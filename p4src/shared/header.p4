@@ -129,6 +129,7 @@ struct local_metadata_t {
     bit<16>    group;        /* multicast group of the slot's primary */
     epoch_t    epoch;
     nf_id_t    primary;
+    seq_num_t  seq_base;     /* added to the slot's count of stamped packets (slot_owner's seq_base) */
     new_flow_t new_flow;
     bit<2>     punt_color;   /* colour of punt_meter for a punted non-IPv4 edge packet */
 }

@@ -220,16 +220,6 @@ class P4RuntimeTest(BaseTest):  # type: ignore[misc]
             value = self.read_counter(name, index)
         return value
 
-    def read_register(self, name: str, index: int) -> int:
-        """One cell of a register (p4sim; BMv2 does not serve registers over P4Runtime)."""
-        r = self.p4info.register(name)
-        entity = p4r.Entity(
-            register_entry=p4r.RegisterEntry(register_id=r.preamble.id, index=p4r.Index(index=index))
-        )
-        for e in self.client.read(entity):
-            return decode_value(e.register_entry.data.bitstring)
-        raise AssertionError(f"register {name}[{index}] not returned by the switch")
-
     def set_meter(self, name: str, index: int, cir: int, cburst: int, pir: int, pburst: int) -> None:
         """Configure one cell of an indirect meter (rates per second, bursts in its unit); the
         undo leaves the cell with rates no test reaches (BMv2 may not reset a cell)."""

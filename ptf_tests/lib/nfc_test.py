@@ -110,21 +110,21 @@ class NfcTest(P4RuntimeTest):
         self.insert_table_entry("port_role", {"port": port}, "set_port_role", {"role": role})
 
     def add_slot_owner_entry(self, slot: int, group: int, epoch: int, primary: int,
-                             stage: int = 0) -> None:
+                             stage: int = 0, seq_base: int = 0) -> None:
         self.insert_table_entry(
             "slot_owner",
             {"stage": stage, "slot": slot},
             "set_replica_group",
-            {"group": group, "epoch": epoch, "primary": primary},
+            {"group": group, "epoch": epoch, "primary": primary, "seq_base": seq_base},
         )
 
     def modify_slot_owner_entry(self, slot: int, group: int, epoch: int, primary: int,
-                                stage: int = 0) -> None:
+                                stage: int = 0, seq_base: int = 0) -> None:
         self.modify_table_entry(
             "slot_owner",
             {"stage": stage, "slot": slot},
             "set_replica_group",
-            {"group": group, "epoch": epoch, "primary": primary},
+            {"group": group, "epoch": epoch, "primary": primary, "seq_base": seq_base},
         )
 
     # service chains (tables nf_stage, edge_chain, stage_next)

@@ -425,6 +425,7 @@ def nfcluster_state(pair: Pair) -> None:
     owner, group = sw.table_id("slot_owner"), sw.action_id("set_replica_group")
     for slot in range(4096):
         put(TableEntry(owner, {1: Match("exact", 0), 2: Match("exact", slot)},
-                       ActionCall(group, {1: rng.randrange(1, 6), 2: 1, 3: 2})))
+                       ActionCall(group, {1: rng.randrange(1, 6), 2: 1, 3: 2,
+                                               4: rng.choice((0, rng.getrandbits(32)))})))
     fwd, to_edge = sw.table_id("edge_forward"), sw.action_id("forward_to_edge")
     put(TableEntry(fwd, {1: Match("lpm", 0x0A000000, prefix_len=8)}, ActionCall(to_edge, {1: 4, 2: 0x0A})))

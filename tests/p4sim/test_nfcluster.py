@@ -51,7 +51,7 @@ def test_p4info_has_the_contract_names(sw):
     assert fields["edge_forward"] == [("dst_addr", 32)]
     actions = {a.preamble.name.rsplit(".", 1)[-1]: [(p.name, p.bitwidth) for p in a.params] for a in info.actions}
     assert actions["set_port_role"] == [("role", 8)]
-    assert actions["set_replica_group"] == [("group", 16), ("epoch", 16), ("primary", 16)]
+    assert actions["set_replica_group"] == [("group", 16), ("epoch", 16), ("primary", 16), ("seq_base", 32)]
     assert actions["set_nf_target"] == [("nf_id", 16), ("nf_mac", 48)]
     assert actions["forward_to_edge"] == [("port", 9), ("dst_mac", 48)]
     assert actions["set_nf_stage"] == [("stage", 8)]
@@ -81,7 +81,7 @@ def test_edge_packet_is_stamped_and_replicated(sw):
     for slot in range(4096):
         add(sw, "slot_owner", {"stage": Match("exact", 0), "slot": Match("exact", slot)},
             "set_replica_group",
-            {"group": 12, "epoch": 1, "primary": 12})
+            {"group": 12, "epoch": 1, "primary": 12, "seq_base": 0})
     sw.mc_group_set(12, [(2, 1), (3, 2)])
     syn = Ether(src="00:00:00:00:00:aa", dst="00:00:00:00:00:bb") / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(
         sport=1234, dport=80, flags="S")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import grpc
 import pytest
@@ -76,3 +77,36 @@ def test_run_reports_a_bad_interface() -> None:
     )
     assert proc.returncode == 1
     assert "p4sim-no-such-if" in proc.stderr
+
+
+def test_run_without_register_access_refuses_registers_as_bmv2() -> None:
+    """`--no-register-access`: a program's registers are not served over P4Runtime (as BMv2's
+    server: UNIMPLEMENTED), its tables and counters are; the start-up line says so."""
+    port = free_port()
+    program = Path(__file__).resolve().parents[1] / "programs" / "ipv4_forward.p4"
+    proc = subprocess.Popen(
+        [*RUN, "--no-register-access", "--grpc-addr", f"127.0.0.1:{port}", "--engine", "python",
+         str(program)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = p4r_grpc.P4RuntimeStub(channel)
+            wait_for(lambda: stub.Capabilities(p4r.CapabilitiesRequest(), timeout=1),
+                     timeout=30, what="p4sim run answers")
+
+            def read(entity: p4r.Entity) -> list[p4r.ReadResponse]:
+                return list(stub.Read(p4r.ReadRequest(device_id=1, entities=[entity])))
+
+            with pytest.raises(grpc.RpcError) as exc:
+                read(p4r.Entity(register_entry=p4r.RegisterEntry()))
+            assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            assert "Register reads are not supported yet" in str(exc.value.details())
+            read(p4r.Entity(table_entry=p4r.TableEntry()))  # served
+            read(p4r.Entity(counter_entry=p4r.CounterEntry()))
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert proc.returncode == 0
+        assert "register entries refused (as BMv2)" in out
+    finally:
+        stop_process(proc)

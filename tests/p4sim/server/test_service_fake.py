@@ -478,3 +478,23 @@ def test_reconcile_fails_when_a_table_is_gone(primary: Primary) -> None:
     assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "ingress.routes" in (exc.value.details() or "")
     assert h.device.pipeline is before
+
+
+def test_without_register_access_registers_are_refused_as_bmv2_refuses_them(
+    primary: Primary,
+) -> None:
+    """`p4sim run --no-register-access`: register reads and writes answer UNIMPLEMENTED, as
+    BMv2's P4Runtime server does (p4lang/PI#376); counters and tables are served as before."""
+    h, _ = primary
+    h.device.require_pipeline().serve_registers = False
+    with pytest.raises(grpc.RpcError) as err:
+        h.write(10, register(5, 1))
+    [e] = status_details(err.value)
+    assert e.canonical_code == rpc_code.UNIMPLEMENTED
+    assert e.message.startswith("Register writes are not supported yet")
+    with pytest.raises(grpc.RpcError) as err:
+        h.read(p4r.Entity(register_entry=p4r.RegisterEntry(register_id=fk.REG)))
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert "--no-register-access" in str(err.value.details())
+    counters = h.read(p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=fk.PORT_COUNTER)))
+    assert len(counters) == 512

@@ -31,11 +31,12 @@ control SlotMap(inout headers_t hdr,
         }
     };
 
-    action set_replica_group(bit<16> group, bit<16> epoch, bit<16> primary) {
+    action set_replica_group(bit<16> group, bit<16> epoch, bit<16> primary, bit<32> seq_base) {
         meta.owned = true;
         meta.group = group;
         meta.epoch = epoch;
         meta.primary = primary;
+        meta.seq_base = seq_base;
     }
 
     action drop_unowned() {
@@ -45,7 +46,9 @@ control SlotMap(inout headers_t hdr,
         ig_dprsr_md.drop_ctl = 1;
     }
 
-    /* slot_owner: exact on (stage, slot) -> group, epoch, primary. Controller: start-up, every move. */
+    /* slot_owner: exact on (stage, slot) -> group, epoch, primary, seq_base. Controller: start-up,
+       every move (keeping seq_base), and every reconcile (seq_base resumes the numbering after a
+       switch restart; see v1model). */
     table slot_owner {
         key = {
             meta.stage: exact @name("stage");

@@ -6,6 +6,7 @@
 control Stamping(inout headers_t hdr,
                  inout local_metadata_t meta,
                  inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    /* packets stamped per slot; a packet's number is slot_owner's seq_base + this (see v1model) */
     Register<bit<32>, slot_id_t>(SLOT_SPACE, 0) slot_seq;
     Register<bit<16>, slot_id_t>(SLOT_SPACE, 0) slot_epoch;
     Register<bit<16>, slot_id_t>(SLOT_SPACE, 0) slot_udp_epoch;
@@ -43,7 +44,7 @@ control Stamping(inout headers_t hdr,
     apply {
         if (meta.owned && !meta.marker) {  /* a move's marker goes to the owner as it is */
             hdr.nfc_shim.setValid();
-            hdr.nfc_shim.seq = next_seq.execute(meta.slot_index);
+            hdr.nfc_shim.seq = meta.seq_base + next_seq.execute(meta.slot_index);
             hdr.nfc_shim.flags = check_epoch.execute(meta.slot_index) | ((bit<8>)meta.reverse << 1);
             slot_traffic.count(meta.slot_index);
             hdr.nfc_shim.kind = SHIM_KIND_PRIMARY;

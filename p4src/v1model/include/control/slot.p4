@@ -33,11 +33,12 @@ control SlotMap(inout headers_t hdr,
     register<bit<16>>(FRAGMENT_MEMORY_SIZE) fragment_ident;
     register<bit<32>>(FRAGMENT_MEMORY_SIZE) fragment_slot;
 
-    action set_replica_group(bit<16> group, bit<16> epoch, bit<16> primary) {
+    action set_replica_group(bit<16> group, bit<16> epoch, bit<16> primary, bit<32> seq_base) {
         meta.owned = true;
         meta.group = group;
         meta.epoch = epoch;
         meta.primary = primary;
+        meta.seq_base = seq_base;
     }
 
     action drop_unowned() {
@@ -49,9 +50,13 @@ control SlotMap(inout headers_t hdr,
 
     /*
      * slot_owner: exact on (stage, slot) -> the replica (multicast) group of the slot's primary
-     * in that stage, the slot's epoch and the primary's nf_id.
+     * in that stage, the slot's epoch, the primary's nf_id and the slot's seq_base (Stamping
+     * stamps seq_base + the number of packets it stamped in the slot).
      * Written by the controller for every slot of every stage at start-up, and rewritten (one
-     * atomic MODIFY, epoch + 1) on every migration. A miss drops and counts the packet.
+     * atomic MODIFY, epoch + 1, seq_base kept) on every migration. seq_base is 0 until the
+     * switch restarts: the reconcile that follows sets it so that the numbering goes on after
+     * the highest number an NF received (a table entry, which every P4Runtime server serves,
+     * where BMv2's serves no register). A miss drops and counts the packet.
      */
     table slot_owner {
         key = {

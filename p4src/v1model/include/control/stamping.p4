@@ -11,7 +11,9 @@ control Stamping(inout headers_t hdr,
                  inout local_metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
 
-    /* Last sequence number stamped in each slot (0: none yet; the first packet gets 1). */
+    /* Packets stamped in each slot, mod 2^32 (the same count as slot_traffic's packets): a
+       packet is stamped seq_base (from slot_owner) + this count, so the first gets seq_base + 1.
+       Only the pipeline writes it: the controller reads slot_traffic and writes seq_base. */
     register<bit<32>>(SLOT_SPACE) slot_seq;
     /* Epoch of the last packet stamped in each slot (epochs start at 1; 0: never stamped). */
     register<bit<16>>(SLOT_SPACE) slot_epoch;
@@ -51,7 +53,7 @@ control Stamping(inout headers_t hdr,
             hdr.nfc_shim.slot = meta.slot_index;
             hdr.nfc_shim.epoch = meta.epoch;
             hdr.nfc_shim.nf_id = meta.primary;      /* egress sets the target per copy */
-            hdr.nfc_shim.seq = seq;
+            hdr.nfc_shim.seq = meta.seq_base + seq;
             hdr.nfc_shim.ether_type = hdr.ethernet.ether_type;
             hdr.ethernet.ether_type = ETHERTYPE_NFC;
 
