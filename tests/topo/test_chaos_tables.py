@@ -88,7 +88,9 @@ def test_the_sampler_takes_start_warm_and_end_snapshots_of_child_processes() -> 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         sampler = RssSampler(os.getpid(), interval=0.05, warmup=0.1)
-        while len(sampler.series) < 4:  # a condition with a deadline (the test's timeout)
+        # a condition with a deadline (the test's timeout): samples over more than 2 * warmup,
+        # so that the child's life is judged (4 samples can come faster on a busy machine)
+        while len(sampler.series) < 4 or sampler.series[-1][0] < 0.3:
             sampler._stop.wait(0.05)
         sampler.stop()
         sampler.stop()  # idempotent
