@@ -231,8 +231,9 @@ class NfRegistry:
     async def configure_nf(self, nf_id: int, pairs: Mapping[int, int | None], slot_map: SlotMap,
                            next_seqs: Mapping[int, int] | None = None) -> None:
         """Configure one NF. `next_seqs` (slot -> the next number the switch will stamp: the
-        slot's seq_base + the packets `slot_traffic` counted + 1) tells a new owner or backup where each slot's numbering stands, so
-        that a first packet that was reordered or lost is a counted gap, not a silent restart."""
+        slot's seq_base + the packets `slot_traffic` counted + 1) tells a new owner or backup
+        where each slot's numbering stands, so that a first packet that was reordered or lost is
+        a counted gap, not a silent restart."""
         state = self.nfs[nf_id]
         primaries = set(pairs)
         backs_up = {b: p for p, b in pairs.items() if b is not None}

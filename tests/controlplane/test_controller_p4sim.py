@@ -4,7 +4,9 @@ loopback, a real etcd. Start, install, configure; restart and resume with the sa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from controlplane.controller import Controller
 from controlplane.pipeline_state import entry_args
 from nf_host.proto import nf_control_pb2 as pb
 from p4sim.server.device import Device
-from p4sim.server.service import serve
+from p4sim.server.service import Server, serve
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.support.procs import free_port
@@ -46,6 +48,46 @@ def loopback_config(switch_port: int, etcd: str, slot_bits: int) -> tuple[Any, d
     for nf in data["nfs"]:
         nf["mgmt"] = f"127.0.0.1:{ports[nf['id']]}"
     return parse_config(data), ports
+
+
+def flow_frame() -> bytes:
+    """One frame of the real-program tests' flow (10.0.0.1:4000 -> 10.0.0.2:5000, UDP)."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+                 / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=4000, dport=5000) / (b"x" * 20))
+
+
+def inject(server: Server, out: list[tuple[int, bytes]], frame: bytes) -> dict[int, Any]:
+    """`frame` in on port 1 of the switch whose `port_sender` appends to `out`; the shims of
+    its copies, by the port they left on."""
+    from nf_host.shim import decap
+
+    out.clear()
+    server.device.inject(1, frame)
+    return {port: decap(data)[0] for port, data in out}
+
+
+@contextlib.asynccontextmanager
+async def controller_running(cfg: Any, fakes: dict[int, FakeNf], ports: dict[int, int],
+                             **kwargs: Any) -> AsyncIterator[Controller]:
+    """The fake NFs served on their ports and a Controller(cfg, **kwargs) running; the
+    controller cancelled and the NFs stopped on the way out."""
+    servers = [FakeNfServer(fakes[i], ports[i]) for i in ports]
+    for s in servers:
+        await s.start()
+    task: asyncio.Task[None] | None = None
+    try:
+        c = Controller(cfg, **kwargs)
+        task = asyncio.create_task(c.run())
+        yield c
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for s in servers:
+            await s.stop()
 
 
 def test_controller_installs_configures_and_resumes(etcd_server):
@@ -176,10 +218,7 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
     """Real data-plane program: after the controller installs the switch, a client packet reaches
     its slot's primary (kind PRIMARY, nf_id = owner) and backup (kind BACKUP), and after a
     `move_slot` the same flow goes to the new owner with the next epoch."""
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-
-    from nf_host.shim import Kind, decap
+    from nf_host.shim import Kind
     from tests.controlplane.test_switch_session import compile_program
     from topo.hot import slot_of
 
@@ -189,21 +228,13 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
     out: list[tuple[int, bytes]] = []
     server.device.port_sender = lambda port, data: out.append((port, data))
     fakes = {i: FakeNf(i) for i in ports}
-    frame = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-                  / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=4000, dport=5000) / (b"x" * 20))
+    frame = flow_frame()
 
     def send() -> dict[int, Any]:
-        out.clear()
-        server.device.inject(1, frame)
-        return {port: decap(data)[0] for port, data in out}
+        return inject(server, out, frame)
 
     async def run() -> None:
-        servers = [FakeNfServer(fakes[i], ports[i]) for i in ports]
-        for s in servers:
-            await s.start()
-        c = Controller(cfg, p4info=p4info, device_config=blob)
-        task = asyncio.create_task(c.run())
-        try:
+        async with controller_running(cfg, fakes, ports, p4info=p4info, device_config=blob) as c:
             await wait_until(lambda: c.session.is_primary and c.last_reconcile is not None, 30)
             shims = await asyncio.to_thread(send)
             assert len(shims) == 2, shims
@@ -227,11 +258,6 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
             assert got == {cfg.nf(new_owner).port: (Kind.PRIMARY, 2, slot),
                            cfg.nf(new_backup).port: (Kind.BACKUP, 2, slot)}
             assert shims[cfg.nf(new_owner).port].nf_id == new_owner
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            for s in servers:
-                await s.stop()
 
     try:
         asyncio.run(run())

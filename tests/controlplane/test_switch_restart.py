@@ -24,10 +24,8 @@ class Numbering:
     def __init__(self, bases: dict[int, int], counts: dict[int, int]) -> None:
         self.bases, self.counts = bases, counts
         self.seq_bases: dict[int, int] = {}  # what the controller sets for the reconcile
-        self.reads = 0
 
     async def read_numbering(self) -> tuple[dict[int, int], dict[int, int]]:
-        self.reads += 1
         return dict(self.bases), dict(self.counts)
 
     async def read_stamped(self) -> dict[int, int]:

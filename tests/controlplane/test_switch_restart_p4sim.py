@@ -10,21 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
 
-from controlplane.controller import Controller
-from nf_host.shim import Kind, decap
+from nf_host.shim import Kind
 from p4sim.server.device import Device
 from p4sim.server.service import Server, serve
-from tests.controlplane.fake_nf import FakeNf, FakeNfServer
-from tests.controlplane.test_controller_p4sim import loopback_config, wait_until
+from tests.controlplane.fake_nf import FakeNf
+from tests.controlplane.test_controller_p4sim import (
+    controller_running,
+    flow_frame,
+    inject,
+    loopback_config,
+    wait_until,
+)
 from tests.controlplane.test_switch_session import compile_program
 
 pytestmark = pytest.mark.etcd
-
-FRAME = bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-              / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=4000, dport=5000) / (b"x" * 20))
 
 
 def switch(address: str, out: list[tuple[int, bytes]]) -> Server:
@@ -41,20 +41,14 @@ def test_after_a_restart_without_registers_each_slot_numbers_on_from_its_nfs(
     servers = [switch("127.0.0.1:0", out)]
     cfg, ports = loopback_config(servers[0].port, etcd_server.endpoint, slot_bits=12)
     fakes = {i: FakeNf(i) for i in ports}
+    frame = flow_frame()
 
     def send() -> dict[int, Any]:
-        """One frame of the flow in; the shims of its copies by port."""
-        out.clear()
-        servers[-1].device.inject(1, FRAME)
-        return {port: decap(data)[0] for port, data in out}
+        """One frame of the flow in, on the switch running now; the shims of its copies."""
+        return inject(servers[-1], out, frame)
 
     async def run() -> None:
-        nfs = [FakeNfServer(fakes[i], ports[i]) for i in ports]
-        for s in nfs:
-            await s.start()
-        c = Controller(cfg, p4info=p4info, device_config=blob)
-        task = asyncio.create_task(c.run())
-        try:
+        async with controller_running(cfg, fakes, ports, p4info=p4info, device_config=blob) as c:
             await wait_until(lambda: c.session.is_primary and c.last_reconcile is not None, 30)
             await wait_until(lambda: len(c.nfs_configured) == len(ports), 30)
             seqs = []
@@ -86,11 +80,6 @@ def test_after_a_restart_without_registers_each_slot_numbers_on_from_its_nfs(
             # the number the controller hands out for the slot agrees with the switch's
             next_seqs = await c.next_seqs()
             assert next_seqs is not None and next_seqs[slot] == 706
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            for s in nfs:
-                await s.stop()
 
     try:
         asyncio.run(run())
