@@ -63,6 +63,7 @@ class ControllerCore(ABC):
         device_config: Path | bytes | None = None,
         counter_interval: float = 1.0,
         load_interval: float | None = None,
+        session: SwitchSession | None = None,
     ) -> None:
         self.cfg = cfg
         self.metrics = ControllerMetrics()
@@ -77,7 +78,8 @@ class ControllerCore(ABC):
         self.resumed = False
         self.use_etcd = use_etcd
         self.store: SlotStore | None = None
-        self.session = SwitchSession(
+        # (a given session: the deterministic simulation's switch model, sim/switch.py)
+        self.session = session or SwitchSession(
             cfg.switch,
             election_id=election_id,
             p4info=p4info,

@@ -37,7 +37,7 @@ import contextlib
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -52,6 +52,31 @@ _LEN = struct.Struct("!I")
 
 Message = dict[str, Any]
 Handler = Callable[[Message], Message | None]
+Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class StreamTransport(Protocol):
+    """How the channel opens its byte streams: asyncio's TCP by default; the deterministic
+    simulation (`sim.network.SimNet`) puts in-memory streams with seeded delays in its place."""
+
+    async def start_server(self, callback: Accept, host: str, port: int) -> Any: ...
+
+    async def open_connection(self, host: str, port: int) -> tuple[asyncio.StreamReader,
+                                                                   asyncio.StreamWriter]: ...
+
+
+class _Tcp:
+    async def start_server(self, callback: Accept, host: str, port: int) -> asyncio.Server:
+        return await asyncio.start_server(callback, host, port)
+
+    async def open_connection(self, host: str, port: int) -> tuple[asyncio.StreamReader,
+                                                                   asyncio.StreamWriter]:
+        return await asyncio.open_connection(host, port)
+
+
+TCP: StreamTransport = _Tcp()
+TRANSPORT: StreamTransport = TCP
+"""The transport every server and link of this process uses (the seam the simulation sets)."""
 
 
 class ProtocolError(ValueError):
@@ -127,7 +152,7 @@ class ReplicationServer:
         # bytes received (frames, length prefix included) by sending NF (0: sender unknown, i.e.
         # no hello) and by message type: what the experiments count as replication overhead
         self.bytes_in: dict[tuple[int, str], int] = {}
-        self._server: asyncio.Server | None = None
+        self._server: Any = None  # (an asyncio.Server, or the simulation's)
         self._conns: set[asyncio.StreamWriter] = set()
         # each known sender's newest connection. A sender has one connection to us at a time
         # (`Link`), so an older one is obsolete: what still arrives on it is stale (frames
@@ -141,7 +166,7 @@ class ReplicationServer:
         self.watch_losses = 0  # watches that ended without their goodbye
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self._server = await TRANSPORT.start_server(self._serve, self.host, self.port)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         policy = self.policy
@@ -400,7 +425,7 @@ class Link:
         while not self.closed:
             self.attempts += 1
             try:
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await TRANSPORT.open_connection(host, port)
             except OSError:
                 await self._pause(self.retry)
                 continue

@@ -1,0 +1,352 @@
+"""One simulated nfcluster: the real controller, real NF workers, the switch model, traffic, and
+the events of one seeded run (moves, kills, hangs, cuts, lost replies), overlapping.
+
+A run is a pure function of its `Scenario` and seed: the same seed takes the same steps, so a
+failing seed replays exactly (`python -m sim --seed N --trace`).
+
+The cluster (`CONFIG`): cluster c1 with primaries 1 and 2 (backups 3 and 4) and spare 5; cluster
+c2 with primary 6 (backup 7) and spare 8; four nodes, so every pair is on two nodes and a spare
+can replace either side. Every NF runs the checker NF, which writes its running per-flow count into
+each packet: the sink's check of (packet number, count) per flow is the end-to-end proof of
+exactly-once processing with no state lost (docs/protocols.md, P6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.config import ControllerConfig, parse_config
+from controlplane.controller import Controller
+from controlplane.migration import MoveError
+from controlplane.takeover_plan import takeover_loop
+from nf_host import replication
+from nf_host.harness import checker_frame
+from sim import network
+from sim.network import SimNet
+from sim.nf import CONTROLLER, SimNf, SimRegistry
+from sim.switch import SimSession, SwitchModel
+
+LOG = logging.getLogger("sim")
+
+NODES = {1: "a", 2: "b", 3: "b", 4: "a", 5: "c", 6: "c", 7: "d", 8: "a"}
+CLUSTER = {1: "c1", 2: "c1", 3: "c1", 4: "c1", 5: "c1", 6: "c2", 7: "c2", 8: "c2"}
+ROLES = {1: ("primary", 3), 2: ("primary", 4), 3: ("backup", None), 4: ("backup", None),
+         5: ("spare", None), 6: ("primary", 7), 7: ("backup", None), 8: ("spare", None)}
+
+
+def host_of(nf_id: int) -> str:
+    """The NF's (simulated) management address: nothing is ever sent to it for real."""
+    return f"127.0.1.{nf_id}"
+
+
+def config(slot_bits: int) -> ControllerConfig:
+    def nf(i: int) -> dict[str, Any]:
+        role, backup = ROLES[i]
+        return {"id": i, "name": f"nf{i}", "node": NODES[i], "cluster": CLUSTER[i], "role": role,
+                "backup": backup, "port": i, "mac": f"02:00:00:00:01:{i:02x}",
+                "mgmt": f"{host_of(i)}:50000", "replication": f"{host_of(i)}:7000"}
+    return parse_config({
+        "switch": {"slot_bits": slot_bits},
+        "clusters": [{"name": "c1"}, {"name": "c2"}],
+        "nfs": [nf(i) for i in sorted(ROLES)],
+        "heartbeat": {"interval_ms": 50, "misses": 3, "timeout_ms": 40,
+                      "confirm_timeout_ms": 200, "transport": "grpc"},
+    })
+
+
+@dataclass
+class Scenario:
+    """What one run does (the defaults are CI's)."""
+
+    duration: float = 4.0          # seconds of traffic and events (virtual)
+    settle: float = 6.0            # then no new event: everything heals, the system settles
+    flows: int = 24
+    rate: float = 400.0            # packets/s over all flows
+    slot_bits: int = 3             # 8 slots: moves and fail-overs meet the same slots often
+    moves: float = 3.0             # slot moves per second (the API's migrate)
+    kills: float = 0.4             # NF crashes per second (at most one NF down at a time)
+    hangs: float = 0.3             # NF hangs per second (then resumed: a zombie)
+    cuts: float = 0.3              # controller <-> NF management cuts per second
+    lost_replies: float = 0.15     # probability that a move's RPC reply is lost after it acted
+    slow_ports: float = 0.2        # per second: a port queue that stalls up to `max_queue`
+    max_queue: float = 0.5         # seconds a port queue can hold a frame (the docs admit 1 s)
+
+
+@dataclass
+class Event:
+    at: float
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.at:9.4f}  {self.what}"
+
+
+@dataclass
+class Outcome:
+    """What a run shows: the trace of events and what the checks found."""
+
+    seed: int
+    trace: list[Event] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    stamped: int = 0
+    delivered: int = 0
+    moves: int = 0
+    moves_ok: int = 0
+    failovers: int = 0
+    faults: int = 0
+    virtual_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class System:
+    """The parts of one run, wired (see the module docstring)."""
+
+    def __init__(self, seed: int, sc: Scenario) -> None:
+        self.seed, self.sc = seed, sc
+        self.rng = random.Random(seed)
+        self.net = SimNet(random.Random(self.rng.getrandbits(64)))
+        self.outcome = Outcome(seed)
+        self.cfg = config(sc.slot_bits)
+        self.switch = SwitchModel(random.Random(self.rng.getrandbits(64)), self._to_nf)
+        self.nfs = {i: SimNf(self.net, i, host_of(i), 7000, self.switch.from_port)
+                    for i in sorted(ROLES)}
+        self._lose = random.Random(self.rng.getrandbits(64))
+        session = SimSession(self.switch, lambda nf: nf)
+        self.ctl = Controller(self.cfg, use_etcd=False, session=session)
+        self.ctl.registry = SimRegistry(self.cfg, self.net, self.nfs, self._lose_reply)
+        self.ctl.registry.add_listener(self.ctl._nf_event)
+        self.sent: dict[int, int] = {}  # flow -> packets sent
+        self.down: set[int] = set()  # NFs dead or hung now (the run keeps it to one)
+        self.events_on = False  # replies are lost only once the system is up
+        self._pending: set[asyncio.Task[Any]] = set()  # the events' own tasks
+
+    # -- wiring -------------------------------------------------------------------------------
+    def _to_nf(self, port: int, frame: bytes) -> None:
+        nf = self.nfs.get(port)
+        if nf is not None:
+            nf.on_frame(frame)
+
+    def _lose_reply(self, nf_id: int, call: str) -> bool:
+        if self.events_on and call in ("Release", "Adopt", "CancelAdopt", "AssignSlots",
+                                       "Promote") and self._lose.random() < self.sc.lost_replies:
+            self.log(f"the reply of {call} to NF {nf_id} is lost (the call took effect)")
+            return True
+        return False
+
+    def log(self, what: str) -> None:
+        self.outcome.trace.append(Event(asyncio.get_running_loop().time(), what))
+
+    # -- the run ------------------------------------------------------------------------------
+    async def run(self) -> Outcome:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(self._task_factory)
+        for nf in self.nfs.values():
+            await nf.start()
+        ctl = self.ctl
+        # the switch as the controller's reconcile leaves it: every slot at its owner's group
+        for primary, backup in ctl.pairs.items():
+            await ctl.session.set_group(primary, primary, backup)
+        for slot in range(ctl.slot_map.slot_count):
+            await ctl.session.write_slot(ctl.slot_map.entry(slot))
+        ctl.switch_ready.set()
+        background = [self.net.spawn(CONTROLLER, c) for c in (
+            ctl.configure_nfs(retry=0.2), ctl.registry.heartbeat_loop(),
+            ctl.registry.watch_loop(), takeover_loop(ctl))]
+        await self._until(lambda: len(ctl.nfs_configured) == len(self.nfs), 5.0, "configured")
+        self.events_on = True
+        drivers = [asyncio.ensure_future(d) for d in (
+            self._traffic(), self._moves(), self._faults())]
+        await asyncio.sleep(self.sc.duration)
+        for d in drivers:
+            d.cancel()
+        await asyncio.gather(*drivers, return_exceptions=True)
+        self.events_on = False
+        await self._heal()
+        await asyncio.sleep(self.sc.settle)
+        await self._final_packets()
+        self.outcome.virtual_s = loop.time()
+        for t in background:
+            t.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        return self.outcome
+
+    def _later(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    def _task_factory(self, loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> Any:
+        task = asyncio.Task(coro, loop=loop, **kw)
+        self.net.track(task)
+        return task
+
+    async def _until(self, cond: Any, timeout: float, what: str) -> bool:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not cond():
+            if loop.time() > end:
+                self.outcome.problems.append(f"timed out waiting for {what}")
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    # -- drivers ------------------------------------------------------------------------------
+    def _send(self, flow: int) -> None:
+        no = self.sent.get(flow, 0) + 1
+        slot = flow % self.ctl.slot_map.slot_count
+        if self.switch.ingress(slot, checker_frame(flow, no)) is not None:
+            self.sent[flow] = no
+            self.outcome.stamped += 1
+
+    async def _traffic(self) -> None:
+        rng = random.Random(self.rng.getrandbits(64))
+        while True:
+            await asyncio.sleep(rng.expovariate(self.sc.rate))
+            self._send(rng.randrange(1, self.sc.flows + 1))
+
+    async def _moves(self) -> None:
+        if self.sc.moves <= 0:
+            return
+        rng = random.Random(self.rng.getrandbits(64))
+        ctl = self.ctl
+        while True:
+            await asyncio.sleep(rng.expovariate(self.sc.moves))
+            slot = rng.randrange(ctl.slot_map.slot_count)
+            stage = self.cfg.stage_of_slot(slot)
+            targets = sorted(p for p in ctl.pairs if self.cfg.stage_of(p) == stage
+                             and p != ctl.slot_map.owner(slot))
+            if not targets:
+                continue
+            to = rng.choice(targets)
+            self.log(f"move slot {slot} from NF {ctl.slot_map.owner(slot)} to NF {to}")
+            self._later(self._move(slot, to))
+
+    async def _move(self, slot: int, to: int) -> None:
+        try:
+            results = await self.ctl.migrate([slot], to)
+        except MoveError as exc:
+            self.log(f"move of slot {slot} to NF {to} refused: {exc}")
+            return
+        for r in results:
+            self.outcome.moves += 1
+            self.outcome.moves_ok += r.ok
+            self.log(f"move of slot {slot} to NF {to}: ok={r.ok} epoch={r.epoch}"
+                     f"{' undone' if r.undone else ''} {r.error}")
+
+    async def _faults(self) -> None:
+        sc = self.sc
+        rates = {"kill": sc.kills, "hang": sc.hangs, "cut": sc.cuts, "slow": sc.slow_ports}
+        total = sum(rates.values())
+        if total <= 0:
+            return
+        rng = random.Random(self.rng.getrandbits(64))
+        kinds = sorted(rates)
+        while True:
+            await asyncio.sleep(rng.expovariate(total))
+            kind = rng.choices(kinds, [rates[k] for k in kinds])[0]
+            nf = rng.choice(sorted(self.nfs))
+            self.outcome.faults += 1
+            if kind == "slow":
+                self._slow_port(nf, rng.uniform(0.01, sc.max_queue))
+                continue
+            if self.down or not self.nfs[nf].alive:
+                continue  # one NF down at a time (double faults are a scenario of their own)
+            if kind == "kill":
+                self.log(f"kill NF {nf}")
+                self.down.add(nf)
+                self.net.kill(self.nfs[nf].name)
+                self._later(self._restart_later(nf, rng.uniform(0.3, 1.5)))
+            elif kind == "hang":
+                length = rng.uniform(0.05, 1.0)
+                self.log(f"hang NF {nf} for {length:.3f} s")
+                self.down.add(nf)
+                self.net.hang(self.nfs[nf].name)
+                self._later(self._resume_later(nf, length))
+            else:
+                length = rng.uniform(0.05, 1.0)
+                self.log(f"cut the controller from NF {nf} for {length:.3f} s")
+                self.net.cut(CONTROLLER, self.nfs[nf].name)
+                self._later(self._heal_later(nf, length))
+
+    def _slow_port(self, nf: int, seconds: float) -> None:
+        self.log(f"port {nf}'s queues hold frames up to {seconds:.3f} s")
+        self.switch.slow_ports[nf] = (seconds / 2, seconds)
+        loop = asyncio.get_running_loop()
+        loop.call_later(seconds * 2, self.switch.slow_ports.pop, nf, None)
+
+    async def _restart_later(self, nf: int, after: float) -> None:
+        await asyncio.sleep(after)
+        if self.nfs[nf].alive:
+            return  # (restarted already: the events ended)
+        self.log(f"NF {nf} restarts (a new process)")
+        await self.nfs[nf].start()
+        self.down.discard(nf)
+
+    async def _resume_later(self, nf: int, after: float) -> None:
+        await asyncio.sleep(after)
+        self.log(f"NF {nf} resumes")
+        self.net.resume(self.nfs[nf].name)
+        self.down.discard(nf)
+
+    async def _heal_later(self, nf: int, after: float) -> None:
+        await asyncio.sleep(after)
+        self.log(f"the cut between the controller and NF {nf} heals")
+        self.net.heal(CONTROLLER, self.nfs[nf].name)
+
+    async def _heal(self) -> None:
+        """End of the events: every cut healed, every hung NF resumed, every dead one restarted."""
+        self.log("events end: everything heals")
+        for key in list(self.net.cuts):
+            a, b = sorted(key)
+            self.net.heal(a, b)
+        for nf_id, nf in self.nfs.items():
+            node = self.net.nodes.get(nf.name)
+            if node is not None and node.hung:
+                self.net.resume(nf.name)
+            if not nf.alive:
+                await nf.start()
+            self.down.discard(nf_id)
+        self.switch.slow_ports.clear()
+
+    async def _final_packets(self) -> None:
+        """After the settle time, one more packet per flow: each must come out (no slot wedged)."""
+        self.log("a last packet on every flow")
+        for flow in range(1, self.sc.flows + 1):
+            self._send(flow)
+        want = dict(self.sent)
+        await self._until(lambda: self._delivered_upto(want), 10.0,
+                          "the last packet of every flow (a wedged slot?)")
+
+    def _delivered_upto(self, want: dict[int, int]) -> bool:
+        from sim.checks import last_delivered
+        got = last_delivered(self.switch.edge)
+        return all(got.get(f, 0) >= n for f, n in want.items())
+
+
+def run_seed(seed: int, sc: Scenario | None = None) -> Outcome:
+    """One run of `sc` with `seed`, checked (sim.checks)."""
+    from sim.checks import check
+    from sim.loop import run
+
+    system = System(seed, sc or Scenario())
+    saved = replication.TRANSPORT
+    replication.TRANSPORT = system.net
+    try:
+        outcome = run(system.run())
+    except Exception as exc:  # a crash of the run is a finding too, with its trace
+        outcome = system.outcome
+        outcome.problems.append(f"the run raised {type(exc).__name__}: {exc}")
+    finally:
+        replication.TRANSPORT = saved
+    check(system, outcome)
+    return outcome
+
+
+__all__ = ["Outcome", "Scenario", "System", "network", "run_seed"]

@@ -1,0 +1,112 @@
+"""The deterministic simulation (sim/): runs replay exactly, the checks catch what they claim to,
+the seeds pass, and the findings still open stay pinned as strict expected failures (each turns
+into a failure of this suite the day it is fixed, so it is then made a plain regression seed)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from nf_host.harness import checker_frame
+from nf_host.shim import Kind, Shim, encap
+from sim import loop
+from sim.__main__ import main, scenario
+from sim.checks import check_delivery
+from sim.switch import Delivered
+from sim.system import Scenario, run_seed
+
+pytestmark = pytest.mark.unit
+
+CI_SEEDS = int(os.environ.get("SIM_SEEDS", "40"))
+# the scenario CI runs: moves, crashes and restarts, hangs (zombies), management cuts and slow
+# port queues, overlapping; replies lost after the call acted are the open finding below
+CI = Scenario(lost_replies=0.0)
+
+
+def delivered(flow: int, no: int, count: int) -> Delivered:
+    frame = bytearray(checker_frame(flow, no))
+    frame[-4:] = count.to_bytes(4, "big")  # the checker record's count (its last field)
+    return Delivered(slot=flow, epoch=1, seq=no, frame=bytes(frame))
+
+
+def test_virtual_time_jumps_timers_without_waiting() -> None:
+    import asyncio
+    import time
+
+    async def body() -> float:
+        t0 = time.monotonic()
+        await asyncio.sleep(3600)
+        return time.monotonic() - t0
+
+    wall = time.perf_counter()
+    assert loop.run(body()) == 3600
+    assert time.perf_counter() - wall < 5  # (the real clock is back after the run)
+
+
+def test_the_delivery_check_names_each_kind_of_wrong_delivery() -> None:
+    ok = [delivered(1, 1, 1), delivered(1, 2, 2)]
+    assert check_delivery(ok, {1: 2}) == []
+    lost = check_delivery([delivered(1, 1, 1)], {1: 2})
+    assert lost and "lost [2]" in lost[0]
+    dup = check_delivery([*ok, delivered(1, 2, 2)], {1: 2})
+    assert "duplicated [2]" in dup[0]
+    reordered = check_delivery([delivered(1, 2, 2), delivered(1, 1, 1)], {1: 2})
+    assert "out of order [1]" in reordered[0]
+    # a state update applied twice: every packet arrives, but the count is off
+    twice = check_delivery([delivered(1, 1, 1), delivered(1, 2, 3)], {1: 2})
+    assert twice and "state lost or applied twice" in twice[0]
+    shim = encap(Shim(Kind.OUTPUT, 0, 1, 1, 1, 1, 0x0800), checker_frame(1, 1))
+    assert check_delivery([Delivered(1, 1, 1, shim[:20])], {}) != []  # no record
+
+
+def test_a_seed_replays_exactly() -> None:
+    a, b = run_seed(7, CI), run_seed(7, CI)
+    assert [str(e) for e in a.trace] == [str(e) for e in b.trace]
+    assert (a.stamped, a.delivered, a.moves, a.failovers) == (b.stamped, b.delivered, b.moves,
+                                                             b.failovers)
+    assert a.stamped > 1000 and a.moves > 5  # (the run did something)
+
+
+def test_seeds_pass() -> None:
+    failed = {}
+    for seed in range(1, CI_SEEDS + 1):
+        if seed in OPEN_FINDINGS:
+            continue
+        o = run_seed(seed, CI)
+        if not o.ok:
+            failed[seed] = o.problems[:3]
+    assert failed == {}, f"failing seeds (replay: python -m sim --seed S --trace): {failed}"
+
+
+# Seeds that show a finding not fixed yet (docs/protocols.md, "Known limits"); each is an
+# expected failure, strict: it fails this suite once the finding is fixed.
+OPEN_FINDINGS = {
+    # a primary's crash right after a burst of moves: one packet of its slot is never processed
+    # (the promoted backup's count skips it)
+    55: "fail-over loses a stamped packet",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="open finding: a fail-over loses a stamped packet (seed 55)")
+def test_finding_failover_loses_a_packet() -> None:
+    o = run_seed(55, CI)
+    assert o.ok, o.problems
+
+
+@pytest.mark.xfail(strict=True, reason="open finding: a lost Adopt/Release reply leaves the "
+                   "adopter's slot ADOPTING (idle, counted nowhere) or a move undone wrongly")
+def test_finding_lost_replies() -> None:
+    sc = Scenario(kills=0, hangs=0, cuts=0, slow_ports=0, lost_replies=0.3)
+    bad = [s for s in range(1, 6) if not run_seed(s, sc).ok]
+    assert bad == []
+
+
+def test_the_cli_runs_seeds_and_names_a_wrong_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seeds", "2", "--set", "lost_replies=0"]) == 0
+    assert "sim: 2 passed, 0 failed" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["--set", "nosuch=1"])
+    assert exc.value.code == 2
+    assert "NAME one of" in capsys.readouterr().err
+    assert scenario(["moves=0", "flows=3"]) == Scenario(moves=0.0, flows=3)
