@@ -41,7 +41,7 @@ control NfcIngress(inout headers_t hdr,
 
     apply {
         port_classifier.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
-        packetio.apply(hdr, meta, ig_intr_md, ig_tm_md);
+        packetio.apply(hdr, meta, ig_intr_md, ig_tm_md, ig_dprsr_md);
         output.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
         chain.apply(hdr, meta, ig_intr_md);
         forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
