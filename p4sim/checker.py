@@ -11,6 +11,7 @@ from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
+from p4sim.calls import CallChecker
 from p4sim.diagnostics import Loc, Unsupported
 from p4sim.symbols import (
     ActionSym,
@@ -22,10 +23,10 @@ from p4sim.symbols import (
     TableSym,
     Var,
 )
-from p4sim.typecheck import UNSUPPORTED_EXTERNS, ExprChecker, err
+from p4sim.typecheck import UNSUPPORTED_EXTERNS, err
 
 
-class Checker(ExprChecker):
+class Checker(CallChecker):
     """Checks declarations, blocks, tables and statements of a program."""
 
     def run(self) -> Checker:
