@@ -11,9 +11,10 @@ from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
+from p4sim.architecture import check_package_args
 from p4sim.diagnostics import Loc
 from p4sim.symbols import ActionSym, ExternFunc, FunctionSym, Scope
-from p4sim.typecheck import HEADER_METHODS, ExprChecker, err
+from p4sim.typecheck import HEADER_METHODS, ExprChecker, err, required_count
 
 
 class CallChecker(ExprChecker):
@@ -25,6 +26,7 @@ class CallChecker(ExprChecker):
         if bt.kind == "package":
             for a in args:
                 self.expr(a, scope)
+            check_package_args(self, bt, args, loc)
             return
         self.bind_args(params, args, scope, loc, f"{bt.kind} {bt.decl.name}", {})
         for a in args:
@@ -158,14 +160,13 @@ class CallChecker(ExprChecker):
 
     @staticmethod
     def arity_ok(p: A.FunctionProto, n: int) -> bool:
-        required = sum(1 for x in p.params if x.default is None)
-        return required <= n <= len(p.params)
+        return required_count(p.params) <= n <= len(p.params)
 
     def bind_args(self, params: list[A.Param], args: list[A.Expr], scope: Scope, loc: Loc, what: str,
                   tv: dict[str, T.Type], pscope: Scope | None = None) -> None:
         if len(args) > len(params):
             raise err(loc, f"{what}: too many arguments ({len(args)} given, {len(params)} expected)")
-        if len(args) < len([p for p in params if p.default is None]):
+        if len(args) < required_count(params):
             raise err(loc, f"{what}: too few arguments ({len(args)} given, {len(params)} expected)")
         for p, a in zip(params, args, strict=False):
             pt = self.resolve(p.type, self.glob, tv)

@@ -274,6 +274,9 @@ class _Build(Transformer[Token, Any]):
     def const_kw(self, meta: Any, items: list[Any]) -> str:
         return "const"
 
+    def abstract_kw(self, meta: Any, items: list[Any]) -> str:
+        return "abstract"
+
     def kw_type(self, meta: Any, items: list[Any]) -> str:
         return "type"
 

@@ -30,6 +30,15 @@ def err(loc: Loc, msg: str) -> CompileError:
     return CompileError(loc, msg)
 
 
+def optional(p: A.Param) -> bool:
+    """A parameter an argument list may leave out: a default value, or ``@optional`` (TNA)."""
+    return p.default is not None or any(a.name == "optional" for a in p.annotations)
+
+
+def required_count(params: list[A.Param]) -> int:
+    """Arguments a call must give: up to the last parameter that may not be left out."""
+    return max((i + 1 for i, p in enumerate(params) if not optional(p)), default=0)
+
 
 class ExprChecker:
     """Types expressions and calls; the declarations and statements are in ``Checker``."""
@@ -170,6 +179,9 @@ class ExprChecker:
             return True
         if isinstance(target, T.TypeVar) or target is T.DONTCARE:
             return True
+        if isinstance(target, T.Extern) and isinstance(vt, T.Extern):  # Register<_, _> (TNA)
+            return target.decl is vt.decl and all(
+                a is T.DONTCARE or isinstance(a, T.TypeVar) or a == b for a, b in zip(target.args, vt.args, strict=False))
         if vt is T.INT and isinstance(T.strip(target), T.Bits) and not isinstance(target, T.NewType):
             self.check_literal_fits(value, T.strip(target))
             return True
