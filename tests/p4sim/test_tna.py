@@ -223,6 +223,34 @@ def test_optional_parameters_may_be_left_out_but_not_exceeded(tmp_path: Path) ->
     assert refused(bad, "ct.count") == "Counter.count: no overload takes 3 arguments"
 
 
+def test_a_missing_argument_at_a_sub_parser_call_is_an_error(tmp_path: Path) -> None:
+    sub = "parser Sub(packet_in pkt, out h_t h) { state start { pkt.extract(h); transition accept; } }"
+    parser = """    Sub() sub;
+    state start {
+        pkt.extract(ig_intr_md);
+        meta = {0, {0, false}};
+        sub.apply(pkt);
+        transition accept;
+    }"""
+    path = program(tmp_path, DECLS=sub, IPARSER=parser)
+    assert refused(path, "sub.apply") == "parser Sub: too few arguments (1 given, 2 expected)"
+    path.write_text(path.read_text().replace("sub.apply(pkt);", "sub.apply(pkt, hdr.h);"))
+    assert warnings(path) == []
+
+
+def test_an_extern_out_argument_must_be_writable(tmp_path: Path) -> None:
+    parser = """    Checksum() ck;
+    state start {
+        pkt.extract(ig_intr_md);
+        meta = {0, {0, false}};
+        ck.subtract_all_and_deposit(16w0);
+        transition accept;
+    }"""
+    path = program(tmp_path, IPARSER=parser)
+    assert refused(path, "subtract_all_and_deposit") == (
+        "Checksum.subtract_all_and_deposit: argument for out parameter residual must be an l-value")
+
+
 # ---------------------------------------------------------------- RegisterAction
 
 
