@@ -1,7 +1,9 @@
-"""The ``p4sim`` command line: ``compile`` (shaped like p4c), ``run`` (the P4Runtime switch),
-``status`` (its counters) and ``impair`` (a port's wire impairment).
+"""The ``p4sim`` command line: ``compile`` (shaped like p4c), ``check`` (the front end alone, also
+for TNA programs), ``run`` (the P4Runtime switch), ``status`` (its counters) and ``impair`` (a
+port's wire impairment).
 
     p4sim compile PROG.p4 --arch v1model --p4runtime-files out.p4info.txtpb [-I DIR] [-D NAME=VAL] [-o OUTDIR]
+    p4sim check PROG.p4 --arch tna [-I DIR] [-D NAME=VAL] [--Werror]
 """
 
 from __future__ import annotations
@@ -11,14 +13,8 @@ import importlib
 import sys
 from pathlib import Path
 
+from p4sim.check import add_check, parse_define
 from p4sim.diagnostics import CompileError
-
-
-def _define(text: str) -> tuple[str, str]:
-    name, _, value = text.partition("=")
-    if not name:
-        raise argparse.ArgumentTypeError(f"define must be NAME[=VALUE], got {text!r}")
-    return name, value or "1"
 
 
 def add_compile(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,7 +27,7 @@ def add_compile(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--target", default="bmv2", help="accepted for p4c compatibility (ignored)")
     p.add_argument("--std", default="p4-16", choices=["p4-16", "p4_16"], help="language (only P4_16)")
     p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR", help="include directory")
-    p.add_argument("-D", dest="define", action="append", default=[], type=_define, metavar="NAME[=VAL]",
+    p.add_argument("-D", dest="define", action="append", default=[], type=parse_define, metavar="NAME[=VAL]",
                    help="preprocessor define")
     p.add_argument("--p4runtime-files", default="", metavar="FILES",
                    help="comma-separated P4Info outputs; format by extension: .txt/.txtpb text, .json, .bin")
@@ -86,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="p4sim", description="p4sim: a P4_16 v1model target in Python")
     sub = parser.add_subparsers(dest="command", required=True)
     add_compile(sub)
+    add_check(sub)
     from p4sim.server.cli import register_impair, register_run, register_status
 
     register_run(sub)

@@ -373,6 +373,7 @@ class Instantiation(Decl, Stmt):
     type_name: str
     type_args: list[TypeRef]
     args: list[Expr]
+    initializer: list[FunctionDecl] | None = None  # abstract method implementations
 
 
 @dataclass(eq=False)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from p4sim.checker import Checker, check
 from p4sim.compiler import compile_program
 from p4sim.model import Program
+from p4sim.outparams import out_param_warnings
 from p4sim.parser import parse
 from p4sim.preprocess import preprocess
 
@@ -27,4 +28,6 @@ def build_checked(text: str, lines: object) -> tuple[Program, Checker]:
 
     assert isinstance(lines, LineMap)
     ck = check(parse(text, lines))
-    return compile_program(ck), ck
+    prog = compile_program(ck)
+    prog.warnings.extend(out_param_warnings(ck.prog))  # p4c's uninitialized_out_param
+    return prog, ck

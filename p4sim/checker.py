@@ -11,6 +11,8 @@ from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
+from p4sim.architecture import check_initializer
+from p4sim.calls import CallChecker
 from p4sim.diagnostics import Loc, Unsupported
 from p4sim.symbols import (
     ActionSym,
@@ -22,10 +24,10 @@ from p4sim.symbols import (
     TableSym,
     Var,
 )
-from p4sim.typecheck import UNSUPPORTED_EXTERNS, ExprChecker, err
+from p4sim.typecheck import UNSUPPORTED_EXTERNS, err
 
 
-class Checker(ExprChecker):
+class Checker(CallChecker):
     """Checks declarations, blocks, tables and statements of a program."""
 
     def run(self) -> Checker:
@@ -247,13 +249,15 @@ class Checker(ExprChecker):
         self.block(d.body, sc)
         self.in_action = None
 
-    def function(self, d: A.FunctionDecl, scope: Scope) -> None:
+    def function(self, d: A.FunctionDecl, scope: Scope, declare: bool = True) -> None:
+        """A function; ``declare=False`` for an extern instance's abstract method implementation."""
         proto = d.proto
         if proto.type_params:
             raise Unsupported(d.loc, f"generic function {d.name}")
         ret = self.resolve(proto.ret, scope)
         sym = FunctionSym(d, ret)
-        self.declare(scope, d.name, sym, d.loc)
+        if declare:
+            self.declare(scope, d.name, sym, d.loc)
         d.sym = sym  # type: ignore[attr-defined]
         sc = Scope(scope)
         self.params(proto.params, sc, "param")
@@ -288,6 +292,8 @@ class Checker(ExprChecker):
                 raise err(d.loc, f"{d.type_name} expects {len(sym_t.decl.type_params)} type arguments")
             ty = T.Extern(sym_t.decl, targs)
             self.ctor_args(sym_t.decl, targs, d.args, d.loc, scope)
+            if d.initializer is not None or any(m.abstract for m in sym_t.decl.methods):
+                check_initializer(self, d, ty, scope)
         else:
             ty = T.Block(sym_t.kind, sym_t.decl, targs)
             self.block_ctor_args(sym_t, d.args, d.loc, scope)

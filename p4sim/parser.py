@@ -274,6 +274,9 @@ class _Build(Transformer[Token, Any]):
     def const_kw(self, meta: Any, items: list[Any]) -> str:
         return "const"
 
+    def abstract_kw(self, meta: Any, items: list[Any]) -> str:
+        return "abstract"
+
     def kw_type(self, meta: Any, items: list[Any]) -> str:
         return "type"
 
@@ -444,8 +447,11 @@ class _Build(Transformer[Token, Any]):
 
     def instantiation(self, meta: Any, items: list[Any]) -> A.Instantiation:
         anns, rest = _split_anns(items)
-        tname, _lt, targs, args, name = rest
-        return A.Instantiation(self._loc(meta), _s(name), anns, _s(tname), targs or [], args)
+        tname, _lt, targs, args, name, init = rest
+        return A.Instantiation(self._loc(meta), _s(name), anns, _s(tname), targs or [], args, init)
+
+    def initializer(self, meta: Any, items: list[Any]) -> list[A.FunctionDecl]:
+        return [f for f in items if f is not None]
 
     def parser_decl(self, meta: Any, items: list[Any]) -> A.ParserDecl:
         anns, rest = _split_anns(items)

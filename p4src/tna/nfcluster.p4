@@ -1,6 +1,7 @@
 /*
- * nfcluster switch program for Tofino (TNA).  NOT COMPILED HERE: no Tofino SDE on this
- * machine; see p4src/tna/README.md.  Same table/action/extern names as p4src/v1model/.
+ * nfcluster switch program for Tofino (TNA).  Not compiled here (no Tofino SDE on this
+ * machine); `make build` type-checks it (p4sim check --arch tna, docs/tofino.md); see
+ * p4src/tna/README.md.  Same table/action/extern names as p4src/v1model/.
  */
 #include <core.p4>
 #include <tna.p4>
@@ -41,7 +42,7 @@ control NfcIngress(inout headers_t hdr,
 
     apply {
         port_classifier.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
-        packetio.apply(hdr, meta, ig_intr_md, ig_tm_md);
+        packetio.apply(hdr, meta, ig_intr_md, ig_tm_md, ig_dprsr_md);
         output.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
         chain.apply(hdr, meta, ig_intr_md);
         forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);

@@ -2,19 +2,28 @@
 #ifndef NFC_TNA_PARSER_P4
 #define NFC_TNA_PARSER_P4
 
-/* Every field of the parsers' `out` metadata is set (p4c: "out parameter 'meta' may be
-   uninitialized when the parser terminates" otherwise; Tofino does not zero PHV containers). */
+/* Every field of the parsers' `out` metadata is set in the start state, which every path to
+   accept goes through (p4c: "out parameter 'meta' may be uninitialized when the parser
+   terminates" otherwise; Tofino does not zero PHV containers). A field added to
+   local_metadata_t must be added here too: `p4sim check --arch tna` reports it. */
 #define NFC_INIT_META(m)              \
     m.port_role = PORT_ROLE_UNKNOWN;  \
     m.bypass = false;                 \
     m.owned = false;                  \
-    m.marker = false;                 \
     m.l4_src_port = 0;                \
     m.l4_dst_port = 0;                \
     m.slot = 0;                       \
+    m.slot_index = 0;                 \
+    m.stage = 0;                      \
+    m.reverse = 0;                    \
+    m.accepted = false;               \
+    m.chained = false;                \
+    m.rehash = false;                 \
+    m.marker = false;                 \
     m.group = 0;                      \
     m.epoch = 0;                      \
     m.primary = 0;                    \
+    m.seq_base = 0;                   \
     m.new_flow = {0, 0, 0, 0, 0, 0}; \
     m.punt_color = 0;
 
