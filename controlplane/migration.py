@@ -114,8 +114,13 @@ async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
         await reg.call(to_nf, "Adopt", pb.AdoptRequest(
             slot=slot, epoch=new_epoch, from_nf_id=src, from_address=src_cfg.replication_address()),
             timeout=ADOPT_TIMEOUT)
+        # B's backup must know it backs up s before the switch sends it copies of s: one that is
+        # only suspected down (and may be back at once, keeping its configuration) would drop
+        # them as unowned and, promoted later, own s with nothing (found by the simulation,
+        # seed 55). If it does not answer, the move does not start; a dead one is replaced
+        # (after this move: the same lock) with every slot B owns then.
         backup = ctl.pairs.get(to_nf)
-        if backup is not None and not reg.nfs[backup].declared_down:
+        if backup is not None:
             await reg.call(backup, "AssignSlots", pb.AssignSlotsRequest(
                 slots=[pb.SlotEpoch(slot=slot, epoch=new_epoch)], as_backup=True,
                 primary_nf_id=to_nf), timeout=ADOPT_TIMEOUT)

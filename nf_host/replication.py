@@ -16,6 +16,8 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
     x   transfer {id, slot, epoch, seq, version, base (-1: full state), flows: entries}
     xa  transfer ack {id, ok, err}
     f   forward  {f: frame with shim}
+    c   copy     {f: frame with shim, kind BACKUP}  (to the backup: the input copy of a packet
+                  forwarded to its primary, which the switch never copied to it)
     r   released {slot}                   (to the backup: stop keeping copies of the slot)
     bye goodbye  {}                       (the sender closes this connection on purpose)
 The newest connection from a known sender that ends without its goodbye (end of stream or

@@ -256,8 +256,8 @@ class System:
             if kind == "slow":
                 self._slow_port(nf, rng.uniform(0.01, sc.max_queue))
                 continue
-            if self.down or not self.nfs[nf].alive:
-                continue  # one NF down at a time (double faults are a scenario of their own)
+            if not self._protected():
+                continue  # one fault at a time for each pair (double faults lose state by design)
             if kind == "kill":
                 self.log(f"kill NF {nf}")
                 self.down.add(nf)
@@ -274,6 +274,18 @@ class System:
                 self.log(f"cut the controller from NF {nf} for {length:.3f} s")
                 self.net.cut(CONTROLLER, self.nfs[nf].name)
                 self._later(self._heal_later(nf, length))
+
+    def _protected(self) -> bool:
+        """Every NF up and configured, every primary with a live backup: a crash or hang now is
+        a single fault, which the system must survive without loss. (A fault while a primary has
+        no backup is a double fault: its state is lost by design, `failover.state_lost`.)"""
+        ctl = self.ctl
+        if self.down or any(not nf.alive for nf in self.nfs.values()):
+            return False
+        if len(ctl.nfs_configured) < len(self.nfs) or ctl.orphans:
+            return False
+        return all(b is not None and not ctl.registry.nfs[b].declared_down
+                   for b in ctl.pairs.values())
 
     def _slow_port(self, nf: int, seconds: float) -> None:
         self.log(f"port {nf}'s queues hold frames up to {seconds:.3f} s")
