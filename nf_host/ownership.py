@@ -92,7 +92,8 @@ class Ownership(WorkerCore):
         try:
             await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
         except TimeoutError:
-            raise CommandError(f"cannot reach NF {to_nf} at {link.address}") from None
+            raise CommandError(f"cannot reach NF {to_nf} at {link.address}; the slot stays "
+                               "owned here") from None
         # from here to RELEASED nothing yields: this is a packet boundary. The slot's state is
         # sealed with a version (after the wait above, during which packets were processed:
         # a change left in the open batch would be missing from a delta transfer)
