@@ -182,7 +182,7 @@ class NfLifecycle(ControllerCore):
         while True:
             try:
                 await self.registry.configure_nf(nf_id, self.pairs, self.slot_map,
-                                                 await self.next_seqs())
+                                                 await self.next_seqs(), self.open_moves)
                 break
             except NfControlError as exc:
                 # an NF that answers heartbeats may not serve its control API yet (a restarted
