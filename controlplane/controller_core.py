@@ -216,8 +216,12 @@ class ControllerCore(ABC):
     def finish_open_moves(self) -> None:
         """Finish each journalled move whose adopter is configured (told `Adopt` again) and
         whose old owner is configured or down, one at a time with the other moves and
-        fail-overs (`migration.finish_move`)."""
+        fail-overs (`migration.finish_move`); forget one whose adopter was failed over. Called
+        once the NFs are configured, and after each reconfiguration of an NF."""
         for slot, move in sorted(self.open_moves.items()):
+            if move.dst not in self.pairs:  # B was failed over: its fail-over decided the slot
+                self._spawn(self.close_move(slot))
+                continue
             src_state = self.registry.nfs.get(move.src)
             ready = move.dst in self.nfs_configured and (
                 move.src in self.nfs_configured or src_state is None or src_state.declared_down)

@@ -252,7 +252,11 @@ async def _undo(ctl: ControllerCore, intent: MoveIntent, error: str,
     the owner is told. If the old owner is no longer a primary (failed over meanwhile), the
     slot goes to the primary that holds its replica group now."""
     slot, src = intent.slot, intent.src
-    owner = src if src in ctl.pairs else ctl.primary_of_group(intent.src_group)
+    try:
+        owner = src if src in ctl.pairs else ctl.primary_of_group(intent.src_group)
+    except ValueError as exc:  # (A's group is gone: a double fault; the slot stays at B)
+        LOG.error("move of slot %d cannot be undone: %s", slot, exc)
+        return result(False, intent.epoch, error=f"{error}; not undone: {exc}", fenced=True)
     back = await ctl.move_slot(slot, owner)
     try:
         await ctl.registry.call(owner, "AssignSlots", pb.AssignSlotsRequest(

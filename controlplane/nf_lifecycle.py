@@ -198,6 +198,7 @@ class NfLifecycle(ControllerCore):
         self.nfs_configured.add(nf_id)
         self.ever_configured.add(nf_id)
         self.acted_on.discard(nf_id)
+        self.finish_open_moves()  # a journalled move may have waited for this NF
         self.armed.pop(nf_id, None)  # (a new process, or a new role: armed anew if a backup)
         self.registry.left_out.pop(nf_id, None)
         LOG.info("NF %d reconfigured", nf_id)
