@@ -260,7 +260,8 @@ class ControllerCore(ABC):
                     self.slot_map = stored
                     self.pairs = await self.store.load_pairs() or self.pairs
                     self.groups = groups
-                    await self._resume_moves()
+                    if not self.move_lock.locked():  # (our own move under way: ours is current)
+                        await self._resume_moves()
             await self._resume_numbering(session)
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups,
                                               session.seq_bases)

@@ -191,6 +191,7 @@ class Ownership(WorkerCore):
             return
         link = self.links.get(rec.to_nf) or rec.link
         rt.forward = link
+        rec.transfer = {"id": xid}  # accepted: the state it carried is not needed again
         early = [item for _seq, item in rt.seq.take_buffered()]
         for _shim, frame in early + held:
             link.send({"t": "f", "f": frame})
