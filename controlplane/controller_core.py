@@ -116,6 +116,9 @@ class ControllerCore(ABC):
         # end (complete or undone), by slot; persisted in etcd when it is used
         self.open_moves: dict[int, MoveIntent] = {}
         self._finishing: set[int] = set()  # journalled moves a task is finishing
+        # slots an undone move gave back to a primary that could not be told their epoch (it
+        # was dying): primary -> {slot: epoch}, told to its promoted backup (failover.py)
+        self.untold_epochs: dict[int, dict[int, int]] = {}
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
         # the last HISTORY moves and fail-overs, for the API; older ones are only counted
         self.moves: deque[MoveResult] = deque(maxlen=HISTORY)

@@ -261,8 +261,9 @@ async def _undo(ctl: ControllerCore, intent: MoveIntent, error: str,
     try:
         await ctl.registry.call(owner, "AssignSlots", pb.AssignSlotsRequest(
             slots=[pb.SlotEpoch(slot=slot, epoch=back.epoch)]), timeout=ADOPT_TIMEOUT)
-    except NfControlError as exc:
+    except NfControlError as exc:  # (told by its next configuration, or its fail-over)
         LOG.warning("undo of slot %d: NF %d not told its epoch: %s", slot, owner, exc)
+        ctl.untold_epochs.setdefault(owner, {})[slot] = back.epoch
     await ctl.close_move(slot)
     LOG.warning("move of slot %d to NF %d undone (back at NF %d epoch %d): %s", slot, intent.dst,
                 owner, back.epoch, error)

@@ -72,6 +72,26 @@ def test_an_old_owner_that_died_after_the_adopter_started_is_failed_over_without
     _run(body)
 
 
+def test_a_move_undone_to_a_dying_owner_gives_its_promoted_backup_the_new_epoch() -> None:
+    """A dies with the move and B had not started: the fence cancels, the move is undone to
+    A's group at e+2, and A's fail-over tells the promoted backup that epoch (its replica has e:
+    it would stamp its output e, and order its deltas, as of before the move)."""
+    async def body(c: Any, fakes: Any, servers: Any) -> None:
+        slot = c.slot_map.slots_of(1)[0]
+        epoch = c.slot_map.epoch(slot)
+        await servers[1].stop()
+        [res] = await c.migrate([slot], 2)
+        assert res.undone and c.slot_map.entry(slot) == SlotEntry(slot, 1, epoch + 2)
+        for _ in range(3):
+            await c.registry.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        assert c.failovers[0].ok and slot in fakes[3].promoted
+        await wait_until(lambda: fakes[3].slots.get(slot) == epoch + 2)
+        assert ([slot], False) in fakes[3].assigned and c.untold_epochs == {}
+
+    _run(body)
+
+
 def test_a_cancelled_adoption_is_undone_and_the_fence_is_asked_again_until_it_answers() -> None:
     async def body(c: Any, fakes: Any, servers: Any) -> None:
         slot = c.slot_map.slots_of(1)[0]
