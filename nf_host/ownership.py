@@ -73,6 +73,21 @@ class Ownership(WorkerCore):
         return {"started": True}
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
+        """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
+        still running (a new leader's, while its predecessor's runs) waits for that one and
+        answers the same."""
+        running = self._releasing.get(slot)
+        if running is not None:
+            if running[0] != to_nf:
+                raise CommandError(f"slot {slot} is being released to NF {running[0]}")
+            return await asyncio.shield(running[1])
+        task = asyncio.ensure_future(self._release_slot(slot, to_nf, to_address, same_cluster))
+        self._releasing[slot] = (to_nf, task)
+        task.add_done_callback(lambda _t: self._releasing.pop(slot, None))
+        return await asyncio.shield(task)
+
+    async def _release_slot(self, slot: int, to_nf: int, to_address: str,
+                       same_cluster: bool) -> dict[str, Any]:
         parked = self.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):

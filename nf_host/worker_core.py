@@ -83,6 +83,8 @@ class WorkerCore:
         self._xfer_id = 0
         self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
         self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
+        # releases under way: slot -> (adopter, the release's task)
+        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._waiting: set[int] = set()  # slots whose sequencer holds early packets
         self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)

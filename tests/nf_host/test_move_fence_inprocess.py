@@ -6,6 +6,8 @@ slot's state, numbering and waiting packets. Each test is a reviewer's reproduct
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from nf_host.harness import CheckerSink, Switch, checker_frame, read_checker, strip_shim
@@ -214,6 +216,31 @@ def test_an_adopter_told_its_slot_again_keeps_the_adoption_and_its_buffered_pack
             p.w.close_batch()
             await until(lambda: len(p.out) == 4, "the adopter's output")
             assert counts(a.out + p.out) == list(range(1, 9))
+        finally:
+            for n in (a, p):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_release_told_again_while_it_runs_waits_for_it_and_sends_one_transfer() -> None:
+    """A new leader's Release while its predecessor's still runs (waiting for the adopter's
+    link): one release, one transfer, the same answer twice."""
+    async def body() -> None:
+        a, p = Node(1), Node(3)
+        for n in (a, p):
+            await n.w.start()
+        try:
+            owner_of_slot(a, 4)
+            a.w.close_batch()
+            await until(lambda: len(a.out) == 4, "A's output")
+            p.w.adopt(SLOT, 2)
+            args = {"slot": SLOT, "to_nf": 3, "to_address": p.addr, "same_cluster": False}
+            first, second = await asyncio.gather(a.w.command("release", args),
+                                                 a.w.command("release", args))
+            assert first == second and first["last_seq"] == 4
+            assert a.w.c.transfer_bytes == first["bytes_shipped"] and len(a.markers) == 1
+            await until(lambda: p.w.slots[SLOT].role == SlotRole.PRIMARY, "the adopter started")
         finally:
             for n in (a, p):
                 await n.w.stop()
