@@ -261,9 +261,13 @@ class NfRegistry:
                 slots=_slot_epochs(slot_map, [s for s in slot_map.slots_of(nf_id)
                                               if s not in skip], next_seqs)))
             for m in adopting:
-                await self._call(nf_id, "Adopt", pb.AdoptRequest(
-                    slot=m.slot, epoch=m.epoch, from_nf_id=m.src,
-                    from_address=self.nfs[m.src].cfg.replication_address()))
+                try:  # (best effort: finishing the move asks B's fence whatever happened here)
+                    await self._call(nf_id, "Adopt", pb.AdoptRequest(
+                        slot=m.slot, epoch=m.epoch, from_nf_id=m.src,
+                        from_address=self.nfs[m.src].cfg.replication_address()))
+                except NfControlError as exc:
+                    LOG.warning("journalled move of slot %d: NF %d not told to adopt it: %s",
+                                m.slot, nf_id, exc)
         elif role == "backup":
             primary = backs_up[nf_id]
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(

@@ -35,6 +35,9 @@ class Ownership(WorkerCore):
     def adopt(self, slot: int, epoch: int) -> None:
         rt = self.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
+            if rt.adopted_from is not None and (rt.epoch == epoch
+                                                or older_owner((epoch, 0), (rt.epoch, 0))):
+                return  # adopted and started already: the same move told again (a new leader)
             raise CommandError(f"slot {slot} is already owned here")
         self.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
         if rt is not None and rt.role == SlotRole.ADOPTING:

@@ -59,6 +59,8 @@ def test_a_started_adopter_answers_the_fence_started_and_a_late_assignment_reset
             await until(lambda: p.w.slots[SLOT].role == SlotRole.PRIMARY, "the adopter started")
             assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {"started": True}
             assert p.w.slots[SLOT].role == SlotRole.PRIMARY and p.w.c.cancelled == 0
+            p.w.adopt(SLOT, 2)  # a new leader finishing the move tells it again: nothing changes
+            assert p.w.slots[SLOT].role == SlotRole.PRIMARY and p.w.slots[SLOT].state.last_seq == 4
             # a Release told again (a new leader finishing the move) answers the same
             assert await a.w.command("release", {"slot": SLOT, "to_nf": 3, "to_address": p.addr,
                                                  "same_cluster": False}) == res
