@@ -90,7 +90,7 @@ class Ownership(WorkerCore):
         return await asyncio.shield(task)
 
     async def _release_slot(self, slot: int, to_nf: int, to_address: str,
-                       same_cluster: bool) -> dict[str, Any]:
+                            same_cluster: bool) -> dict[str, Any]:
         parked = self.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):
