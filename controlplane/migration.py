@@ -100,6 +100,10 @@ def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
         names = {st.id: st.name for st in ctl.cfg.stages()}
         raise MoveError(f"slot {slot} is a slot of stage {names[stage]!r}; NF {to_nf} serves "
                         f"stage {names[to_stage]!r}")
+    if slot in ctl.open_moves:
+        move = ctl.open_moves[slot]
+        raise MoveError(f"slot {slot}'s move from NF {move.src} to NF {move.dst} is not decided "
+                        "yet (its adopter has not answered the fence)")
     owner = ctl.slot_map.owner(slot)
     if owner == to_nf:
         raise MoveError(f"slot {slot} is already owned by NF {to_nf}")

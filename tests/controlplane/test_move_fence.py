@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from controlplane.migration import MoveError
 from controlplane.slot_map import SlotEntry
 from controlplane.slot_store import MoveIntent
 from tests.controlplane.test_migration import make, names, wait_until, with_controller
@@ -122,6 +123,8 @@ def test_an_adopter_that_never_answers_its_fence_leaves_the_move_undecided_not_u
         assert not res.ok and not res.undone and res.fenced and "undecided" in res.error
         assert c.slot_map.entry(slot) == SlotEntry(slot, 2, epoch + 1)
         assert c.open_moves == {slot: MoveIntent(slot, 1, 2, epoch + 1, c.groups[1])}
+        with pytest.raises(MoveError, match="not decided"):  # not moved again meanwhile
+            await c.migrate([slot], 6)
 
     _run(body)
 
