@@ -47,7 +47,8 @@ LOG = logging.getLogger(__name__)
 
 ADOPT_TIMEOUT = ADOPT_RPC_TIMEOUT
 RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond the runtime's release (nf_host/timing.py)
-FENCE_PATIENCE = 30.0  # how long the fence is asked again while the adopter does not answer
+FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does not answer
+# (under the move lock: a fail-over waits at most that long for it)
 FENCE_RETRY = 0.2
 KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
 
