@@ -6,7 +6,8 @@
     GET /flows?limit=N     flows learned from digests
     GET /moves             every slot move so far (bytes shipped, delta or full, time, undone)
     POST /slots/{slot}/move?to=NF   migrate one slot to primary NF; answers the move's result
-                           (200 moved, 409 failed and undone, 400 a request that cannot start)
+                           (200 moved, 409 failed: undone, or not (`undone` false: the adopter is
+                           down or did not answer its fence), 400 a request that cannot start)
     POST /lb/scale-out?cluster=C   a spare becomes a primary (409: no spare)
     POST /nfs/{nf}/drain   scale-in: every slot of the primary moved away, it and its backup idle
     POST /nfs/{nf}/update  live update; the body is the NF's new parameters (a JSON object);

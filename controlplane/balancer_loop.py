@@ -209,7 +209,7 @@ class BalancerLoop:
         if result.ok and not result.delta:
             self.builder.note_shipped(result.bytes_shipped, result.flows_shipped)
         decision.ok = result.ok
-        decision.outcome = "moved" if result.ok else "undone"
+        decision.outcome = "moved" if result.ok else "undone" if result.undone else "failed"
         decision.detail = result.to_json()
         LOG.info("load balancer #%d %s: slot %d %d -> %d, %d bytes (%s) in %.3f s%s", decision.id,
                  decision.outcome, move.slot, move.src, move.dst, result.bytes_shipped,

@@ -13,6 +13,7 @@ is the whole.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -29,11 +30,17 @@ from controlplane.failover import FailoverResult
 from controlplane.flow_table import FlowTable
 from controlplane.leader import Leadership
 from controlplane.metrics import ControllerMetrics
-from controlplane.migration import RELEASE_TIMEOUT, MoveResult, NotPrimaryError
+from controlplane.migration import (
+    FENCE_PATIENCE,
+    RELEASE_TIMEOUT,
+    MoveResult,
+    NotPrimaryError,
+    finish_move,
+)
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
 from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
-from controlplane.slot_store import SlotStore, load_or_build
+from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.reorder import SEQ_MASK, seq_after
@@ -106,6 +113,14 @@ class ControllerCore(ABC):
         self._lock = asyncio.Lock()
         self.move_lock = asyncio.Lock()  # one migration or fail-over at a time
         self.release_timeout = RELEASE_TIMEOUT
+        self.fence_patience = FENCE_PATIENCE  # how long a move's fence is asked (migration.py)
+        # the move journal (docs/protocols.md §5): moves between their switch write and their
+        # end (complete or undone), by slot; persisted in etcd when it is used
+        self.open_moves: dict[int, MoveIntent] = {}
+        self._finishing: set[int] = set()  # journalled moves a task is finishing
+        # slots an undone move gave back to a primary that could not be told their epoch (it
+        # was dying): primary -> {slot: epoch}, told to its promoted backup (failover.py)
+        self.untold_epochs: dict[int, dict[int, int]] = {}
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
         # the last HISTORY moves and fail-overs, for the API; older ones are only counted
         self.moves: deque[MoveResult] = deque(maxlen=HISTORY)
@@ -146,9 +161,90 @@ class ControllerCore(ABC):
         if self.resumed:
             self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
             self._resumed_nfs_hold_state()
+            await self._resume_moves()
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
                  ",".join(endpoints))
         self.metrics.update_slot_counts(self.slot_map.counts())
+
+    async def _resume_moves(self) -> None:
+        """The moves a previous leader journalled and did not end: each one still under way
+        (the slot at its old owner and epoch e, or at its adopter and e+1) is taken up, with the
+        slot at the adopter at e+1, which the reconcile then writes to the switch if the
+        previous leader died before (packets stamped e+1 wait at the adopter, not stranded);
+        `finish_open_moves` ends it once its NFs are configured. Any other is over (complete,
+        undone, or overtaken) and its entry is cleared."""
+        assert self.store is not None
+        self.open_moves = {}
+        for slot, move in (await self.store.load_moves(self.groups)).items():
+            cur = self.slot_map.entry(slot) if 0 <= slot < self.slot_map.slot_count else None
+            at_dst = cur is not None and (cur.owner, cur.epoch) == (move.dst, move.epoch)
+            at_src = cur is not None and cur.owner == move.src and next_epoch(cur.epoch) == move.epoch
+            if move.dst not in self.pairs or not (at_dst or at_src):
+                LOG.info("journalled move of slot %d (%d -> %d, epoch %d) is over: cleared",
+                         slot, move.src, move.dst, move.epoch)
+                with contextlib.suppress(Exception):
+                    await self.store.clear_move(slot)
+                continue
+            if at_src:  # the previous leader died between the switch write and etcd's
+                entry = SlotEntry(slot, move.dst, move.epoch)
+                self.slot_map.set_entry(entry)
+                with contextlib.suppress(Exception):  # (written again if this leader dies too)
+                    await self.store.save_entry(entry, self.groups)
+            LOG.warning("journalled move of slot %d (%d -> %d, epoch %d) under way: finishing it",
+                        slot, move.src, move.dst, move.epoch)
+            self.open_moves[slot] = move
+
+    async def open_move(self, move: MoveIntent) -> None:
+        """Journal `move` before its switch write (etcd first: a failure leaves nothing)."""
+        if self.store is not None:
+            await self.store.save_move(move, self.groups)
+        self.open_moves[move.slot] = move
+
+    async def close_move(self, slot: int) -> None:
+        """The move of `slot` is complete or undone. An entry etcd did not delete is found
+        over by the next leader (the slot's epoch has passed it, or it finishes it again:
+        `Release` and `Adopt` are idempotent)."""
+        self.open_moves.pop(slot, None)
+        if self.store is not None:
+            try:
+                await self.store.clear_move(slot)
+            except Exception as exc:
+                LOG.warning("journalled move of slot %d not cleared: %s", slot, exc)
+
+    def primary_of_group(self, group: int) -> int:
+        """The primary whose replica group is `group` (after fail-overs, its promoted backup)."""
+        for primary in self.pairs:
+            if self.groups.get(primary, primary) == group:
+                return primary
+        raise ValueError(f"no primary holds replica group {group}")
+
+    def finish_open_moves(self) -> None:
+        """Finish each journalled move whose adopter is configured (told `Adopt` again) and
+        whose old owner is configured or down, one at a time with the other moves and
+        fail-overs (`migration.finish_move`); forget one whose adopter was failed over. Called
+        once the NFs are configured, and after each reconfiguration of an NF."""
+        for slot, move in sorted(self.open_moves.items()):
+            if move.dst not in self.pairs:  # B was failed over: its fail-over decided the slot
+                self._spawn(self.close_move(slot))
+                continue
+            src_state = self.registry.nfs.get(move.src)
+            ready = move.dst in self.nfs_configured and (
+                move.src in self.nfs_configured or src_state is None or src_state.declared_down)
+            if ready and slot not in self._finishing:
+                self._finishing.add(slot)
+                self._spawn(self._finish_move(move))
+
+    async def _finish_move(self, move: MoveIntent) -> None:
+        try:
+            async with self.move_lock:
+                if self.open_moves.get(move.slot) != move:
+                    return
+                result = await finish_move(self, move, self.release_timeout)
+                self.record_move(result)
+                LOG.warning("journalled move of slot %d finished: %s", move.slot,
+                            "ok" if result.ok else result.error)
+        finally:
+            self._finishing.discard(move.slot)
 
     def _resumed_nfs_hold_state(self) -> None:
         """A map resumed from etcd was running: its primaries and backups may hold state, so
@@ -169,6 +265,8 @@ class ControllerCore(ABC):
                     self.slot_map = stored
                     self.pairs = await self.store.load_pairs() or self.pairs
                     self.groups = groups
+                    if not self.move_lock.locked():  # (our own move under way: ours is current)
+                        await self._resume_moves()
             await self._resume_numbering(session)
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups,
                                               session.seq_bases)
@@ -234,12 +332,14 @@ class ControllerCore(ABC):
             next_seqs = await self.next_seqs()
             for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
                 try:
-                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs)
+                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
+                                                     self.open_moves)
                     self.nfs_configured.add(nf_id)
                     self.ever_configured.add(nf_id)
                     LOG.info("NF %d configured", nf_id)
                 except NfControlError as exc:
                     LOG.debug("NF %d not configured yet: %s", nf_id, exc)
+            self.finish_open_moves()
             if len(self.nfs_configured) < len(self.registry.nfs):
                 await asyncio.sleep(retry)
 

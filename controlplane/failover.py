@@ -227,7 +227,23 @@ async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int 
     reg.nfs[promoted].role = "primary"
     lap("persist")
     mark("persisted")
+    await _tell_epochs(ctl, dead, promoted)
     return int(reply.replayed)
+
+
+async def _tell_epochs(ctl: ControllerCore, dead: int, promoted: int) -> None:
+    """Slots given back to `dead` by an undone move while it could not be told (it was dying):
+    their promoted owner learns their epoch (its replica still has the one before the move).
+    Best effort, after everything else: nothing waits for it."""
+    untold = {s: e for s, e in ctl.untold_epochs.pop(dead, {}).items()
+              if ctl.slot_map.owner(s) == promoted and ctl.slot_map.epoch(s) == e}
+    if not untold:
+        return
+    try:
+        await ctl.registry.call(promoted, "AssignSlots", pb.AssignSlotsRequest(
+            slots=[pb.SlotEpoch(slot=s, epoch=e) for s, e in sorted(untold.items())]))
+    except NfControlError as exc:
+        LOG.warning("NF %d not told the epochs of slots %s: %s", promoted, sorted(untold), exc)
 
 
 def state_lost(ctl: ControllerCore, dead: int) -> FailoverResult:

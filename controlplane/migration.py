@@ -5,28 +5,38 @@ The steps, epoch e -> e+1 (the runtime's side is docs/protocols.md §5):
 1. `Adopt(s, e+1, from A)` on B: B buffers the slot's packets until A's state arrives;
 2. B's backup is told it backs up s (`AssignSlots(as_backup, primary=B)`), so the copies the
    switch multicasts to it from now on are kept;
-3. one atomic `slot_owner` write to B's group with epoch e+1, persisted in etcd
+3. the move is journalled in etcd (`MoveIntent`: s, A, B, e+1), before anything changes where
+   packets go, so that a new leader finishes a move its predecessor left half done;
+4. one atomic `slot_owner` write to B's group with epoch e+1, persisted in etcd
    (`Controller.move_slot`);
-4. `Release(s, to B, same_cluster)` on A: A stops at a packet boundary, ships the delta (cluster
+5. `Release(s, to B, same_cluster)` on A: A stops at a packet boundary, ships the delta (cluster
    peer) or the full state with its last processed seq, and forwards late packets to B. A delta
    that B refuses is retried once with the full state.
 
-If step 1 or 2 fails nothing has changed yet. If the release fails or times out, the move is
-undone: the slot is written back to A (one more epoch, so the epoch only ever grows) and A is told
-its new epoch; A kept the slot when its `Release` failed (protocols.md §5, step 4). The runtime has
-no call to cancel an adoption: B's ADOPTING slot stays idle (it receives nothing more) until a
-later `Adopt` or assignment replaces it.
+**The adopter decides.** The move is complete exactly when B has accepted A's transfer. When
+`Release` fails or does not answer, the controller asks B: `CancelAdopt(s, e+1)` is a fence run
+on B's event loop that either cancels the adoption (B refuses A's transfer from then on, so A
+keeps the slot) and answers `started = false`, or answers `started = true` because B already
+accepted the transfer. Only a cancelled move is undone: the slot goes back to A (epoch e+2, the
+epoch only grows) and A is told (`AssignSlots`, which gives A back a slot it released and whose
+transfer is unanswered, with its state and waiting packets). A started move is complete (ok,
+`fenced`). The fence is asked again while B is reachable and not declared down; if B is
+declared down, its fail-over owns the slot (it is B's in the slot map) and the move is not
+undone. In every case but an undecided one the journal entry is cleared.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import next_epoch
+from controlplane.slot_store import MoveIntent
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
 
@@ -36,7 +46,11 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 ADOPT_TIMEOUT = ADOPT_RPC_TIMEOUT
-RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond every limit of the runtime's release (nf_host/timing.py)
+RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond the runtime's release (nf_host/timing.py)
+FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does not answer
+# (under the move lock: a fail-over waits at most that long for it)
+FENCE_RETRY = 0.2
+KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
 
 
 class MoveError(Exception):
@@ -66,6 +80,7 @@ class MoveResult:
     error: str = ""
     undone: bool = False
     at: float = 0.0        # time.time() when the move started
+    fenced: bool = False   # the release failed and the adopter's fence decided the move
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +101,10 @@ def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
         names = {st.id: st.name for st in ctl.cfg.stages()}
         raise MoveError(f"slot {slot} is a slot of stage {names[stage]!r}; NF {to_nf} serves "
                         f"stage {names[to_stage]!r}")
+    if slot in ctl.open_moves:
+        move = ctl.open_moves[slot]
+        raise MoveError(f"slot {slot}'s move from NF {move.src} to NF {move.dst} is not decided "
+                        "yet (its adopter has not answered the fence)")
     owner = ctl.slot_map.owner(slot)
     if owner == to_nf:
         raise MoveError(f"slot {slot} is already owned by NF {to_nf}")
@@ -96,24 +115,21 @@ def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
 
 async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
                        release_timeout: float = RELEASE_TIMEOUT) -> MoveResult:
-    """Move `slot` from its owner to primary `to_nf`; undo on failure. Raises MoveError only
-    for a request that cannot start; a move that fails on the way returns ok=False."""
+    """Move `slot` from its owner to primary `to_nf`; undo a move the adopter's fence cancelled.
+    Raises MoveError only for a request that cannot start; a move that fails on the way returns
+    ok=False."""
     src = check_move(ctl, slot, to_nf)
     reg, cfg = ctl.registry, ctl.cfg
-    src_cfg, dst_cfg = cfg.nf(src), cfg.nf(to_nf)
-    same_cluster = src_cfg.cluster == dst_cfg.cluster
+    src_cfg = cfg.nf(src)
     started, t0 = time.time(), time.monotonic()
     old_epoch = ctl.slot_map.epoch(slot)
-    new_epoch = next_epoch(old_epoch)
-
-    def result(ok: bool, epoch: int, **kw: Any) -> MoveResult:
-        return MoveResult(slot, src, to_nf, epoch, ok, same_cluster,
-                          seconds=round(time.monotonic() - t0, 4), at=started, **kw)
+    intent = MoveIntent(slot, src, to_nf, next_epoch(old_epoch), ctl.groups.get(src, src))
+    result = _results(intent, cfg.nf(src).cluster == cfg.nf(to_nf).cluster, started, t0)
 
     try:
         await reg.call(to_nf, "Adopt", pb.AdoptRequest(
-            slot=slot, epoch=new_epoch, from_nf_id=src, from_address=src_cfg.replication_address()),
-            timeout=ADOPT_TIMEOUT)
+            slot=slot, epoch=intent.epoch, from_nf_id=src,
+            from_address=src_cfg.replication_address()), timeout=ADOPT_TIMEOUT)
         # B's backup must know it backs up s before the switch sends it copies of s: one that is
         # only suspected down (and may be back at once, keeping its configuration) would drop
         # them as unowned and, promoted later, own s with nothing (found by the simulation,
@@ -122,46 +138,120 @@ async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
         backup = ctl.pairs.get(to_nf)
         if backup is not None:
             await reg.call(backup, "AssignSlots", pb.AssignSlotsRequest(
-                slots=[pb.SlotEpoch(slot=slot, epoch=new_epoch)], as_backup=True,
+                slots=[pb.SlotEpoch(slot=slot, epoch=intent.epoch)], as_backup=True,
                 primary_nf_id=to_nf), timeout=ADOPT_TIMEOUT)
     except NfControlError as exc:
         LOG.warning("move of slot %d to NF %d not started: %s", slot, to_nf, exc)
+        # B may adopt in vain (its Adopt acted but the reply was lost, or its backup did not
+        # answer): it forgets, or the slot stays ADOPTING there, idle (found by the simulation)
+        await _cancel_adoption(ctl, slot, to_nf, intent.epoch)
         return result(False, old_epoch, error=str(exc))
 
     try:
+        await ctl.open_move(intent)  # the journal, before anything changes where packets go
         entry = await ctl.move_slot(slot, to_nf)  # the one atomic switch write (+ etcd)
     except Exception as exc:  # nothing changed (all or nothing); B was told to adopt in vain
         error = f"switch or etcd write failed: {type(exc).__name__}: {exc}"
         LOG.warning("move of slot %d to NF %d not done: %s", slot, to_nf, error)
-        await _cancel_adoption(ctl, slot, to_nf, new_epoch)
+        await _cancel_adoption(ctl, slot, to_nf, intent.epoch)  # (A was never told to release)
+        await ctl.close_move(slot)
         return result(False, old_epoch, error=error)
+    if entry.epoch != intent.epoch:  # (the map changed under us: cannot happen under move_lock)
+        LOG.error("slot %d written at epoch %d, journalled %d", slot, entry.epoch, intent.epoch)
+    return await finish_move(ctl, intent, release_timeout, result)
+
+
+def _results(intent: MoveIntent, same_cluster: bool, started: float,
+             t0: float) -> Callable[..., MoveResult]:
+    def result(ok: bool, epoch: int, **kw: Any) -> MoveResult:
+        return MoveResult(intent.slot, intent.src, intent.dst, epoch, ok, same_cluster,
+                          seconds=round(time.monotonic() - t0, 4), at=started, **kw)
+    return result
+
+
+async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: float,
+                      result: Callable[..., MoveResult] | None = None) -> MoveResult:
+    """From the switch write on (the slot is B's at e+1): A's `Release`, and if it does not
+    succeed, B's fence decides (see the module docstring). Also how a new leader finishes a
+    journalled move (`ControllerCore.finish_open_moves`): `Release` and `Adopt` are idempotent."""
+    slot, src, to_nf = intent.slot, intent.src, intent.dst
+    reg, cfg = ctl.registry, ctl.cfg
+    same_cluster = cfg.nf(src).cluster == cfg.nf(to_nf).cluster
+    if result is None:
+        result = _results(intent, same_cluster, time.time(), time.monotonic())
+    t0 = time.monotonic()
     error = ""
     reply: Any = None
-    for full in ((False, True) if same_cluster else (True,)):
-        try:
-            reply = await reg.call(src, "Release", pb.ReleaseRequest(
-                slot=slot, to_nf_id=to_nf, to_address=dst_cfg.replication_address(),
-                same_cluster=not full), timeout=release_timeout)
-            error = ""
-            break
-        except NfControlError as exc:
-            error = str(exc)
-            LOG.warning("release of slot %d by NF %d (%s): %s", slot, src,
-                        "full state" if full else "delta", exc)
-            if "DEADLINE_EXCEEDED" in exc.error or "UNAVAILABLE" in exc.error:
-                break  # no answer: do not ask again, undo
+    if src in reg.nfs and not reg.nfs[src].declared_down:
+        for full in ((False, True) if same_cluster else (True,)):
+            try:
+                reply = await reg.call(src, "Release", pb.ReleaseRequest(
+                    slot=slot, to_nf_id=to_nf, to_address=cfg.nf(to_nf).replication_address(),
+                    same_cluster=not full), timeout=release_timeout)
+                error = ""
+                break
+            except NfControlError as exc:
+                error = str(exc)
+                LOG.warning("release of slot %d by NF %d (%s): %s", slot, src,
+                            "full state" if full else "delta", exc)
+                if "refused" not in exc.error or "delta" not in exc.error:
+                    break  # only a refused delta base is worth a full-state retry
+    else:
+        error = f"NF {src} is down"
     if reply is not None and not error:
         LOG.info("slot %d moved %d -> %d epoch %d: %d bytes, %d flows (%s) in %.3f s", slot, src,
-                 to_nf, entry.epoch, reply.bytes_shipped, reply.flows_shipped,
+                 to_nf, intent.epoch, reply.bytes_shipped, reply.flows_shipped,
                  "delta" if reply.delta else "full", time.monotonic() - t0)
-        return result(True, entry.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
+        await ctl.close_move(slot)
+        return result(True, intent.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
                       flows_shipped=reply.flows_shipped, last_seq=reply.last_seq)
-    return await _undo(ctl, slot, src, to_nf, new_epoch, error, result)
+    decision = await fence(ctl, slot, to_nf, intent.epoch)
+    if decision == "started":  # the reply was lost, or A gave up first: B holds the slot
+        LOG.warning("slot %d: the release by NF %d failed (%s) but NF %d had started it: the "
+                    "move is complete", slot, src, error, to_nf)
+        await ctl.close_move(slot)
+        return result(True, intent.epoch, fenced=True,
+                      error=f"completed: the adopter had started the slot ({error})")
+    if decision in ("down", "unknown") and KEPT in error:
+        # A answered that it kept the slot (B refused the transfer, or was never reached): B
+        # cannot have started from this move, whatever it answers
+        return await _undo(ctl, intent, error, result)
+    if decision == "down":  # B's fail-over owns the slot (it is B's in the slot map)
+        LOG.warning("slot %d: the release by NF %d failed (%s) and NF %d is down: its fail-over "
+                    "decides", slot, src, error, to_nf)
+        await ctl.close_move(slot)
+        return result(False, intent.epoch, fenced=True,
+                      error=f"{error}; the adopter is down: its fail-over owns the slot")
+    if decision == "unknown":  # left journalled: decided later (a new leader asks again)
+        return result(False, intent.epoch, fenced=True,
+                      error=f"{error}; undecided: the adopter did not answer its fence")
+    return await _undo(ctl, intent, error, result)
+
+
+async def fence(ctl: ControllerCore, slot: int, to_nf: int, epoch: int) -> str:
+    """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
+    "started", "cancelled", "down" (declared down before it answered) or "unknown" (no answer
+    within `ctl.fence_patience`). Asked again while it does not answer."""
+    reg = ctl.registry
+    deadline = time.monotonic() + ctl.fence_patience
+    while True:
+        if reg.nfs[to_nf].declared_down:
+            return "down"
+        try:
+            reply = await reg.call(to_nf, "CancelAdopt", pb.AdoptRequest(slot=slot, epoch=epoch),
+                                   timeout=ADOPT_TIMEOUT)
+            return "started" if reply.started else "cancelled"
+        except NfControlError as exc:
+            LOG.warning("fence of slot %d at NF %d: %s", slot, to_nf, exc)
+        if time.monotonic() >= deadline:
+            return "unknown"
+        await asyncio.sleep(FENCE_RETRY)
 
 
 async def _cancel_adoption(ctl: ControllerCore, slot: int, to_nf: int, epoch: int) -> None:
-    """The adopter forgets an adoption that will not complete (best effort: an adopter that does
-    not answer keeps an idle ADOPTING slot, counted nowhere, until a later assignment)."""
+    """The adopter forgets an adoption whose switch write failed (A was never told to release,
+    so B cannot have started; best effort: one that does not answer keeps an idle ADOPTING
+    slot, which a later `Adopt` or assignment takes over, keeping what it buffered)."""
     try:
         await ctl.registry.call(to_nf, "CancelAdopt", pb.AdoptRequest(slot=slot, epoch=epoch),
                                 timeout=ADOPT_TIMEOUT)
@@ -169,18 +259,25 @@ async def _cancel_adoption(ctl: ControllerCore, slot: int, to_nf: int, epoch: in
         LOG.warning("adoption of slot %d by NF %d not cancelled: %s", slot, to_nf, exc)
 
 
-async def _undo(ctl: ControllerCore, slot: int, src: int, to_nf: int, epoch: int, error: str,
-                result: Any) -> MoveResult:
-    """The release failed: the slot goes back to its old owner (next epoch), the owner is told,
-    and the adopter forgets the adoption."""
-    back = await ctl.move_slot(slot, src)
-    await _cancel_adoption(ctl, slot, to_nf, epoch)
+async def _undo(ctl: ControllerCore, intent: MoveIntent, error: str,
+                result: Callable[..., MoveResult]) -> MoveResult:
+    """The adopter cancelled the adoption: the slot goes back to its old owner (next epoch) and
+    the owner is told. If the old owner is no longer a primary (failed over meanwhile), the
+    slot goes to the primary that holds its replica group now."""
+    slot, src = intent.slot, intent.src
     try:
-        await ctl.registry.call(src, "AssignSlots", pb.AssignSlotsRequest(
+        owner = src if src in ctl.pairs else ctl.primary_of_group(intent.src_group)
+    except ValueError as exc:  # (A's group is gone: a double fault; the slot stays at B)
+        LOG.error("move of slot %d cannot be undone: %s", slot, exc)
+        return result(False, intent.epoch, error=f"{error}; not undone: {exc}", fenced=True)
+    back = await ctl.move_slot(slot, owner)
+    try:
+        await ctl.registry.call(owner, "AssignSlots", pb.AssignSlotsRequest(
             slots=[pb.SlotEpoch(slot=slot, epoch=back.epoch)]), timeout=ADOPT_TIMEOUT)
-    except NfControlError as exc:
-        LOG.warning("undo of slot %d: NF %d not told its epoch: %s", slot, src, exc)
-    LOG.warning("move of slot %d to NF %d undone (back at NF %d epoch %d): %s", slot, to_nf, src,
-                back.epoch, error)
-    res: MoveResult = result(False, back.epoch, error=error, undone=True)
-    return res
+    except NfControlError as exc:  # (told by its next configuration, or its fail-over)
+        LOG.warning("undo of slot %d: NF %d not told its epoch: %s", slot, owner, exc)
+        ctl.untold_epochs.setdefault(owner, {})[slot] = back.epoch
+    await ctl.close_move(slot)
+    LOG.warning("move of slot %d to NF %d undone (back at NF %d epoch %d): %s", slot, intent.dst,
+                owner, back.epoch, error)
+    return result(False, back.epoch, error=error, undone=True, fenced=True)

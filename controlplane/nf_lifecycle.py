@@ -182,7 +182,7 @@ class NfLifecycle(ControllerCore):
         while True:
             try:
                 await self.registry.configure_nf(nf_id, self.pairs, self.slot_map,
-                                                 await self.next_seqs())
+                                                 await self.next_seqs(), self.open_moves)
                 break
             except NfControlError as exc:
                 # an NF that answers heartbeats may not serve its control API yet (a restarted
@@ -198,6 +198,7 @@ class NfLifecycle(ControllerCore):
         self.nfs_configured.add(nf_id)
         self.ever_configured.add(nf_id)
         self.acted_on.discard(nf_id)
+        self.finish_open_moves()  # a journalled move may have waited for this NF
         self.armed.pop(nf_id, None)  # (a new process, or a new role: armed anew if a backup)
         self.registry.left_out.pop(nf_id, None)
         LOG.info("NF %d reconfigured", nf_id)

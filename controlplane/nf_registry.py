@@ -27,6 +27,7 @@ import grpc
 from controlplane.config import ControllerConfig, NfConfig, split_hostport
 from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
+from controlplane.slot_store import MoveIntent
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 
@@ -229,11 +230,15 @@ class NfRegistry:
                                for nf_id in self.nfs))
 
     async def configure_nf(self, nf_id: int, pairs: Mapping[int, int | None], slot_map: SlotMap,
-                           next_seqs: Mapping[int, int] | None = None) -> None:
+                           next_seqs: Mapping[int, int] | None = None,
+                           moves: Mapping[int, MoveIntent] | None = None) -> None:
         """Configure one NF. `next_seqs` (slot -> the next number the switch will stamp: the
         slot's seq_base + the packets `slot_traffic` counted + 1) tells a new owner or backup
         where each slot's numbering stands, so that a first packet that was reordered or lost is
-        a counted gap, not a silent restart."""
+        a counted gap, not a silent restart. `moves` are the journalled moves still under way
+        (a new leader's): their slots are the adopter's in `slot_map`, but it is told `Adopt`
+        again rather than `AssignSlots`, which keeps the adoption and what it buffered (and
+        starts one in an adopter that restarted), so the move can be finished."""
         state = self.nfs[nf_id]
         primaries = set(pairs)
         backs_up = {b: p for p, b in pairs.items() if b is not None}
@@ -249,8 +254,20 @@ class NfRegistry:
                     backup_nf_id=backup, address=self.nfs[backup].cfg.replication_address()))
         await self._call(nf_id, "SetClusterPeers", self._peers_of(nf_id))
         if role == "primary":
+            adopting = sorted((m for m in (moves or {}).values() if m.dst == nf_id),
+                              key=lambda m: m.slot)
+            skip = {m.slot for m in adopting}
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
-                slots=_slot_epochs(slot_map, slot_map.slots_of(nf_id), next_seqs)))
+                slots=_slot_epochs(slot_map, [s for s in slot_map.slots_of(nf_id)
+                                              if s not in skip], next_seqs)))
+            for m in adopting:
+                try:  # (best effort: finishing the move asks B's fence whatever happened here)
+                    await self._call(nf_id, "Adopt", pb.AdoptRequest(
+                        slot=m.slot, epoch=m.epoch, from_nf_id=m.src,
+                        from_address=self.nfs[m.src].cfg.replication_address()))
+                except NfControlError as exc:
+                    LOG.warning("journalled move of slot %d: NF %d not told to adopt it: %s",
+                                m.slot, nf_id, exc)
         elif role == "backup":
             primary = backs_up[nf_id]
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(

@@ -10,6 +10,9 @@ Layout under the configured prefix (default `/nfcluster`):
                                  changes the pairs (absent: the configuration's pairs hold)
     {prefix}/slots/groups        JSON {"primary id": replica group id}, written when a fail-over
                                  hands a dead primary's group to its backup (absent: group = id)
+    {prefix}/slots/moves/{slot:05d}  "from group:to group:epoch", the journal of a move under way
+                                 (`MoveIntent`): written before the move's switch write, deleted
+                                 once the move is complete or undone; a new leader finishes it
 
 Every call that writes or reads slots takes the current `groups` (primary -> group; a primary
 missing from it has its own id as its group), to write a slot's group and read back its primary.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
@@ -30,6 +34,18 @@ from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
 
 _T = TypeVar("_T")
 TXN_OPS = 100
+
+
+@dataclass(frozen=True)
+class MoveIntent:
+    """A move under way, as journalled before its switch write: `slot` from primary `src` to
+    primary `dst`, whose `slot_owner` entry gets `epoch` (docs/protocols.md §5)."""
+
+    slot: int
+    src: int
+    dst: int
+    epoch: int
+    src_group: int = -1  # A's replica group (its primary after a fail-over of A holds the state)
 
 
 class SlotStoreError(Exception):
@@ -155,6 +171,40 @@ class SlotStore:
         if missing:
             raise SlotStoreError(f"{len(missing)} slots missing from etcd (first: {missing[0]})")
         return SlotMap(slot_count, owners, epochs)
+
+    def _move_prefix(self) -> bytes:
+        return f"{self.prefix}/slots/moves/".encode()
+
+    def _move_key(self, slot: int) -> bytes:
+        return f"{self.prefix}/slots/moves/{slot:05d}".encode()
+
+    async def save_move(self, move: MoveIntent, groups: Mapping[int, int] | None = None) -> None:
+        """Journal a move before its switch write (by replica group, as slots are stored)."""
+        g = groups or {}
+        src = move.src_group if move.src_group >= 0 else g.get(move.src, move.src)
+        value = f"{src}:{g.get(move.dst, move.dst)}:{move.epoch}".encode()
+        await self._retry(lambda: self._client.put(self._move_key(move.slot), value))
+
+    async def clear_move(self, slot: int) -> None:
+        """The move of `slot` is complete or undone."""
+        await self._retry(lambda: self._client.delete(self._move_key(slot)))
+
+    async def load_moves(self, groups: Mapping[int, int] | None = None) -> dict[int, MoveIntent]:
+        """The moves journalled and not cleared, by slot (each group read back as its primary)."""
+        primary_of = {g: p for p, g in (groups or {}).items()}
+        out: dict[int, MoveIntent] = {}
+        result = await self._retry(lambda: self._client.get_prefix(self._move_prefix()))
+        for kv in result:
+            key = kv.key.decode(errors="replace")
+            try:
+                slot = int(key.rsplit("/", 1)[1])
+                src_s, dst_s, epoch_s = kv.value.decode().split(":")
+                src, dst = int(src_s), int(dst_s)
+                out[slot] = MoveIntent(slot, primary_of.get(src, src), primary_of.get(dst, dst),
+                                       int(epoch_s), src)
+            except ValueError:
+                raise SlotStoreError(f"{key}: malformed value {kv.value!r}") from None
+        return out
 
     async def clear(self) -> None:
         await self._retry(lambda: self._client.delete_prefix(f"{self.prefix}/slots/".encode()))

@@ -216,15 +216,16 @@ class NfControlServicer(pb_grpc.NfControlServicer):
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
-    def CancelAdopt(self, request: pb.AdoptRequest, context: grpc.ServicerContext) -> pb.Result:
-        def run() -> pb.Result:
+    def CancelAdopt(self, request: pb.AdoptRequest,
+                    context: grpc.ServicerContext) -> pb.CancelAdoptReply:
+        def run() -> pb.CancelAdoptReply:
             _check16("slot", request.slot)
             _check16("epoch", request.epoch)
-            self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt",
-                              {"slot": request.slot, "epoch": request.epoch})
-            return pb.Result(ok=True)
+            res = self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt",
+                                    {"slot": request.slot, "epoch": request.epoch})
+            return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
 
-        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+        return self._guard(lambda e: pb.CancelAdoptReply(ok=False, error=e), run)
 
     def Release(self, request: pb.ReleaseRequest, context: grpc.ServicerContext) -> pb.ReleaseReply:
         def run() -> pb.ReleaseReply:

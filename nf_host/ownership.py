@@ -15,7 +15,15 @@ from nf_host.replication import Message, worker_address
 from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.state_store import Replica
 from nf_host.worker_core import WorkerCore
-from nf_host.worker_types import CommandError, Role, SlotRole, TakeoverClock
+from nf_host.worker_types import (
+    CommandError,
+    ReleaseRecord,
+    Role,
+    SlotRole,
+    SlotRuntime,
+    TakeoverClock,
+    older_owner,
+)
 
 log = logging.getLogger("nf_host.worker")
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
@@ -27,37 +35,83 @@ class Ownership(WorkerCore):
     def adopt(self, slot: int, epoch: int) -> None:
         rt = self.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
+            if rt.adopted_from is not None and (rt.epoch == epoch
+                                                or older_owner((epoch, 0), (rt.epoch, 0))):
+                return  # adopted and started already: the same move told again (a new leader)
             raise CommandError(f"slot {slot} is already owned here")
         self.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
+        if rt is not None and rt.role == SlotRole.ADOPTING:
+            # the same move told again (a new leader finishing it): the adoption, its buffered
+            # packets and a transfer it accepted stay
+            if rt.epoch != epoch and not older_owner((epoch, 0), (rt.epoch, 0)):
+                rt.epoch = epoch
+            return
         self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
         self.backed_up.discard(slot)
         self.markers.forget(slot)
 
-    def cancel_adopt(self, slot: int, epoch: int) -> None:
-        """An undone move: forget the adoption of `slot` at `epoch` and what it buffered
-        (counted in `cancelled`); a slot not being adopted at that epoch is left alone."""
+    def cancel_adopt(self, slot: int, epoch: int) -> dict[str, Any]:
+        """The fence that decides a move whose `Release` did not answer (docs/protocols.md §5),
+        at a packet boundary of this worker: `started` if this NF accepted the old owner's
+        transfer (the slot is owned here at `epoch` or later, or waits only for its marker):
+        the move is complete and nothing changes. Otherwise the adoption of `slot` at `epoch`
+        (if any) is forgotten with what it buffered (counted in `cancelled`), and a transfer
+        arriving later is refused, so the old owner keeps the slot: `started` is False."""
         rt = self.slots.get(slot)
-        if rt is None or rt.role != SlotRole.ADOPTING or (epoch and rt.epoch != epoch):
-            return
-        self.c.cancelled += len(rt.pending)
-        del self.slots[slot]
-        self.markers.forget(slot)
+        if rt is None:
+            return {"started": False}  # nothing here: a transfer would be refused
+        later = bool(epoch) and rt.epoch != epoch and older_owner((epoch, 0), (rt.epoch, 0))
+        if rt.role == SlotRole.ADOPTING:
+            if rt.adopted_from is not None:
+                return {"started": True}  # the transfer is in, the marker not yet
+            if later:
+                return {"started": False}  # a later adoption: not the one asked about
+            self.c.cancelled += len(rt.pending)
+            del self.slots[slot]
+            self.markers.forget(slot)
+            return {"started": False}
+        if epoch and rt.epoch != epoch and not later:
+            raise CommandError(f"slot {slot} is owned here at epoch {rt.epoch}, before the "
+                               f"adoption's epoch {epoch}: not that move")
+        return {"started": True}
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
+        """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
+        still running (a new leader's, while its predecessor's runs) waits for that one and
+        answers the same."""
+        running = self._releasing.get(slot)
+        if running is not None:
+            if running[0] != to_nf:
+                raise CommandError(f"slot {slot} is being released to NF {running[0]}")
+            return await asyncio.shield(running[1])
+        task = asyncio.ensure_future(self._release_slot(slot, to_nf, to_address, same_cluster))
+        self._releasing[slot] = (to_nf, task)
+        task.add_done_callback(lambda _t: self._releasing.pop(slot, None))
+        return await asyncio.shield(task)
+
+    async def _release_slot(self, slot: int, to_nf: int, to_address: str,
+                            same_cluster: bool) -> dict[str, Any]:
         parked = self.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(parked.started.wait(), self.cfg.marker_wait * 2)
         rt = self.slots.get(slot)
-        if rt is None or rt.role != SlotRole.PRIMARY:
-            raise CommandError(f"slot {slot} is not owned here as primary")
+        if rt is not None and rt.role == SlotRole.RELEASED and rt.release is not None \
+                and rt.release.to_nf == to_nf:
+            return await self._release_again(rt, rt.release)
+        if rt is None:
+            raise CommandError(f"slot {slot} is not held here (never owned, or given away and "
+                               "dropped since): nothing to release")
+        if rt.role != SlotRole.PRIMARY:
+            raise CommandError(f"slot {slot} is not owned here as primary ({rt.role.name})")
         link = self.links.get(to_nf)
         if link is None or link.address != worker_address(to_address, self.cfg.index):
             link = self._link(to_nf, to_address)
         try:
             await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
         except TimeoutError:
-            raise CommandError(f"cannot reach NF {to_nf} at {link.address}") from None
+            raise CommandError(f"cannot reach NF {to_nf} at {link.address}; the slot stays "
+                               "owned here") from None
         # from here to RELEASED nothing yields: this is a packet boundary. The slot's state is
         # sealed with a version (after the wait above, during which packets were processed:
         # a change left in the open batch would be missing from a delta transfer)
@@ -80,28 +134,82 @@ class Ownership(WorkerCore):
         xid = self._xfer_id
         fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._xfer_waiters[xid] = fut
-        nbytes = link.send({
-            "t": "x", "id": xid, "slot": slot, "epoch": rt.epoch, "seq": st.last_seq,
-            "version": st.version, "base": -1 if base is None else base, "flows": entries,
-        })
+        self._xfer_slots[xid] = slot
+        transfer = {
+            "t": "x", "id": xid, "n": self.cfg.nf_id, "slot": slot, "epoch": rt.epoch,
+            "seq": st.last_seq, "version": st.version, "base": -1 if base is None else base,
+            "flows": entries,
+        }
+        nbytes = link.send(transfer)
         self.c.transfer_bytes += nbytes
-        error = ""
+        rt.release = ReleaseRecord(to_nf, link, transfer, fut, {
+            "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
+            "delta": base is not None,
+        })
+        return await self._await_answer(rt, rt.release)
+
+    async def _await_answer(self, rt: SlotRuntime, rec: ReleaseRecord) -> dict[str, Any]:
+        """`Release`'s answer once the adopter answered the transfer (`_transfer_answered` has
+        decided the slot). Without an answer within the transfer timeout the slot stays
+        RELEASED, its packets waiting here: the adopter may have accepted (its answer delayed
+        or lost), so taking the slot back would make two owners. A late answer decides it, and
+        so does the controller through the adopter's fence (docs/protocols.md §5)."""
         try:
-            reply = await asyncio.wait_for(fut, self.cfg.transfer_timeout)
-            if not reply.get("ok"):
-                error = f"NF {to_nf} refused slot {slot}: {reply.get('err')}"
+            reply = await asyncio.wait_for(asyncio.shield(rec.answer), self.cfg.transfer_timeout)
         except TimeoutError:
-            error = f"NF {to_nf} did not acknowledge the state of slot {slot}"
-        finally:
-            self._xfer_waiters.pop(xid, None)
+            raise CommandError(
+                f"NF {rec.to_nf} did not answer the transfer of slot {rt.slot}: undecided, the "
+                "slot waits here, released, for its answer or the controller's decision"
+            ) from None
+        if not reply.get("ok"):
+            raise CommandError(f"NF {rec.to_nf} refused slot {rt.slot}: {reply.get('err')}; the "
+                               "slot stays owned here")
+        return rec.result
+
+    async def _release_again(self, rt: SlotRuntime, rec: ReleaseRecord) -> dict[str, Any]:
+        """`Release` of a slot already released to the same NF: the same result if its transfer
+        was accepted; if still unanswered, the transfer is sent again (the adopter answers a
+        transfer it accepted already the same way: it never refuses it) and awaited."""
+        if rt.forward is not None:
+            return rec.result
+        link = self.links.get(rec.to_nf) or rec.link
+        try:
+            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+        except TimeoutError:
+            raise CommandError(f"cannot reach NF {rec.to_nf} at {link.address}: slot {rt.slot} "
+                               "stays released here, undecided") from None
+        if rt.release is not rec or rt.role != SlotRole.RELEASED:  # decided while we waited
+            if rt.forward is not None:
+                return rec.result
+            raise CommandError(f"slot {rt.slot} was taken back meanwhile")
+        if rt.forward is None:
+            rec.link = link
+            link.send(rec.transfer)
+        return await self._await_answer(rt, rec)
+
+    def _transfer_answered(self, xid: int, msg: Message) -> None:
+        """The adopter's answer decides a released slot: accepted, what waited here and what
+        arrives later is forwarded to it; refused, the slot is owned here again."""
+        slot = self._xfer_slots.pop(xid, None)
+        rt = self.slots.get(slot) if slot is not None else None
+        if rt is None or rt.release is None or rt.release.transfer["id"] != xid:
+            if msg.get("ok"):
+                log.error("slot %s: transfer %d accepted after this NF took the slot back", slot, xid)
+            return
+        rec = rt.release
+        if rt.role != SlotRole.RELEASED or rt.forward is not None:
+            return
         held, rt.pending = rt.pending, []
-        now = time.monotonic()
-        if error:  # the slot stays here: resume processing, with what arrived meanwhile
+        if not msg.get("ok"):  # the slot stays here: resume processing, with what arrived meanwhile
             rt.role = SlotRole.PRIMARY
+            rt.release = None
+            now = time.monotonic()
             for shim, frame in held:
                 self._offer(rt, shim, frame, now)
-            raise CommandError(error + "; the slot stays owned here")
+            return
+        link = self.links.get(rec.to_nf) or rec.link
         rt.forward = link
+        rec.transfer = {"id": xid}  # accepted: the state it carried is not needed again
         early = [item for _seq, item in rt.seq.take_buffered()]
         for _shim, frame in early + held:
             link.send({"t": "f", "f": frame})
@@ -112,10 +220,24 @@ class Ownership(WorkerCore):
             backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
         # (our output of s left before the transfer: a next move cannot start while our epoch's
         # output is held, which the switch's two-epoch output dedup needs)
-        return {
-            "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
-            "delta": base is not None,
-        }
+
+    def take_back(self, rt: SlotRuntime, epoch: int) -> None:
+        """The controller gives back a slot released here whose transfer is unanswered (the
+        adopter's fence cancelled the adoption): owned again at `epoch`, with its state and
+        numbering, and the packets that waited here processed."""
+        rec, rt.release = rt.release, None
+        if rec is not None:
+            xid = int(rec.transfer["id"])
+            self._xfer_slots.pop(xid, None)
+            fut = self._xfer_waiters.pop(xid, None)
+            if fut is not None and not fut.done():
+                fut.set_result({"t": "xa", "id": xid, "ok": False, "err": "taken back"})
+        rt.role = SlotRole.PRIMARY
+        rt.epoch = epoch
+        held, rt.pending = rt.pending, []
+        now = time.monotonic()
+        for shim, frame in held:
+            self._offer(rt, shim, frame, now)
 
     def busy_first(self, slots: list[int]) -> tuple[list[int], list[int]]:
         """`slots` split into those with something to replay or state (promoted first: their

@@ -1,9 +1,15 @@
 """The move protocol's time limits, in one place: the NF runtime waits by them, and the
-controller derives its own deadlines from them, so that the controller never gives up on (and
-undoes) a move the runtime may still complete (docs/protocols.md §5).
+controller derives its own deadlines from them (docs/protocols.md §5).
 
-A release waits, each at most `TRANSFER_TIMEOUT`: for the link to the adopter, for the adopter's
-answer to the transfer, and for the old owner's output of the slot to leave (its backup's ack).
+A release waits: for an adoption of the slot here that still waits for its marker (at most
+`2 * MARKER_WAIT`), then, each at most `TRANSFER_TIMEOUT`, for the link to the adopter, for the
+old owner's output of the slot to leave (its backup's ack) and for the adopter's answer to the
+transfer. Its command may also wait behind others in the worker's queue, which no limit here
+bounds. So the controller's deadline is an estimate, not a guarantee, and correctness does not
+depend on it: a `Release` that fails or does not answer in time is decided by the adopter's
+fence (`CancelAdopt`: the adoption is cancelled, or the adopter says it started the slot), and
+the runtime never takes a released slot back by itself while the adopter's answer is missing
+(the slot stays released, undecided, until the answer or the controller decides it).
 """
 
 from __future__ import annotations
@@ -11,20 +17,20 @@ from __future__ import annotations
 TRANSFER_TIMEOUT = 5.0
 """Seconds a releasing NF waits at each of its three steps."""
 
-RELEASE_WORST_CASE = 3 * TRANSFER_TIMEOUT
-"""The longest a `Release` can take inside the runtime."""
+MARKER_WAIT = 0.5
+"""Seconds an adopter that has the transfer waits for the old owner's move marker (which follows
+the old owner's last output through the switch) before it starts on the slot anyway, counted in
+`marker_timeouts`: the old owner died mid-move, or the switch's queues are that long."""
+
+RELEASE_WORST_CASE = 2 * MARKER_WAIT + 3 * TRANSFER_TIMEOUT
+"""The longest a `Release` can take inside a worker once it runs (queueing not counted)."""
 
 CONTROL_REPLY_TIMEOUT = RELEASE_WORST_CASE + 1.0
 """How long the NF's control server waits for a worker's answer to a release."""
 
 RELEASE_RPC_TIMEOUT = CONTROL_REPLY_TIMEOUT + 2.0
-"""The controller's deadline for the `Release` RPC: after the runtime's own limits, so an undone
-move is one the runtime has given up on too."""
+"""The controller's deadline for the `Release` RPC: after the runtime's own limits, so that a
+release that merely takes long is usually answered; one that is not is decided by the fence."""
 
 ADOPT_RPC_TIMEOUT = 2.0
 """The controller's deadline for `Adopt`, `CancelAdopt` and the backup's `AssignSlots`."""
-
-MARKER_WAIT = 0.5
-"""Seconds an adopter that has the transfer waits for the old owner's move marker (which follows
-the old owner's last output through the switch) before it starts on the slot anyway, counted in
-`marker_timeouts`: the old owner died mid-move, or the switch's queues are that long."""

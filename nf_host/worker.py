@@ -28,7 +28,15 @@ from nf_host.ownership import Ownership
 from nf_host.reorder import SEQ_MASK, seq_after
 from nf_host.replication import worker_address
 from nf_host.state_store import Replica
-from nf_host.worker_types import CommandError, Counters, Role, SlotRole, SlotRuntime, WorkerConfig
+from nf_host.worker_types import (
+    CommandError,
+    Counters,
+    Role,
+    SlotRole,
+    SlotRuntime,
+    WorkerConfig,
+    older_owner,
+)
 
 __all__ = ["CommandError", "Counters", "Role", "SlotRole", "SlotRuntime", "Worker", "WorkerConfig"]
 
@@ -55,8 +63,8 @@ class Worker(Ownership):
                     self.backup_next_seq[slot] = next_seq
                 continue
             rt = self.slots.get(slot)
-            if rt is not None and rt.role == SlotRole.PRIMARY:
-                rt.epoch = epoch
+            if rt is not None:
+                self._assign_held(rt, epoch)
                 continue
             if slot in self.backed_up or slot in self.replicas:
                 # owning a slot we hold a copy of: that is a promotion (state kept, copies replayed)
@@ -67,6 +75,24 @@ class Worker(Ownership):
             rt.seq.next_expected = next_seq
             if next_seq is not None:
                 rt.state.last_seq = (next_seq - 1) & SEQ_MASK
+
+    def _assign_held(self, rt: SlotRuntime, epoch: int) -> None:
+        """`AssignSlots` (as primary) of a slot this worker holds: its state, numbering and
+        waiting packets are kept whatever the assignment says (it may come from a new leader
+        that knows less, or without `next_seq`); only its epoch follows, never backwards."""
+        newer = rt.epoch != epoch and not older_owner((epoch, 0), (rt.epoch, 0))
+        if rt.role == SlotRole.RELEASED and rt.forward is None:
+            # released, its transfer unanswered: the controller decided the move did not happen
+            # (the adopter's fence cancelled it), so the slot is owned here again
+            self.take_back(rt, epoch if newer else rt.epoch)
+            return
+        if rt.role == SlotRole.RELEASED:
+            log.warning("slot %d is assigned here but was released to NF %s (its transfer "
+                        "accepted): it stays there, its packets forwarded", rt.slot,
+                        rt.release.to_nf if rt.release else "?")
+            return
+        if newer:  # PRIMARY, or ADOPTING (its transfer completes it: next_seq is not needed)
+            rt.epoch = epoch
 
     def set_role(self, role: Role) -> None:
         """The whole instance's role. Becoming a backup or idle (a spare) from another role drops
@@ -317,8 +343,7 @@ class Worker(Ownership):
             self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]))
             return {}
         if name == "cancel_adopt":
-            self.cancel_adopt(int(args["slot"]), int(args["epoch"]))
-            return {}
+            return self.cancel_adopt(int(args["slot"]), int(args["epoch"]))
         if name == "adopt":
             self.adopt(int(args["slot"]), int(args["epoch"]))
             return {}

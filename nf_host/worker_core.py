@@ -82,6 +82,9 @@ class WorkerCore:
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
         self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
+        self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
+        # releases under way: slot -> (adopter, the release's task)
+        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._waiting: set[int] = set()  # slots whose sequencer holds early packets
         self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
@@ -456,8 +459,10 @@ class WorkerCore:
                     self._release(batch)
                 self._maybe_resume()
         elif t == "xa":
-            fut = self._xfer_waiters.pop(int(msg["id"]), None)
+            xid = int(msg["id"])
+            fut = self._xfer_waiters.pop(xid, None)
             if fut is not None and not fut.done():
+                self._transfer_answered(xid, msg)  # decides the slot, whoever still waits
                 fut.set_result(msg)
         else:
             self.c.repl_errors += 1
@@ -484,6 +489,8 @@ class WorkerCore:
                 rt.state.seal()  # new flows since the last batch get a version too
             elif rt.role != SlotRole.RELEASED or rt.forward is not None:
                 continue
+            elif rt.release is not None and rt.release.to_nf == link.nf_id:
+                continue  # not to the adopter: one that started the slot refuses it (StaleSender)
             versions[slot] = rt.state.version
             slots_wire.append(
                 [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything(),
@@ -578,6 +585,9 @@ class WorkerCore:
             copy[14] = Kind.BACKUP
             link.send({"t": "c", "f": bytes(copy)})
 
+    def _transfer_answered(self, xid: int, msg: Message) -> None:
+        """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
+
     def _check_owner(self, sender: int, items: list[Any]) -> None:
         """Refuse a delta from a slot's former owner: one that was failed over while alive (it
         hung, then went on) still sends deltas of the slots its backup now owns. Its
@@ -601,7 +611,15 @@ class WorkerCore:
         slot = int(msg["slot"])
         xid = msg["id"]
         rt = self.slots.get(slot)
-        if rt is None or rt.role != SlotRole.ADOPTING:
+        sender = msg.get("n")
+        origin = None if sender is None else (int(sender), int(xid))
+        if rt is not None and origin is not None and rt.adopted_from == origin:
+            # the same transfer sent again (its answer was lost, or the old owner was asked to
+            # release again): accepted already, whether the slot has started or waits for its
+            # marker; answered the same, never refused (a refusal would make the old owner
+            # take back a slot that started here)
+            return {"t": "xa", "id": xid, "ok": True, "err": ""}
+        if rt is None or rt.role != SlotRole.ADOPTING or rt.adopted_from is not None:
             return {"t": "xa", "id": xid, "ok": False, "err": f"slot {slot} is not being adopted"}
         base = int(msg["base"])
         entries = entries_from_wire(msg["flows"])
@@ -627,6 +645,7 @@ class WorkerCore:
         # as the one before 1)
         parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
                         time.monotonic())
+        rt.adopted_from = origin if origin is not None else (0, int(xid))  # (the fence: started)
         # the slot starts here once the old owner's marker has come too (nf_host/move_marker.py)
         if self.markers.on_transfer(slot, parked):
             self._start_adopted(rt, parked)

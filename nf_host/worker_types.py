@@ -4,9 +4,11 @@ slot and NF roles (mirroring nf_control.proto), shared by the worker's layers (`
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from nf_host.peer_policy import PeerLimits
 from nf_host.reorder import Sequencer
@@ -67,6 +69,20 @@ class WorkerConfig:
 
 
 @dataclass
+class ReleaseRecord:
+    """A release of a slot by this NF (docs/protocols.md §5): the transfer sent to `to_nf` and
+    its answer. Until the answer comes the slot is RELEASED and undecided: a late answer decides
+    it (accepted: forward to the adopter; refused: owned here again), as does the controller (a
+    `Release` again resends the transfer; an `AssignSlots` takes the slot back)."""
+
+    to_nf: int
+    link: Link
+    transfer: dict[str, Any]      # the transfer message, sent again as it is
+    answer: asyncio.Future[dict[str, Any]]
+    result: dict[str, Any]        # what `Release` answers once the transfer is accepted
+
+
+@dataclass
 class SlotRuntime:
     slot: int
     epoch: int
@@ -78,6 +94,8 @@ class SlotRuntime:
     forward: Link | None = None
     pending: list[tuple[Shim, bytes]] = field(default_factory=list)  # while adopting
     replace: bool = False  # the next delta carries the whole slot: receivers replace their replica
+    release: ReleaseRecord | None = None  # RELEASED: the transfer and its answer
+    adopted_from: tuple[int, int] | None = None  # (sender NF, transfer id) of the accepted transfer
 
 
 @dataclass

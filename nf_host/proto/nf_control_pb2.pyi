@@ -248,6 +248,16 @@ class AdoptRequest(_message.Message):
     from_address: str
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., from_nf_id: _Optional[int] = ..., from_address: _Optional[str] = ...) -> None: ...
 
+class CancelAdoptReply(_message.Message):
+    __slots__ = ("ok", "error", "started")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    error: str
+    started: bool
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., started: _Optional[bool] = ...) -> None: ...
+
 class ReleaseRequest(_message.Message):
     __slots__ = ("slot", "to_nf_id", "to_address", "same_cluster")
     SLOT_FIELD_NUMBER: _ClassVar[int]

@@ -72,7 +72,7 @@ class NfControlStub:
         self.CancelAdopt = channel.unary_unary(
                 '/nfcluster.nf.NfControl/CancelAdopt',
                 request_serializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
                 _registered_method=True)
         self.Release = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Release',
@@ -156,8 +156,11 @@ class NfControlServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelAdopt(self, request, context):
-        """A move that was undone: forget the adoption of this slot (at this epoch) and the packets
-        buffered for it (counted); nothing if the slot is not being adopted here.
+        """The fence that decides a move whose Release did not answer (docs/protocols.md §5): if the
+        slot is still being adopted here at this epoch, the adoption is cancelled (its buffered
+        packets counted; a transfer arriving later is refused) and `started` is false; if this NF
+        already accepted the transfer (owns the slot at this epoch or later), `started` is true and
+        nothing changes. A slot not held here at all answers `started` false.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,6 +168,9 @@ class NfControlServicer:
 
     def Release(self, request, context):
         """Give a slot away: stop at a packet boundary, ship its state, forward late packets.
+        Idempotent: a slot already released to that NF answers the same result again; a slot
+        released to it whose transfer is unanswered waits for the answer again; a slot not held
+        here answers ok=false saying so.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,7 +250,7 @@ def add_NfControlServicer_to_server(servicer, server):
             'CancelAdopt': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelAdopt,
                     request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.CancelAdoptReply.SerializeToString,
             ),
             'Release': grpc.unary_unary_rpc_method_handler(
                     servicer.Release,
@@ -487,7 +493,7 @@ class NfControl:
             target,
             '/nfcluster.nf.NfControl/CancelAdopt',
             nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            nf__host_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -48,6 +48,9 @@ class FakeNf(pb_grpc.NfControlServicer):
     seen: dict[int, int] = field(default_factory=dict)  # slot -> highest sequence number received
     armed: tuple[int, int] | None = None  # (primary, successor) as last set by SetSuccessor
     took_over_from: list[int] = field(default_factory=list)  # what Status reports
+    started: set[int] = field(default_factory=set)  # slots whose transfer it accepted (the fence)
+    assigned: list[tuple[list[int], bool]] = field(default_factory=list)  # AssignSlots: (slots, as_backup)
+    fence_errors: int = 0  # the next this many CancelAdopt calls fail (a worker not answering)
 
     async def Status(self, request, context):
         self.calls.append(("Status", request))
@@ -103,6 +106,7 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def AssignSlots(self, request, context):
         self.calls.append(("AssignSlots", len(request.slots)))
+        self.assigned.append(([s.slot for s in request.slots], request.as_backup))
         if request.as_backup:
             self.backed_up_for = request.primary_nf_id
         self.slots.update({s.slot: s.epoch for s in request.slots})  # the runtime adds, too
@@ -113,9 +117,15 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def CancelAdopt(self, request, context):
         self.calls.append(("CancelAdopt", (request.slot, request.epoch)))
+        if self.fence_errors:
+            self.fence_errors -= 1
+            return pb.CancelAdoptReply(ok=False, error="worker not answering")
+        if request.slot in self.started:  # the transfer was accepted: the fence says so
+            return pb.CancelAdoptReply(ok=True, started=True)
         if self.adopting.get(request.slot) == request.epoch:
             del self.adopting[request.slot]
-        return pb.Result(ok=True)
+            self.slots.pop(request.slot, None)
+        return pb.CancelAdoptReply(ok=True, started=False)
 
     async def Adopt(self, request, context):
         self.calls.append(("Adopt", (request.slot, request.epoch, request.from_nf_id)))
