@@ -112,6 +112,9 @@ class ControllerCore(ABC):
         self._digest_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.move_lock = asyncio.Lock()  # one migration or fail-over at a time
+        # fail-overs waiting for `move_lock`: moves queued on the lock before them give way
+        # (check_move refuses while one waits), so a dead primary's slots wait for no move
+        self.urgent = 0
         self.release_timeout = RELEASE_TIMEOUT
         self.fence_patience = FENCE_PATIENCE  # how long a move's fence is asked (migration.py)
         # the move journal (docs/protocols.md §5): moves between their switch write and their

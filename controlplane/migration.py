@@ -28,6 +28,7 @@ undone. In every case but an undecided one the journal entry is cleared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -51,6 +52,9 @@ FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does
 # (under the move lock: a fail-over waits at most that long for it)
 FENCE_RETRY = 0.2
 KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
+
+
+DOWN_POLL = 0.02  # seconds between two looks at the FDU's verdict during a Release
 
 
 class MoveError(Exception):
@@ -110,6 +114,14 @@ def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
         raise MoveError(f"slot {slot} is already owned by NF {to_nf}")
     if ctl.registry.nfs[owner].declared_down:
         raise MoveError(f"the owner of slot {slot}, NF {owner}, is down (fail-over moves its slots)")
+    for nf in (owner, to_nf):
+        # an NF that restarted (or is being reconfigured) holds nothing it was given: a move
+        # to or from it waits until the controller has configured it again (found by the
+        # simulation, seed 5: a move queued before a crash ran after the restart)
+        if nf not in ctl.nfs_configured:
+            raise MoveError(f"NF {nf} is not configured (it restarted or is being reconfigured)")
+    if ctl.urgent:
+        raise MoveError("a fail-over is waiting: moves wait for it")
     return owner
 
 
@@ -169,6 +181,23 @@ def _results(intent: MoveIntent, same_cluster: bool, started: float,
     return result
 
 
+async def _unless_down(ctl: ControllerCore, nf: int, name: str, request: Any,
+                       timeout: float) -> Any:
+    """`registry.call`, given up as soon as the FDU declares `nf` down: a Release to an NF that
+    hangs would otherwise hold the move lock, and with it the NF's own fail-over, for the
+    whole release deadline (found by the simulation, seed 43). B's fence then decides."""
+    call = asyncio.ensure_future(ctl.registry.call(nf, name, request, timeout=timeout))
+    while True:
+        done, _ = await asyncio.wait([call], timeout=DOWN_POLL)
+        if done:
+            return call.result()
+        if ctl.registry.nfs[nf].declared_down:
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError, NfControlError):
+                await call
+            raise NfControlError(nf, name, "UNAVAILABLE: declared down during the call")
+
+
 async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: float,
                       result: Callable[..., MoveResult] | None = None) -> MoveResult:
     """From the switch write on (the slot is B's at e+1): A's `Release`, and if it does not
@@ -185,9 +214,9 @@ async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: 
     if src in reg.nfs and not reg.nfs[src].declared_down:
         for full in ((False, True) if same_cluster else (True,)):
             try:
-                reply = await reg.call(src, "Release", pb.ReleaseRequest(
+                reply = await _unless_down(ctl, src, "Release", pb.ReleaseRequest(
                     slot=slot, to_nf_id=to_nf, to_address=cfg.nf(to_nf).replication_address(),
-                    same_cluster=not full), timeout=release_timeout)
+                    same_cluster=not full), release_timeout)
                 error = ""
                 break
             except NfControlError as exc:

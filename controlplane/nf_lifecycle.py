@@ -7,8 +7,10 @@ The protocols themselves are in controlplane/failover.py and controlplane/migrat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 
 from controlplane.controller_core import ControllerCore
 from controlplane.failover import fail_over, protect, replace_backup, state_lost
@@ -83,7 +85,7 @@ class NfLifecycle(ControllerCore):
             # fail-over would fail half-done (seen when live NFs were thought dead at start-up)
             LOG.warning("NF %d down before the switch is ready: its fail-over waits for it", dead)
             await self.switch_ready.wait()
-        async with self.move_lock:
+        async with self._urgent_lock():
             if dead in self.pairs and await self._really_down(dead, confirmed, since):
                 result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
                 if result.ok:
@@ -114,6 +116,33 @@ class NfLifecycle(ControllerCore):
                 self._acted_on(nf_id)
             return result.ok
 
+    @contextlib.asynccontextmanager
+    async def _urgent_lock(self) -> AsyncIterator[None]:
+        """`move_lock` for a fail-over: moves queued before it give way (`check_move`)."""
+        self.urgent += 1
+        waiting = True
+        try:
+            async with self.move_lock:
+                self.urgent -= 1
+                waiting = False
+                yield
+        finally:
+            if waiting:  # (cancelled while waiting)
+                self.urgent -= 1
+
+    async def _restarted_primary(self, nf_id: int) -> None:
+        """`_reconfigure_now`'s case of a primary restarted before it was failed over."""
+        async with self._urgent_lock():
+            if nf_id not in self.pairs:  # (failed over meanwhile)
+                return
+            LOG.warning("primary NF %d restarted before its fail-over: failing it over now", nf_id)
+            result = await fail_over(self, nf_id)
+            if result.ok:
+                self._acted_on(nf_id)
+                self.failovers.append(result)
+            elif result.promoted is None:  # no live backup: its slots' state is gone
+                self.failovers.append(state_lost(self, nf_id))
+
     def _acted_on(self, nf_id: int) -> None:
         """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
         again while that was under way (a false alarm whose "up" came first), nothing else will
@@ -142,7 +171,7 @@ class NfLifecycle(ControllerCore):
                 await self._fail_over(dead, confirmed=True)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
-        async with self.move_lock:
+        async with self._urgent_lock():
             if not await self._really_down(dead, confirmed, since):
                 self.nfs_configured.add(dead)
                 return
@@ -173,6 +202,13 @@ class NfLifecycle(ControllerCore):
             await self._reconfigure_now(nf_id, restarted)
 
     async def _reconfigure_now(self, nf_id: int, restarted: bool) -> None:
+        if restarted and nf_id in self.pairs and nf_id in self.ever_configured \
+                and nf_id not in self.orphans:
+            # a primary that died and came back before its fail-over ran (it waited behind a
+            # move): the new process holds nothing, its backup holds the state (and may have
+            # taken over by itself already). Fail over now; configuring it as the primary
+            # again would give its slots to empty state (found by the simulation, seed 5)
+            await self._restarted_primary(nf_id)
         if nf_id in self.orphans:
             if restarted:  # a new process: it holds nothing of its slots
                 await self._orphan_back(nf_id)

@@ -21,14 +21,16 @@ from sim.system import Outcome, Scenario, run_seed
 def scenario(pairs: list[str]) -> Scenario:
     """A `Scenario` with `name=value` overrides (`--set`); a wrong name or value is named."""
     fields = {f.name: f for f in dataclasses.fields(Scenario)}
-    values: dict[str, float | int] = {}
+    values: dict[str, float | int | str] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         if not sep or name not in fields:
             raise ValueError(f"--set {pair!r}: expected NAME=VALUE with NAME one of "
                              f"{', '.join(sorted(fields))}")
         try:
-            values[name] = int(raw) if fields[name].type in (int, "int") else float(raw)
+            kind = fields[name].type
+            values[name] = (raw if kind in (str, "str") else
+                            int(raw) if kind in (int, "int") else float(raw))
         except ValueError:
             raise ValueError(f"--set {pair!r}: {raw!r} is not a number") from None
     return Scenario(**values)  # type: ignore[arg-type]

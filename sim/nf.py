@@ -123,10 +123,12 @@ class SimRegistry(NfRegistry):
     """The controller's NF registry over the simulated network (see the module docstring)."""
 
     def __init__(self, cfg: ControllerConfig, net: SimNet, nfs: dict[int, SimNf],
-                 lose_reply: Callable[[int, str], bool]) -> None:
+                 lose_reply: Callable[[int, str], str]) -> None:
         super().__init__(cfg)
         self.net, self.sim_nfs = net, nfs
-        self.lose_reply = lose_reply  # (nf, call) -> drop this call's reply after it took effect
+        # (nf, call) -> "" or how this call's reply is lost after the call took effect: "reset"
+        # (the connection breaks: UNAVAILABLE at once) or "silent" (a partition: the deadline)
+        self.lose_reply = lose_reply
         self.calls: list[tuple[float, int, str, str]] = []  # (time, nf, call, outcome)
 
     async def _call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
@@ -148,7 +150,11 @@ class SimRegistry(NfRegistry):
             lost = self.lose_reply(nf_id, name)
 
             def answered(f: asyncio.Future[dict[str, Any]]) -> None:
-                if f.cancelled() or lost:
+                if f.cancelled() or lost == "silent":
+                    return
+                if lost == "reset":  # the connection broke after the call acted
+                    loop.call_later(self.net.delay(), settle, None, NfControlError(
+                        nf_id, name, "UNAVAILABLE: connection reset after the call"))
                     return
                 exc = f.exception()
                 reply = (to_error_reply(name, str(exc)) if exc is not None
@@ -166,11 +172,17 @@ class SimRegistry(NfRegistry):
             self.calls.append((loop.time(), nf_id, name, "refused"))
             raise NfControlError(nf_id, name, "UNAVAILABLE: connection refused")
         loop.call_later(self.net.delay(), self.net.deliver, CONTROLLER, nf.name, on_nf)
-        try:
-            reply = await asyncio.wait_for(done, timeout)
-        except TimeoutError:
-            self.calls.append((loop.time(), nf_id, name, "deadline"))
-            raise NfControlError(nf_id, name, "DEADLINE_EXCEEDED") from None
+        incarnation, end = nf.incarnation, loop.time() + timeout
+        while not done.done():  # a process that dies resets the call's connection at once
+            left = end - loop.time()
+            if left <= 0:
+                self.calls.append((loop.time(), nf_id, name, "deadline"))
+                raise NfControlError(nf_id, name, "DEADLINE_EXCEEDED")
+            await asyncio.wait([done], timeout=min(left, 0.005))
+            if not done.done() and (not nf.alive or nf.incarnation != incarnation):
+                self.calls.append((loop.time(), nf_id, name, "reset"))
+                raise NfControlError(nf_id, name, "UNAVAILABLE: connection reset")
+        reply = done.result()
         if not getattr(reply, "ok", True):
             self.calls.append((loop.time(), nf_id, name, "error"))
             raise NfControlError(nf_id, name, reply.error)

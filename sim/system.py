@@ -71,7 +71,8 @@ class Scenario:
     kills: float = 0.4             # NF crashes per second (at most one NF down at a time)
     hangs: float = 0.3             # NF hangs per second (then resumed: a zombie)
     cuts: float = 0.3              # controller <-> NF management cuts per second
-    lost_replies: float = 0.15     # probability that a move's RPC reply is lost after it acted
+    lost_replies: float = 0.15     # probability that a call's reply is lost after it acted...
+    lost_reply_calls: str = "Release,Adopt,CancelAdopt,AssignSlots,Promote"  # ...for these calls
     slow_ports: float = 0.2        # per second: a port queue that stalls up to `max_queue`
     max_queue: float = 0.5         # seconds a port queue can hold a frame (the docs admit 1 s)
 
@@ -133,12 +134,13 @@ class System:
         if nf is not None:
             nf.on_frame(frame)
 
-    def _lose_reply(self, nf_id: int, call: str) -> bool:
-        if self.events_on and call in ("Release", "Adopt", "CancelAdopt", "AssignSlots",
-                                       "Promote") and self._lose.random() < self.sc.lost_replies:
-            self.log(f"the reply of {call} to NF {nf_id} is lost (the call took effect)")
-            return True
-        return False
+    def _lose_reply(self, nf_id: int, call: str) -> str:
+        if self.events_on and call in self.sc.lost_reply_calls.split(",") \
+                and self._lose.random() < self.sc.lost_replies:
+            how = self._lose.choice(("reset", "silent"))
+            self.log(f"the reply of {call} to NF {nf_id} is lost ({how}; the call took effect)")
+            return how
+        return ""
 
     def log(self, what: str) -> None:
         self.outcome.trace.append(Event(asyncio.get_running_loop().time(), what))
