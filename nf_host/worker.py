@@ -91,7 +91,7 @@ class Worker(Ownership):
         self._to_promote.clear()
         self.backup_next_seq.clear()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
-        self.out_log = OutputLog()
+        self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
         self.commit = OutputCommit(next_id=self.commit.next_id)
         if self.batch is not None:
             self.batch = None
@@ -256,6 +256,7 @@ class Worker(Ownership):
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
+            "log_evicted": self.out_log.evicted,
             "cancelled": c.cancelled, "markers": self.markers.markers,
             "marker_timeouts": self.markers.timeouts,
             "self_promotions": c.self_promotions, "took_over_from": sorted(self.took_over_from),

@@ -96,7 +96,7 @@ class WorkerCore:
         self.started = time.monotonic()
         self.released_id = 0  # the last batch whose output has been handed to `tx`
         self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
+        self.out_log = OutputLog(retain=self.cfg.output_retain)  # as a backup: outputs its primary may not have released
         # the last promotion's clock until its first output is released
         self._takeover: TakeoverClock | None = None
         # until then, peers and idle slots wait (nf_host/quiet_window.py); the watch on the new

@@ -13,7 +13,7 @@ from nf_host.reorder import Sequencer
 from nf_host.replication import Link
 from nf_host.shim import Shim
 from nf_host.state_store import SlotState
-from nf_host.timing import MARKER_WAIT, TRANSFER_TIMEOUT
+from nf_host.timing import MARKER_WAIT, SWITCH_QUEUE_BOUND, TRANSFER_TIMEOUT
 
 
 class SlotRole(IntEnum):
@@ -62,6 +62,9 @@ class WorkerConfig:
     transfer_timeout: float = TRANSFER_TIMEOUT
     marker_wait: float = MARKER_WAIT  # an adopter's wait for the old owner's move marker
     max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
+    # as a backup, how long the primary's released output is kept after the release is known
+    # (the switch's queue bound: nf_host/timing.py, docs/protocols.md §2 "The output log")
+    output_retain: float = SWITCH_QUEUE_BOUND
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
     limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
 
