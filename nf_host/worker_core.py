@@ -532,8 +532,12 @@ class WorkerCore:
                 # is the base of the delta transfer that will complete the adoption)
                 rep = self.replicas.get(slot)
                 if rep is None or full or (more and more[0]):  # a whole slot from a new owner
-                    old_last = rep.last_seq if rep is not None else None
-                    rep = self.replicas[slot] = Replica(int(slot), last_seq=old_last)
+                    # the replica becomes that state, its last seq included: kept, a dead
+                    # owner's uncommitted numbers that reached this peer (not the backup) would
+                    # outlive the replacement, and promoted from it later (made the backup by
+                    # AssignSlots), this NF would skip the numbers after the new owner's last
+                    # without counting them (tests/nf_host/test_replica_last_seq.py)
+                    rep = self.replicas[slot] = Replica(int(slot))
                 rep.epoch = int(epoch)
                 rep.gen = int(more[1]) if len(more) > 1 else 0
                 if last_seq is None:  # the owner has not processed a packet of the slot yet
