@@ -130,6 +130,13 @@ class Worker(Ownership):
             new = self._link(nf_id, address)
             new.uncork()
             new.kick()
+            if old != nf_id and new.connected.is_set():
+                # a cluster peer's link, connected already: no (re)connection snapshot will come.
+                # Its replicas were built from peer deltas, without our output; the batches still
+                # waiting for the old backup's ack would be released by this one's next ack and,
+                # if we died then, be neither replayed (the state is there) nor logged. The
+                # snapshot logs their output there and replaces its replicas
+                self._on_link_connected(new)
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:

@@ -472,10 +472,13 @@ async def scenario(seed: int) -> tuple[Sim, str]:
             sim.fenced.add(A)  # the controller's new cluster view reaches every peer
         b.w.promote(slots, A)
         if rng.random() < 0.5:
-            c.w.assign([(s, 1, None) for s in slots], as_backup=True)
-            b.w.set_backup(C, c.addr)
+            # the new backup: a spare, or (its own draw) the cluster peer, whose replicas were
+            # built from A's deltas as a peer and become the backup's
+            new = p if random.Random(seed + 4_000_003).random() < 0.3 and not p.dead else c
+            new.w.assign([(s, 1, None) for s in slots], as_backup=True)
+            b.w.set_backup(new.nf_id, new.addr)
             for s in slots:
-                sim.route[s] = (B, C)
+                sim.route[s] = (B, new.nf_id)
 
     def move(s: int, src: Node, dst: Node) -> None:
         same = dst.nf_id != Q and src.nf_id != Q

@@ -1,4 +1,5 @@
-"""A cluster peer's replica of a slot takes the last seq of the state that replaces it.
+"""A cluster peer's replicas, when they become a backup's: replaced by the new owner's state (last
+seq included), and synchronised with the primary's held output when the peer is made its backup.
 
 Double fault: primary A dies after its deltas of batches its backup B never received reached
 peer P (A's uncommitted numbers). B is promoted; its first delta replaces P's replica (flows and,
@@ -18,11 +19,12 @@ import pytest
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
 from nf_host.nf_api import make_nf
+from nf_host.replication import decode
 from nf_host.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
 
-A, B, P = 1, 2, 3
+A, B, P, C = 1, 2, 3, 5
 SLOT = 3
 
 
@@ -61,3 +63,65 @@ def test_a_replaced_replica_takes_the_new_owners_last_seq_and_the_skip_is_counte
     last, gaps, packets = asyncio.run(run())
     assert last == 12 and packets == [2]
     assert gaps == 2  # 9 and 10: skipped and counted
+
+
+class FakeLink:
+    """A replication link that is connected and records what is sent on it (decoded)."""
+
+    def __init__(self, nf_id: int, address: str) -> None:
+        self.nf_id, self.address = nf_id, address
+        self.connected = asyncio.Event()
+        self.connected.set()
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, msg: dict[str, Any]) -> int:
+        self.sent.append(msg)
+        return 1
+
+    def send_raw(self, data: bytes) -> int:
+        self.sent.append(decode(data[4:]))
+        return 1
+
+    def kick(self) -> None: ...
+    def cork(self) -> None: ...
+    def uncork(self) -> None: ...
+
+    def backlog(self) -> int:
+        return 0
+
+    async def close(self) -> None: ...
+
+
+def test_a_cluster_peer_made_the_backup_gets_a_snapshot_with_the_held_output() -> None:
+    """B's backup C stops acknowledging; the controller makes the cluster peer P B's backup. P's
+    link is connected already (no reconnection snapshot), and its replicas came from B's peer
+    deltas, which carry no output. Without a snapshot, P's next ack would release the batches
+    held for C while P had logged none of their output: B dying then, P (promoted) would neither
+    replay them (its replica holds their state) nor send their output again."""
+    async def run() -> tuple[FakeLink, int]:
+        b = Worker(WorkerConfig(nf_id=B, batch_size=1, batch_time=0), make_nf("checker"),
+                   MemoryStore(), lambda frame: None)
+        links: dict[int, FakeLink] = {}
+
+        def link(nf_id: int, address: str) -> FakeLink:
+            links.setdefault(nf_id, FakeLink(nf_id, address))
+            b.links[nf_id] = links[nf_id]  # type: ignore[assignment]
+            return links[nf_id]
+
+        b._link = link  # type: ignore[method-assign,assignment]
+        b.assign([(SLOT, 1, 1)], as_backup=False)
+        b.set_peers([(P, "10.9.0.3:7000")])
+        b.set_backup(C, "10.9.0.5:7000")
+        switch = Switch()
+        for no in (1, 2, 3):
+            prim, _copy = switch.stamp(SLOT, checker_frame(7, no), B, C)
+            b.on_frame(prim)  # a batch each; C never acknowledges: 3 outputs held
+        held = b.commit.held_outputs
+        b.set_backup(P, "10.9.0.3:7000")
+        return links[P], held
+
+    p_link, held = asyncio.run(run())
+    assert held == 3
+    snap = p_link.sent[-1]
+    assert snap["t"] == "d" and snap["full"]
+    assert sum(len(frames) for _bid, frames in snap["o"]) == 3  # the held output, logged at P
