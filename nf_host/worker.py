@@ -262,7 +262,7 @@ class Worker(Ownership):
             "nf_errors": c.nf_errors,
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
-            "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
+            "reemitted": c.reemitted, "watermarks": c.watermarks, "logged_outputs": self.out_log.frames,
             "log_evicted": self.out_log.evicted,
             "cancelled": c.cancelled, "markers": self.markers.markers,
             "marker_timeouts": self.markers.timeouts,

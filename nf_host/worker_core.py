@@ -22,7 +22,7 @@ from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFuncti
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy, hello
 from nf_host.quiet_window import QuietWindow
-from nf_host.reorder import Offer, Sequencer, seq_after, seq_next
+from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
 from nf_host.replication import (
     Link,
     Message,
@@ -33,6 +33,8 @@ from nf_host.replication import (
 )
 from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
+from nf_host.watermark import SPAN as WATERMARK_SPAN
+from nf_host.watermark import first_span, watermark_frame
 from nf_host.worker_types import (
     Counters,
     Role,
@@ -300,6 +302,23 @@ class WorkerCore:
                 self.cfg.nf_id, shim.seq
             )
             batch.outputs.append(out)
+            rt.out_mark = shim.seq
+        else:
+            # dropped: a watermark frame instead, now and then, so the switch's dedup watermark
+            # never falls 2^31 numbers behind (nf_host/watermark.py)
+            mark = rt.out_mark
+            if mark is None:
+                if rt.out_from is None:
+                    rt.out_from = (shim.seq - 1) & SEQ_MASK
+                due = (shim.seq - rt.out_from) & SEQ_MASK >= first_span(st.gen)
+            else:
+                due = (shim.seq - mark) & SEQ_MASK >= WATERMARK_SPAN
+            if due:
+                batch.outputs.append(watermark_frame(
+                    self.cfg.nf_id, rt.slot, shim.stage, rt.epoch, shim.seq,
+                    shim.flags & FLAG_REVERSE))
+                rt.out_mark = shim.seq
+                self.c.watermarks += 1
         if batch.packets >= self.cfg.batch_size:
             self.close_batch()
 

@@ -81,6 +81,10 @@ class SlotRuntime:
     forward: Link | None = None
     pending: list[tuple[Shim, bytes]] = field(default_factory=list)  # while adopting
     replace: bool = False  # the next delta carries the whole slot: receivers replace their replica
+    # this owner's last output or watermark frame (seq), else the number before its first packet
+    # (nf_host/watermark.py: when a dropped input sends a watermark frame instead)
+    out_mark: int | None = None
+    out_from: int | None = None
 
 
 @dataclass
@@ -101,6 +105,7 @@ class Counters:
     reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
     self_promotions: int = 0  # takeovers started here: the primary's link closed (§4.3)
     cancelled: int = 0  # packets buffered for an adoption that was cancelled (an undone move)
+    watermarks: int = 0  # watermark frames sent for dropped inputs (nf_host/watermark.py)
 
 
 @dataclass

@@ -53,6 +53,7 @@ from nf_host.reorder import SEQ_MASK
 from nf_host.replication import Message, StaleSender, decode, encode, worker_address
 from nf_host.shim import ETH_HDR_LEN, Kind, Shim
 from nf_host.state_store import FlowId, flow_id, key_from_wire
+from nf_host.watermark import is_watermark
 from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
@@ -163,6 +164,9 @@ class Sim:
         if frame[ETH_HDR_LEN] == Kind.MARKER:  # a move's marker: passed to the slot's owner
             marker = Shim.unpack(frame, ETH_HDR_LEN)
             self.nodes[self.route[marker.slot][0]].inq.append(frame)
+            return
+        if is_watermark(frame):  # (the checker NF drops nothing, but the switch would take it)
+            self.dedup.offer(frame)
             return
         shim, inner = strip_shim(frame)
         rec = read_checker(inner)
@@ -346,7 +350,7 @@ class Node:
         if self.dead:
             sim.fail(f"NF {self.nf_id} sent output after it died")
         sim.ports.setdefault(self.nf_id, deque()).append((sim.now, bytes(frame)))
-        if frame[ETH_HDR_LEN] == Kind.MARKER:
+        if frame[ETH_HDR_LEN] == Kind.MARKER or is_watermark(frame):
             return
         shim, inner = strip_shim(frame)
         rec = read_checker(inner)

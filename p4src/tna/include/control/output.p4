@@ -56,8 +56,10 @@ control NfOutputAcceptance(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_NF) {
+            bool is_watermark = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
+                                && (hdr.nfc_shim.flags & SHIM_FLAG_WATERMARK) != 0;
             bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
-                             && hdr.ipv4.isValid();
+                             && (hdr.ipv4.isValid() || is_watermark);
             bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
             if (is_output || is_marker) {
                 nf_stage.apply();
@@ -73,6 +75,10 @@ control NfOutputAcceptance(inout headers_t hdr,
                         bit<32> index = ((bit<32>)hdr.nfc_shim.slot << 1)
                                         | (bit<32>)(hdr.nfc_shim.epoch & 1);
                         verdict = check_output.execute(index);
+                        if (verdict == 0 && is_watermark) {
+                            /* it moved the watermark: nothing to forward */
+                            verdict = (bit<8>)OUTPUT_DROP_WATERMARK + 1;
+                        }
                     }
                 }
                 if (verdict == 0 && is_marker) {

@@ -61,8 +61,10 @@ control NfOutputAcceptance(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_NF) {
+            bool is_watermark = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
+                                && (hdr.nfc_shim.flags & SHIM_FLAG_WATERMARK) != 0;
             bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
-                             && hdr.ipv4.isValid();
+                             && (hdr.ipv4.isValid() || is_watermark);
             bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
             if (is_output || is_marker) {
                 /* nf_stage is applied in one place: p4c's BMv2 back end rejects a table
@@ -103,6 +105,11 @@ control NfOutputAcceptance(inout headers_t hdr,
                     } else {
                         reason = OUTPUT_DROP_STALE_EPOCH;  /* two or more epochs old */
                     }
+                }
+                if (first && is_watermark) {
+                    /* it moved the watermark: nothing to forward */
+                    first = false;
+                    reason = OUTPUT_DROP_WATERMARK;
                 }
                 if (first) {
                     meta.accepted = true;
