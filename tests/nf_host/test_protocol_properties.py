@@ -61,7 +61,7 @@ pytestmark = pytest.mark.unit
 SLOTS = (3, 7, 11)
 ZOMBIE_SHARE = 0.3  # of promotions, those of a primary failed over while alive (see scenario)
 SEEDS = 300
-REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305, 1027, 3393, 198, 3241, 116]
+REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305, 1027, 3393, 198, 3241, 133]
 """The first seed (of this generator: changing it renumbers them) that fails when each bug fixed
 with this test is put back: 0 a backup copy in flight when its backup was promoted (or had moved
 the slot on) was dropped as unowned; 13 a last/committed seq of 0 (the number before 1, or after
@@ -78,7 +78,7 @@ started while the first move's old owner still held output of its epoch (release
 that output has left); 198 and 3241 a primary failed over while alive (a "zombie") kept sending
 deltas and (re)connection snapshots that overwrote its successor's replicas at the peers (deltas
 now carry an owner generation, bumped by each promotion, and older ones are refused).
-Found once the switch had port queues: 116 a backup kept its primary's released output too short a
+Found once the switch had port queues: 133 a backup kept its primary's released output too short a
 time (with retention 0: the dead primary's output still queued at the switch was overtaken by the
 promoted backup's newer output and dropped as a duplicate; the log now keeps it the switch's queue
 bound after the release)."""
@@ -397,6 +397,7 @@ async def scenario(seed: int) -> tuple[Sim, str]:
     tight = extra.random() < 0.2  # small reorder buffers and backup budgets: overflows, counted
     switch_rng = random.Random(seed + 3_000_003)
     sim.queue_bound = switch_rng.choice([1, 2, 4, 8, 16, 32, 64])
+    serve_rate = switch_rng.choice([0.05, 0.1, 0.3])  # a port's frames also go at their bound
     reorder = extra.randint(1, 4) if tight else 4096
     copies = extra.randint(150, 1500) if tight else 1 << 20  # bytes (a frame is about 75)
     for nf in (A, B, P, Q, C):
@@ -519,7 +520,7 @@ async def scenario(seed: int) -> tuple[Sim, str]:
         # the switch serves one port's next frame (a dead NF's queued output too), at random
         # (its own generator: the draws below keep their seeds)
         queued = [nf for nf, queue in sim.ports.items() if queue]
-        if queued and switch_rng.random() < 0.3:
+        if queued and switch_rng.random() < serve_rate:
             sim.serve(switch_rng.choice(queued))
             queued = [nf for nf, queue in sim.ports.items() if queue]
         live = [n for n in sim.nodes.values() if not n.dead]
@@ -589,7 +590,12 @@ async def scenario(seed: int) -> tuple[Sim, str]:
             second_at = -2
             s = extra.choice(slots)
             owner = segments[s][-1][0]
-            choices = [n for n in (A, P, Q) if n != owner and not sim.nodes[n].dead]
+            # (not to the owner's own backup: an adopter does not use the input copies it held
+            # as the backup, so a packet only that copy brought is a counted gap, which this
+            # oracle, for which the copy "reached the owner", does not allow; docs/protocols.md
+            # Known limits)
+            backup = sim.nodes[owner].w.backup_id
+            choices = [n for n in (A, P, Q) if n not in (owner, backup) and not sim.nodes[n].dead]
             move(s, sim.nodes[owner], sim.nodes[extra.choice(choices)])
         dying_now = a.dying is not None and a.dying < 0 and not a.dead
         if mid_release and i == event_at:  # A dies after sending a few more outputs
