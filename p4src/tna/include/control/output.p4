@@ -3,7 +3,8 @@
  * compiled here). The output dedup keeps, per slot index (stage, slot) and epoch parity, the
  * (epoch, seq) of the last output accepted, in one pair register read and written by one
  * RegisterAction (the same rule as the v1model program's four-step version; docs/dataplane.md,
- * "Output dedup", "Service chains").
+ * "Output dedup", "Service chains"). A watermark frame (OUTPUT flagged WATERMARK, no packet)
+ * goes through the same RegisterAction and is then dropped, counted, never forwarded.
  */
 #ifndef NFC_TNA_OUTPUT_P4
 #define NFC_TNA_OUTPUT_P4

@@ -1,7 +1,8 @@
 /*
  * NF output: accepted once per input stamp, from the stage the sending port's NF is in.
  *
- * From an NF port only shim kind OUTPUT carrying IPv4 is accepted, and only for the stage of
+ * From an NF port only shim kind OUTPUT carrying IPv4 (or flagged WATERMARK: output without a
+ * packet, which moves the dedup watermark and is never forwarded) is accepted, and only for the stage of
  * the NF on that port (nf_stage): output claiming another stage is dropped and counted in
  * nf_output_drops[OUTPUT_DROP_WRONG_STAGE]. The output dedup then lets each input's output
  * through once: per slot index (stage, slot) the switch remembers the (epoch, seq) of the last
@@ -26,7 +27,7 @@ control NfOutputAcceptance(inout headers_t hdr,
                            inout local_metadata_t meta,
                            inout standard_metadata_t standard_metadata) {
 
-    /* Packets from NF ports that are not OUTPUT carrying IPv4, per ingress port. */
+    /* Packets from NF ports that are not OUTPUT carrying IPv4 (or a watermark), per ingress port. */
     counter(PORT_COUNT, CounterType.packets_and_bytes) nf_port_drops;
 
     /*
