@@ -51,7 +51,7 @@ HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded m
 # Counters of the switch indexed by a drop reason, and the reasons in index order
 # (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
 SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
-    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot", "wrong_stage"),
+    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot", "wrong_stage", "watermark"),
     "slot_map_drops": ("orphan_fragment",),
     "punt_drops": ("no_handler", "over_rate"),
 }

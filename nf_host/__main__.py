@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backup-buffer-mb", type=float, help="memory for the backup's input copies per worker")
     run.add_argument("--max-held", type=int,
                      help="outputs waiting for the backup's ack before input is paused (default 65536)")
+    run.add_argument("--output-retain-ms", type=float,
+                     help="as a backup, keep the primary's released output this long: the bound "
+                          "on the switch's queues (default 2000)")
     run.add_argument("--repl-max-frame-mb", type=float,
                      help="largest replication frame accepted, MiB (default 64; same on every NF)")
     run.add_argument("--repl-max-connections", type=int,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,57 +69,82 @@ class OutputCommit:
 
 @dataclass
 class OutputLog:
-    """The backup's log of its primary's output that may not have reached the switch yet.
+    """The backup's log of its primary's output that may not have gone through the switch yet.
 
     Every delta the backup receives carries the output of its batch and the primary's *released*
     watermark (the last batch whose output it handed to its socket); a (re)connection snapshot
-    carries the output of every batch still waiting for an ack. The backup keeps each batch's
-    output until the watermark passes it AND it is `retain` seconds old: output handed to the
-    socket can still wait in queues on its way into the switch's pipeline when the primary dies,
-    and the promoted backup's own output, sent meanwhile on another port, may reach the switch
-    first and move its dedup watermark past it. On promotion the new primary sends what is left
-    again, oldest first: output that had already been forwarded is dropped by the switch (which
-    forwards each input's output once), the rest leaves for the first time. Bounded by `retain`
-    and `max_frames` (past it the oldest released batches go first), kept per primary, with the
-    primary's last watermark: `take_split` tells what it had released (sent again at once by the
-    promoted backup) from what it may not have (sent after the next backup's ack).
+    carries the output of every batch still waiting for an ack. Output handed to the socket can
+    still wait in queues on its way into the switch's pipeline when the primary dies, while the
+    promoted backup's own output, sent meanwhile on another port, reaches the switch first and
+    moves its dedup watermark past it: the switch would then drop it as a duplicate. So the
+    backup keeps a batch's output until `retain` seconds after the watermark first covered it
+    (the primary handed it to its socket before it sent that watermark): `retain` is the bound
+    on the switch's queues (`nf_host.timing.SWITCH_QUEUE_BOUND`), so by then it has been through
+    the switch's pipeline (docs/protocols.md §2, "The output log"). On promotion the new primary
+    sends what is left again, oldest first: output that had already been forwarded is dropped by
+    the switch (which forwards each input's output once), the rest leaves for the first time.
+
+    Memory: at most `max_frames` frames; past it the oldest released batches go first even if
+    younger than `retain`, counted in `evicted` (their output is then unprotected, not silently).
+    Kept per primary, with the primary's last watermark: `take_split` tells what it had released
+    (sent again at once by the promoted backup) from what it may not have (sent after the next
+    backup's ack).
     """
 
-    logs: dict[int, deque[tuple[int, list[bytes], float]]] = field(default_factory=dict)
+    # primary -> its batches in id order: [batch id, frames, when the watermark first covered it
+    # (None: not yet released)]
+    logs: dict[int, deque[list[Any]]] = field(default_factory=dict)
     released: dict[int, int] = field(default_factory=dict)  # primary -> its last watermark
+    covered: dict[int, int] = field(default_factory=dict)  # primary -> leading batches released
     frames: int = 0
+    evicted: int = 0  # frames dropped by `max_frames` before they were `retain` old
     retain: float = 0.5
     max_frames: int = 1 << 17
+    clock: Callable[[], float] = time.monotonic
 
     def record(self, primary: int, logged: list[Any], released: Any, full: bool,
                now: float | None = None) -> None:
         """Log `logged` ([[batch id, [frame, ...]], ...]) of `primary`; forget what `released`
-        (a batch id) covers once it is `retain` old. A full snapshot re-sends every held batch:
-        those already logged are not logged twice."""
-        now = time.monotonic() if now is None else now
+        (a batch id) covers once it has been covered `retain` seconds. A full snapshot re-sends
+        every held batch: those already logged are not logged twice."""
+        now = self.clock() if now is None else now
         log = self.logs.setdefault(primary, deque())
-        known = {b for b, _f, _t in log} if full else set()
+        known = {int(e[0]) for e in log} if full else set()
         for bid, frames in logged:
             if not isinstance(frames, list) or not all(isinstance(f, bytes) for f in frames):
                 raise ValueError("logged output must be a list of frames")
             if int(bid) in known:
                 continue
-            log.append((int(bid), frames, now))
+            log.append([int(bid), frames, None])
             self.frames += len(frames)
         if released is not None:
-            self.released[primary] = max(self.released.get(primary, 0), int(released))
-            self._prune(log, int(released), now)
+            rel = self.released[primary] = max(self.released.get(primary, 0), int(released))
+            n = self.covered.get(primary, 0)
+            while n < len(log) and log[n][0] <= rel:
+                log[n][2] = now  # released by now: in the switch's queues at most `retain` more
+                n += 1
+            self.covered[primary] = n
+        self._prune(primary, log, now)
 
-    def _prune(self, log: deque[tuple[int, list[bytes], float]], rel: int, now: float) -> None:
-        while log and log[0][0] <= rel and (log[0][2] <= now - self.retain
-                                            or self.frames > self.max_frames):
-            self.frames -= len(log.popleft()[1])
+    def _prune(self, primary: int, log: deque[list[Any]], now: float) -> None:
+        n = self.covered.get(primary, 0)
+        while n:
+            young = log[0][2] > now - self.retain
+            if young and self.frames <= self.max_frames:
+                break
+            frames = log.popleft()[1]
+            self.frames -= len(frames)
+            if young:
+                self.evicted += len(frames)
+            n -= 1
+        self.covered[primary] = n
 
     def take_split(self, primary: int) -> tuple[list[bytes], list[bytes]]:
         """Remove the logged output of `primary` and return it in order, split into what it had
         handed to its socket (batches up to its last watermark: released, it may be sent again
         at once) and the rest (maybe never released: it waits for the next backup's ack)."""
         rel = self.released.pop(primary, 0)
+        self.covered.pop(primary, None)
         sent: list[bytes] = []
         rest: list[bytes] = []
         for bid, frames, _t in self.logs.pop(primary, deque()):

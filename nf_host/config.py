@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nf_host.peer_policy import PeerLimits
+from nf_host.timing import SWITCH_QUEUE_BOUND
 from nf_host.worker import WorkerConfig
 
 
@@ -41,6 +42,8 @@ class NfHostConfig(BaseModel):
     reorder_capacity: int = Field(default=4096, ge=1)
     backup_buffer_mb: float = Field(default=64.0, gt=0)
     max_held: int = Field(default=65536, ge=1)
+    # how long a backup keeps its primary's released output (the switch's queue bound)
+    output_retain_ms: float = Field(default=SWITCH_QUEUE_BOUND * 1000, ge=0)
     # what the replication server accepts (nf_host/peer_policy.py, docs/protocols.md §6); every NF
     # of a deployment should use the same frame limit (a snapshot over it never gets through)
     repl_max_frame_mb: float = Field(default=64.0, gt=0, le=4095)
@@ -67,6 +70,7 @@ class NfHostConfig(BaseModel):
             reorder_capacity=self.reorder_capacity,
             backup_buffer_bytes=int(self.backup_buffer_mb * 1024 * 1024),
             max_held=self.max_held,
+            output_retain=self.output_retain_ms / 1e3,
             limits=PeerLimits(
                 max_frame=int(self.repl_max_frame_mb * 1024 * 1024),
                 max_connections=self.repl_max_connections,

@@ -46,6 +46,7 @@ from nf_host.port import in_netns
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError, encap
+from nf_host.watermark import FLAG_WATERMARK
 
 RECORD = struct.Struct("!IIQ")
 _IP = struct.Struct("!BBHHHBBH4s4s")
@@ -288,24 +289,27 @@ class Switch:
 
 @dataclass
 class OutputDedup:
-    """The switch's output dedup, modelled for tests (the P4 rule is in forwarding.p4 and
-    docs/dataplane.md): per slot and epoch parity, the (epoch, seq) of the last output forwarded.
-    An output of a newer epoch than its parity's, or of the same epoch and a later seq, is
-    forwarded; the rest is dropped. `offer` says whether the switch would forward a frame;
-    `dropped` counts the others."""
+    """The switch's output dedup, modelled for tests (the P4 rule is in p4src/*/include/control/
+    output.p4 and docs/dataplane.md): per slot and epoch parity, the (epoch, seq) of the last
+    output forwarded. An output of a newer epoch than its parity's, or of the same epoch and a
+    later seq, is forwarded; the rest is dropped. A watermark frame (nf_host/watermark.py) is
+    judged the same way and moves the watermark, but is never forwarded. `offer` says whether
+    the switch would forward a frame; `dropped` counts the others."""
 
     last: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     dropped: int = 0
+    watermarks: int = 0  # watermark frames that moved the watermark (never forwarded)
 
     def offer(self, frame: bytes | bytearray) -> bool:
         shim = Shim.unpack(frame, ETH_HDR_LEN)
         key = (shim.slot, shim.epoch & 1)
         last = self.last.get(key)
-        if last is None or (last[0] != shim.epoch and (shim.epoch - last[0]) & 0xFFFF < 0x8000):
+        if (last is None or (last[0] != shim.epoch and (shim.epoch - last[0]) & 0xFFFF < 0x8000)
+                or (last[0] == shim.epoch and 0 < (shim.seq - last[1]) & 0xFFFFFFFF < 0x80000000)):
             self.last[key] = (shim.epoch, shim.seq)
-            return True
-        if last[0] == shim.epoch and 0 < (shim.seq - last[1]) & 0xFFFFFFFF < 0x80000000:
-            self.last[key] = (shim.epoch, shim.seq)
+            if shim.flags & FLAG_WATERMARK:  # (nf_host/watermark.py) it moved the watermark
+                self.watermarks += 1
+                return False
             return True
         self.dropped += 1
         return False

@@ -117,7 +117,7 @@ class Worker(Ownership):
         self._to_promote.clear()
         self.backup_next_seq.clear()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
-        self.out_log = OutputLog()
+        self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
         self.commit = OutputCommit(next_id=self.commit.next_id)
         if self.batch is not None:
             self.batch = None
@@ -156,6 +156,13 @@ class Worker(Ownership):
             new = self._link(nf_id, address)
             new.uncork()
             new.kick()
+            if old != nf_id and new.connected.is_set():
+                # a cluster peer's link, connected already: no (re)connection snapshot will come.
+                # Its replicas were built from peer deltas, without our output; the batches still
+                # waiting for the old backup's ack would be released by this one's next ack and,
+                # if we died then, be neither replayed (the state is there) nor logged. The
+                # snapshot logs their output there and replaces its replicas
+                self._on_link_connected(new)
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:
@@ -281,7 +288,8 @@ class Worker(Ownership):
             "nf_errors": c.nf_errors,
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
-            "reemitted": c.reemitted, "logged_outputs": self.out_log.frames,
+            "reemitted": c.reemitted, "watermarks": c.watermarks, "logged_outputs": self.out_log.frames,
+            "log_evicted": self.out_log.evicted,
             "cancelled": c.cancelled, "markers": self.markers.markers,
             "marker_timeouts": self.markers.timeouts,
             "self_promotions": c.self_promotions, "took_over_from": sorted(self.took_over_from),

@@ -22,7 +22,7 @@ from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFuncti
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy, hello
 from nf_host.quiet_window import QuietWindow
-from nf_host.reorder import Offer, Sequencer, seq_after, seq_next
+from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
 from nf_host.replication import (
     Link,
     Message,
@@ -33,6 +33,8 @@ from nf_host.replication import (
 )
 from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
+from nf_host.watermark import SPAN as WATERMARK_SPAN
+from nf_host.watermark import first_span, watermark_frame
 from nf_host.worker_types import (
     Counters,
     Role,
@@ -99,7 +101,7 @@ class WorkerCore:
         self.started = time.monotonic()
         self.released_id = 0  # the last batch whose output has been handed to `tx`
         self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self.out_log = OutputLog()  # as a backup: outputs its primary may not have released
+        self.out_log = OutputLog(retain=self.cfg.output_retain)  # as a backup: outputs its primary may not have released
         # the last promotion's clock until its first output is released
         self._takeover: TakeoverClock | None = None
         # until then, peers and idle slots wait (nf_host/quiet_window.py); the watch on the new
@@ -303,6 +305,23 @@ class WorkerCore:
                 self.cfg.nf_id, shim.seq
             )
             batch.outputs.append(out)
+            rt.out_mark = shim.seq
+        else:
+            # dropped: a watermark frame instead, now and then, so the switch's dedup watermark
+            # never falls 2^31 numbers behind (nf_host/watermark.py)
+            mark = rt.out_mark
+            if mark is None:
+                if rt.out_from is None:
+                    rt.out_from = (shim.seq - 1) & SEQ_MASK
+                due = (shim.seq - rt.out_from) & SEQ_MASK >= first_span(st.gen)
+            else:
+                due = (shim.seq - mark) & SEQ_MASK >= WATERMARK_SPAN
+            if due:
+                batch.outputs.append(watermark_frame(
+                    self.cfg.nf_id, rt.slot, shim.stage, rt.epoch, shim.seq,
+                    shim.flags & FLAG_REVERSE))
+                rt.out_mark = shim.seq
+                self.c.watermarks += 1
         if batch.packets >= self.cfg.batch_size:
             self.close_batch()
 
@@ -539,8 +558,12 @@ class WorkerCore:
                 # is the base of the delta transfer that will complete the adoption)
                 rep = self.replicas.get(slot)
                 if rep is None or full or (more and more[0]):  # a whole slot from a new owner
-                    old_last = rep.last_seq if rep is not None else None
-                    rep = self.replicas[slot] = Replica(int(slot), last_seq=old_last)
+                    # the replica becomes that state, its last seq included: kept, a dead
+                    # owner's uncommitted numbers that reached this peer (not the backup) would
+                    # outlive the replacement, and promoted from it later (made the backup by
+                    # AssignSlots), this NF would skip the numbers after the new owner's last
+                    # without counting them (tests/nf_host/test_replica_last_seq.py)
+                    rep = self.replicas[slot] = Replica(int(slot))
                 rep.epoch = int(epoch)
                 rep.gen = int(more[1]) if len(more) > 1 else 0
                 if last_seq is None:  # the owner has not processed a packet of the slot yet

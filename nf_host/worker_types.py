@@ -15,7 +15,7 @@ from nf_host.reorder import Sequencer
 from nf_host.replication import Link
 from nf_host.shim import Shim
 from nf_host.state_store import SlotState
-from nf_host.timing import MARKER_WAIT, TRANSFER_TIMEOUT
+from nf_host.timing import MARKER_WAIT, SWITCH_QUEUE_BOUND, TRANSFER_TIMEOUT
 
 
 class SlotRole(IntEnum):
@@ -64,6 +64,9 @@ class WorkerConfig:
     transfer_timeout: float = TRANSFER_TIMEOUT
     marker_wait: float = MARKER_WAIT  # an adopter's wait for the old owner's move marker
     max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
+    # as a backup, how long the primary's released output is kept after the release is known
+    # (the switch's queue bound: nf_host/timing.py, docs/protocols.md §2 "The output log")
+    output_retain: float = SWITCH_QUEUE_BOUND
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
     limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
 
@@ -96,6 +99,10 @@ class SlotRuntime:
     replace: bool = False  # the next delta carries the whole slot: receivers replace their replica
     release: ReleaseRecord | None = None  # RELEASED: the transfer and its answer
     adopted_from: tuple[int, int] | None = None  # (sender NF, transfer id) of the accepted transfer
+    # this owner's last output or watermark frame (seq), else the number before its first packet
+    # (nf_host/watermark.py: when a dropped input sends a watermark frame instead)
+    out_mark: int | None = None
+    out_from: int | None = None
 
 
 @dataclass
@@ -116,6 +123,7 @@ class Counters:
     reemitted: int = 0  # logged outputs of a dead primary sent again on promotion
     self_promotions: int = 0  # takeovers started here: the primary's link closed (§4.3)
     cancelled: int = 0  # packets buffered for an adoption that was cancelled (an undone move)
+    watermarks: int = 0  # watermark frames sent for dropped inputs (nf_host/watermark.py)
 
 
 @dataclass

@@ -15,7 +15,8 @@ import ptf.testutils as testutils
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
 
-from nf_host.shim import Kind
+from nf_host.shim import ETHERTYPE_NFC, Kind
+from nf_host.watermark import FLAG_WATERMARK
 from ptf_tests.lib.nfc_test import (
     EDGE_CLIENT_PORT,
     EDGE_SERVER_PORT,
@@ -34,7 +35,7 @@ from ptf_tests.lib.nfc_test import (
 )
 from ptf_tests.lib.packets import NfcShim, push_shim, set_field, strip_shim, udp_packet
 
-DROP_DUPLICATE, DROP_STALE_EPOCH, DROP_BAD_SLOT = 0, 1, 2
+DROP_DUPLICATE, DROP_STALE_EPOCH, DROP_BAD_SLOT, DROP_WATERMARK = 0, 1, 2, 4
 
 
 class DedupTest(NfcTest):
@@ -137,6 +138,42 @@ class SequenceWrapForwarded(DedupTest):
         self.forwarded(e, 0xFFFFFFFF)
         self.forwarded(e, 0)
         self.dropped(e, 0xFFFFFFFF, DROP_DUPLICATE, marker=(e, 1))
+        testutils.verify_no_other_packets(self)
+
+
+@group("output_dedup")
+class WatermarkFrameMovesTheWatermark(DedupTest):
+    """An NF that drops 2^31 inputs of a slot in a row sends watermark frames on the way (shim
+    kind OUTPUT, flag WATERMARK, no packet: nf_host/watermark.py): each moves the slot's dedup
+    watermark like output and is never forwarded (counted in nf_output_drops[watermark]), so the
+    output after them still leaves. Without them, or with a switch that ignored them, that output
+    compares as older than the watermark (2^31 + 5 behind it) and is dropped as a duplicate. A
+    watermark frame sent again (a promoted backup's log) is a duplicate like output."""
+
+    SLOT = 3006
+
+    def watermark(self, epoch: int, seq: int) -> None:
+        shim = NfcShim(kind=int(Kind.OUTPUT), flags=FLAG_WATERMARK, stage=0, slot=self.SLOT,
+                       epoch=epoch, nf_id=NF1_ID, seq=seq, ether_type=0)
+        frame = Ether(src=NF1_MAC, dst="ff:ff:ff:ff:ff:ff", type=ETHERTYPE_NFC) / shim
+        testutils.send_packet(self, NF1_PORT, Ether(bytes(frame) + bytes(30)))
+
+    def runTest(self) -> None:
+        e = fresh_epoch()
+        base = 100
+        self.forwarded(e, base)
+        self.watermark(e, base + (1 << 30))
+        self.watermark(e, base + (1 << 31))
+        last = (base + (1 << 31) + 5) & 0xFFFFFFFF
+        self.forwarded(e, last)  # 2^31 + 5 after the last output: only the frames let it through
+        marks = self.read_counter("nf_output_drops", DROP_WATERMARK)[0]
+        self.watermark(e, (last + (1 << 30)) & 0xFFFFFFFF)
+        self.forwarded(e, (last + (1 << 30) + 1) & 0xFFFFFFFF)
+        self.assertEqual(self.read_counter("nf_output_drops", DROP_WATERMARK)[0], marks + 1)
+        dup = self.read_counter("nf_output_drops", DROP_DUPLICATE)[0]
+        self.watermark(e, (last + (1 << 30)) & 0xFFFFFFFF)  # sent again: a duplicate
+        self.forwarded(e, (last + (1 << 30) + 2) & 0xFFFFFFFF)
+        self.assertEqual(self.read_counter("nf_output_drops", DROP_DUPLICATE)[0], dup + 1)
         testutils.verify_no_other_packets(self)
 
 

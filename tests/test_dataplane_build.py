@@ -14,7 +14,9 @@ import pytest
 from finsy import pbutil
 from finsy.proto import p4i
 
+from controlplane.controller_core import SWITCH_DROP_REASONS
 from nf_host.shim import ETHERTYPE_NFC, FLAG_FIRST_OF_EPOCH, Kind, Shim, decap, encap
+from nf_host.watermark import FLAG_WATERMARK
 from ptf_tests import run as ptf_run
 from ptf_tests.lib import nfc_test
 from ptf_tests.lib.packets import udp_packet
@@ -40,6 +42,10 @@ def test_python_constants_agree_with_define_p4() -> None:
     }
     assert c["ETHERTYPE_NFC"] == ETHERTYPE_NFC
     assert c["SHIM_FLAG_FIRST_OF_EPOCH"] == FLAG_FIRST_OF_EPOCH
+    assert c["SHIM_FLAG_WATERMARK"] == FLAG_WATERMARK
+    reasons = SWITCH_DROP_REASONS["nf_output_drops"]
+    assert c["OUTPUT_DROP_REASONS"] == len(reasons)
+    assert {n: c[f"OUTPUT_DROP_{n.upper()}"] for n in reasons} == {n: i for i, n in enumerate(reasons)}
     assert (c["PORT_ROLE_EDGE"], c["PORT_ROLE_NF"], c["PORT_ROLE_CPU"]) == (
         nfc_test.ROLE_EDGE, nfc_test.ROLE_NF, nfc_test.ROLE_CPU,
     )

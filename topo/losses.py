@@ -89,8 +89,10 @@ KERNEL_REASONS = {  # counter of topo.kernel_drops -> why, for "interface host/i
     "ip_in_discards": "IPv4 packets discarded on receipt (no memory)",
     "arp_unresolved_discards": "packets dropped while their next hop's address was unresolved",
 }
-# copies dropped on purpose: a second output of one input, output of a previous epoch
-NOT_LOSSES = {"nf_output_drops/duplicate", "nf_output_drops/stale_epoch"}
+# copies dropped on purpose: a second output of one input, output of a previous epoch, an NF's
+# watermark frame (output without a packet: docs/dataplane.md "Output dedup")
+NOT_LOSSES = {"nf_output_drops/duplicate", "nf_output_drops/stale_epoch",
+              "nf_output_drops/watermark"}
 
 
 def _kernel_sites(kernel: dict[str, dict[str, int]], host_drops: dict[str, int]

@@ -61,6 +61,10 @@ const bit<8> SHIM_KIND_MARKER  = 5;
 /* Shim flag bits (nfc_shim_h.flags). */
 const bit<8> SHIM_FLAG_FIRST_OF_EPOCH = 0x01;
 const bit<8> SHIM_FLAG_REVERSE        = 0x02;  /* traverses its chain from the last stage back */
+/* OUTPUT without a packet (EtherType 0 after the shim): an NF that has dropped many inputs of a
+   slot in a row moves the slot's dedup watermark with it, so the watermark never falls 2^31
+   numbers behind; checked like output, never forwarded (docs/dataplane.md "Output dedup"). */
+const bit<8> SHIM_FLAG_WATERMARK      = 0x04;
 
 /* Port roles, written by the controller into table port_role. 0 means "not classified". */
 const bit<8> PORT_ROLE_UNKNOWN = 0;
@@ -76,11 +80,12 @@ const bit<16> REPLICA_RID_BACKUP  = 2;
 const port_num_t CPU_PORT = 510;
 
 /* Why the output dedup dropped an NF's output (index of counter nf_output_drops). */
-#define OUTPUT_DROP_REASONS 4
+#define OUTPUT_DROP_REASONS 5
 const bit<32> OUTPUT_DROP_DUPLICATE   = 0;  /* this input's output already left */
 const bit<32> OUTPUT_DROP_STALE_EPOCH = 1;  /* output of an epoch before the previous one */
 const bit<32> OUTPUT_DROP_BAD_SLOT    = 2;  /* a slot index outside its stage's, or a bad stage */
 const bit<32> OUTPUT_DROP_WRONG_STAGE = 3;  /* output of a stage the sending port's NF is not in */
+const bit<32> OUTPUT_DROP_WATERMARK   = 4;  /* a watermark frame, its seq accepted: not a loss */
 
 /* IPv4: the most option words a header can carry (ihl 15), the More Fragments flag bit. */
 #define IPV4_OPTION_WORDS 10

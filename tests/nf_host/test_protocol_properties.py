@@ -8,7 +8,12 @@ included), which then reconnects and gets a full snapshot as a real `Link` does.
 simulated too: the switch (`Switch`) stamps packets of several slots, starting at 1 or just before
 the 32-bit wrap, and the test hands them to the primary and to the backup reordered within a
 window, duplicated or lost, interleaved with batch closes, gap expiries and deliveries; some runs
-have tiny reorder buffers and backup budgets. At a random point the primary dies (a random prefix
+have tiny reorder buffers and backup budgets. Output and move markers go back through the switch
+the way they do on a real one: each NF's port has a FIFO queue at the switch, served at random
+(one port's next frame at a time, so one NF's output can overtake another's), and a frame waits
+at most `queue_bound` steps (1 to 64, per seed), the bound the backups' output logs are told to
+keep released output for (`output_retain`, on a clock of steps). A dead primary's queued output
+still goes through; the output dedup (`OutputDedup`) judges each frame as the switch serves it. At a random point the primary dies (a random prefix
 of what it sent is delivered) and its backup is promoted (sometimes getting a new backup), or one
 slot moves to a cluster peer (delta) or to another cluster (full state), or a move is refused, or
 nothing happens; half the runs then move one slot on from its new owner.
@@ -48,6 +53,7 @@ from nf_host.reorder import SEQ_MASK
 from nf_host.replication import Message, StaleSender, decode, encode, worker_address
 from nf_host.shim import ETH_HDR_LEN, Kind, Shim
 from nf_host.state_store import FlowId, flow_id, key_from_wire
+from nf_host.watermark import is_watermark
 from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
@@ -55,7 +61,7 @@ pytestmark = pytest.mark.unit
 SLOTS = (3, 7, 11)
 ZOMBIE_SHARE = 0.3  # of promotions, those of a primary failed over while alive (see scenario)
 SEEDS = 300
-REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305, 1027, 3393, 198, 3241]
+REGRESSION_SEEDS: list[int] = [0, 13, 32, 43, 76, 1305, 1027, 3393, 198, 3241, 133]
 """The first seed (of this generator: changing it renumbers them) that fails when each bug fixed
 with this test is put back: 0 a backup copy in flight when its backup was promoted (or had moved
 the slot on) was dropped as unowned; 13 a last/committed seq of 0 (the number before 1, or after
@@ -71,7 +77,11 @@ any of the old owner's (a move), whose output was then dropped as stale; 3393 a 
 started while the first move's old owner still held output of its epoch (release now returns once
 that output has left); 198 and 3241 a primary failed over while alive (a "zombie") kept sending
 deltas and (re)connection snapshots that overwrote its successor's replicas at the peers (deltas
-now carry an owner generation, bumped by each promotion, and older ones are refused)."""
+now carry an owner generation, bumped by each promotion, and older ones are refused).
+Found once the switch had port queues: 133 a backup kept its primary's released output too short a
+time (with retention 0: the dead primary's output still queued at the switch was overtaken by the
+promoted backup's newer output and dropped as a duplicate; the log now keeps it the switch's queue
+bound after the release)."""
 A, B, P, Q, C = 1, 2, 3, 4, 5  # primary, its backup, cluster peer, other cluster, new backup
 INF = 1 << 40  # a position after every sequence number
 
@@ -105,6 +115,13 @@ class Sim:
     clock: float = 0.0
     link_lost: set[tuple[int, int]] = field(default_factory=set)  # forwarded into a cut link
     segments: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)
+    # the switch's receive queue of each NF's port: (when the NF sent it, frame), served in order
+    # at random, each frame at the latest `queue_bound` steps after it was sent
+    ports: dict[int, deque[tuple[int, bytes]]] = field(default_factory=dict)
+    now: int = 0  # steps so far: the clock of the port queues and of the backups' output logs
+    queue_bound: int = 1
+    justified: set[tuple[int, int]] = field(default_factory=set)  # (slot, seq) sent under P2
+    unjustified: dict[tuple[int, int], str] = field(default_factory=dict)  # sent before it held
     version_seq: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
 
     def state_at(self, slot: int, seq: int | None) -> Snapshot:
@@ -133,6 +150,33 @@ class Sim:
 
     def fail(self, msg: str) -> None:
         self.errors.append(msg)
+
+    def tick(self) -> None:
+        """One step later: every frame that has waited `queue_bound` steps goes through now."""
+        self.now += 1
+        for nf, queue in self.ports.items():
+            while queue and queue[0][0] + self.queue_bound <= self.now:
+                self.serve(nf)
+
+    def serve(self, nf: int) -> None:
+        """The switch takes the next frame of NF `nf`'s port through its pipeline."""
+        _t, frame = self.ports[nf].popleft()
+        if frame[ETH_HDR_LEN] == Kind.MARKER:  # a move's marker: passed to the slot's owner
+            marker = Shim.unpack(frame, ETH_HDR_LEN)
+            self.nodes[self.route[marker.slot][0]].inq.append(frame)
+            return
+        if is_watermark(frame):  # (the checker NF drops nothing, but the switch would take it)
+            self.dedup.offer(frame)
+            return
+        shim, inner = strip_shim(frame)
+        rec = read_checker(inner)
+        assert rec is not None
+        flow, _no, count = rec
+        if not self.dedup.offer(frame):
+            return  # an output the switch forwarded already (sent again by a promoted backup)
+        if (shim.slot, shim.seq) not in self.justified:
+            self.fail(self.unjustified.get((shim.slot, shim.seq), f"P2: {shim.slot}/{shim.seq}"))
+        self.outputs.append((nf, shim.slot, shim.seq, flow, count))
 
 
 class Recorder(NetworkFunction):
@@ -275,9 +319,11 @@ class Node:
             WorkerConfig(
                 nf_id=nf_id, batch_size=batch, batch_time=0, transfer_timeout=5.0,
                 reorder_capacity=reorder, backup_buffer_bytes=copies,
+                output_retain=sim.queue_bound,  # the bound of the switch's queues, in steps
             ),
             self.nf, MemoryStore(), self.tx,
         )
+        self.w.out_log.clock = lambda: sim.now
         self.nf.worker = self.w
         self.w._link = self.link  # type: ignore[method-assign,assignment]
 
@@ -294,7 +340,8 @@ class Node:
         return link
 
     def tx(self, frame: bytes | bytearray) -> None:
-        """Output leaves: P2 (the backup holds the state that produced it), then record it."""
+        """Output leaves the NF into its port's queue at the switch; P2 is judged now (the
+        backup holds the state that produced it), the exactly-once when the switch serves it."""
         sim = self.sim
         if self.dying is not None:
             self.dying -= 1
@@ -302,20 +349,18 @@ class Node:
                 return  # it died in the middle of releasing a batch: the rest never leaves
         if self.dead:
             sim.fail(f"NF {self.nf_id} sent output after it died")
-        if frame[ETH_HDR_LEN] == Kind.MARKER:  # a move's marker: the switch passes it to the owner
-            marker = Shim.unpack(frame, ETH_HDR_LEN)
-            sim.nodes[sim.route[marker.slot][0]].inq.append(bytes(frame))
+        sim.ports.setdefault(self.nf_id, deque()).append((sim.now, bytes(frame)))
+        if frame[ETH_HDR_LEN] == Kind.MARKER or is_watermark(frame):
             return
         shim, inner = strip_shim(frame)
         rec = read_checker(inner)
         assert rec is not None
         flow, _no, count = rec
-        if not sim.dedup.offer(frame):
-            return  # an output the switch forwarded already (sent again by a promoted backup)
-        sim.outputs.append((self.nf_id, shim.slot, shim.seq, flow, count))
+        key = (shim.slot, shim.seq)
         owner = sim.nodes[sim.route[shim.slot][0]].w.slots.get(shim.slot)
         if owner is not None and owner.role == SlotRole.PRIMARY and self.w.slots[shim.slot].forward:
-            return  # moved: its new owner acknowledged the state that produced this output
+            sim.justified.add(key)  # moved: its new owner acknowledged the state that produced it
+            return
         if self.w.backup_id:
             backup = sim.nodes[self.w.backup_id]
             rep = backup.w.replicas.get(shim.slot)
@@ -324,10 +369,14 @@ class Node:
                 state, _ = rep.to_slot_state()
                 held = state.flows.get(sim.keys[flow], {}).get("count", 0)
             if held is None or held < count:
-                sim.fail(
+                # (a promoted backup sends its dead primary's released output again before its
+                # own backup holds it: fine if that primary's release was, so judged when forwarded)
+                sim.unjustified.setdefault(key, (
                     f"P2: NF {self.nf_id} released slot {shim.slot} seq {shim.seq} (count {count}) "
                     f"before its backup NF {backup.nf_id} held it (replica {rep and rep.last_seq})"
-                )
+                ))
+                return
+        sim.justified.add(key)
 
     def take(self, window: int) -> None:
         """Deliver one queued frame: any of the first `window` (reordering)."""
@@ -346,6 +395,9 @@ async def scenario(seed: int) -> tuple[Sim, str]:
     batch = rng.randint(1, 6)
     extra = random.Random(seed + 1_000_003)  # draws added later: the seeds above keep their runs
     tight = extra.random() < 0.2  # small reorder buffers and backup budgets: overflows, counted
+    switch_rng = random.Random(seed + 3_000_003)
+    sim.queue_bound = switch_rng.choice([1, 2, 4, 8, 16, 32, 64])
+    serve_rate = switch_rng.choice([0.05, 0.1, 0.3])  # a port's frames also go at their bound
     reorder = extra.randint(1, 4) if tight else 4096
     copies = extra.randint(150, 1500) if tight else 1 << 20  # bytes (a frame is about 75)
     for nf in (A, B, P, Q, C):
@@ -373,7 +425,7 @@ async def scenario(seed: int) -> tuple[Sim, str]:
     event_at = rng.randint(total // 4, total - 5)
     desc = (
         f"seed={seed} start={start:#x} batch={batch} window={window} tight={tight} "
-        f"event={event}@{event_at}"
+        f"event={event}@{event_at} queues={sim.queue_bound}"
     )
     loop = asyncio.get_running_loop()
     # per slot, its owners in turn: (nf, position of the last seq of its turn; INF: still owns)
@@ -425,10 +477,13 @@ async def scenario(seed: int) -> tuple[Sim, str]:
             sim.fenced.add(A)  # the controller's new cluster view reaches every peer
         b.w.promote(slots, A)
         if rng.random() < 0.5:
-            c.w.assign([(s, 1, None) for s in slots], as_backup=True)
-            b.w.set_backup(C, c.addr)
+            # the new backup: a spare, or (its own draw) the cluster peer, whose replicas were
+            # built from A's deltas as a peer and become the backup's
+            new = p if random.Random(seed + 4_000_003).random() < 0.3 and not p.dead else c
+            new.w.assign([(s, 1, None) for s in slots], as_backup=True)
+            b.w.set_backup(new.nf_id, new.addr)
             for s in slots:
-                sim.route[s] = (B, C)
+                sim.route[s] = (B, new.nf_id)
 
     def move(s: int, src: Node, dst: Node) -> None:
         same = dst.nf_id != Q and src.nf_id != Q
@@ -461,6 +516,13 @@ async def scenario(seed: int) -> tuple[Sim, str]:
 
     def step(final: bool) -> bool:
         """One random action; False when nothing was left to do."""
+        sim.tick()
+        # the switch serves one port's next frame (a dead NF's queued output too), at random
+        # (its own generator: the draws below keep their seeds)
+        queued = [nf for nf, queue in sim.ports.items() if queue]
+        if queued and switch_rng.random() < serve_rate:
+            sim.serve(switch_rng.choice(queued))
+            queued = [nf for nf, queue in sim.ports.items() if queue]
         live = [n for n in sim.nodes.values() if not n.dead]
         actions: list[Any] = []
         actions += [lambda n=n: n.take(window) for n in live if n.inq]
@@ -472,6 +534,9 @@ async def scenario(seed: int) -> tuple[Sim, str]:
             if link.writer is None and not link.closed and not link.src.dead:
                 actions.append(link.connect)
         if not actions:
+            if queued:
+                sim.serve(switch_rng.choice(queued))
+                return True
             return False
         rng.choice(actions)()
         if rng.random() < 0.1:
@@ -517,12 +582,20 @@ async def scenario(seed: int) -> tuple[Sim, str]:
         if 0 <= second_at <= i and promote_at is None and moves_done() and (
             a.dead or not mid_release) and (reset_done or not zombie) and (
             refused is None or refused.done()
-        ):
-            # once the first hand-over is complete: move one slot on from its current owner
+        ) and not any(n.w.markers.parked for n in sim.nodes.values()):
+            # once the first hand-over is complete (its adopter started: with the switch already
+            # pointing at the next adopter, the first move's marker, still queued at the switch,
+            # would reach that one instead and the first adopter would start only after its
+            # marker wait): move one slot on from its current owner
             second_at = -2
             s = extra.choice(slots)
             owner = segments[s][-1][0]
-            choices = [n for n in (A, P, Q) if n != owner and not sim.nodes[n].dead]
+            # (not to the owner's own backup: an adopter does not use the input copies it held
+            # as the backup, so a packet only that copy brought is a counted gap, which this
+            # oracle, for which the copy "reached the owner", does not allow; docs/protocols.md
+            # Known limits)
+            backup = sim.nodes[owner].w.backup_id
+            choices = [n for n in (A, P, Q) if n not in (owner, backup) and not sim.nodes[n].dead]
             move(s, sim.nodes[owner], sim.nodes[extra.choice(choices)])
         dying_now = a.dying is not None and a.dying < 0 and not a.dead
         if mid_release and i == event_at:  # A dies after sending a few more outputs
@@ -577,7 +650,9 @@ async def scenario(seed: int) -> tuple[Sim, str]:
             n.w.expire_gaps(sim.later())
             n.w.close_batch()
             busy = busy or before != (len(sim.outputs), sum(len(link.out) for link in sim.links))
-        if not busy and not any(link.out or link.back for link in sim.links if link.writer):
+        if not busy and not any(sim.ports.values()) and not any(
+            link.out or link.back for link in sim.links if link.writer
+        ):
             break
     else:
         sim.fail("did not quiesce")

@@ -3,7 +3,8 @@
  * compiled here). The output dedup keeps, per slot index (stage, slot) and epoch parity, the
  * (epoch, seq) of the last output accepted, in one pair register read and written by one
  * RegisterAction (the same rule as the v1model program's four-step version; docs/dataplane.md,
- * "Output dedup", "Service chains").
+ * "Output dedup", "Service chains"). A watermark frame (OUTPUT flagged WATERMARK, no packet)
+ * goes through the same RegisterAction and is then dropped, counted, never forwarded.
  */
 #ifndef NFC_TNA_OUTPUT_P4
 #define NFC_TNA_OUTPUT_P4
@@ -56,8 +57,10 @@ control NfOutputAcceptance(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_NF) {
+            bool is_watermark = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
+                                && (hdr.nfc_shim.flags & SHIM_FLAG_WATERMARK) != 0;
             bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
-                             && hdr.ipv4.isValid();
+                             && (hdr.ipv4.isValid() || is_watermark);
             bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
             if (is_output || is_marker) {
                 nf_stage.apply();
@@ -73,6 +76,10 @@ control NfOutputAcceptance(inout headers_t hdr,
                         bit<32> index = ((bit<32>)hdr.nfc_shim.slot << 1)
                                         | (bit<32>)(hdr.nfc_shim.epoch & 1);
                         verdict = check_output.execute(index);
+                        if (verdict == 0 && is_watermark) {
+                            /* it moved the watermark: nothing to forward */
+                            verdict = (bit<8>)OUTPUT_DROP_WATERMARK + 1;
+                        }
                     }
                 }
                 if (verdict == 0 && is_marker) {

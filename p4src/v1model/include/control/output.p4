@@ -1,7 +1,8 @@
 /*
  * NF output: accepted once per input stamp, from the stage the sending port's NF is in.
  *
- * From an NF port only shim kind OUTPUT carrying IPv4 is accepted, and only for the stage of
+ * From an NF port only shim kind OUTPUT carrying IPv4 (or flagged WATERMARK: output without a
+ * packet, which moves the dedup watermark and is never forwarded) is accepted, and only for the stage of
  * the NF on that port (nf_stage): output claiming another stage is dropped and counted in
  * nf_output_drops[OUTPUT_DROP_WRONG_STAGE]. The output dedup then lets each input's output
  * through once: per slot index (stage, slot) the switch remembers the (epoch, seq) of the last
@@ -26,7 +27,7 @@ control NfOutputAcceptance(inout headers_t hdr,
                            inout local_metadata_t meta,
                            inout standard_metadata_t standard_metadata) {
 
-    /* Packets from NF ports that are not OUTPUT carrying IPv4, per ingress port. */
+    /* Packets from NF ports that are not OUTPUT carrying IPv4 (or a watermark), per ingress port. */
     counter(PORT_COUNT, CounterType.packets_and_bytes) nf_port_drops;
 
     /*
@@ -61,8 +62,10 @@ control NfOutputAcceptance(inout headers_t hdr,
 
     apply {
         if (!meta.bypass && meta.port_role == PORT_ROLE_NF) {
+            bool is_watermark = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
+                                && (hdr.nfc_shim.flags & SHIM_FLAG_WATERMARK) != 0;
             bool is_output = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_OUTPUT
-                             && hdr.ipv4.isValid();
+                             && (hdr.ipv4.isValid() || is_watermark);
             bool is_marker = hdr.nfc_shim.isValid() && hdr.nfc_shim.kind == SHIM_KIND_MARKER;
             if (is_output || is_marker) {
                 /* nf_stage is applied in one place: p4c's BMv2 back end rejects a table
@@ -103,6 +106,11 @@ control NfOutputAcceptance(inout headers_t hdr,
                     } else {
                         reason = OUTPUT_DROP_STALE_EPOCH;  /* two or more epochs old */
                     }
+                }
+                if (first && is_watermark) {
+                    /* it moved the watermark: nothing to forward */
+                    first = false;
+                    reason = OUTPUT_DROP_WATERMARK;
                 }
                 if (first) {
                     meta.accepted = true;
