@@ -34,13 +34,6 @@ release that merely takes long is usually answered; one that is not is decided b
 
 ADOPT_RPC_TIMEOUT = 2.0
 """The controller's deadline for `Adopt`, `CancelAdopt` and the backup's `AssignSlots`."""
-<<<<<<< HEAD
-=======
-
-MARKER_WAIT = 0.5
-"""Seconds an adopter that has the transfer waits for the old owner's move marker (which follows
-the old owner's last output through the switch) before it starts on the slot anyway, counted in
-`marker_timeouts`: the old owner died mid-move, or the switch's queues are that long."""
 
 SWITCH_QUEUE_BOUND = 2.0
 """Seconds an output frame an NF hands to its data socket may wait, at most, before it has been
@@ -53,4 +46,3 @@ microseconds long; p4sim's receive ring for a port (`--ring-mb`, 2048 blocks, ea
 at the latest 1 ms after it opened: docs/p4sim.md "Port I/O") holds about 2 s of frames at low
 rates, and under overload held a second (docs/protocols.md, Known limits). A deployment whose
 switch queues can hold longer must raise it."""
->>>>>>> commitfix
