@@ -28,7 +28,6 @@ undone. In every case but an undecided one the journal entry is cleared.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -53,8 +52,6 @@ FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does
 FENCE_RETRY = 0.2
 KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
 
-
-DOWN_POLL = 0.02  # seconds between two looks at the FDU's verdict during a Release
 
 
 class MoveError(Exception):
@@ -181,23 +178,6 @@ def _results(intent: MoveIntent, same_cluster: bool, started: float,
     return result
 
 
-async def _unless_down(ctl: ControllerCore, nf: int, name: str, request: Any,
-                       timeout: float) -> Any:
-    """`registry.call`, given up as soon as the FDU declares `nf` down: a Release to an NF that
-    hangs would otherwise hold the move lock, and with it the NF's own fail-over, for the
-    whole release deadline (found by the simulation, seed 43). B's fence then decides."""
-    call = asyncio.ensure_future(ctl.registry.call(nf, name, request, timeout=timeout))
-    while True:
-        done, _ = await asyncio.wait([call], timeout=DOWN_POLL)
-        if done:
-            return call.result()
-        if ctl.registry.nfs[nf].declared_down:
-            call.cancel()
-            with contextlib.suppress(asyncio.CancelledError, NfControlError):
-                await call
-            raise NfControlError(nf, name, "UNAVAILABLE: declared down during the call")
-
-
 async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: float,
                       result: Callable[..., MoveResult] | None = None) -> MoveResult:
     """From the switch write on (the slot is B's at e+1): A's `Release`, and if it does not
@@ -214,9 +194,9 @@ async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: 
     if src in reg.nfs and not reg.nfs[src].declared_down:
         for full in ((False, True) if same_cluster else (True,)):
             try:
-                reply = await _unless_down(ctl, src, "Release", pb.ReleaseRequest(
+                reply = await reg.call(src, "Release", pb.ReleaseRequest(
                     slot=slot, to_nf_id=to_nf, to_address=cfg.nf(to_nf).replication_address(),
-                    same_cluster=not full), release_timeout)
+                    same_cluster=not full), timeout=release_timeout)
                 error = ""
                 break
             except NfControlError as exc:

@@ -249,6 +249,10 @@ class WorkerCore:
             if rt is None or rt.role != SlotRole.PRIMARY:
                 self._waiting.discard(slot)
                 continue
+            since = rt.seq.waiting_since
+            if (rt.adopted_from is not None and not rt.epoch_seen and since is not None
+                    and now - since < self.cfg.tail_wait):
+                continue  # the old owner's tail may still be queued (found by the simulation)
             ready: list[tuple[int, tuple[Shim, bytes]]] = []
             if rt.seq.expire(now, ready):
                 log.info("slot %d: gap skipped, now at %s", slot, rt.seq.next_expected)
@@ -258,6 +262,8 @@ class WorkerCore:
                 self._waiting.discard(slot)
 
     def _process(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+        if shim.epoch == rt.epoch:
+            rt.epoch_seen = True
         inner = bytearray(frame[:12])
         inner += frame[28:]  # the shim's ether_type field, then the original payload
         pkt = parse_frame(inner, shim)

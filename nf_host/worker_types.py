@@ -67,6 +67,10 @@ class WorkerConfig:
     # as a backup, how long the primary's released output is kept after the release is known
     # (the switch's queue bound: nf_host/timing.py, docs/protocols.md §2 "The output log")
     output_retain: float = SWITCH_QUEUE_BOUND
+    # how long an adopter waits for a gap in the old owner's tail (packets stamped before the
+    # move, still queued at the switch toward the old owner, which forwards them) before it
+    # skips it: the switch's queues can hold them that long, far longer than `gap_timeout`
+    tail_wait: float = SWITCH_QUEUE_BOUND
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
     limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
 
@@ -99,6 +103,9 @@ class SlotRuntime:
     replace: bool = False  # the next delta carries the whole slot: receivers replace their replica
     release: ReleaseRecord | None = None  # RELEASED: the transfer and its answer
     adopted_from: tuple[int, int] | None = None  # (sender NF, transfer id) of the accepted transfer
+    # a packet of `epoch` was processed here: an adopted slot's old-epoch tail (packets the old
+    # owner forwards, still queued at the switch toward it) is over
+    epoch_seen: bool = False
     # this owner's last output or watermark frame (seq), else the number before its first packet
     # (nf_host/watermark.py: when a dropped input sends a watermark frame instead)
     out_mark: int | None = None

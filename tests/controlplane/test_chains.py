@@ -130,7 +130,8 @@ def _ctl(cfg: Any) -> Any:
     m = SlotMap.build_staged([[1], [2, 3], [7]], cfg.switch.slot_count)
     nfs = {nf.id: SimpleNamespace(declared_down=False) for nf in cfg.nfs}
     return SimpleNamespace(cfg=cfg, session=SimpleNamespace(is_primary=True), slot_map=m,
-                           pairs={1: 4, 2: 5, 3: 6, 7: 8}, registry=SimpleNamespace(nfs=nfs))
+                           pairs={1: 4, 2: 5, 3: 6, 7: 8}, registry=SimpleNamespace(nfs=nfs),
+                           open_moves={}, nfs_configured=set(nfs), urgent=0)
 
 
 def test_a_slot_moves_within_its_stage_only():
