@@ -4,8 +4,9 @@ P4_BUILD_DIR ?= build
 P4_PROGRAM   := p4src/v1model/nfcluster.p4
 P4_INCLUDES  := -I p4src/shared
 PTF_TESTS    ?=
+STF_SAMPLES  ?=
 
-.PHONY: build ptf
+.PHONY: build ptf stf
 
 build: setup ## compile p4src/ into build/ with p4sim (and with p4c-bm2-ss into build/bmv2/ when installed)
 	@mkdir -p $(P4_BUILD_DIR)
@@ -21,3 +22,7 @@ build: setup ## compile p4src/ into build/ with p4sim (and with p4c-bm2-ss into 
 
 ptf: build ## PTF suite on TARGET=p4sim|bmv2 in a network namespace (root); PTF_TESTS=name/group
 	$(PY) -m ptf_tests.run --target $(TARGET) --build-dir $(P4_BUILD_DIR) $(PTF_TESTS)
+
+stf: setup ## p4c's STF tests on p4sim: STF_SAMPLES=<p4c>/testdata/p4_16_samples (or a .p4 with its .stf)
+	@test -n "$(STF_SAMPLES)" || { echo "stf: give STF_SAMPLES=/path/to/p4c/testdata/p4_16_samples"; exit 2; }
+	$(PY) -m p4sim stf $(STF_SAMPLES)

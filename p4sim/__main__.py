@@ -1,5 +1,6 @@
 """The ``p4sim`` command line: ``compile`` (shaped like p4c), ``run`` (the P4Runtime switch),
-``status`` (its counters) and ``impair`` (a port's wire impairment).
+``status`` (its counters), ``impair`` (a port's wire impairment) and ``stf`` (p4c's STF tests,
+`p4sim.stf_run`).
 
     p4sim compile PROG.p4 --arch v1model --p4runtime-files out.p4info.txtpb [-I DIR] [-D NAME=VAL] [-o OUTDIR]
 """
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     register_run(sub)
     register_status(sub)
     register_impair(sub)
+    from p4sim.stf_run import register_stf
+
+    register_stf(sub)
     return parser
 
 
