@@ -23,6 +23,7 @@ from p4sim.checker import Checker
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
 from p4sim.layout import (
     HIDDEN,
+    Binding,
     Ctx,
     Py,
     Slot,
@@ -77,7 +78,9 @@ class ExprCompiler:
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}
         self.extern_fq: dict[str, str] = {}  # generated name of a counter/register/meter -> its fq name
-        self.applied: set[Any] = set()
+        # (path, instance) of an applied sub-control/parser -> its objects, its parameters' bindings
+        # and the storage of the parameters given values (not places), by parameter index
+        self.applied: dict[Any, tuple[dict[Any, str], list[Binding], dict[int, int]]] = {}
         self.sm_base = -1
         self.sm_type: T.StructLike | None = None
         self.pktlen = -1

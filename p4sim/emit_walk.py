@@ -157,8 +157,10 @@ class EmitWalk(ModelWalk):
         return fns
 
     # ------------------------------------------------------------------ parser
-    def parser(self, d: A.ParserDecl, env: dict[Var, Binding], path: str = "") -> str:
-        ctx = Ctx(path or d.name, dict(env), {}, "parser")
+    def parser(self, d: A.ParserDecl, env: dict[Var, Binding], path: str = "",
+               objs: dict[Any, str] | None = None) -> str:
+        """The parser's function; ``objs``: the instance's objects, shared by its applications."""
+        ctx = Ctx(path or d.name, dict(env), {} if objs is None else objs, "parser")
         pre = Writer()
         for loc in d.locals:
             self.local(loc, ctx, pre)
@@ -208,8 +210,9 @@ class EmitWalk(ModelWalk):
         return self.AND.join(conds) or self.lit(True)
 
     # ------------------------------------------------------------------ controls
-    def control(self, d: A.ControlDecl, env: dict[Var, Binding], path: str, deparser: bool = False) -> str:
-        ctx = Ctx(path, dict(env), {}, "control")
+    def control(self, d: A.ControlDecl, env: dict[Var, Binding], path: str, deparser: bool = False,
+                objs: dict[Any, str] | None = None) -> str:
+        ctx = Ctx(path, dict(env), {} if objs is None else objs, "control")
         pre = Writer()
         for loc in d.locals:
             self.local(loc, ctx, pre)
@@ -223,9 +226,10 @@ class EmitWalk(ModelWalk):
     def local(self, d: A.Decl, ctx: Ctx, w: Writer) -> None:
         if isinstance(d, A.VarDecl):
             self.var_decl(d, ctx, w)
-        elif isinstance(d, A.Instantiation):
+        # an instance applied again has its objects already
+        elif isinstance(d, A.Instantiation) and d.sym not in ctx.objs:  # type: ignore[attr-defined]
             self.instance(d.sym, ctx)  # type: ignore[attr-defined]
-        elif isinstance(d, A.TableDecl):
+        elif isinstance(d, A.TableDecl) and d.sym not in ctx.objs:  # type: ignore[attr-defined]
             self.table(d.sym, ctx)  # type: ignore[attr-defined]
         # constants are folded; actions and functions are compiled where used (only table
         # actions are in P4Info, as in p4c)
@@ -465,16 +469,18 @@ class EmitWalk(ModelWalk):
 
     def apply_control(self, e: A.Call, inst: InstanceSym, ctx: Ctx, w: Writer) -> None:
         """A sub-control or sub-parser, compiled here with its parameters bound to the arguments'
-        storage (copy-in/copy-out by aliasing); a reject in a sub-parser rejects the packet."""
-        key = (ctx.path, id(inst))
-        if key in self.applied:
-            raise Unsupported(e.loc, f"applying control instance {inst.name} more than once")
-        self.applied.add(key)
+        storage (copy-in/copy-out by aliasing); a reject in a sub-parser rejects the packet. An
+        instance applied again is compiled again for its new arguments, sharing its tables and
+        externs with the first application (a control with tables only with the same arguments:
+        a table is compiled for one binding of its keys and actions)."""
         t = inst.type
         assert isinstance(t, T.Block) and isinstance(t.decl, (A.ControlDecl, A.ParserDecl))
         decl = t.decl
+        key = (ctx.path, id(inst))
+        first = self.applied.get(key)
+        copies: dict[int, int] = {}
         env: dict[Var, Binding] = self.ctor_bindings(decl, inst.args)
-        for p, a in zip(decl.params, e.args, strict=True):
+        for i, (p, a) in enumerate(zip(decl.params, e.args, strict=True)):
             v: Var = p.sym  # type: ignore[attr-defined]
             if isinstance(v.type, T.Extern):
                 b = ctx.env.get(a.ref) if isinstance(a, A.Name) else None
@@ -483,13 +489,26 @@ class EmitWalk(ModelWalk):
                 env[v] = b
             elif self.is_place(a, ctx):
                 env[v] = Slot(self.place(a, ctx))
-            else:
-                base = self.alloc(v.type)
+            else:  # a value: copied into the instance's own storage for this parameter
+                copy = first[2].get(i) if first is not None else None
+                base = copy if copy is not None else self.alloc(v.type)
                 self.assign_to(base, v.type, a, ctx, w)
                 env[v] = Slot(base)
+                if first is None:
+                    copies[i] = base
+        binding = [env[p.sym] for p in decl.params]  # type: ignore[attr-defined]
+        if first is None:
+            objs: dict[Any, str] = {}
+            self.applied[key] = (objs, binding, copies)
+        else:
+            objs = first[0]
+            has_tables = any(isinstance(d, A.TableDecl) for d in decl.locals)
+            if has_tables and binding != first[1]:
+                raise Unsupported(e.loc, f"applying control instance {inst.name}, which has tables, "
+                                  "again with other arguments")
         path = ctx.objs[inst]
         if isinstance(decl, A.ParserDecl):
-            self.line(w, self.call_code(self.parser(decl, env, path), [], packet=True))
+            self.line(w, self.call_code(self.parser(decl, env, path, objs), [], packet=True))
         else:
-            self.line(w, self.call_code(self.control(decl, env, path), []))
+            self.line(w, self.call_code(self.control(decl, env, path, objs=objs), []))
 
