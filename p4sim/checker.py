@@ -42,6 +42,7 @@ class Checker(ExprChecker):
         if isinstance(d, A.HeaderDecl):
             st = T.StructLike(d.kind, d.name, [], d.annotations)
             seen: set[str] = set()
+            varbits = 0
             for f in d.fields:
                 if f.name in seen:
                     raise err(f.loc, f"{f.name}: duplicate field in {d.name}")
@@ -51,9 +52,10 @@ class Checker(ExprChecker):
                 if d.kind == "header_union" and not (isinstance(ft, T.StructLike) and ft.kind == "header"):
                     raise err(f.loc, f"{d.name}.{f.name}: header union members must be headers, not {ft}")
                 if d.kind == "header":
-                    if isinstance(ft, T.Varbit):
-                        raise Unsupported(f.loc, f"varbit field {d.name}.{f.name}")
-                    if not self.header_field_type(ft):
+                    varbits += isinstance(ft, T.Varbit)
+                    if varbits > 1:
+                        raise err(f.loc, f"{d.name}.{f.name}: a header has at most one varbit field")
+                    if not (isinstance(ft, T.Varbit) or self.header_field_type(ft)):
                         raise err(f.loc, f"{d.name}.{f.name}: header fields must be bit<>, int<>, bool, serializable "
                                          f"enums or structs of these, not {ft}")
                 st.fields.append((f.name, ft))

@@ -247,7 +247,7 @@ class ExprCompiler:
                 newv = self.sx(newv, bt.width)
             self.assign_code(base, newv, ctx, w)
             return
-        if isinstance(tt, (T.StructLike, T.Stack)):
+        if isinstance(tt, (T.StructLike, T.Stack, T.Varbit)):
             slot = self.place(target, ctx)
             self.assign_to(slot, tt, value, ctx, w)
             if isinstance(tt, T.StructLike) and tt.kind == "header":
@@ -273,7 +273,7 @@ class ExprCompiler:
 
     def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
         """Store ``value`` into the storage of type ``t`` at ``base``."""
-        if isinstance(t, (T.StructLike, T.Stack)):
+        if isinstance(t, (T.StructLike, T.Stack, T.Varbit)):
             v = value
             while isinstance(v, A.Cast):
                 v = v.expr
@@ -349,6 +349,8 @@ class ExprCompiler:
         if e.const is not None and not isinstance(e.const, str) and (
                 not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
             return self.lit(e.const)
+        if isinstance(e.ty, T.Varbit):
+            raise self.unsupported(e.loc, f"a {e.ty} value used other than in an assignment, == or !=")
         if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
             self.check_type(e.ty, e.loc)
         if isinstance(e, A.Name):
@@ -434,6 +436,8 @@ class ExprCompiler:
         if isinstance(t, T.StructLike):
             parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
             return "(" + self.AND.join(parts) + ")" if parts else self.lit(True)
+        if isinstance(t, T.Varbit):  # the same length and the same value
+            return f"({self.slots_equal(a, b, 2)})"
         if isinstance(t, T.Stack):
             es = size_of(t.elem)
             return "(" + self.AND.join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
@@ -460,7 +464,7 @@ class ExprCompiler:
         if op in ("&&", "||"):
             return f"({self.ex(e.left, ctx)}{self.AND if op == '&&' else self.OR}{self.ex(e.right, ctx)})"
         lt, rt = e.left.ty, e.right.ty
-        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
+        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack, T.Varbit)):
             if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
                 raise self.unsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
             code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))

@@ -17,7 +17,7 @@ from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.diagnostics import CompileError
+from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.symbols import Var
 
 HIDDEN = ["clone_type", "clone_session", "clone_fl", "resubmit", "resubmit_fl", "recirculate",
@@ -91,7 +91,7 @@ def size_of(t: T.Type) -> int:
         return n + 1 if t.kind == "header" else n
     if isinstance(t, T.Stack):
         return 1 + t.size * size_of(t.elem)
-    return 2 if is_wide(t) else 1
+    return 2 if is_wide(t) or isinstance(t, T.Varbit) else 1  # a varbit: its value, its length in bits
 
 
 def field_offset(t: T.StructLike, name: str) -> int:
@@ -113,7 +113,7 @@ def defaults(t: T.Type) -> list[Any]:
         return [0] + defaults(t.elem) * t.size
     if t is T.BOOL:
         return [False]
-    return [0, 0] if is_wide(t) else [0]
+    return [0, 0] if is_wide(t) or isinstance(t, T.Varbit) else [0]
 
 
 def leaf_bits(t: T.StructLike) -> list[tuple[int, int, int, T.Type]]:
@@ -153,6 +153,8 @@ def scalar_width(t: T.Type) -> int:
         return 8
     if isinstance(st, T.Enum):
         return 32
+    if isinstance(st, T.Varbit):
+        raise Unsupported(None, f"this use of a header with a {t} field")
     raise CompileError(None, f"type {t} has no bit width")
 
 

@@ -68,7 +68,7 @@ class ExprChecker:
                 raise err(t.loc, "bit width must be a positive compile-time constant")
             w = int(t.width.const)
             if t.varbit:
-                raise Unsupported(t.loc, f"varbit<{w}>")
+                return T.Varbit(w)
             return T.Bits(w, t.signed)
         if isinstance(t, A.TTuple):
             return T.Tuple(tuple(self.resolve(x, scope, tvars) for x in t.items))

@@ -304,7 +304,9 @@ class CExterns(ExternCompiler):
 
     def hash_code(self, data: A.Expr, fn: str, ctx: Ctx, with_payload: bool = False) -> str:
         """A GNU statement expression: the hash `fn` of a field list's BufBuilder bytes."""
-        parts = self.field_list_parts(data, ctx)
+        parts = [(c, wd, v) for c, wd, v in self.field_list_parts(data, ctx) if isinstance(wd, int)]
+        if len(parts) != len(self.field_list_parts(data, ctx)):
+            raise NativeUnsupported(data.loc, "varbit")
         nbytes = (sum(wd for _, wd, _ in parts) + 7) // 8
         b = self.uid("bb")
         puts = []
@@ -474,7 +476,7 @@ class CExterns(ExternCompiler):
             w(f"s[{b}] = s[{b}] > {n} ? s[{b}] - {n} : 0;")
 
     # ------------------------------------------------------------------ parser input, deparser output
-    def extract(self, target: A.Expr, ctx: Ctx, w: Writer) -> None:
+    def extract(self, target: A.Expr, ctx: Ctx, w: Writer, size: A.Expr | None = None) -> None:
         t = target.ty
         if not (isinstance(t, T.StructLike) and t.kind == "header"):
             raise CompileError(target.loc, f"extract needs a header, not {t}")
@@ -507,6 +509,7 @@ class CExterns(ExternCompiler):
         w("}")
 
     def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
+        check_type(t, None)
         nb = T.width_of(t) // 8
         self.deparse_max += nb
         with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):

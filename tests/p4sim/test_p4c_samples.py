@@ -128,3 +128,75 @@ def test_control_with_tables_applied_twice_with_other_arguments_is_refused(tmp_p
     # with the same arguments it runs (p4sim warns that the table is applied twice)
     sw = load(tmp_path, text.replace("add.apply(h.h2, 2)", "add.apply(h.h1, 1)"))
     assert sw.process(0, bytes([5, 7, 9])) == [(1, bytes([7, 7, 9]))]
+
+
+VARBIT_PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header len_t { bit<8> n; }
+header opt_t { bit<8> kind; varbit<32> data; bit<8> tail; }
+struct Headers { len_t len; opt_t o1; opt_t o2; }
+struct Meta { bit<16> sum; bit<8> err; }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start {
+        b.extract(h.len);
+        b.extract(h.o1, (bit<32>)h.len.n);
+        b.extract(h.o2, (bit<32>)h.len.n);
+        transition accept;
+    }
+}
+control I(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    varbit<32> tmp;
+    apply {
+        sm.egress_spec = 1;
+        h.len.n = sm.parser_error == error.NoError ? 8w0 :
+                  sm.parser_error == error.ParserInvalidArgument ? 8w1 :
+                  sm.parser_error == error.HeaderTooShort ? 8w2 :
+                  sm.parser_error == error.PacketTooShort ? 8w3 : 8w4;
+        if (h.o1.isValid() && h.o2.isValid()) {
+            if (h.o1.data == h.o2.data) { h.o1.kind = 0xEE; }
+            if (h.o1 == h.o2) { h.o2.kind = 0xEE; }
+            tmp = h.o1.data;             // swap the two varbit fields
+            h.o1.data = h.o2.data;
+            h.o2.data = tmp;
+        }
+    }
+}
+control VC(inout Headers h, inout Meta m) { apply { } }
+control E(inout Headers h, inout Meta m, inout standard_metadata_t sm) { apply { } }
+control CC(inout Headers h, inout Meta m) {
+    apply { update_checksum(true, { h.o1.kind, h.o1.data }, h.o1.tail, HashAlgorithm.csum16); }
+}
+control D(packet_out b, in Headers h) { apply { b.emit(h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def _csum16(data: bytes) -> int:
+    data += b"\0" * (len(data) % 2)
+    s = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+@pytest.mark.parametrize("n", [0, 8, 16, 32])
+def test_varbit_extract_emit_compare_assign_checksum(tmp_path: Path, n: int) -> None:
+    # the varbit samples (issue447-*, equality-bmv2, checksum1-bmv2 ...): extract(h, bits),
+    # emit with the current length, == of varbit fields and of headers, assignment, checksums
+    sw = load(tmp_path, VARBIT_PROGRAM)
+    nb = n // 8
+    d1, d2 = bytes(range(1, nb + 1)), bytes(range(0x41, 0x41 + nb))
+    pkt = bytes([n]) + b"\x10" + d1 + b"\x00" + b"\x20" + d2 + b"\x00" + b"payload"
+    [(port, out)] = sw.process(0, pkt)
+    assert port == 1 and out[0] == 0
+    kind1 = 0xEE if d1 == d2 else 0x10  # only equal when empty; the headers differ in kind
+    tail = _csum16(bytes([kind1]) + d2) & 0xFF  # the checksum over the (swapped) varbit's bytes
+    assert out == bytes([0, kind1]) + d2 + bytes([tail, 0x20]) + d1 + b"\x00" + b"payload"
+
+
+def test_varbit_extract_errors(tmp_path: Path) -> None:
+    sw = load(tmp_path, VARBIT_PROGRAM)
+    # a length that is not whole bytes, longer than varbit<32>, longer than the packet
+    for n, code in ((12, 1), (40, 2), (32, 3)):
+        [(_, out)] = sw.process(0, bytes([n]) + b"\x10\x01\x02")
+        assert out[0] == code, (n, out.hex())
