@@ -12,6 +12,7 @@ the hidden slots the v1model pipeline reads, and holds what a compile context bi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,8 @@ class Ctx:
         self.objs = objs
         self.kind = kind
         self.ret = ret  # return type inside a function
+        # an action or function with copied parameters: writes their copy-out (before every return)
+        self.epilogue: Callable[[Writer], None] | None = None
 
 
 class Writer:

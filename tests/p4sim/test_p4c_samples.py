@@ -200,3 +200,47 @@ def test_varbit_extract_errors(tmp_path: Path) -> None:
     for n, code in ((12, 1), (40, 2), (32, 3)):
         [(_, out)] = sw.process(0, bytes([n]) + b"\x10\x01\x02")
         assert out[0] == code, (n, out.hex())
+
+
+COPY_PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; bit<8> e; }
+struct Headers { h_t h; }
+struct Meta { }
+bit<8> two_outs(inout bit<8> x, out bit<8> y) {
+    if (x == 1) { y = 3; return 0; }   // copy-out on this return too: y (3) is copied last
+    y = 4;
+    return 0;
+}
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    bit<8> c = 12;
+    action keep(inout bit<8> x) { h.h.a = x; c = 24; }        // copy-out of x restores c
+    action look(in h_t v) { h.h.b = 1; h.h.c = v.b; }          // v is a copy: the old b
+    action bit0(inout bit<1> x) { h.h.d = 2; x = 1; }          // a slice argument: copied out
+    apply {
+        keep(c);
+        keep(c);
+        look(h.h);
+        bit0(h.h.d[0:0]);
+        two_outs(h.h.e, h.h.e);
+        sm.egress_spec = 1;
+    }
+}
+control VC(inout Headers h, inout Meta m) { apply { } }
+control E(inout Headers h, inout Meta m, inout standard_metadata_t sm) { apply { } }
+control CC(inout Headers h, inout Meta m) { apply { } }
+control D(packet_out b, in Headers h) { apply { b.emit(h); } }
+V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("e", "e_out"), [(1, 3), (9, 4)])
+def test_copy_in_copy_out_where_aliasing_differs(tmp_path: Path, e: int, e_out: int) -> None:
+    # gauntlet_copy_out, gauntlet_indirect_hdr_assign_*, gauntlet_side_effect_order_5, issue2498
+    sw = load(tmp_path, COPY_PROGRAM)
+    [(port, out)] = sw.process(0, bytes([0, 7, 0, 0x10, e]))
+    assert port == 1
+    assert out == bytes([12, 1, 7, 3, e_out])
