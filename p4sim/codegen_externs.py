@@ -290,7 +290,7 @@ class ExternCompiler(ExprCompiler):
     def extern_object(self, e: A.Call, ctx: Ctx, w: Writer) -> str | None:
         """A method call of an extern: packet_in's and packet_out's are compiled here (None);
         for the others, the generated name of the extern object."""
-        _, ext, m, obj, _proto, _tv = e.ref
+        _, ext, m, obj, _proto, tv = e.ref
         args = e.args
         if ext == "packet_in":
             if m == "extract":
@@ -299,7 +299,9 @@ class ExternCompiler(ExprCompiler):
                 if args[0].const is not None and int(args[0].const) % 8:
                     raise self.unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
                 self.advance(self.ex(args[0], ctx), w)
-            elif m != "lookahead":
+            elif m == "lookahead":  # as a statement: only its PacketTooShort (issue1768-bmv2.p4)
+                self.lookahead_check((T.width_of(tv["T"]) + 7) // 8, w)
+            else:
                 raise self.unsupported(e.loc, f"packet_in.{m}")
             return None
         if ext == "packet_out":
@@ -310,6 +312,12 @@ class ExternCompiler(ExprCompiler):
         if oname is None:
             raise CompileError(e.loc, f"{ext} instance is not visible here")
         return oname
+
+    def lookahead_check(self, nbytes: int, w: Writer) -> None:
+        """PacketTooShort unless ``nbytes`` more bytes are left to parse."""
+        w(f"if pk.off + {nbytes} > pk.n:")
+        with w.block():
+            w(f"raise _PErr({self.errcode('PacketTooShort')})")
 
     def advance(self, bits: str, w: Writer) -> None:
         w(f"pk.off += {bits} >> 3")

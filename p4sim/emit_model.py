@@ -193,9 +193,31 @@ class ModelWalk(ExternCompiler):
             ti.direct_counter = dc_fq
         if d.entries is not None:
             ti.const_entries = [self.const_entry(e, keys, sym, ctx) for e in d.entries]
+            if any(k.kind in ("ternary", "range", "optional") for k in keys):
+                self.bmv2_priorities(d.entries, ti.const_entries)
             tbl.const_entries = d.entries_const
         ctx.objs[sym] = self.table_function(d, ti, key_exprs, sel_exprs)
         self.tables[fq] = ti
+
+    @staticmethod
+    def bmv2_priorities(entries: list[A.Entry], consts: list[ConstEntry]) -> None:
+        """BMv2's ``@priority(n)`` on const entries (p4c writes n, else the entry's position from
+        1, into BMv2's JSON, where the smallest number wins): the same order as p4sim priorities,
+        where the largest wins."""
+        anns = [A.find_annotation(e.annotations, "priority") for e in entries]
+        if not any(anns):
+            return
+        bm = []
+        for i, (e, a) in enumerate(zip(entries, anns, strict=True)):
+            if a is None:
+                bm.append(i + 1)
+            elif len(a.args) == 1 and isinstance(a.args[0], A.Number):
+                bm.append(a.args[0].value)
+            else:
+                raise CompileError(e.loc, "@priority needs one integer constant")
+        top = max(bm) + 1
+        for c, b in zip(consts, bm, strict=True):
+            c.priority = top - b
 
     def data_values(self, sym: ActionSym, args: list[A.Expr], ctx: Ctx) -> tuple[int, ...]:
         """Action data of a default action or a const entry, as the control plane writes them."""

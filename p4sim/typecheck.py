@@ -417,6 +417,8 @@ class ExprChecker:
             if isinstance(t, T.StructLike) and t.kind == "header_union":
                 raise Unsupported(e.loc, f"comparison of {t} values")
             if lc is not None and rc is not None:
+                # an integer literal compares as a value of the other side's type (-1 == 8w255)
+                lc, rc = self.convert_const(lc, lt, t), self.convert_const(rc, rt, t)
                 e.const = (lc == rc) if op == "==" else (lc != rc)
             return T.BOOL
         t = self.unify2(lt, rt, e)
@@ -425,6 +427,7 @@ class ExprChecker:
             if not (isinstance(st, T.Bits) or t is T.INT):
                 raise err(e.loc, f"{op} cannot be applied to {t}")
             if lc is not None and rc is not None:
+                lc, rc = self.convert_const(lc, lt, t), self.convert_const(rc, rt, t)
                 e.const = {"<": lc < rc, ">": lc > rc, "<=": lc <= rc, ">=": lc >= rc}[op]
             return T.BOOL
         if not (isinstance(st, T.Bits) or t is T.INT):

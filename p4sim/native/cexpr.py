@@ -403,6 +403,9 @@ class CExterns(ExternCompiler):
     # ------------------------------------------------------------------ extern methods
     NO_FIELD_LIST = "(uint64_t)-1"
 
+    def lookahead_check(self, nbytes: int, w: Writer) -> None:
+        w(f"if (c->pk_off + {nbytes} > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
+
     def advance(self, bits: str, w: Writer) -> None:
         w(f"c->pk_off += (uint32_t)({bits} >> 3);")
         w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")

@@ -244,3 +244,65 @@ def test_copy_in_copy_out_where_aliasing_differs(tmp_path: Path, e: int, e_out: 
     [(port, out)] = sw.process(0, bytes([0, 7, 0, 0x10, e]))
     assert port == 1
     assert out == bytes([12, 1, 7, 3, e_out])
+
+
+def _one_header(tmp_path: Path, ingress: str, parser: str = "b.extract(h.h); transition accept;",
+                fields: str = "bit<8> a; bit<8> b; bit<8> c; bit<8> d;") -> Switch:
+    head = """#include <core.p4>
+#include <v1model.p4>
+header h_t { FIELDS }
+struct Headers { h_t h; }
+struct Meta { }
+struct B8 { bit<64> bits; }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { PARSER }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+INGRESS
+}
+"""
+    head = head.replace("FIELDS", fields).replace("PARSER", parser).replace("INGRESS", ingress)
+    return load(tmp_path, head + V1_TAIL.replace("b.emit(h)", "b.emit(h.h)")
+        + "V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;\n")
+
+
+def test_integer_literals_compare_as_the_other_sides_type(tmp_path: Path) -> None:
+    # issue2392-bmv2.p4, gauntlet_various_ops-bmv2.p4: -1 is 8w255 next to a bit<8>, also when
+    # both sides are constants and the comparison is folded
+    sw = _one_header(tmp_path, """apply {
+        sm.egress_spec = 1;
+        if (8w255 == -1) { h.h.a = 1; }
+        if (-1 > 4w8) { h.h.b = 1; }
+        if (4w8 > -1) { h.h.c = 1; }
+        if (-1 > 4s7) { h.h.d = 1; }
+    }""")
+    assert sw.process(0, bytes(4)) == [(1, bytes([1, 1, 0, 0]))]
+
+
+def test_bmv2_priority_annotation_on_const_entries(tmp_path: Path) -> None:
+    # table-entries-priority-bmv2.p4: p4c gives BMv2 @priority(n), else the entry's position
+    # from 1, and the smallest wins
+    sw = _one_header(tmp_path, """
+    action set(bit<8> v) { h.h.b = v; }
+    table t {
+        key = { h.h.a : ternary; }
+        actions = { set; }
+        const entries = {
+            0x01 &&& 0x0F : set(1) @priority(3);
+            0x11          : set(2);
+            0x11 &&& 0xF1 : set(3) @priority(1);
+        }
+    }
+    apply { t.apply(); sm.egress_spec = 1; }""")
+    assert sw.process(0, bytes([0x11, 0, 0, 0]))[0][1][1] == 3
+    assert sw.process(0, bytes([0x21, 0, 0, 0]))[0][1][1] == 1
+
+
+def test_lookahead_as_a_statement_checks_the_length(tmp_path: Path) -> None:
+    # issue1768-bmv2.p4: lookahead<T>() whose value is not used still fails on a short packet
+    sw = _one_header(tmp_path, """apply {
+        sm.egress_spec = 1;
+        if (sm.parser_error == error.PacketTooShort) { h.h.setValid(); h.h.a = 0xEE; }
+    }""", parser="b.lookahead<B8>(); b.extract(h.h); transition accept;", fields="bit<8> a;")
+    assert sw.process(0, bytes(7)) == [(1, bytes([0xEE]) + bytes(7))]
+    assert sw.process(0, bytes([5]) + bytes(7)) == [(1, bytes([5]) + bytes(7))]
