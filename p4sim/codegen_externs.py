@@ -405,6 +405,21 @@ class ExternCompiler(ExprCompiler):
             w(f"b = {sb + 1} + i * {es}")
             base = "b"
             after = f"s[{sb}] = i + 1"
+        elif (isinstance(target, A.Member) and isinstance(target.expr, A.Member) and target.expr.name == "next"
+              and isinstance(target.expr.expr.ty, T.Stack)):  # a member of a header union stack's next
+            stk_t = target.expr.expr.ty
+            u = stk_t.elem
+            assert isinstance(u, T.StructLike)
+            sb = self.place(target.expr.expr, ctx)
+            w(f"i = s[{sb}]")
+            w(f"if i >= {stk_t.size}:")
+            with w.block():
+                w(f"raise _PErr({self.errcode('StackOutOfBounds')})")
+            w(f"u = {sb + 1} + i * {size_of(u)}")
+            w(f"b = u + {field_offset(u, target.name)}")
+            base = "b"
+            after = "; ".join([f"s[u + {field_offset(u, n)}] = False" for n, _ in u.fields if n != target.name]
+                              + [f"s[{sb}] = i + 1"])
         else:
             base = str(self.place(target, ctx))
             after = ""

@@ -74,8 +74,8 @@ class ExprChecker:
             return T.Tuple(tuple(self.resolve(x, scope, tvars) for x in t.items))
         if isinstance(t, A.TStack):
             el = self.resolve(t.elem, scope, tvars)
-            if not (isinstance(el, T.StructLike) and el.kind == "header"):
-                raise err(t.loc, f"header stack elements must be headers, not {el}")
+            if not (isinstance(el, T.StructLike) and el.kind in ("header", "header_union")):
+                raise err(t.loc, f"header stack elements must be headers or header unions, not {el}")
             self.expr(t.size, scope)
             if t.size.const is None or t.size.const <= 0:
                 raise err(t.size.loc, "header stack size must be a positive constant")

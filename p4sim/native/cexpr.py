@@ -484,6 +484,8 @@ class CExterns(ExternCompiler):
         if not (isinstance(t, T.StructLike) and t.kind == "header"):
             raise CompileError(target.loc, f"extract needs a header, not {t}")
         check_type(t, target.loc)
+        if isinstance(target, A.Member) and isinstance(target.expr, A.Member) and target.expr.name == "next":
+            raise NativeUnsupported(target.loc, "extract into a member of a header union stack's next")
         nb = T.width_of(t) // 8
         w("{")
         with w.block():

@@ -306,3 +306,34 @@ def test_lookahead_as_a_statement_checks_the_length(tmp_path: Path) -> None:
     }""", parser="b.lookahead<B8>(); b.extract(h.h); transition accept;", fields="bit<8> a;")
     assert sw.process(0, bytes(7)) == [(1, bytes([0xEE]) + bytes(7))]
     assert sw.process(0, bytes([5]) + bytes(7)) == [(1, bytes([5]) + bytes(7))]
+
+
+def test_header_union_stacks(tmp_path: Path) -> None:
+    # issue561-4..7-bmv2.p4: a stack of header unions, extracted by index and through next
+    sw = load(tmp_path, """#include <core.p4>
+#include <v1model.p4>
+header t_t { bit<8> t; }
+header o1_t { bit<8> data; }
+header o2_t { bit<16> data; }
+header_union U { o1_t byte; o2_t short; }
+struct Headers { t_t base; U[2] u; }
+struct Meta { }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start {
+        b.extract(h.base);
+        transition select(h.base.t) { 0: bytes; 1: mixed; default: accept; }
+    }
+    state bytes { b.extract(h.u.next.byte); b.extract(h.u.next.byte); transition accept; }
+    state mixed { b.extract(h.u[0].short); b.extract(h.u[1].byte); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (h.u[1].byte.isValid()) { h.u[1].byte.data = h.u[1].byte.data + 1; }
+        if (h.u[0].short.isValid()) { h.u[0].byte.setValid(); h.u[0].byte.data = 0xAA; }
+    }
+}
+""" + V1_TAIL + "V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;\n")
+    assert sw.process(0, bytes([0, 5, 6, 7])) == [(1, bytes([0, 5, 7, 7]))]
+    # the short of u[0] becomes invalid when its byte is made valid
+    assert sw.process(0, bytes([1, 1, 2, 3, 9])) == [(1, bytes([1, 0xAA, 4, 9]))]
