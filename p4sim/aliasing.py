@@ -72,6 +72,17 @@ def outer_refs(node: Any, is_outer: Any, seen: set[int] | None = None) -> Iterat
         stack.extend(_children(n))
 
 
+def has_call(e: Any) -> bool:
+    """Whether an expression calls something (its value may depend on when it is evaluated)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Call):
+            return True
+        stack.extend(_children(n))
+    return False
+
+
 def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether the slot ranges [start, end) ``a`` and ``b`` share a slot."""
     return a[0] < b[1] and b[0] < a[1]

@@ -12,6 +12,7 @@ from typing import Any
 from p4sim import ast as A
 from p4sim import types as T
 from p4sim.diagnostics import Loc, Unsupported
+from p4sim.layout import expr_text
 from p4sim.symbols import (
     ActionSym,
     ExternFunc,
@@ -312,7 +313,7 @@ class Checker(ExprChecker):
                 kt = T.strip(k.expr.ty)
                 if not (isinstance(kt, T.Bits) or kt is T.BOOL or isinstance(kt, T.Enum) or kt is T.ERROR):
                     raise err(k.loc, f"table {d.name}: key of type {k.expr.ty} cannot be matched")
-        if not d.actions:
+        if d.actions is None:
             raise err(d.loc, f"table {d.name} has no actions property")
         for ref in d.actions:
             a = scope.lookup(ref.name)
@@ -331,7 +332,7 @@ class Checker(ExprChecker):
                 if call_name not in names:
                     raise err(loc, f"default action {call_name} is not in the actions of table {d.name}")
                 act = names[call_name]
-                self.action_data(act, cargs, scope, loc)
+                cargs = self.action_data(act, cargs, scope, loc, self.bound_args(sym, act))
                 sym.default = (act, cargs)
                 sym.default_const = const
             elif pname == "size":
@@ -368,7 +369,8 @@ class Checker(ExprChecker):
                     self.expr(e.priority, scope)
                 if e.action not in names:
                     raise err(e.loc, f"entry action {e.action} is not in the actions of table {d.name}")
-                self.action_data(names[e.action], e.args, scope, e.loc)
+                e.args = self.action_data(names[e.action], e.args, scope, e.loc,
+                                          self.bound_args(sym, names[e.action]))
         d.sym = sym  # type: ignore[attr-defined]
         self.declare(scope, d.name, sym, d.loc)
         self.tables.append(sym)
@@ -380,8 +382,23 @@ class Checker(ExprChecker):
             return val.name, []
         raise err(loc, "expected an action call")
 
-    def action_data(self, act: ActionSym, args: list[A.Expr], scope: Scope, loc: Loc) -> None:
+    @staticmethod
+    def bound_args(sym: TableSym, act: ActionSym) -> list[A.Expr]:
+        """The directional arguments the table's actions list gives ``act``."""
+        return next((ref.args or [] for a, ref in sym.actions if a is act), [])
+
+    def action_data(self, act: ActionSym, args: list[A.Expr], scope: Scope, loc: Loc,
+                    bound: list[A.Expr]) -> list[A.Expr]:
+        """Check the action data of a default action or entry; returns them. The call may also
+        repeat the directional arguments of the actions list first (``my_drop(sm)``), as p4c takes."""
         data = [p for p in act.decl.params if not p.direction]
+        ndir = len(act.decl.params) - len(data)
+        if ndir and len(args) == len(act.decl.params):
+            for a, b in zip(args[:ndir], bound, strict=False):
+                if expr_text(a) != expr_text(b):
+                    raise err(a.loc, f"argument {expr_text(a)} of action {act.decl.name} is not the one of the "
+                                     f"actions list ({expr_text(b)})")
+            args = args[ndir:]
         if len(args) != len(data):
             raise err(loc, f"action {act.decl.name} takes {len(data)} action data arguments, got {len(args)}")
         sc = Scope(self.glob)
@@ -392,6 +409,7 @@ class Checker(ExprChecker):
             ctor_param = isinstance(a, A.Name) and isinstance(a.ref, Var) and a.ref.kind == "ctor_param"
             if a.const is None and not ctor_param:
                 raise err(a.loc, f"argument {p.name} of action {act.decl.name} must be a compile-time constant")
+        return args
 
     def table_instance(self, val: A.Expr, scope: Scope, kinds: tuple[str, ...], tname: str, prop: str) -> InstanceSym:
         if isinstance(val, A.Ctor):

@@ -19,6 +19,7 @@ from typing import Any
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
+from p4sim.aliasing import has_call
 from p4sim.checker import Checker
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
 from p4sim.layout import (
@@ -77,6 +78,7 @@ class ExprCompiler:
         self.profiles: dict[str, ProfileInfo] = {}
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}
+        self.ret_slots: dict[str, int] = {}  # function variant returning a header/struct -> its value's storage
         self.extern_fq: dict[str, str] = {}  # generated name of a counter/register/meter -> its fq name
         # (path, instance) of an applied sub-control/parser -> its objects, its parameters' bindings
         # and the storage of the parameters given values (not places), by parameter index
@@ -141,9 +143,15 @@ class ExprCompiler:
             return self.place(e.expr, ctx) + 1 + int(e.index.const) * size_of(t.elem)
         raise CompileError(e.loc, "expression is not an l-value")
 
-    def dyn_place(self, e: A.Expr, ctx: Ctx) -> tuple[str, list[str]]:
+    def declare(self, name: str, code: str) -> str:
+        """A statement declaring a scalar local ``name`` holding ``code`` (each engine's)."""
+        raise NotImplementedError
+
+    def dyn_place(self, e: A.Expr, ctx: Ctx, w: Writer | None = None) -> tuple[str, list[str]]:
         """Slot index code for a place known only at run time (``stack.last``, ``stack[i]``
-        with a variable ``i``) and the conditions under which it is in bounds."""
+        with a variable ``i``) and the conditions under which it is in bounds. With ``w``, an
+        index that calls a function is evaluated once, now, into a local (before the value
+        stored: P4 evaluates an assignment's target first)."""
         if self.is_place(e, ctx):
             return str(self.place(e, ctx)), []
         if isinstance(e, A.Member) and isinstance(e.expr.ty, T.Stack) and e.name == "last":
@@ -152,11 +160,15 @@ class ExprCompiler:
             return f"({sb + 1} + (s[{sb}] - 1) * {size_of(st.elem)})", [f"s[{sb}] > 0"]
         if isinstance(e, A.Index) and isinstance(e.expr.ty, T.Stack):
             st = e.expr.ty
-            scode, guards = self.dyn_place(e.expr, ctx)
+            scode, guards = self.dyn_place(e.expr, ctx, w)
             idx = self.ex(e.index, ctx)
+            if w is not None and has_call(e.index):
+                tmp = self.uid("ix")
+                self.line(w, self.declare(tmp, idx))
+                idx = tmp
             return f"({scode} + 1 + {idx} * {size_of(st.elem)})", [*guards, f"{idx} < {st.size}"]
         if isinstance(e, A.Member) and isinstance(e.expr.ty, T.StructLike):
-            code, guards = self.dyn_place(e.expr, ctx)
+            code, guards = self.dyn_place(e.expr, ctx, w)
             return f"{code} + {field_offset(e.expr.ty, e.name)}", guards
         raise Unsupported(e.loc, "this header stack access")
 
@@ -227,12 +239,22 @@ class ExprCompiler:
 
     def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
         """Write a scalar place; out-of-bounds stack writes are ignored (as P4 specifies)."""
-        slot, guards = self.dyn_place(target, ctx)
+        slot, guards = self.dyn_place(target, ctx, w)
         with self.if_(w, self.AND.join(guards)) if guards else nullcontext():
             self.line(w, self.slot_write(slot, target.ty, code))
 
     def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
         tt = target.ty
+        while isinstance(target, A.Slice) and isinstance(target.expr, A.Slice):
+            # x[7:4][3:0][1:0] = v is x[5:4] = v
+            inner = target.expr
+            lo = int(inner.lo.const) + int(target.lo.const)
+            hi = int(inner.lo.const) + int(target.hi.const)
+            bounds = [A.Number(target.loc, n, None, False) for n in (hi, lo)]
+            for b in bounds:
+                b.const, b.ty = b.value, T.INT
+            target = A.Slice(target.loc, inner.expr, bounds[0], bounds[1])
+            target.ty = tt
         if isinstance(target, A.Slice):
             base = target.expr
             bt = T.strip(base.ty)
@@ -292,8 +314,15 @@ class ExprCompiler:
             if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
                 self.lookahead_header(w, base, t)
                 return
+            if self.composite_call(base, t, v, ctx, w):
+                return
             raise self.unsupported(value.loc, f"this kind of {t} value")
         self.line(w, self.slot_write(str(base), t, self.ex_as(value, t, ctx)))
+
+    def composite_call(self, base: int, t: T.Type, e: A.Expr, ctx: Ctx, w: Writer) -> bool:
+        """Store the header or struct a function call ``e`` returns at ``base``, if it is one
+        (`p4sim.emit_calls.CallWalk`)."""
+        return False
 
     def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
         w(f"s[{dst}:{dst + n}] = s[{src}:{src + n}]")

@@ -294,7 +294,10 @@ class ExternCompiler(ExprCompiler):
         args = e.args
         if ext == "packet_in":
             if m == "extract":
-                self.extract(args[0], ctx, w, args[1] if len(args) > 1 else None)
+                if isinstance(args[0], A.DontCare) and len(args) == 1:  # extract<H>(_): skip an H
+                    self.advance(str(T.width_of(tv["T"])), w)
+                else:
+                    self.extract(args[0], ctx, w, args[1] if len(args) > 1 else None)
             elif m == "advance":
                 if args[0].const is not None and int(args[0].const) % 8:
                     raise self.unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")

@@ -26,10 +26,6 @@ from p4sim.symbols import ActionSym, FunctionSym, Var
 class CallWalk(ModelWalk):
     """Variants of actions and functions; the text hooks below are each back end's."""
 
-    def declare(self, name: str, code: str) -> str:
-        """A statement declaring a scalar local ``name`` holding ``code``."""
-        raise NotImplementedError
-
     def scope(self, w: Writer) -> AbstractContextManager[None]:
         """A block statement's scope (its locals stay inside)."""
         raise NotImplementedError
@@ -68,10 +64,35 @@ class CallWalk(ModelWalk):
             e = e.expr
         return self.is_place(e, ctx)
 
-    def must_copy(self, params: list[A.Param], args: Sequence[A.Expr], body: A.Block, ctx: Ctx) -> set[int]:
+    def closed(self, e: A.Expr, ctx: Ctx) -> bool:
+        """Whether the callee can evaluate ``e`` as well as the caller: constants, storage,
+        functions of these (no names bound to the caller's own parameters)."""
+        if e.const is not None:
+            return True
+        if isinstance(e, A.Name):
+            return isinstance(ctx.env.get(e.ref), Slot)
+        if isinstance(e, (A.Member, A.Slice, A.Unary, A.Cast)):
+            return self.closed(e.expr, ctx)
+        if isinstance(e, A.Index):
+            return self.closed(e.expr, ctx) and self.closed(e.index, ctx)
+        if isinstance(e, A.Binary):
+            return self.closed(e.left, ctx) and self.closed(e.right, ctx)
+        if isinstance(e, A.Cond):
+            return all(self.closed(x, ctx) for x in (e.cond, e.then, e.other))
+        if isinstance(e, A.ListExpr):
+            return all(self.closed(x, ctx) for x in e.items)
+        if isinstance(e, A.StructExpr):
+            return all(self.closed(x, ctx) for _, x in e.fields)
+        if isinstance(e, A.Call) and e.ref is not None and e.ref[0] == "function":
+            return all(self.closed(x, ctx) for x in e.args)
+        return False
+
+    def must_copy(self, params: list[A.Param], args: Sequence[A.Expr], body: A.Block, ctx: Ctx,
+                  values: bool = False) -> set[int]:
         """Indexes of the arguments passed by reference (out/inout, composite) that aliasing would
-        get wrong (`p4sim.aliasing`): not a place, or storage the body (or another such argument)
-        reaches too."""
+        get wrong (`p4sim.aliasing`): a slice, a place computed at run time, storage the body (or
+        another such argument) reaches too; with ``values`` (a function, whose call is an
+        expression), also composite values (``f({1, 2})``)."""
         byref = [i for i, (p, a) in enumerate(zip(params, args, strict=False))
                  if p.direction in ("out", "inout") or isinstance(p.sym.type, (T.StructLike, T.Stack))]  # type: ignore[attr-defined]
         ranges = {i: self.storage_range(args[i], ctx) for i in byref}
@@ -80,8 +101,13 @@ class CallWalk(ModelWalk):
         out = set()
         for i in byref:
             r = ranges[i]
-            if r is None or not self.static_place(args[i], ctx):
-                continue  # a value, or a place computed at run time: copied in at the call
+            if not self.static_place(args[i], ctx):
+                # a value, or a place computed at run time (h.s[i].f): copied by the callee if it
+                # can evaluate it, else (an action's argument) copied in at the call
+                if (r is not None or values) and self.closed(args[i], ctx):
+                    out.add(i)
+                continue
+            assert r is not None
             if not self.is_place(args[i], ctx):
                 out.add(i)  # a slice
             elif any(overlaps(r, o) for o in outer) or any(
@@ -152,6 +178,8 @@ class CallWalk(ModelWalk):
                     ref.ref, ref.ty = v, v.type
                     outs.append((a, ref))
             fctx = Ctx(ctx.path, env, ctx.objs, kind, ret)
+            if isinstance(ret, (T.StructLike, T.Stack)):  # returned through storage
+                fctx.ret_slot = self.ret_slots[name] = self.alloc(ret)
             if outs:
                 def epilogue(w: Writer) -> None:
                     for target, value in outs:
@@ -161,7 +189,7 @@ class CallWalk(ModelWalk):
                 self.stmt(x, fctx, fw)
             if fctx.epilogue is not None:
                 fctx.epilogue(fw)
-            self.define(kind, name, params, fw.lines, ret)
+            self.define(kind, name, params, fw.lines, None if fctx.ret_slot is not None else ret)
         return name
 
     def action_variant(self, sym: ActionSym, dir_args: list[A.Expr], ctx: Ctx, w: Writer | None) -> tuple[str, list[str]]:
@@ -184,13 +212,29 @@ class CallWalk(ModelWalk):
         return self.variant((ctx.path, id(sym), tuple(binds)), "action", d, ctx, env, params,
                             copies=[(d.params[i], dir_args[i]) for i in sorted(copy)]), args
 
-    def function_call(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> str:
-        """Code calling the function, compiled once per binding of its out/inout parameters."""
+    def function_variant(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> tuple[str, list[str]]:
+        """The function's variant for this call (compiled once per binding of its out/inout
+        parameters) and the argument code to pass."""
         d = sym.decl
         env = dict(ctx.env)
-        copy = self.must_copy(d.proto.params, e.args, d.body, ctx)
+        copy = self.must_copy(d.proto.params, e.args, d.body, ctx, values=True)
         binds, params, args = self.bind_args(d.proto.params, e.args, ctx, env, "f", None,
                                              f"argument of function {d.name} that is not a variable or field", copy)
         name = self.variant((ctx.path, id(sym), tuple(binds)), "function", d, ctx, env, params, sym.ret,
                             [(d.proto.params[i], e.args[i]) for i in sorted(copy)])
+        return name, args
+
+    def function_call(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> str:
+        """Code calling the function, as a value."""
+        if isinstance(sym.ret, (T.StructLike, T.Stack)):
+            raise Unsupported(e.loc, f"a {sym.ret} returned by a function used other than assigned whole")
+        name, args = self.function_variant(e, sym, ctx)
         return self.call_code(name, args)
+
+    def composite_call(self, base: int, t: T.Type, e: A.Expr, ctx: Ctx, w: Writer) -> bool:
+        if not (isinstance(e, A.Call) and e.ref is not None and e.ref[0] == "function"):
+            return False
+        name, args = self.function_variant(e, e.ref[1], ctx)
+        self.line(w, self.call_code(name, args))
+        self.copy_slots(w, base, self.ret_slots[name], size_of(t))
+        return True

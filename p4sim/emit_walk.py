@@ -245,7 +245,12 @@ class EmitWalk(CallWalk):
         elif isinstance(s, A.Exit):
             self.exit_stmt(w)
         elif isinstance(s, A.Return):
-            if s.value is not None and ctx.ret is not None:
+            if s.value is not None and ctx.ret_slot is not None:
+                self.assign_to(ctx.ret_slot, ctx.ret, s.value, ctx, w)  # type: ignore[arg-type]
+                if ctx.epilogue is not None:
+                    ctx.epilogue(w)
+                self.line(w, "return")
+            elif s.value is not None and ctx.ret is not None:
                 code = self.ex_as(s.value, ctx.ret, ctx)
                 if ctx.epilogue is not None:
                     with self.scope(w):
@@ -377,7 +382,7 @@ class EmitWalk(CallWalk):
         elif kind == "control":
             self.apply_control(e, ref[1], ctx, w)
         elif kind == "function":
-            self.line(w, self.function_call(e, ref[1], ctx))
+            self.line(w, self.call_code(*self.function_variant(e, ref[1], ctx)))
         elif kind == "func":
             self.extern_func(e, ref[1], ref[3], ctx, w)
         elif kind == "method":

@@ -63,6 +63,7 @@ class Ctx:
         self.ret = ret  # return type inside a function
         # an action or function with copied parameters: writes their copy-out (before every return)
         self.epilogue: Callable[[Writer], None] | None = None
+        self.ret_slot: int | None = None  # a function returning a header or struct: its value's storage
 
 
 class Writer:

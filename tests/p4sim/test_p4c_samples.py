@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from p4sim.diagnostics import Unsupported
+from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.switch import ActionCall, Match, Switch, TableEntry
 
 pytestmark = pytest.mark.unit
@@ -337,3 +337,72 @@ control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
     assert sw.process(0, bytes([0, 5, 6, 7])) == [(1, bytes([0, 5, 7, 7]))]
     # the short of u[0] becomes invalid when its byte is made valid
     assert sw.process(0, bytes([1, 1, 2, 3, 9])) == [(1, bytes([1, 0xAA, 4, 9]))]
+
+
+FUNCTIONS_PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+header i_t { bit<8> idx; }
+struct Headers { h_t h; h_t[2] s; i_t i; }
+struct Meta { }
+h_t make(inout bit<8> x) {          // returns a header; copy-out of x happens before the caller's copy
+    if (x == 1) { x = 9; return { 1, 1 }; }
+    return { 2, x };
+}
+bit<8> sum(in h_t v) { return v.a + v.b; }
+bit<1> pick(inout bit<8> v) { v = v + 1; return 0; }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); b.extract(h.s.next); b.extract(h.s.next); b.extract(h.i); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        h.h = make(h.h.a);
+        h.i.idx = sum({ 3, 4 });
+        h.s[pick(h.s[h.h.b[0:0]].a)].b = 0xEE;
+    }
+}
+""" + V1_TAIL + "V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;\n"
+
+
+@pytest.mark.parametrize(("a", "out_h"), [(1, [1, 1]), (5, [2, 5])])
+def test_functions_returning_headers_and_taking_values(tmp_path: Path, a: int, out_h: list[int]) -> None:
+    # gauntlet_function_if_hdr_return, gauntlet_hdr_function_cast, issue2383: a function returns a
+    # header; gauntlet_hdr_in_value: a struct value as an argument; gauntlet_index_8: an inout
+    # argument at a run-time index
+    sw = load(tmp_path, FUNCTIONS_PROGRAM)
+    [(port, out)] = sw.process(0, bytes([a, 0, 10, 11, 20, 21, 0]))
+    # pick() increments s[1].a (h.h.b is odd) and gives index 0
+    assert port == 1 and list(out) == out_h + [10, 0xEE] + [21, 21] + [7]
+
+
+def test_default_action_may_repeat_the_directional_arguments(tmp_path: Path) -> None:
+    # v1model-special-ops-bmv2.p4: default_action = my_drop(standard_metadata), the argument of
+    # the actions list; another argument is refused
+    ingress = """
+    action fwd(inout standard_metadata_t s, bit<9> port) { s.egress_spec = port; }
+    table t {
+        key = { h.h.a : exact; }
+        actions = { fwd(sm); }
+        default_action = fwd(sm, 3);
+    }
+    apply { t.apply(); }"""
+    sw = _one_header(tmp_path, ingress)
+    assert sw.process(0, bytes(4)) == [(3, bytes(4))]
+    with pytest.raises(CompileError, match=r"argument other of action fwd is not the one of the actions list \(sm\)"):
+        _one_header(tmp_path, "standard_metadata_t other;" + ingress.replace("fwd(sm, 3)", "fwd(other, 3)"))
+
+
+def test_empty_actions_list_nested_slice_target_and_extract_into_dontcare(tmp_path: Path) -> None:
+    # gauntlet_nested_switch-bmv2.p4 (actions = {}), gauntlet_nested_slice-bmv2.p4,
+    # issue774-4-bmv2.p4 (extract<H>(_) skips an H)
+    sw = _one_header(tmp_path, """
+    table t { key = { } actions = { } }
+    apply {
+        sm.egress_spec = 1;
+        switch (t.apply().action_run) { default: { h.h.b = 7; } }
+        bit<8> n = 0xFF;
+        n[7:4][2:0][1:0] = 0;
+        h.h.a = n;
+    }""", parser="b.extract<h_t>(_); b.extract(h.h); transition accept;")
+    assert sw.process(0, bytes(range(8))) == [(1, bytes([0xCF, 7, 6, 7]))]
