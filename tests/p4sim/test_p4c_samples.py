@@ -373,7 +373,7 @@ def test_functions_returning_headers_and_taking_values(tmp_path: Path, a: int, o
     sw = load(tmp_path, FUNCTIONS_PROGRAM)
     [(port, out)] = sw.process(0, bytes([a, 0, 10, 11, 20, 21, 0]))
     # pick() increments s[1].a (h.h.b is odd) and gives index 0
-    assert port == 1 and list(out) == out_h + [10, 0xEE] + [21, 21] + [7]
+    assert port == 1 and list(out) == [*out_h, 10, 0xEE, 21, 21, 7]
 
 
 def test_default_action_may_repeat_the_directional_arguments(tmp_path: Path) -> None:
