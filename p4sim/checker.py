@@ -197,8 +197,11 @@ class Checker(ExprChecker):
             else:
                 parts = [it]
             for p in parts:
-                self.expr(p, scope, kt)
-                self.check_assignable(kt, p, p.loc)
+                pt = kt
+                if isinstance(it, A.Mask) and p is it.mask and isinstance(kt, T.Enum) and kt.underlying is not None:
+                    pt = kt.underlying  # a serializable enum's mask is a value of its underlying type
+                self.expr(p, scope, pt)
+                self.check_assignable(pt, p, p.loc)
                 if p.const is None:
                     raise err(p.loc, "keyset values must be compile-time constants")
 

@@ -78,6 +78,7 @@ class ExprCompiler:
         self.profiles: dict[str, ProfileInfo] = {}
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}
+        self.global_objs: dict[Any, str] = {}  # extern instances declared at the top level
         self.ret_slots: dict[str, int] = {}  # function variant returning a header/struct -> its value's storage
         self.extern_fq: dict[str, str] = {}  # generated name of a counter/register/meter -> its fq name
         # (path, instance) of an applied sub-control/parser -> its objects, its parameters' bindings

@@ -82,6 +82,9 @@ class EmitWalk(CallWalk):
         pkg = main.type
         if not (isinstance(pkg, T.Block) and pkg.decl.name == "V1Switch"):
             raise Unsupported(main.loc, f"package {pkg} (only v1model's V1Switch)")
+        for d in ck.prog.decls:  # top-level extern instances (a register shared by ingress and egress)
+            if isinstance(d, A.Instantiation) and isinstance(d.sym.type, T.Extern):  # type: ignore[attr-defined]
+                self.instance(d.sym, Ctx("", {}, self.global_objs, "control"))  # type: ignore[attr-defined]
         blocks = []
         ctor_env: dict[Var, Binding] = {}
         for a in main.args:
@@ -142,7 +145,7 @@ class EmitWalk(CallWalk):
     def parser(self, d: A.ParserDecl, env: dict[Var, Binding], path: str = "",
                objs: dict[Any, str] | None = None) -> str:
         """The parser's function; ``objs``: the instance's objects, shared by its applications."""
-        ctx = Ctx(path or d.name, dict(env), {} if objs is None else objs, "parser")
+        ctx = Ctx(path or d.name, dict(env), dict(self.global_objs) if objs is None else objs, "parser")
         pre = Writer()
         for loc in d.locals:
             self.local(loc, ctx, pre)
@@ -194,7 +197,7 @@ class EmitWalk(CallWalk):
     # ------------------------------------------------------------------ controls
     def control(self, d: A.ControlDecl, env: dict[Var, Binding], path: str, deparser: bool = False,
                 objs: dict[Any, str] | None = None) -> str:
-        ctx = Ctx(path, dict(env), {} if objs is None else objs, "control")
+        ctx = Ctx(path, dict(env), dict(self.global_objs) if objs is None else objs, "control")
         pre = Writer()
         for loc in d.locals:
             self.local(loc, ctx, pre)
@@ -421,7 +424,7 @@ class EmitWalk(CallWalk):
                     copies[i] = base
         binding = [env[p.sym] for p in decl.params]  # type: ignore[attr-defined]
         if first is None:
-            objs: dict[Any, str] = {}
+            objs: dict[Any, str] = dict(self.global_objs)
             self.applied[key] = (objs, binding, copies)
         else:
             objs = first[0]

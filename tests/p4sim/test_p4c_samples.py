@@ -406,3 +406,55 @@ def test_empty_actions_list_nested_slice_target_and_extract_into_dontcare(tmp_pa
         h.h.a = n;
     }""", parser="b.extract<h_t>(_); b.extract(h.h); transition accept;")
     assert sw.process(0, bytes(range(8))) == [(1, bytes([0xCF, 7, 6, 7]))]
+
+
+def test_top_level_register_shared_by_ingress_and_egress(tmp_path: Path) -> None:
+    # issue1097-2-bmv2.p4: an extern instance declared at the top level, used by two controls
+    sw = load(tmp_path, """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct Headers { h_t h; }
+struct Meta { }
+register<bit<8>>(4) r;
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    apply { r.write(1, h.h.a); sm.egress_spec = 1; }
+}
+control E(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    apply { bit<8> v; r.read(v, 1); h.h.b = v + 1; }
+}
+control VC(inout Headers h, inout Meta m) { apply { } }
+control CC(inout Headers h, inout Meta m) { apply { } }
+control D(packet_out b, in Headers h) { apply { b.emit(h); } }
+V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;
+""")
+    assert sw.process(0, bytes([5, 0])) == [(1, bytes([5, 6]))]
+    assert sw.register_read(sw.entity_id("register", "r"), 1) == 5
+
+
+def test_serializable_enum_key_with_an_integer_mask(tmp_path: Path) -> None:
+    # table-entries-ser-enum-bmv2.p4: K.X &&& 0xf0 in a const entry of an enum-typed key
+    sw = load(tmp_path, """#include <core.p4>
+#include <v1model.p4>
+enum bit<8> K { X = 0x12, Y = 0x34 }
+header h_t { K e; bit<8> b; }
+struct Headers { h_t h; }
+struct Meta { }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    action set(bit<8> v) { h.h.b = v; }
+    table t {
+        key = { h.h.e : ternary; }
+        actions = { set; NoAction; }
+        const entries = { K.X &&& 0xf0 : set(1); K.Y : set(2); }
+    }
+    apply { t.apply(); sm.egress_spec = 1; }
+}
+""" + V1_TAIL + "V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;\n")
+    assert sw.process(0, bytes([0x1F, 0]))[0][1] == bytes([0x1F, 1])
+    assert sw.process(0, bytes([0x34, 0]))[0][1] == bytes([0x34, 2])
+    assert sw.process(0, bytes([0x35, 0]))[0][1] == bytes([0x35, 0])
