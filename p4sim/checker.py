@@ -451,7 +451,8 @@ class Checker(ExprChecker):
         if ty in (T.STRING, T.VOID, T.MATCH_KIND, T.DONTCARE):
             raise err(loc, f"{what} cannot have type {ty}")
         if isinstance(ty, T.Tuple):
-            raise Unsupported(loc, f"{what} of tuple type")
+            for it in ty.items:
+                self.storable(it, loc, what)
         if isinstance(ty, (T.Extern, T.Block)):
             raise err(loc, f"{what} cannot have type {ty}: instantiate it instead")
 

@@ -270,7 +270,7 @@ class ExprCompiler:
                 newv = self.sx(newv, bt.width)
             self.assign_code(base, newv, ctx, w)
             return
-        if isinstance(tt, (T.StructLike, T.Stack, T.Varbit)):
+        if isinstance(tt, (T.StructLike, T.Stack, T.Varbit, T.Tuple)):
             slot = self.place(target, ctx)
             self.assign_to(slot, tt, value, ctx, w)
             if isinstance(tt, T.StructLike) and tt.kind == "header":
@@ -296,10 +296,16 @@ class ExprCompiler:
 
     def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
         """Store ``value`` into the storage of type ``t`` at ``base``."""
-        if isinstance(t, (T.StructLike, T.Stack, T.Varbit)):
+        if isinstance(t, (T.StructLike, T.Stack, T.Varbit, T.Tuple)):
             v = value
             while isinstance(v, A.Cast):
                 v = v.expr
+            if isinstance(v, A.ListExpr) and isinstance(t, T.Tuple):
+                off = base
+                for it_t, item in zip(t.items, v.items, strict=True):
+                    self.assign_to(off, it_t, item, ctx, w)
+                    off += size_of(it_t)
+                return
             if isinstance(v, (A.ListExpr, A.StructExpr)) and isinstance(t, T.StructLike):
                 if t.kind == "header":
                     self.line(w, f"s[{base}] = {self.lit(True)}")
@@ -381,6 +387,8 @@ class ExprCompiler:
             return self.lit(e.const)
         if isinstance(e.ty, T.Varbit):
             raise self.unsupported(e.loc, f"a {e.ty} value used other than in an assignment, == or !=")
+        if isinstance(e.ty, T.Tuple):
+            raise self.unsupported(e.loc, f"a {e.ty} value used other than assigned a list")
         if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
             self.check_type(e.ty, e.loc)
         if isinstance(e, A.Name):

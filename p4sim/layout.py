@@ -95,6 +95,8 @@ def size_of(t: T.Type) -> int:
         return n + 1 if t.kind == "header" else n
     if isinstance(t, T.Stack):
         return 1 + t.size * size_of(t.elem)
+    if isinstance(t, T.Tuple):  # its items, one after the other
+        return sum(size_of(x) for x in t.items)
     return 2 if is_wide(t) or isinstance(t, T.Varbit) else 1  # a varbit: its value, its length in bits
 
 
@@ -115,6 +117,8 @@ def defaults(t: T.Type) -> list[Any]:
         return out
     if isinstance(t, T.Stack):
         return [0] + defaults(t.elem) * t.size
+    if isinstance(t, T.Tuple):
+        return [d for x in t.items for d in defaults(x)]
     if t is T.BOOL:
         return [False]
     return [0, 0] if is_wide(t) or isinstance(t, T.Varbit) else [0]

@@ -458,3 +458,12 @@ control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
     assert sw.process(0, bytes([0x1F, 0]))[0][1] == bytes([0x1F, 1])
     assert sw.process(0, bytes([0x34, 0]))[0][1] == bytes([0x34, 2])
     assert sw.process(0, bytes([0x35, 0]))[0][1] == bytes([0x35, 0])
+
+
+def test_tuple_variables(tmp_path: Path) -> None:
+    # issue2488-bmv2.p4: a tuple variable initialized from a list whose items have side effects
+    sw = _one_header(tmp_path, """
+    bit<8> bump(inout bit<8> x) { x = x + 1; return x; }
+    tuple<bit<8>, bit<8>> t = { h.h.a, bump(h.h.b) };
+    apply { t = { 1, bump(h.h.c) }; sm.egress_spec = 1; }""")
+    assert sw.process(0, bytes([1, 2, 3, 4])) == [(1, bytes([1, 3, 4, 4]))]
