@@ -12,6 +12,7 @@ from typing import Any
 from p4sim import ast as A
 from p4sim import types as T
 from p4sim.diagnostics import Loc, Unsupported
+from p4sim.direct_calls import instantiate_direct_calls
 from p4sim.layout import expr_text
 from p4sim.symbols import (
     ActionSym,
@@ -142,9 +143,16 @@ class Checker(ExprChecker):
             out.append(v)
         return out
 
+    def direct_type(self, name: str) -> bool:
+        """A control or parser type that ``name.apply(...)`` may invoke directly."""
+        t = self.glob.names.get(name)
+        return (isinstance(t, T.Block) and isinstance(t.decl, (A.ControlDecl, A.ParserDecl))
+                and not t.decl.ctor_params)
+
     def parser(self, d: A.ParserDecl) -> None:
         if d.type_params:
             raise Unsupported(d.loc, f"generic parser {d.name}")
+        instantiate_direct_calls(d, self.direct_type)
         scope = Scope(self.glob)
         self.params(d.params, scope, "param")
         self.params(d.ctor_params, scope, "ctor_param")
@@ -208,6 +216,7 @@ class Checker(ExprChecker):
     def control(self, d: A.ControlDecl) -> None:
         if d.type_params:
             raise Unsupported(d.loc, f"generic control {d.name}")
+        instantiate_direct_calls(d, self.direct_type)
         scope = Scope(self.glob)
         self.params(d.params, scope, "param")
         self.params(d.ctor_params, scope, "ctor_param")

@@ -467,3 +467,27 @@ def test_tuple_variables(tmp_path: Path) -> None:
     tuple<bit<8>, bit<8>> t = { h.h.a, bump(h.h.b) };
     apply { t = { 1, bump(h.h.c) }; sm.egress_spec = 1; }""")
     assert sw.process(0, bytes([1, 2, 3, 4])) == [(1, bytes([1, 3, 4, 4]))]
+
+
+def test_direct_invocation_of_a_control_type(tmp_path: Path) -> None:
+    # issue1566-bmv2.p4: E.apply(x) applies an implicit instance of the control type E
+    sw = load(tmp_path, """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; }
+struct Headers { h_t h; }
+struct Meta { }
+control Add(inout bit<8> x) {
+    counter(1, CounterType.packets) hits;
+    apply { x = x + 1; hits.count(0); }
+}
+control Inc(inout bit<8> x) { apply { x = x + 1; } }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    apply { Add.apply(h.h.a); Inc.apply(h.h.b); Inc.apply(h.h.b); sm.egress_spec = 1; }
+}
+""" + V1_TAIL + "V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;\n")
+    assert sw.process(0, bytes([1, 2])) == [(1, bytes([2, 4]))]
+    # p4c's InstantiateDirectCalls: an instance per call, named after the type for the control plane
+    assert sw.counter_read(sw.entity_id("counter", "ingress.Add.hits"), 0)[0] == 1
