@@ -17,7 +17,7 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc, Unsupported
-from p4sim.layout import Binding, Ctx, Py, Writer, expr_text, scalar_width, size_of
+from p4sim.layout import Binding, Ctx, InstanceArg, Py, Writer, expr_text, scalar_width, size_of
 from p4sim.meters import MeterArray
 from p4sim.model import (
     ActionInfo,
@@ -274,11 +274,22 @@ class ModelWalk(ExternCompiler):
         return ConstEntry(specs, prio, self.action_fq(act, ctx), self.data_values(act, e.args, ctx))
 
     # ------------------------------------------------------------------ constants
-    def ctor_bindings(self, decl: A.ParserDecl | A.ControlDecl, args: list[A.Expr]) -> dict[Var, Binding]:
-        """Constructor parameters are constants of the instance: bound to their literal values."""
+    def ctor_bindings(self, decl: A.ParserDecl | A.ControlDecl, args: list[A.Expr],
+                      ctx: Ctx | None = None) -> dict[Var, Binding]:
+        """Constructor parameters are constants of the instance: bound to their literal values;
+        one of control or parser type to the instance given (declared in ``ctx``)."""
         env: dict[Var, Binding] = {}
         for p, a in zip(decl.ctor_params, args, strict=True):
             v: Var = p.sym  # type: ignore[attr-defined]
+            if isinstance(v.type, T.Block):
+                b = ctx.env.get(a.ref) if ctx is not None and isinstance(a, A.Name) else None
+                if isinstance(b, InstanceArg):  # passed on from the enclosing block's own parameter
+                    env[v] = b
+                elif ctx is not None and isinstance(a, A.Name) and a.ref in ctx.objs:
+                    env[v] = InstanceArg(a.ref, ctx.objs[a.ref], ctx.path)
+                else:
+                    raise Unsupported(a.loc, f"this argument for {decl.name}'s {v.type} parameter {p.name}")
+                continue
             env[v] = Py(repr(self.const_as(a, v.type)))
         return env
 

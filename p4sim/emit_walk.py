@@ -19,7 +19,7 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
 from p4sim.emit_calls import CallWalk
-from p4sim.layout import Binding, Ctx, PacketParam, Slot, Writer, field_offset
+from p4sim.layout import Binding, Ctx, InstanceArg, PacketParam, Slot, Writer, field_offset
 from p4sim.symbols import ActionSym, InstanceSym, TableSym, Var
 
 ROLES = {  # V1Switch block -> the kinds of its parameters
@@ -399,13 +399,17 @@ class EmitWalk(CallWalk):
         instance applied again is compiled again for its new arguments, sharing its tables and
         externs with the first application (a control with tables only with the same arguments:
         a table is compiled for one binding of its keys and actions)."""
+        owner = ctx.path
+        given = ctx.env.get(inst) if isinstance(inst, Var) else None
+        if isinstance(given, InstanceArg):  # a constructor parameter: the instance given for it
+            inst, owner = given.inst, given.owner
         t = inst.type
         assert isinstance(t, T.Block) and isinstance(t.decl, (A.ControlDecl, A.ParserDecl))
         decl = t.decl
-        key = (ctx.path, id(inst))
+        key = (owner, id(inst))
         first = self.applied.get(key)
         copies: dict[int, int] = {}
-        env: dict[Var, Binding] = self.ctor_bindings(decl, inst.args)
+        env: dict[Var, Binding] = self.ctor_bindings(decl, inst.args, ctx)
         for i, (p, a) in enumerate(zip(decl.params, e.args, strict=True)):
             v: Var = p.sym  # type: ignore[attr-defined]
             if isinstance(v.type, T.Extern):
@@ -432,7 +436,7 @@ class EmitWalk(CallWalk):
             if has_tables and binding != first[1]:
                 raise Unsupported(e.loc, f"applying control instance {inst.name}, which has tables, "
                                   "again with other arguments")
-        path = ctx.objs[inst]
+        path = given.path if isinstance(given, InstanceArg) else ctx.objs[inst]
         if isinstance(decl, A.ParserDecl):
             self.line(w, self.call_code(self.parser(decl, env, path, objs), [], packet=True))
         else:

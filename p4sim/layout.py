@@ -48,7 +48,17 @@ class PacketParam:
     kind: str  # "in" or "out"
 
 
-Binding = Slot | Py | PacketParam
+@dataclass(frozen=True)
+class InstanceArg:
+    """A constructor parameter of control or parser type: the instance given for it, its
+    control-plane path and the path of the block that declared it (where it is applied from)."""
+
+    inst: Any
+    path: str
+    owner: str
+
+
+Binding = Slot | Py | PacketParam | InstanceArg
 
 
 class Ctx:

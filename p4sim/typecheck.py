@@ -118,7 +118,7 @@ class ExprChecker:
             return
         self.bind_args(params, args, scope, loc, f"{bt.kind} {bt.decl.name}", {})
         for a in args:
-            if a.const is None:
+            if a.const is None and not isinstance(a.ty, T.Block):  # (or a parser/control instance)
                 raise err(a.loc, f"constructor arguments of {bt.decl.name} must be compile-time constants")
 
     def ctor_args(self, decl: A.ExternDecl, targs: tuple[T.Type, ...], args: list[A.Expr], loc: Loc, scope: Scope) -> None:
@@ -175,12 +175,25 @@ class ExprChecker:
         if not lo <= v <= hi:
             raise err(value.loc, f"value {v} does not fit in {target}")
 
+    def same_signature(self, a: Any, b: A.ControlTypeDecl | A.ParserTypeDecl) -> bool:
+        """An instance of control/parser ``a`` passed where the type ``b`` is expected: the same
+        kind and parameters (directions and types)."""
+        if isinstance(b, A.ParserTypeDecl) != isinstance(a, (A.ParserDecl, A.ParserTypeDecl)):
+            return False
+        if len(a.params) != len(b.params):
+            return False
+        return all(p.direction == q.direction and self.resolve(p.type, self.glob) == self.resolve(q.type, self.glob)
+                   for p, q in zip(a.params, b.params, strict=True))
+
     def compatible(self, target: T.Type, value: A.Expr) -> bool:
         vt = value.ty
         if vt == target or vt is target:
             return True
         if isinstance(target, T.TypeVar) or target is T.DONTCARE:
             return True
+        if (isinstance(vt, T.Block) and isinstance(target, T.Block)
+                and isinstance(target.decl, (A.ControlTypeDecl, A.ParserTypeDecl))):
+            return self.same_signature(vt.decl, target.decl)
         if vt is T.INT and isinstance(T.strip(target), T.Bits) and not isinstance(target, T.NewType):
             self.check_literal_fits(value, T.strip(target))
             return True
@@ -561,9 +574,11 @@ class ExprChecker:
             if m != "apply":
                 raise err(f.loc, f"{bt} has no method {m}")
             decl = bt.decl
-            if not isinstance(decl, (A.ControlDecl, A.ParserDecl)):
+            by_param = isinstance(f.expr, A.Name) and isinstance(f.expr.ref, Var) and f.expr.ref.kind == "ctor_param"
+            if not isinstance(decl, (A.ControlDecl, A.ParserDecl)) and not (
+                    by_param and isinstance(decl, (A.ControlTypeDecl, A.ParserTypeDecl))):
                 raise err(e.loc, f"{bt} cannot be applied")
-            kind = "parser" if isinstance(decl, A.ParserDecl) else "control"
+            kind = "parser" if isinstance(decl, (A.ParserDecl, A.ParserTypeDecl)) else "control"
             if (kind == "parser") != self.in_parser:
                 raise err(e.loc, f"a {kind} can only be applied from a {kind}")
             if self.in_action is not None or self.in_function is not None:

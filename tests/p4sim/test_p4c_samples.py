@@ -491,3 +491,33 @@ control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
     assert sw.process(0, bytes([1, 2])) == [(1, bytes([2, 4]))]
     # p4c's InstantiateDirectCalls: an instance per call, named after the type for the control plane
     assert sw.counter_read(sw.entity_id("counter", "ingress.Add.hits"), 0)[0] == 1
+
+
+def test_control_instance_as_constructor_argument(tmp_path: Path) -> None:
+    # issue1566-bmv2.p4: C2(c1) c2; C3(c1) c3; both apply the one instance c1 (its counter shared)
+    sw = load(tmp_path, """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; }
+struct Headers { h_t h; }
+struct Meta { }
+control Step(inout bit<8> x);
+control C1(inout bit<8> x) {
+    counter(1, CounterType.packets) stats;
+    apply { x = x + 1; stats.count(0); }
+}
+control Twice(inout bit<8> x)(Step s) { apply { x = x << 1; s.apply(x); } }
+parser P(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    C1() c1;
+    Twice(c1) t1;
+    Twice(c1) t2;
+    apply { t1.apply(h.h.a); t2.apply(h.h.a); sm.egress_spec = 1; }
+}
+""" + V1_TAIL + "V1Switch(P(), VC(), ingress(), E(), CC(), D()) main;\n")
+    assert sw.process(0, bytes([1])) == [(1, bytes([7]))]  # ((1 << 1) + 1) << 1) + 1
+    assert sw.counter_read(sw.entity_id("counter", "ingress.c1.stats"), 0)[0] == 2
+    with pytest.raises(CompileError, match="cannot implicitly convert"):
+        load(tmp_path, (tmp_path / "prog.p4").read_text().replace("control Step(inout bit<8> x);",
+                                                                   "control Step(in bit<8> x);"))
