@@ -6,7 +6,7 @@ from __future__ import annotations
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
-from p4sim.codegen import ExprCompiler
+from p4sim.codegen_assign import AssignCompiler
 from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.layout import (
     DROP_PORT,
@@ -24,7 +24,7 @@ from p4sim.model import (
 )
 
 
-class ExternCompiler(ExprCompiler):
+class ExternCompiler(AssignCompiler):
     """Adds extern calls to the expression code generator."""
 
     def stack_op(self, stk: A.Expr, op: str, n: int, ctx: Ctx, w: Writer) -> None:
