@@ -52,6 +52,33 @@ control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
     assert sw.process(0, bytes([1, 0])) == [(2, bytes([1, 0x77]))]
 
 
+def test_values_hide_type_names_in_their_scope(tmp_path: Path) -> None:
+    # as p4c's lexer: a parameter of a control (in its body) and a variable or constant (after
+    # its declaration, to the end of its block) named like a type denote the value there
+    sw = load(tmp_path, """#include <core.p4>
+#include <v1model.p4>
+header hdr { bit<8> a; bit<8> b; }
+struct Headers { hdr h; }
+struct Meta { }
+control Sub(inout hdr hdr) { apply { hdr.a = hdr.a + 1; } }
+bit<8> twice(in bit<8> Meta) { return Meta + Meta; }
+parser p(packet_in b, out Headers h, inout Meta m, inout standard_metadata_t sm) {
+    state start { b.extract(h.h); transition accept; }
+}
+control ingress(inout Headers h, inout Meta m, inout standard_metadata_t sm) {
+    Sub() s;
+    apply {
+        hdr tmp = h.h;
+        s.apply(tmp);
+        bit<8> Meta = twice(tmp.a);
+        h.h.b = Meta;
+        sm.egress_spec = 1;
+    }
+}
+""" + V1_TAIL + "V1Switch(p(), VC(), ingress(), E(), CC(), D()) main;\n")
+    assert sw.process(0, bytes([3, 0])) == [(1, bytes([3, 8]))]
+
+
 def test_p4c_include_guards_are_defined(tmp_path: Path) -> None:
     # p4c's skeleton files (arith-skeleton.p4 ...) guard on the include guards of core.p4 and
     # v1model.p4; p4sim's own include files define them too
