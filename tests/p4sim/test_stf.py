@@ -130,3 +130,37 @@ def test_cli_on_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert out[0].startswith("PASS") and out[1].startswith("FAIL")
     assert out[-1] == "1 passed, 1 failed (0 refused by the front end)"
     assert main(["stf", str(tmp_path / "a-bmv2.p4")]) == 0
+
+
+EXTERN_PROGRAM = one_header_program("bit<8> a; bit<8> b; bit<8> c;", """
+    counter(4, CounterType.packets_and_bytes) hits;
+    register<bit<8>>(4) r;
+    apply {
+        hits.count((bit<32>)hdr.h.a);
+        r.read(hdr.h.c, (bit<32>)hdr.h.a);
+        sm.egress_spec = 1;
+        if (hdr.h.b == 1) { clone(CloneType.I2E, 7); }
+    }""")
+
+
+def test_counters_registers_and_mirroring(tmp_path: Path) -> None:
+    stf = """
+register_write r 2 0x55
+mirroring_add 7 4
+packet 0 02 01 00
+expect 1 02 01 55
+expect 4 02 01 00
+packet 0 02 00 00
+expect 1 02 00 55
+check_counter hits(2) packets == 2
+check_counter hits(2) bytes == 6
+check_counter hits(1) packets == 0
+register_reset r
+packet 0 02 00 00
+expect 1 02 00 00
+wait
+"""
+    r = run_test(_write(tmp_path, EXTERN_PROGRAM, stf))
+    assert (r.verdict, r.reason) == ("PASS", "")
+    r = run_test(_write(tmp_path, EXTERN_PROGRAM, stf.replace("packets == 2", "packets > 2")))
+    assert r.verdict == "FAIL" and "counter hits[2] packets is 2, expected > 2" in r.reason
