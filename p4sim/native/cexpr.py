@@ -484,8 +484,6 @@ class CExterns(ExternCompiler):
         if not (isinstance(t, T.StructLike) and t.kind == "header"):
             raise CompileError(target.loc, f"extract needs a header, not {t}")
         check_type(t, target.loc)
-        if isinstance(target, A.Member) and isinstance(target.expr, A.Member) and target.expr.name == "next":
-            raise NativeUnsupported(target.loc, "extract into a member of a header union stack's next")
         nb = T.width_of(t) // 8
         w("{")
         with w.block():
@@ -497,6 +495,18 @@ class CExterns(ExternCompiler):
                 w(f"if (i_ >= {stk_t.size}) P4N_PERR(c, {self.errcode('StackOutOfBounds')});")
                 w(f"uint64_t *h_ = &s[{sb + 1} + i_ * {es}];")
                 after = f"s[{sb}] = i_ + 1;"
+            elif (isinstance(target, A.Member) and isinstance(target.expr, A.Member) and target.expr.name == "next"
+                  and isinstance(target.expr.expr.ty, T.Stack)):  # a member of a header union stack's next
+                stk_t = target.expr.expr.ty
+                u = stk_t.elem
+                assert isinstance(u, T.StructLike)
+                sb = self.place(target.expr.expr, ctx)
+                w(f"uint64_t i_ = s[{sb}];")
+                w(f"if (i_ >= {stk_t.size}) P4N_PERR(c, {self.errcode('StackOutOfBounds')});")
+                w(f"uint64_t *u_ = &s[{sb + 1} + i_ * {size_of(u)}];")
+                w(f"uint64_t *h_ = u_ + {field_offset(u, target.name)};")
+                after = " ".join([f"u_[{field_offset(u, n)}] = 0;" for n, _ in u.fields if n != target.name]
+                                 + [f"s[{sb}] = i_ + 1;"])
             else:
                 w(f"uint64_t *h_ = &s[{self.place(target, ctx)}];")
                 after = ""
