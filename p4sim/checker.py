@@ -24,10 +24,11 @@ from p4sim.symbols import (
     TableSym,
     Var,
 )
-from p4sim.typecheck import UNSUPPORTED_EXTERNS, ExprChecker, err
+from p4sim.typecheck import UNSUPPORTED_EXTERNS, err
+from p4sim.typecheck_calls import CallChecker
 
 
-class Checker(ExprChecker):
+class Checker(CallChecker):
     """Checks declarations, blocks, tables and statements of a program."""
 
     def run(self) -> Checker:
