@@ -213,7 +213,7 @@ class StfRunner:
         return [(port, rid) for h in handles for rid, ports in [self.nodes[h]] for port in ports]
 
     def command(self, st: Command) -> None:
-        a = [x for x in st.args]
+        a = list(st.args)
         n = st.name
         if n in ("wait", "no_packet") or n.endswith(("_read", "_get", "_get_rates")):
             return
