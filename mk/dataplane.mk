@@ -5,8 +5,9 @@ P4_PROGRAM   := p4src/v1model/nfcluster.p4
 P4_TNA       := p4src/tna/nfcluster.p4
 P4_INCLUDES  := -I p4src/shared
 PTF_TESTS    ?=
+STF_SAMPLES  ?=
 
-.PHONY: build ptf
+.PHONY: build ptf stf
 
 build: setup ## compile the v1model program into build/ with p4sim (and p4c-bm2-ss into build/bmv2/ when installed); type-check the TNA program
 	@mkdir -p $(P4_BUILD_DIR)
@@ -24,3 +25,7 @@ build: setup ## compile the v1model program into build/ with p4sim (and p4c-bm2-
 
 ptf: build ## PTF suite on TARGET=p4sim|bmv2 in a network namespace (root); PTF_TESTS=name/group
 	$(PY) -m ptf_tests.run --target $(TARGET) --build-dir $(P4_BUILD_DIR) $(PTF_TESTS)
+
+stf: setup ## p4c's STF tests on p4sim: STF_SAMPLES=<p4c>/testdata/p4_16_samples (or a .p4 with its .stf)
+	@test -n "$(STF_SAMPLES)" || { echo "stf: give STF_SAMPLES=/path/to/p4c/testdata/p4_16_samples"; exit 2; }
+	$(PY) -m p4sim stf $(STF_SAMPLES)

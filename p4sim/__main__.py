@@ -1,6 +1,6 @@
 """The ``p4sim`` command line: ``compile`` (shaped like p4c), ``check`` (the front end alone, also
-for TNA programs), ``run`` (the P4Runtime switch), ``status`` (its counters) and ``impair`` (a
-port's wire impairment).
+for TNA programs), ``run`` (the P4Runtime switch), ``status`` (its counters), ``impair`` (a
+port's wire impairment) and ``stf`` (p4c's STF tests, `p4sim.stf_run`).
 
     p4sim compile PROG.p4 --arch v1model --p4runtime-files out.p4info.txtpb [-I DIR] [-D NAME=VAL] [-o OUTDIR]
     p4sim check PROG.p4 --arch tna [-I DIR] [-D NAME=VAL] [--Werror]
@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     register_run(sub)
     register_status(sub)
     register_impair(sub)
+    from p4sim.stf_run import register_stf
+
+    register_stf(sub)
     return parser
 
 

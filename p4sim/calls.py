@@ -13,7 +13,7 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.architecture import check_package_args
 from p4sim.diagnostics import Loc
-from p4sim.symbols import ActionSym, ExternFunc, FunctionSym, Scope
+from p4sim.symbols import ActionSym, ExternFunc, FunctionSym, Scope, Var
 from p4sim.typecheck import HEADER_METHODS, ExprChecker, err, required_count
 
 
@@ -30,7 +30,7 @@ class CallChecker(ExprChecker):
             return
         self.bind_args(params, args, scope, loc, f"{bt.kind} {bt.decl.name}", {})
         for a in args:
-            if a.const is None:
+            if a.const is None and not isinstance(a.ty, T.Block):  # (or a parser/control instance)
                 raise err(a.loc, f"constructor arguments of {bt.decl.name} must be compile-time constants")
 
     def ctor_args(self, decl: A.ExternDecl, targs: tuple[T.Type, ...], args: list[A.Expr], loc: Loc, scope: Scope) -> None:
@@ -114,9 +114,11 @@ class CallChecker(ExprChecker):
             if m != "apply":
                 raise err(f.loc, f"{bt} has no method {m}")
             decl = bt.decl
-            if not isinstance(decl, (A.ControlDecl, A.ParserDecl)):
+            by_param = isinstance(f.expr, A.Name) and isinstance(f.expr.ref, Var) and f.expr.ref.kind == "ctor_param"
+            if not isinstance(decl, (A.ControlDecl, A.ParserDecl)) and not (
+                    by_param and isinstance(decl, (A.ControlTypeDecl, A.ParserTypeDecl))):
                 raise err(e.loc, f"{bt} cannot be applied")
-            kind = "parser" if isinstance(decl, A.ParserDecl) else "control"
+            kind = "parser" if isinstance(decl, (A.ParserDecl, A.ParserTypeDecl)) else "control"
             if (kind == "parser") != self.in_parser:
                 raise err(e.loc, f"a {kind} can only be applied from a {kind}")
             if self.in_action is not None or self.in_function is not None:

@@ -14,6 +14,8 @@ from p4sim import types as T
 from p4sim.architecture import check_initializer
 from p4sim.calls import CallChecker
 from p4sim.diagnostics import Loc, Unsupported
+from p4sim.direct_calls import instantiate_direct_calls
+from p4sim.layout import expr_text
 from p4sim.symbols import (
     ActionSym,
     ExternFunc,
@@ -44,6 +46,7 @@ class Checker(CallChecker):
         if isinstance(d, A.HeaderDecl):
             st = T.StructLike(d.kind, d.name, [], d.annotations)
             seen: set[str] = set()
+            varbits = 0
             for f in d.fields:
                 if f.name in seen:
                     raise err(f.loc, f"{f.name}: duplicate field in {d.name}")
@@ -53,9 +56,10 @@ class Checker(CallChecker):
                 if d.kind == "header_union" and not (isinstance(ft, T.StructLike) and ft.kind == "header"):
                     raise err(f.loc, f"{d.name}.{f.name}: header union members must be headers, not {ft}")
                 if d.kind == "header":
-                    if isinstance(ft, T.Varbit):
-                        raise Unsupported(f.loc, f"varbit field {d.name}.{f.name}")
-                    if not self.header_field_type(ft):
+                    varbits += isinstance(ft, T.Varbit)
+                    if varbits > 1:
+                        raise err(f.loc, f"{d.name}.{f.name}: a header has at most one varbit field")
+                    if not (isinstance(ft, T.Varbit) or self.header_field_type(ft)):
                         raise err(f.loc, f"{d.name}.{f.name}: header fields must be bit<>, int<>, bool, serializable "
                                          f"enums or structs of these, not {ft}")
                 st.fields.append((f.name, ft))
@@ -141,9 +145,16 @@ class Checker(CallChecker):
             out.append(v)
         return out
 
+    def direct_type(self, name: str) -> bool:
+        """A control or parser type that ``name.apply(...)`` may invoke directly."""
+        t = self.glob.names.get(name)
+        return (isinstance(t, T.Block) and isinstance(t.decl, (A.ControlDecl, A.ParserDecl))
+                and not t.decl.ctor_params)
+
     def parser(self, d: A.ParserDecl) -> None:
         if d.type_params:
             raise Unsupported(d.loc, f"generic parser {d.name}")
+        instantiate_direct_calls(d, self.direct_type)
         scope = Scope(self.glob)
         self.params(d.params, scope, "param")
         self.params(d.ctor_params, scope, "ctor_param")
@@ -196,14 +207,18 @@ class Checker(CallChecker):
             else:
                 parts = [it]
             for p in parts:
-                self.expr(p, scope, kt)
-                self.check_assignable(kt, p, p.loc)
+                pt = kt
+                if isinstance(it, A.Mask) and p is it.mask and isinstance(kt, T.Enum) and kt.underlying is not None:
+                    pt = kt.underlying  # a serializable enum's mask is a value of its underlying type
+                self.expr(p, scope, pt)
+                self.check_assignable(pt, p, p.loc)
                 if p.const is None:
                     raise err(p.loc, "keyset values must be compile-time constants")
 
     def control(self, d: A.ControlDecl) -> None:
         if d.type_params:
             raise Unsupported(d.loc, f"generic control {d.name}")
+        instantiate_direct_calls(d, self.direct_type)
         scope = Scope(self.glob)
         self.params(d.params, scope, "param")
         self.params(d.ctor_params, scope, "ctor_param")
@@ -316,7 +331,7 @@ class Checker(CallChecker):
                 kt = T.strip(k.expr.ty)
                 if not (isinstance(kt, T.Bits) or kt is T.BOOL or isinstance(kt, T.Enum) or kt is T.ERROR):
                     raise err(k.loc, f"table {d.name}: key of type {k.expr.ty} cannot be matched")
-        if not d.actions:
+        if d.actions is None:
             raise err(d.loc, f"table {d.name} has no actions property")
         for ref in d.actions:
             a = scope.lookup(ref.name)
@@ -335,7 +350,7 @@ class Checker(CallChecker):
                 if call_name not in names:
                     raise err(loc, f"default action {call_name} is not in the actions of table {d.name}")
                 act = names[call_name]
-                self.action_data(act, cargs, scope, loc)
+                cargs = self.action_data(act, cargs, scope, loc, self.bound_args(sym, act))
                 sym.default = (act, cargs)
                 sym.default_const = const
             elif pname == "size":
@@ -372,7 +387,8 @@ class Checker(CallChecker):
                     self.expr(e.priority, scope)
                 if e.action not in names:
                     raise err(e.loc, f"entry action {e.action} is not in the actions of table {d.name}")
-                self.action_data(names[e.action], e.args, scope, e.loc)
+                e.args = self.action_data(names[e.action], e.args, scope, e.loc,
+                                          self.bound_args(sym, names[e.action]))
         d.sym = sym  # type: ignore[attr-defined]
         self.declare(scope, d.name, sym, d.loc)
         self.tables.append(sym)
@@ -384,8 +400,23 @@ class Checker(CallChecker):
             return val.name, []
         raise err(loc, "expected an action call")
 
-    def action_data(self, act: ActionSym, args: list[A.Expr], scope: Scope, loc: Loc) -> None:
+    @staticmethod
+    def bound_args(sym: TableSym, act: ActionSym) -> list[A.Expr]:
+        """The directional arguments the table's actions list gives ``act``."""
+        return next((ref.args or [] for a, ref in sym.actions if a is act), [])
+
+    def action_data(self, act: ActionSym, args: list[A.Expr], scope: Scope, loc: Loc,
+                    bound: list[A.Expr]) -> list[A.Expr]:
+        """Check the action data of a default action or entry; returns them. The call may also
+        repeat the directional arguments of the actions list first (``my_drop(sm)``), as p4c takes."""
         data = [p for p in act.decl.params if not p.direction]
+        ndir = len(act.decl.params) - len(data)
+        if ndir and len(args) == len(act.decl.params):
+            for a, b in zip(args[:ndir], bound, strict=False):
+                if expr_text(a) != expr_text(b):
+                    raise err(a.loc, f"argument {expr_text(a)} of action {act.decl.name} is not the one of the "
+                                     f"actions list ({expr_text(b)})")
+            args = args[ndir:]
         if len(args) != len(data):
             raise err(loc, f"action {act.decl.name} takes {len(data)} action data arguments, got {len(args)}")
         sc = Scope(self.glob)
@@ -396,6 +427,7 @@ class Checker(CallChecker):
             ctor_param = isinstance(a, A.Name) and isinstance(a.ref, Var) and a.ref.kind == "ctor_param"
             if a.const is None and not ctor_param:
                 raise err(a.loc, f"argument {p.name} of action {act.decl.name} must be a compile-time constant")
+        return args
 
     def table_instance(self, val: A.Expr, scope: Scope, kinds: tuple[str, ...], tname: str, prop: str) -> InstanceSym:
         if isinstance(val, A.Ctor):
@@ -434,7 +466,8 @@ class Checker(CallChecker):
         if ty in (T.STRING, T.VOID, T.MATCH_KIND, T.DONTCARE):
             raise err(loc, f"{what} cannot have type {ty}")
         if isinstance(ty, T.Tuple):
-            raise Unsupported(loc, f"{what} of tuple type")
+            for it in ty.items:
+                self.storable(it, loc, what)
         if isinstance(ty, (T.Extern, T.Block)):
             raise err(loc, f"{what} cannot have type {ty}: instantiate it instead")
 

@@ -19,17 +19,18 @@ from typing import Any
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
+from p4sim.aliasing import has_call
 from p4sim.checker import Checker
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
 from p4sim.layout import (
     HIDDEN,
+    Binding,
     Ctx,
     Py,
     Slot,
     Writer,
     defaults,
     field_offset,
-    leaf_bits,
     scalar_width,
     size_of,
 )
@@ -76,8 +77,12 @@ class ExprCompiler:
         self.profiles: dict[str, ProfileInfo] = {}
         self.digests: dict[str, DigestInfo] = {}
         self.variants: dict[Any, str] = {}
+        self.global_objs: dict[Any, str] = {}  # extern instances declared at the top level
+        self.ret_slots: dict[str, int] = {}  # function variant returning a header/struct -> its value's storage
         self.extern_fq: dict[str, str] = {}  # generated name of a counter/register/meter -> its fq name
-        self.applied: set[Any] = set()
+        # (path, instance) of an applied sub-control/parser -> its objects, its parameters' bindings
+        # and the storage of the parameters given values (not places), by parameter index
+        self.applied: dict[Any, tuple[dict[Any, str], list[Binding], dict[int, int]]] = {}
         self.sm_base = -1
         self.sm_type: T.StructLike | None = None
         self.pktlen = -1
@@ -138,9 +143,15 @@ class ExprCompiler:
             return self.place(e.expr, ctx) + 1 + int(e.index.const) * size_of(t.elem)
         raise CompileError(e.loc, "expression is not an l-value")
 
-    def dyn_place(self, e: A.Expr, ctx: Ctx) -> tuple[str, list[str]]:
+    def declare(self, name: str, code: str) -> str:
+        """A statement declaring a scalar local ``name`` holding ``code`` (each engine's)."""
+        raise NotImplementedError
+
+    def dyn_place(self, e: A.Expr, ctx: Ctx, w: Writer | None = None) -> tuple[str, list[str]]:
         """Slot index code for a place known only at run time (``stack.last``, ``stack[i]``
-        with a variable ``i``) and the conditions under which it is in bounds."""
+        with a variable ``i``) and the conditions under which it is in bounds. With ``w``, an
+        index that calls a function is evaluated once, now, into a local (before the value
+        stored: P4 evaluates an assignment's target first)."""
         if self.is_place(e, ctx):
             return str(self.place(e, ctx)), []
         if isinstance(e, A.Member) and isinstance(e.expr.ty, T.Stack) and e.name == "last":
@@ -149,11 +160,15 @@ class ExprCompiler:
             return f"({sb + 1} + (s[{sb}] - 1) * {size_of(st.elem)})", [f"s[{sb}] > 0"]
         if isinstance(e, A.Index) and isinstance(e.expr.ty, T.Stack):
             st = e.expr.ty
-            scode, guards = self.dyn_place(e.expr, ctx)
+            scode, guards = self.dyn_place(e.expr, ctx, w)
             idx = self.ex(e.index, ctx)
+            if w is not None and has_call(e.index):
+                tmp = self.uid("ix")
+                self.line(w, self.declare(tmp, idx))
+                idx = tmp
             return f"({scode} + 1 + {idx} * {size_of(st.elem)})", [*guards, f"{idx} < {st.size}"]
         if isinstance(e, A.Member) and isinstance(e.expr.ty, T.StructLike):
-            code, guards = self.dyn_place(e.expr, ctx)
+            code, guards = self.dyn_place(e.expr, ctx, w)
             return f"{code} + {field_offset(e.expr.ty, e.name)}", guards
         raise Unsupported(e.loc, "this header stack access")
 
@@ -224,33 +239,9 @@ class ExprCompiler:
 
     def store(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
         """Write a scalar place; out-of-bounds stack writes are ignored (as P4 specifies)."""
-        slot, guards = self.dyn_place(target, ctx)
+        slot, guards = self.dyn_place(target, ctx, w)
         with self.if_(w, self.AND.join(guards)) if guards else nullcontext():
             self.line(w, self.slot_write(slot, target.ty, code))
-
-    def assign(self, target: A.Expr, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        tt = target.ty
-        if isinstance(target, A.Slice):
-            base = target.expr
-            bt = T.strip(base.ty)
-            assert isinstance(bt, T.Bits)
-            self.check_type(bt, target.loc)
-            hi, lo = int(target.hi.const), int(target.lo.const)
-            m = ((1 << (hi - lo + 1)) - 1) << lo
-            cur = self.ex(base, ctx)
-            v = self.ex_as(value, tt, ctx)
-            newv = f"(({cur} & {bt.mask ^ m}) | (({self.widen(v, bt.width)} << {lo}) & {m}))"
-            if bt.signed:
-                newv = self.sx(newv, bt.width)
-            self.assign_code(base, newv, ctx, w)
-            return
-        if isinstance(tt, (T.StructLike, T.Stack)):
-            slot = self.place(target, ctx)
-            self.assign_to(slot, tt, value, ctx, w)
-            if isinstance(tt, T.StructLike) and tt.kind == "header":
-                self.invalidate_siblings(target, ctx, w, when=f"s[{slot}]")
-            return
-        self.assign_code(target, self.ex_as(value, tt, ctx), ctx, w)
 
     def widen(self, code: str, width: int) -> str:
         """The left operand of a shift into a value of `width` bits (C widens it to 64 bits
@@ -264,44 +255,6 @@ class ExprCompiler:
     def compare(self, op: str, a: str, b: str, t: T.Type) -> str:
         """``a op b`` for a comparison operator ``op`` of two values of type ``t``."""
         return f"({a} {op} {b})"
-
-    def assign_code(self, target: A.Expr, code: str, ctx: Ctx, w: Writer) -> None:
-        self.store(target, code, ctx, w)
-
-    def assign_to(self, base: int, t: T.Type, value: A.Expr, ctx: Ctx, w: Writer) -> None:
-        """Store ``value`` into the storage of type ``t`` at ``base``."""
-        if isinstance(t, (T.StructLike, T.Stack)):
-            v = value
-            while isinstance(v, A.Cast):
-                v = v.expr
-            if isinstance(v, (A.ListExpr, A.StructExpr)) and isinstance(t, T.StructLike):
-                if t.kind == "header":
-                    self.line(w, f"s[{base}] = {self.lit(True)}")
-                items = v.items if isinstance(v, A.ListExpr) else [dict(v.fields)[n] for n, _ in t.fields]
-                for (n, ft), item in zip(t.fields, items, strict=True):
-                    self.assign_to(base + field_offset(t, n), ft, item, ctx, w)
-                return
-            if self.is_place(v, ctx):
-                src = self.place(v, ctx)
-                if src != base:
-                    self.copy_slots(w, base, src, size_of(t))
-                return
-            if self.is_header_lookahead(v) and isinstance(t, T.StructLike):
-                self.lookahead_header(w, base, t)
-                return
-            raise self.unsupported(value.loc, f"this kind of {t} value")
-        self.line(w, self.slot_write(str(base), t, self.ex_as(value, t, ctx)))
-
-    def copy_slots(self, w: Writer, dst: int, src: int, n: int) -> None:
-        w(f"s[{dst}:{dst + n}] = s[{src}:{src + n}]")
-
-    def lookahead_header(self, w: Writer, base: int, t: T.StructLike) -> None:
-        """Store ``pkt.lookahead<H>()`` (not consuming the bits) into header ``base``."""
-        nbits = T.width_of(t)
-        w(f"v = _peek(pk, {nbits})")
-        for i, off, fw, ft in leaf_bits(t):
-            w(f"s[{base + i}] = {self.field_code('v', nbits - off - fw, fw, ft)}")
-        w(f"s[{base}] = True")
 
     @staticmethod
     def is_header_lookahead(e: A.Expr) -> bool:
@@ -346,6 +299,10 @@ class ExprCompiler:
         if e.const is not None and not isinstance(e.const, str) and (
                 not isinstance(e, A.Call) or (e.ref is not None and e.ref[0] == "size")):
             return self.lit(e.const)
+        if isinstance(e.ty, T.Varbit):
+            raise self.unsupported(e.loc, f"a {e.ty} value used other than in an assignment, == or !=")
+        if isinstance(e.ty, T.Tuple):
+            raise self.unsupported(e.loc, f"a {e.ty} value used other than assigned a list")
         if e.ty is not None and not isinstance(e.ty, (T.StructLike, T.Stack)):
             self.check_type(e.ty, e.loc)
         if isinstance(e, A.Name):
@@ -431,6 +388,8 @@ class ExprCompiler:
         if isinstance(t, T.StructLike):
             parts = [self.equal_code(ft, a + field_offset(t, n), b + field_offset(t, n)) for n, ft in t.fields]
             return "(" + self.AND.join(parts) + ")" if parts else self.lit(True)
+        if isinstance(t, T.Varbit):  # the same length and the same value
+            return f"({self.slots_equal(a, b, 2)})"
         if isinstance(t, T.Stack):
             es = size_of(t.elem)
             return "(" + self.AND.join(self.equal_code(t.elem, a + 1 + i * es, b + 1 + i * es)
@@ -457,7 +416,7 @@ class ExprCompiler:
         if op in ("&&", "||"):
             return f"({self.ex(e.left, ctx)}{self.AND if op == '&&' else self.OR}{self.ex(e.right, ctx)})"
         lt, rt = e.left.ty, e.right.ty
-        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack)):
+        if op in ("==", "!=") and isinstance(lt, (T.StructLike, T.Stack, T.Varbit)):
             if not (self.is_place(e.left, ctx) and self.is_place(e.right, ctx)):
                 raise self.unsupported(e.loc, f"comparison of {lt} values that are not variables or fields")
             code = self.equal_code(lt, self.place(e.left, ctx), self.place(e.right, ctx))

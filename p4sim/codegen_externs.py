@@ -6,7 +6,7 @@ from __future__ import annotations
 from p4sim import ast as A
 from p4sim import runtime as R
 from p4sim import types as T
-from p4sim.codegen import ExprCompiler
+from p4sim.codegen_assign import AssignCompiler
 from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.layout import (
     DROP_PORT,
@@ -24,7 +24,7 @@ from p4sim.model import (
 )
 
 
-class ExternCompiler(ExprCompiler):
+class ExternCompiler(AssignCompiler):
     """Adds extern calls to the expression code generator."""
 
     def stack_op(self, stk: A.Expr, op: str, n: int, ctx: Ctx, w: Writer) -> None:
@@ -50,14 +50,24 @@ class ExternCompiler(ExprCompiler):
         """An integer made of the bits of a field list / header / struct, and its width (every
         field, valid or not: for digests and `Checksum16.get`-like uses that want the value)."""
         parts = self.field_list_parts(data, ctx)
-        return self._join(parts), sum(wd for _, wd, _ in parts)
+        fixed = [(c, wd, v) for c, wd, v in parts if isinstance(wd, int)]
+        if len(fixed) != len(parts):
+            raise self.unsupported(data.loc, "a varbit field in this field list")
+        return self._join(fixed), sum(wd for _, wd, _ in fixed)
 
-    def field_list_parts(self, data: A.Expr, ctx: Ctx) -> list[tuple[str, int, str | None]]:
+    def field_list_parts(self, data: A.Expr, ctx: Ctx) -> list[tuple[str, int | str, str | None]]:
         """(code, width, validity code or None) of every field of a field list, in order; the
-        validity is that of the header the field belongs to (None: metadata, constants)."""
-        parts: list[tuple[str, int, str | None]] = []
+        validity is that of the header the field belongs to (None: metadata, constants); the
+        width of a varbit field is the code of its current length."""
+        parts: list[tuple[str, int | str, str | None]] = []
 
         def add(x: A.Expr | None, t: T.Type, base: int | None, valid: str | None) -> None:
+            if isinstance(t, T.Varbit):
+                b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
+                if valid is None and isinstance(x, A.Member) and self.is_place(x.expr, ctx):
+                    valid = f"s[{self.place(x.expr, ctx)}]"
+                parts.append((f"s[{b}]", f"s[{b + 1}]", valid))
+                return
             if isinstance(t, T.StructLike):
                 b = base if base is not None else self.place(x, ctx)  # type: ignore[arg-type]
                 inner = f"s[{b}]" if t.kind == "header" else valid
@@ -108,10 +118,13 @@ class ExternCompiler(ExprCompiler):
         integer of 16-bit words (a zero byte appended to an odd count: the csum16 shortcut's
         input), else None."""
         parts = self.field_list_parts(data, ctx)
-        total = sum(wd for _, wd, _ in parts)
+        if not all(isinstance(wd, int) for _, wd, _ in parts):  # a varbit: its length is known at run time
+            return "_pack((" + "".join(f"({c}, {wd}, {v or 'True'}), " for c, wd, v in parts) + "))", None
+        fixed = [(c, wd, v) for c, wd, v in parts if isinstance(wd, int)]
+        total = sum(wd for _, wd, _ in fixed)
         nbytes = (total + 7) // 8
         pad = nbytes * 8 - total
-        joined = self._join(parts)
+        joined = self._join(fixed)
         as_int = f"({joined} << {pad})" if pad else joined
         static = f"({as_int}).to_bytes({nbytes}, 'big')"
         conds = sorted({v for _, _, v in parts if v is not None})
@@ -277,18 +290,21 @@ class ExternCompiler(ExprCompiler):
     def extern_object(self, e: A.Call, ctx: Ctx, w: Writer) -> str | None:
         """A method call of an extern: packet_in's and packet_out's are compiled here (None);
         for the others, the generated name of the extern object."""
-        _, ext, m, obj, _proto, _tv = e.ref
+        _, ext, m, obj, _proto, tv = e.ref
         args = e.args
         if ext == "packet_in":
             if m == "extract":
-                if len(args) != 1:
-                    raise self.unsupported(e.loc, "two-argument extract (varbit headers)")
-                self.extract(args[0], ctx, w)
+                if isinstance(args[0], A.DontCare) and len(args) == 1:  # extract<H>(_): skip an H
+                    self.advance(str(T.width_of(tv["T"])), w)
+                else:
+                    self.extract(args[0], ctx, w, args[1] if len(args) > 1 else None)
             elif m == "advance":
                 if args[0].const is not None and int(args[0].const) % 8:
                     raise self.unsupported(e.loc, "advance by a number of bits that is not a multiple of 8")
                 self.advance(self.ex(args[0], ctx), w)
-            elif m != "lookahead":
+            elif m == "lookahead":  # as a statement: only its PacketTooShort (issue1768-bmv2.p4)
+                self.lookahead_check((T.width_of(tv["T"]) + 7) // 8, w)
+            else:
                 raise self.unsupported(e.loc, f"packet_in.{m}")
             return None
         if ext == "packet_out":
@@ -299,6 +315,12 @@ class ExternCompiler(ExprCompiler):
         if oname is None:
             raise CompileError(e.loc, f"{ext} instance is not visible here")
         return oname
+
+    def lookahead_check(self, nbytes: int, w: Writer) -> None:
+        """PacketTooShort unless ``nbytes`` more bytes are left to parse."""
+        w(f"if pk.off + {nbytes} > pk.n:")
+        with w.block():
+            w(f"raise _PErr({self.errcode('PacketTooShort')})")
 
     def advance(self, bits: str, w: Writer) -> None:
         w(f"pk.off += {bits} >> 3")
@@ -361,12 +383,20 @@ class ExternCompiler(ExprCompiler):
             return
         raise Unsupported(e.loc, f"{ext}.{m}")
 
-    def extract(self, target: A.Expr, ctx: Ctx, w: Writer) -> None:
+    def extract(self, target: A.Expr, ctx: Ctx, w: Writer, size: A.Expr | None = None) -> None:
+        """``extract(target)``, or ``extract(target, size)`` of a header with a varbit field of
+        ``size`` bits (as BMv2: ParserInvalidArgument if it is not a whole number of bytes,
+        HeaderTooShort if it exceeds the field's maximum width)."""
         t = target.ty
         if not (isinstance(t, T.StructLike) and t.kind == "header"):
             raise CompileError(target.loc, f"extract needs a header, not {t}")
-        nbits = T.width_of(t)
-        nb = nbits // 8
+        fields = leaf_types(t)
+        vb = [ft for ft in fields if isinstance(ft, T.Varbit)]
+        if vb and size is None:
+            raise CompileError(target.loc, f"header {t.name} has a varbit field: extract needs its size in bits")
+        if size is not None and not vb:
+            raise CompileError(target.loc, f"two-argument extract needs a header with a varbit field, not {t.name}")
+        nbits = T.width_of(t)  # the fixed fields
         if isinstance(target, A.Member) and isinstance(target.expr.ty, T.Stack) and target.name == "next":
             stk_t = target.expr.ty
             sb = self.place(target.expr, ctx)
@@ -378,9 +408,32 @@ class ExternCompiler(ExprCompiler):
             w(f"b = {sb + 1} + i * {es}")
             base = "b"
             after = f"s[{sb}] = i + 1"
+        elif (isinstance(target, A.Member) and isinstance(target.expr, A.Member) and target.expr.name == "next"
+              and isinstance(target.expr.expr.ty, T.Stack)):  # a member of a header union stack's next
+            stk_t = target.expr.expr.ty
+            u = stk_t.elem
+            assert isinstance(u, T.StructLike)
+            sb = self.place(target.expr.expr, ctx)
+            w(f"i = s[{sb}]")
+            w(f"if i >= {stk_t.size}:")
+            with w.block():
+                w(f"raise _PErr({self.errcode('StackOutOfBounds')})")
+            w(f"u = {sb + 1} + i * {size_of(u)}")
+            w(f"b = u + {field_offset(u, target.name)}")
+            base = "b"
+            after = "; ".join([f"s[u + {field_offset(u, n)}] = False" for n, _ in u.fields if n != target.name]
+                              + [f"s[{sb}] = i + 1"])
         else:
             base = str(self.place(target, ctx))
             after = ""
+        nb = str(nbits // 8)
+        if size is not None:
+            w(f"vl = {self.ex_as(size, T.Bits(32), ctx)}")
+            for cond, err in (("vl & 7", "ParserInvalidArgument"), (f"vl > {vb[0].width}", "HeaderTooShort")):
+                w(f"if {cond}:")
+                with w.block():
+                    w(f"raise _PErr({self.errcode(err)})")
+            nb = f"{nb} + (vl >> 3)"
         w("o = pk.off")
         w(f"e = o + {nb}")
         w("if e > pk.n:")
@@ -390,13 +443,22 @@ class ExternCompiler(ExprCompiler):
         w("pk.off = e")
         off = 1
         shift = nbits
-        for ft in leaf_types(t):
+        after_vb = False
+        for ft in fields:
+            if isinstance(ft, T.Varbit):
+                after_vb = True
+                value = f"(v >> {shift}) & ((1 << vl) - 1)" if shift else "v & ((1 << vl) - 1)"
+                w(f"s[{base} + {off}] = {value}" if base == "b" else f"s[{int(base) + off}] = {value}")
+                w(f"s[{base} + {off + 1}] = vl" if base == "b" else f"s[{int(base) + off + 1}] = vl")
+                off += size_of(ft)
+                continue
             fw = scalar_width(ft)
             shift -= fw
-            code = f"(v >> {shift})" if shift else "v"
-            if shift:
+            sh = f"{shift} + vl" if vb and not after_vb else str(shift) if shift else ""
+            code = f"(v >> ({sh}))" if sh else "v"
+            if sh:
                 code = f"({code} & {(1 << fw) - 1})"
-            elif fw != nbits:
+            elif fw != nbits or vb:
                 code = f"(v & {(1 << fw) - 1})"
             st = T.strip(ft)
             if st is T.BOOL:
@@ -428,12 +490,19 @@ class ExternCompiler(ExprCompiler):
             raise CompileError(x.loc if x else None, f"emit needs a header, not {t}")
 
     def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
-        """Deparse the header at slot ``b`` if it is valid."""
+        """Deparse the header at slot ``b`` if it is valid (a varbit field: its current length)."""
         nbits = T.width_of(t)
+        fields = leaf_types(t)
+        vb = next((b + 1 + sum(size_of(f) for f in fields[:i]) for i, ft in enumerate(fields)
+                   if isinstance(ft, T.Varbit)), None)
         parts = []
         shift = nbits
         off = 1
-        for ft in leaf_types(t):
+        for ft in fields:
+            if isinstance(ft, T.Varbit):
+                parts.append(f"(s[{b + off}] << {shift})" if shift else f"s[{b + off}]")
+                off += size_of(ft)
+                continue
             fw = scalar_width(ft)
             shift -= fw
             c = f"s[{b + off}]"
@@ -442,8 +511,10 @@ class ExternCompiler(ExprCompiler):
                 c = f"int({c})"
             elif isinstance(st, T.Bits) and st.signed:
                 c = f"({c} & {st.mask})"
-            parts.append(f"({c} << {shift})" if shift else c)
+            sh = f"({shift} + s[{vb + 1}])" if vb is not None and b + off < vb else str(shift) if shift else ""
+            parts.append(f"({c} << {sh})" if sh else c)
             off += size_of(ft)
+        nbytes = f"{nbits // 8} + (s[{vb + 1}] >> 3)" if vb is not None else str(nbits // 8)
         w(f"if s[{b}]:")
         with w.block():
-            w(f"ob.append(({' | '.join(parts)}).to_bytes({nbits // 8}, 'big'))")
+            w(f"ob.append(({' | '.join(parts)}).to_bytes({nbytes}, 'big'))")

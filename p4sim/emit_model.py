@@ -17,7 +17,7 @@ from p4sim import ast as A
 from p4sim import types as T
 from p4sim.codegen_externs import ExternCompiler
 from p4sim.diagnostics import CompileError, Loc, Unsupported
-from p4sim.layout import Binding, Ctx, Py, Writer, expr_text, scalar_width, size_of
+from p4sim.layout import Binding, Ctx, InstanceArg, Py, Writer, expr_text, scalar_width, size_of
 from p4sim.meters import MeterArray
 from p4sim.model import (
     ActionInfo,
@@ -193,9 +193,31 @@ class ModelWalk(ExternCompiler):
             ti.direct_counter = dc_fq
         if d.entries is not None:
             ti.const_entries = [self.const_entry(e, keys, sym, ctx) for e in d.entries]
+            if any(k.kind in ("ternary", "range", "optional") for k in keys):
+                self.bmv2_priorities(d.entries, ti.const_entries)
             tbl.const_entries = d.entries_const
         ctx.objs[sym] = self.table_function(d, ti, key_exprs, sel_exprs)
         self.tables[fq] = ti
+
+    @staticmethod
+    def bmv2_priorities(entries: list[A.Entry], consts: list[ConstEntry]) -> None:
+        """BMv2's ``@priority(n)`` on const entries (p4c writes n, else the entry's position from
+        1, into BMv2's JSON, where the smallest number wins): the same order as p4sim priorities,
+        where the largest wins."""
+        anns = [A.find_annotation(e.annotations, "priority") for e in entries]
+        if not any(anns):
+            return
+        bm = []
+        for i, (e, a) in enumerate(zip(entries, anns, strict=True)):
+            if a is None:
+                bm.append(i + 1)
+            elif len(a.args) == 1 and isinstance(a.args[0], A.Number):
+                bm.append(a.args[0].value)
+            else:
+                raise CompileError(e.loc, "@priority needs one integer constant")
+        top = max(bm) + 1
+        for c, b in zip(consts, bm, strict=True):
+            c.priority = top - b
 
     def data_values(self, sym: ActionSym, args: list[A.Expr], ctx: Ctx) -> tuple[int, ...]:
         """Action data of a default action or a const entry, as the control plane writes them."""
@@ -252,11 +274,22 @@ class ModelWalk(ExternCompiler):
         return ConstEntry(specs, prio, self.action_fq(act, ctx), self.data_values(act, e.args, ctx))
 
     # ------------------------------------------------------------------ constants
-    def ctor_bindings(self, decl: A.ParserDecl | A.ControlDecl, args: list[A.Expr]) -> dict[Var, Binding]:
-        """Constructor parameters are constants of the instance: bound to their literal values."""
+    def ctor_bindings(self, decl: A.ParserDecl | A.ControlDecl, args: list[A.Expr],
+                      ctx: Ctx | None = None) -> dict[Var, Binding]:
+        """Constructor parameters are constants of the instance: bound to their literal values;
+        one of control or parser type to the instance given (declared in ``ctx``)."""
         env: dict[Var, Binding] = {}
         for p, a in zip(decl.ctor_params, args, strict=True):
             v: Var = p.sym  # type: ignore[attr-defined]
+            if isinstance(v.type, T.Block):
+                b = ctx.env.get(a.ref) if ctx is not None and isinstance(a, A.Name) else None
+                if isinstance(b, InstanceArg):  # passed on from the enclosing block's own parameter
+                    env[v] = b
+                elif ctx is not None and isinstance(a, A.Name) and a.ref in ctx.objs:
+                    env[v] = InstanceArg(a.ref, ctx.objs[a.ref], ctx.path)
+                else:
+                    raise Unsupported(a.loc, f"this argument for {decl.name}'s {v.type} parameter {p.name}")
+                continue
             env[v] = Py(repr(self.const_as(a, v.type)))
         return env
 

@@ -4,7 +4,7 @@
 bindings, parser states and select transitions, controls and their locals, actions and functions
 (compiled once per binding of their directional parameters), statements, switches, calls and
 applications of sub-controls; extern instances and tables, with the control-plane model they
-make, are its base `p4sim.emit_model.ModelWalk`. What differs between the engines is
+make, are its base `p4sim.emit_model.ModelWalk`, actions and functions `p4sim.emit_calls.CallWalk`. What differs between the engines is
 only the text: each per-node hook below (``define``, ``line``, ``if_``, ``goto_state`` ...) is
 written once for Python (`p4sim.compiler.Compiler`) and once for C
 (`p4sim.native.ccompiler.CCompiler`). Expressions, places and extern calls are the
@@ -13,16 +13,14 @@ expression layer's (`p4sim.codegen`, `p4sim.codegen_externs`, `p4sim.native.cexp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
 from p4sim.diagnostics import CompileError, Loc, Unsupported, Warning_
-from p4sim.emit_model import ModelWalk
-from p4sim.layout import Binding, Ctx, PacketParam, Py, Slot, Writer, field_offset
-from p4sim.symbols import ActionSym, FunctionSym, InstanceSym, TableSym, Var
+from p4sim.emit_calls import CallWalk
+from p4sim.layout import Binding, Ctx, InstanceArg, PacketParam, Slot, Writer, field_offset
+from p4sim.symbols import ActionSym, InstanceSym, TableSym, Var
 
 ROLES = {  # V1Switch block -> the kinds of its parameters
     "parser": ["in", "H", "M", "SM"], "verify": ["H", "M"], "ingress": ["H", "M", "SM"],
@@ -30,26 +28,10 @@ ROLES = {  # V1Switch block -> the kinds of its parameters
 }
 
 
-class EmitWalk(ModelWalk):
+class EmitWalk(CallWalk):
     """The program walk; subclasses give the text of each node in their language."""
 
     # ------------------------------------------------------------------ hooks (per back end)
-    def declare(self, name: str, code: str) -> str:
-        """A statement declaring a scalar local ``name`` holding ``code``."""
-        raise NotImplementedError
-
-    def scope(self, w: Writer) -> AbstractContextManager[None]:
-        """A block statement's scope (its locals stay inside)."""
-        raise NotImplementedError
-
-    def call_code(self, fn: str, args: Sequence[str], packet: bool = False) -> str:
-        """A call of a generated function (``packet``: a parser, which reads the packet)."""
-        raise NotImplementedError
-
-    def define(self, kind: str, name: str, params: list[str], lines: list[str], ret: T.Type | None = None) -> None:
-        """A generated function: kind is control, deparser, action or function."""
-        raise NotImplementedError
-
     def goto_state(self, w: Writer, state: str | None, names: dict[str, str]) -> None:
         """Leave a parser state for ``state`` (None: no select case matched)."""
         raise NotImplementedError
@@ -100,6 +82,9 @@ class EmitWalk(ModelWalk):
         pkg = main.type
         if not (isinstance(pkg, T.Block) and pkg.decl.name == "V1Switch"):
             raise Unsupported(main.loc, f"package {pkg} (only v1model's V1Switch)")
+        for d in ck.prog.decls:  # top-level extern instances (a register shared by ingress and egress)
+            if isinstance(d, A.Instantiation) and isinstance(d.sym.type, T.Extern):  # type: ignore[attr-defined]
+                self.instance(d.sym, Ctx("", {}, self.global_objs, "control"))  # type: ignore[attr-defined]
         blocks = []
         ctor_env: dict[Var, Binding] = {}
         for a in main.args:
@@ -157,8 +142,10 @@ class EmitWalk(ModelWalk):
         return fns
 
     # ------------------------------------------------------------------ parser
-    def parser(self, d: A.ParserDecl, env: dict[Var, Binding], path: str = "") -> str:
-        ctx = Ctx(path or d.name, dict(env), {}, "parser")
+    def parser(self, d: A.ParserDecl, env: dict[Var, Binding], path: str = "",
+               objs: dict[Any, str] | None = None) -> str:
+        """The parser's function; ``objs``: the instance's objects, shared by its applications."""
+        ctx = Ctx(path or d.name, dict(env), dict(self.global_objs) if objs is None else objs, "parser")
         pre = Writer()
         for loc in d.locals:
             self.local(loc, ctx, pre)
@@ -208,8 +195,9 @@ class EmitWalk(ModelWalk):
         return self.AND.join(conds) or self.lit(True)
 
     # ------------------------------------------------------------------ controls
-    def control(self, d: A.ControlDecl, env: dict[Var, Binding], path: str, deparser: bool = False) -> str:
-        ctx = Ctx(path, dict(env), {}, "control")
+    def control(self, d: A.ControlDecl, env: dict[Var, Binding], path: str, deparser: bool = False,
+                objs: dict[Any, str] | None = None) -> str:
+        ctx = Ctx(path, dict(env), dict(self.global_objs) if objs is None else objs, "control")
         pre = Writer()
         for loc in d.locals:
             self.local(loc, ctx, pre)
@@ -223,9 +211,10 @@ class EmitWalk(ModelWalk):
     def local(self, d: A.Decl, ctx: Ctx, w: Writer) -> None:
         if isinstance(d, A.VarDecl):
             self.var_decl(d, ctx, w)
-        elif isinstance(d, A.Instantiation):
+        # an instance applied again has its objects already
+        elif isinstance(d, A.Instantiation) and d.sym not in ctx.objs:  # type: ignore[attr-defined]
             self.instance(d.sym, ctx)  # type: ignore[attr-defined]
-        elif isinstance(d, A.TableDecl):
+        elif isinstance(d, A.TableDecl) and d.sym not in ctx.objs:  # type: ignore[attr-defined]
             self.table(d.sym, ctx)  # type: ignore[attr-defined]
         # constants are folded; actions and functions are compiled where used (only table
         # actions are in P4Info, as in p4c)
@@ -238,79 +227,6 @@ class EmitWalk(ModelWalk):
             self.assign_to(base, v.type, d.init, ctx, w)
         elif isinstance(v.type, T.StructLike) and v.type.kind == "header":
             self.line(w, f"s[{base}] = {self.lit(False)}")
-
-    # ------------------------------------------------------------------ actions and functions
-    def bind_args(self, params: list[A.Param], args: Sequence[A.Expr], ctx: Ctx, env: dict[Var, Binding],
-                  prefix: str, w: Writer | None, refuse: str | None = None) -> tuple[list[Any], list[str], list[str]]:
-        """Bind the parameters that have arguments: out/inout and composite ones to the argument's
-        storage (or, with ``w`` and no ``refuse`` message, to a copy of its value), the others to
-        function parameters ``prefix_name``. With ``refuse``, every parameter needs an argument.
-        Returns the binding key, the function parameters and
-        the argument code for them."""
-        binds: list[Any] = []
-        names: list[str] = []
-        codes: list[str] = []
-        for p, a in zip(params, args, strict=refuse is not None):
-            v: Var = p.sym  # type: ignore[attr-defined]
-            if p.direction in ("out", "inout") or isinstance(v.type, (T.StructLike, T.Stack)):
-                if self.is_place(a, ctx):
-                    b = self.place(a, ctx)
-                elif refuse is not None or w is None:
-                    raise Unsupported(a.loc, refuse or "non-l-value composite action argument in an actions list")
-                else:
-                    b = self.alloc(v.type)
-                    self.assign_to(b, v.type, a, ctx, w)
-                env[v] = Slot(b)
-                binds.append(b)
-            else:
-                self.check_param(v.type, p.loc)
-                pn = f"{prefix}_{p.name}"
-                env[v] = Py(pn)
-                names.append(self.param_decl(pn, v.type))
-                codes.append(self.ex_as(a, v.type, ctx))
-                binds.append(None)
-        return binds, names, codes
-
-    def variant(self, key: Any, kind: str, d: A.ActionDecl | A.FunctionDecl, ctx: Ctx, env: dict[Var, Binding],
-                params: list[str], ret: T.Type | None = None) -> str:
-        """The generated function of an action or function for one binding ``key``, compiled once."""
-        name = self.variants.get(key)
-        if name is None:
-            name = self.uid(f"{'act' if kind == 'action' else 'fn'}_{d.name}_")
-            self.variants[key] = name
-            fctx = Ctx(ctx.path, env, ctx.objs, kind, ret)
-            fw = Writer()
-            for x in d.body.stmts:
-                self.stmt(x, fctx, fw)
-            self.define(kind, name, params, fw.lines, ret)
-        return name
-
-    def action_variant(self, sym: ActionSym, dir_args: list[A.Expr], ctx: Ctx, w: Writer | None) -> tuple[str, list[str]]:
-        """Compile (once per binding) the action with directional parameters bound to ``dir_args``
-        (``w`` None: bound by a table, a control-plane visible action). Returns the function name
-        and the argument code to pass for ``in`` parameters."""
-        d = sym.decl
-        if w is None:
-            self.action_info(d, self.action_fq(sym, ctx))
-        env = dict(ctx.env)
-        binds, params, args = self.bind_args(d.params, dir_args, ctx, env, "i", w, None)
-        for p in d.params[len(dir_args):]:
-            v: Var = p.sym  # type: ignore[attr-defined]
-            self.check_param(v.type, p.loc)
-            vt = T.strip(v.type)
-            # action data are the bits the control plane wrote: an int<N> parameter sign-extends them
-            env[v] = Py(self.sx(f"d_{p.name}", vt.width) if isinstance(vt, T.Bits) and vt.signed else f"d_{p.name}")
-            params.append(self.param_decl(f"d_{p.name}", v.type))
-        return self.variant((ctx.path, id(sym), tuple(binds)), "action", d, ctx, env, params), args
-
-    def function_call(self, e: A.Call, sym: FunctionSym, ctx: Ctx) -> str:
-        """Code calling the function, compiled once per binding of its out/inout parameters."""
-        d = sym.decl
-        env = dict(ctx.env)
-        binds, params, args = self.bind_args(d.proto.params, e.args, ctx, env, "f", None,
-                                             f"argument of function {d.name} that is not a variable or field")
-        name = self.variant((ctx.path, id(sym), tuple(binds)), "function", d, ctx, env, params, sym.ret)
-        return self.call_code(name, args)
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s: A.Stmt, ctx: Ctx, w: Writer) -> None:
@@ -332,9 +248,23 @@ class EmitWalk(ModelWalk):
         elif isinstance(s, A.Exit):
             self.exit_stmt(w)
         elif isinstance(s, A.Return):
-            if s.value is not None and ctx.ret is not None:
-                self.line(w, f"return {self.ex_as(s.value, ctx.ret, ctx)}")
+            if s.value is not None and ctx.ret_slot is not None:
+                self.assign_to(ctx.ret_slot, ctx.ret, s.value, ctx, w)  # type: ignore[arg-type]
+                if ctx.epilogue is not None:
+                    ctx.epilogue(w)
+                self.line(w, "return")
+            elif s.value is not None and ctx.ret is not None:
+                code = self.ex_as(s.value, ctx.ret, ctx)
+                if ctx.epilogue is not None:
+                    with self.scope(w):
+                        self.line(w, self.declare("rv_", code))
+                        ctx.epilogue(w)
+                        self.line(w, "return rv_")
+                else:
+                    self.line(w, f"return {code}")
             else:
+                if ctx.epilogue is not None:
+                    ctx.epilogue(w)
                 self.line(w, "return")
         elif isinstance(s, A.Switch):
             self.switch(s, ctx, w)
@@ -455,7 +385,7 @@ class EmitWalk(ModelWalk):
         elif kind == "control":
             self.apply_control(e, ref[1], ctx, w)
         elif kind == "function":
-            self.line(w, self.function_call(e, ref[1], ctx))
+            self.line(w, self.call_code(*self.function_variant(e, ref[1], ctx)))
         elif kind == "func":
             self.extern_func(e, ref[1], ref[3], ctx, w)
         elif kind == "method":
@@ -465,16 +395,22 @@ class EmitWalk(ModelWalk):
 
     def apply_control(self, e: A.Call, inst: InstanceSym, ctx: Ctx, w: Writer) -> None:
         """A sub-control or sub-parser, compiled here with its parameters bound to the arguments'
-        storage (copy-in/copy-out by aliasing); a reject in a sub-parser rejects the packet."""
-        key = (ctx.path, id(inst))
-        if key in self.applied:
-            raise Unsupported(e.loc, f"applying control instance {inst.name} more than once")
-        self.applied.add(key)
+        storage (copy-in/copy-out by aliasing); a reject in a sub-parser rejects the packet. An
+        instance applied again is compiled again for its new arguments, sharing its tables and
+        externs with the first application (a control with tables only with the same arguments:
+        a table is compiled for one binding of its keys and actions)."""
+        owner = ctx.path
+        given = ctx.env.get(inst) if isinstance(inst, Var) else None
+        if isinstance(given, InstanceArg):  # a constructor parameter: the instance given for it
+            inst, owner = given.inst, given.owner
         t = inst.type
         assert isinstance(t, T.Block) and isinstance(t.decl, (A.ControlDecl, A.ParserDecl))
         decl = t.decl
-        env: dict[Var, Binding] = self.ctor_bindings(decl, inst.args)
-        for p, a in zip(decl.params, e.args, strict=True):
+        key = (owner, id(inst))
+        first = self.applied.get(key)
+        copies: dict[int, int] = {}
+        env: dict[Var, Binding] = self.ctor_bindings(decl, inst.args, ctx)
+        for i, (p, a) in enumerate(zip(decl.params, e.args, strict=True)):
             v: Var = p.sym  # type: ignore[attr-defined]
             if isinstance(v.type, T.Extern):
                 b = ctx.env.get(a.ref) if isinstance(a, A.Name) else None
@@ -483,13 +419,26 @@ class EmitWalk(ModelWalk):
                 env[v] = b
             elif self.is_place(a, ctx):
                 env[v] = Slot(self.place(a, ctx))
-            else:
-                base = self.alloc(v.type)
+            else:  # a value: copied into the instance's own storage for this parameter
+                copy = first[2].get(i) if first is not None else None
+                base = copy if copy is not None else self.alloc(v.type)
                 self.assign_to(base, v.type, a, ctx, w)
                 env[v] = Slot(base)
-        path = ctx.objs[inst]
-        if isinstance(decl, A.ParserDecl):
-            self.line(w, self.call_code(self.parser(decl, env, path), [], packet=True))
+                if first is None:
+                    copies[i] = base
+        binding = [env[p.sym] for p in decl.params]  # type: ignore[attr-defined]
+        if first is None:
+            objs: dict[Any, str] = dict(self.global_objs)
+            self.applied[key] = (objs, binding, copies)
         else:
-            self.line(w, self.call_code(self.control(decl, env, path), []))
+            objs = first[0]
+            has_tables = any(isinstance(d, A.TableDecl) for d in decl.locals)
+            if has_tables and binding != first[1]:
+                raise Unsupported(e.loc, f"applying control instance {inst.name}, which has tables, "
+                                  "again with other arguments")
+        path = given.path if isinstance(given, InstanceArg) else ctx.objs[inst]
+        if isinstance(decl, A.ParserDecl):
+            self.line(w, self.call_code(self.parser(decl, env, path, objs), [], packet=True))
+        else:
+            self.line(w, self.call_code(self.control(decl, env, path, objs=objs), []))
 

@@ -12,12 +12,13 @@ the hidden slots the v1model pipeline reads, and holds what a compile context bi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from p4sim import ast as A
 from p4sim import types as T
-from p4sim.diagnostics import CompileError
+from p4sim.diagnostics import CompileError, Unsupported
 from p4sim.symbols import Var
 
 HIDDEN = ["clone_type", "clone_session", "clone_fl", "resubmit", "resubmit_fl", "recirculate",
@@ -47,7 +48,17 @@ class PacketParam:
     kind: str  # "in" or "out"
 
 
-Binding = Slot | Py | PacketParam
+@dataclass(frozen=True)
+class InstanceArg:
+    """A constructor parameter of control or parser type: the instance given for it, its
+    control-plane path and the path of the block that declared it (where it is applied from)."""
+
+    inst: Any
+    path: str
+    owner: str
+
+
+Binding = Slot | Py | PacketParam | InstanceArg
 
 
 class Ctx:
@@ -60,6 +71,9 @@ class Ctx:
         self.objs = objs
         self.kind = kind
         self.ret = ret  # return type inside a function
+        # an action or function with copied parameters: writes their copy-out (before every return)
+        self.epilogue: Callable[[Writer], None] | None = None
+        self.ret_slot: int | None = None  # a function returning a header or struct: its value's storage
 
 
 class Writer:
@@ -91,7 +105,9 @@ def size_of(t: T.Type) -> int:
         return n + 1 if t.kind == "header" else n
     if isinstance(t, T.Stack):
         return 1 + t.size * size_of(t.elem)
-    return 2 if is_wide(t) else 1
+    if isinstance(t, T.Tuple):  # its items, one after the other
+        return sum(size_of(x) for x in t.items)
+    return 2 if is_wide(t) or isinstance(t, T.Varbit) else 1  # a varbit: its value, its length in bits
 
 
 def field_offset(t: T.StructLike, name: str) -> int:
@@ -111,9 +127,11 @@ def defaults(t: T.Type) -> list[Any]:
         return out
     if isinstance(t, T.Stack):
         return [0] + defaults(t.elem) * t.size
+    if isinstance(t, T.Tuple):
+        return [d for x in t.items for d in defaults(x)]
     if t is T.BOOL:
         return [False]
-    return [0, 0] if is_wide(t) else [0]
+    return [0, 0] if is_wide(t) or isinstance(t, T.Varbit) else [0]
 
 
 def leaf_bits(t: T.StructLike) -> list[tuple[int, int, int, T.Type]]:
@@ -153,6 +171,8 @@ def scalar_width(t: T.Type) -> int:
         return 8
     if isinstance(st, T.Enum):
         return 32
+    if isinstance(st, T.Varbit):
+        raise Unsupported(None, f"this use of a header with a {t} field")
     raise CompileError(None, f"type {t} has no bit width")
 
 

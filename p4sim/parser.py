@@ -19,6 +19,7 @@ from lark.lexer import Lexer
 
 from p4sim import ast as A
 from p4sim.diagnostics import CompileError, LineMap, Loc, Unsupported
+from p4sim.lexscope import hidden_type_names
 
 _GRAMMAR = (Path(__file__).parent / "grammar.lark").read_text()
 _TYPE_KW = {"bit", "int", "varbit", "tuple", "bool", "error", "string"}
@@ -136,11 +137,12 @@ def _scan_types(toks: list[Token]) -> tuple[set[str], set[int]]:
 
 def _retoken(toks: list[Token]) -> list[Token]:
     types, scoped = _scan_types(toks)
+    hidden = hidden_type_names(toks, types)  # values named like a type, in their scope
     out: list[Token] = []
     depth = 0  # open type-argument angle brackets
     n = len(toks)
     for i, t in enumerate(toks):
-        if t.type == "NAME" and (t.value in types or i in scoped):
+        if t.type == "NAME" and (t.value in types or i in scoped) and i not in hidden:
             t = Token.new_borrow_pos("TYPE_NAME", t.value, t)
         elif t.value == "<" and t.type != "STRING":
             prev = out[-1] if out else None

@@ -1,4 +1,5 @@
-"""Typing of P4 expressions and calls: types and widths, constants, l-values and directions.
+"""Typing of P4 expressions: types and widths, constants, l-values and directions (calls:
+`p4sim.calls`).
 
 The base of the checker: it resolves type references, computes the type (``e.ty``), referent
 (``e.ref``) and compile-time value (``e.const``) of every expression, and enforces p4c's rules
@@ -77,14 +78,14 @@ class ExprChecker:
                 raise err(t.loc, "bit width must be a positive compile-time constant")
             w = int(t.width.const)
             if t.varbit:
-                raise Unsupported(t.loc, f"varbit<{w}>")
+                return T.Varbit(w)
             return T.Bits(w, t.signed)
         if isinstance(t, A.TTuple):
             return T.Tuple(tuple(self.resolve(x, scope, tvars) for x in t.items))
         if isinstance(t, A.TStack):
             el = self.resolve(t.elem, scope, tvars)
-            if not (isinstance(el, T.StructLike) and el.kind == "header"):
-                raise err(t.loc, f"header stack elements must be headers, not {el}")
+            if not (isinstance(el, T.StructLike) and el.kind in ("header", "header_union")):
+                raise err(t.loc, f"header stack elements must be headers or header unions, not {el}")
             self.expr(t.size, scope)
             if t.size.const is None or t.size.const <= 0:
                 raise err(t.size.loc, "header stack size must be a positive constant")
@@ -173,6 +174,16 @@ class ExprChecker:
         if not lo <= v <= hi:
             raise err(value.loc, f"value {v} does not fit in {target}")
 
+    def same_signature(self, a: Any, b: A.ControlTypeDecl | A.ParserTypeDecl) -> bool:
+        """An instance of control/parser ``a`` passed where the type ``b`` is expected: the same
+        kind and parameters (directions and types)."""
+        if isinstance(b, A.ParserTypeDecl) != isinstance(a, (A.ParserDecl, A.ParserTypeDecl)):
+            return False
+        if len(a.params) != len(b.params):
+            return False
+        return all(p.direction == q.direction and self.resolve(p.type, self.glob) == self.resolve(q.type, self.glob)
+                   for p, q in zip(a.params, b.params, strict=True))
+
     def compatible(self, target: T.Type, value: A.Expr) -> bool:
         vt = value.ty
         if vt == target or vt is target:
@@ -182,6 +193,9 @@ class ExprChecker:
         if isinstance(target, T.Extern) and isinstance(vt, T.Extern):  # Register<_, _> (TNA)
             return target.decl is vt.decl and all(
                 a is T.DONTCARE or isinstance(a, T.TypeVar) or a == b for a, b in zip(target.args, vt.args, strict=False))
+        if (isinstance(vt, T.Block) and isinstance(target, T.Block)
+                and isinstance(target.decl, (A.ControlTypeDecl, A.ParserTypeDecl))):
+            return self.same_signature(vt.decl, target.decl)
         if vt is T.INT and isinstance(T.strip(target), T.Bits) and not isinstance(target, T.NewType):
             self.check_literal_fits(value, T.strip(target))
             return True
@@ -418,6 +432,8 @@ class ExprChecker:
             if isinstance(t, T.StructLike) and t.kind == "header_union":
                 raise Unsupported(e.loc, f"comparison of {t} values")
             if lc is not None and rc is not None:
+                # an integer literal compares as a value of the other side's type (-1 == 8w255)
+                lc, rc = self.convert_const(lc, lt, t), self.convert_const(rc, rt, t)
                 e.const = (lc == rc) if op == "==" else (lc != rc)
             return T.BOOL
         t = self.unify2(lt, rt, e)
@@ -426,6 +442,7 @@ class ExprChecker:
             if not (isinstance(st, T.Bits) or t is T.INT):
                 raise err(e.loc, f"{op} cannot be applied to {t}")
             if lc is not None and rc is not None:
+                lc, rc = self.convert_const(lc, lt, t), self.convert_const(rc, rt, t)
                 e.const = {"<": lc < rc, ">": lc > rc, "<=": lc <= rc, ">=": lc >= rc}[op]
             return T.BOOL
         if not (isinstance(st, T.Bits) or t is T.INT):

@@ -71,7 +71,7 @@ class Scenario:
     kills: float = 0.4             # NF crashes per second (at most one NF down at a time)
     hangs: float = 0.3             # NF hangs per second (then resumed: a zombie)
     cuts: float = 0.3              # controller <-> NF management cuts per second
-    lost_replies: float = 0.15     # probability that a call's reply is lost after it acted...
+    lost_replies: float = 0.0      # probability that a call's reply is lost after it acted...
     lost_reply_calls: str = "Release,Adopt,CancelAdopt,AssignSlots,Promote"  # ...for these calls
     slow_ports: float = 0.2        # per second: a port queue that stalls up to `max_queue`
     max_queue: float = 0.5         # seconds a port queue can hold a frame (the docs admit 1 s)

@@ -304,7 +304,9 @@ class CExterns(ExternCompiler):
 
     def hash_code(self, data: A.Expr, fn: str, ctx: Ctx, with_payload: bool = False) -> str:
         """A GNU statement expression: the hash `fn` of a field list's BufBuilder bytes."""
-        parts = self.field_list_parts(data, ctx)
+        parts = [(c, wd, v) for c, wd, v in self.field_list_parts(data, ctx) if isinstance(wd, int)]
+        if len(parts) != len(self.field_list_parts(data, ctx)):
+            raise NativeUnsupported(data.loc, "varbit")
         nbytes = (sum(wd for _, wd, _ in parts) + 7) // 8
         b = self.uid("bb")
         puts = []
@@ -401,6 +403,9 @@ class CExterns(ExternCompiler):
     # ------------------------------------------------------------------ extern methods
     NO_FIELD_LIST = "(uint64_t)-1"
 
+    def lookahead_check(self, nbytes: int, w: Writer) -> None:
+        w(f"if (c->pk_off + {nbytes} > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
+
     def advance(self, bits: str, w: Writer) -> None:
         w(f"c->pk_off += (uint32_t)({bits} >> 3);")
         w(f"if (c->pk_off > c->pk_n) P4N_PERR(c, {self.errcode('PacketTooShort')});")
@@ -474,7 +479,7 @@ class CExterns(ExternCompiler):
             w(f"s[{b}] = s[{b}] > {n} ? s[{b}] - {n} : 0;")
 
     # ------------------------------------------------------------------ parser input, deparser output
-    def extract(self, target: A.Expr, ctx: Ctx, w: Writer) -> None:
+    def extract(self, target: A.Expr, ctx: Ctx, w: Writer, size: A.Expr | None = None) -> None:
         t = target.ty
         if not (isinstance(t, T.StructLike) and t.kind == "header"):
             raise CompileError(target.loc, f"extract needs a header, not {t}")
@@ -490,6 +495,18 @@ class CExterns(ExternCompiler):
                 w(f"if (i_ >= {stk_t.size}) P4N_PERR(c, {self.errcode('StackOutOfBounds')});")
                 w(f"uint64_t *h_ = &s[{sb + 1} + i_ * {es}];")
                 after = f"s[{sb}] = i_ + 1;"
+            elif (isinstance(target, A.Member) and isinstance(target.expr, A.Member) and target.expr.name == "next"
+                  and isinstance(target.expr.expr.ty, T.Stack)):  # a member of a header union stack's next
+                stk_t = target.expr.expr.ty
+                u = stk_t.elem
+                assert isinstance(u, T.StructLike)
+                sb = self.place(target.expr.expr, ctx)
+                w(f"uint64_t i_ = s[{sb}];")
+                w(f"if (i_ >= {stk_t.size}) P4N_PERR(c, {self.errcode('StackOutOfBounds')});")
+                w(f"uint64_t *u_ = &s[{sb + 1} + i_ * {size_of(u)}];")
+                w(f"uint64_t *h_ = u_ + {field_offset(u, target.name)};")
+                after = " ".join([f"u_[{field_offset(u, n)}] = 0;" for n, _ in u.fields if n != target.name]
+                                 + [f"s[{sb}] = i_ + 1;"])
             else:
                 w(f"uint64_t *h_ = &s[{self.place(target, ctx)}];")
                 after = ""
@@ -507,6 +524,7 @@ class CExterns(ExternCompiler):
         w("}")
 
     def emit_header(self, b: int, t: T.StructLike, w: Writer) -> None:
+        check_type(t, None)
         nb = T.width_of(t) // 8
         self.deparse_max += nb
         with cblock(w, f"if (s[{b}] && c->ob_n + {nb} <= DEPARSE_MAX)"):

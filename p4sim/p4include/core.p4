@@ -1,5 +1,7 @@
 /* core.p4 for p4sim: the P4_16 core library, declared from the P4_16 language specification. */
-#ifndef P4SIM_CORE_P4
+/* The include guard is p4c's (_CORE_P4_): programs test it to know that core.p4 is included. */
+#ifndef _CORE_P4_
+#define _CORE_P4_
 #define P4SIM_CORE_P4
 
 /* Errors every target knows. */

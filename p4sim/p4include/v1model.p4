@@ -1,6 +1,8 @@
 /* v1model.p4 for p4sim: the v1model architecture (BMv2 simple_switch), declared from the
  * architecture's documentation. Only the default (20180101) API shape is declared. */
-#ifndef P4SIM_V1MODEL_P4
+/* The include guard is p4c's (_V1_MODEL_P4_): programs test it to know that v1model.p4 is included. */
+#ifndef _V1_MODEL_P4_
+#define _V1_MODEL_P4_
 #define P4SIM_V1MODEL_P4
 
 #include "core.p4"

@@ -251,7 +251,18 @@ def test_variables_need_a_width(tmp_path):
     assert "cannot have type int" in err.message
 
 
-def test_varbit_is_rejected_by_name(tmp_path):
-    err, line = compile_error(tmp_path, decls="header opt_t { varbit<320> options; } /*HERE*/")
+def test_two_varbit_fields_in_a_header_are_refused(tmp_path):
+    err, line = compile_error(tmp_path, decls="header opt_t { varbit<32> a;\n varbit<32> b; /*HERE*/ }")
     assert err.loc.line == line
-    assert err.message == "varbit<320> is not supported by p4sim"
+    assert err.message == "opt_t.b: a header has at most one varbit field"
+
+
+@pytest.mark.parametrize(("ingress", "message"), [
+    ("apply {\n hdr.v.b = hdr.v.o + 1; /*HERE*/\n}", "operands have different types"),
+    ("apply {\n hdr.v.b = (bit<8>)hdr.v.o; /*HERE*/\n}", "cast"),
+])
+def test_varbit_is_only_assigned_and_compared(tmp_path, ingress, message):
+    decls = "header v_t { bit<8> b; varbit<32> o; }\nstruct w_t { v_t v; }"
+    err, line = compile_error(tmp_path, ingress.replace("hdr.v", "meta2.v").replace("apply {", "w_t meta2;\napply {"),
+                              decls=decls)
+    assert err.loc.line == line and message in err.message
