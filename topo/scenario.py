@@ -53,7 +53,7 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
-from topo import chain_run, chaos, mgmt_cut
+from topo import chain_run, chaos, hogs, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
@@ -110,6 +110,7 @@ class RunOptions:
     heartbeat_echo: str | None = None  # nf-host --heartbeat-echo (None: nf-host's default)
     heartbeat_misses: int = 0       # override heartbeat.misses if > 0
     settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
+    busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -169,6 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="p4sim's port I/O (default: p4sim's own default)")
     parser.add_argument("--engine", default=None,
                         help="p4sim's packet engine, if p4sim offers --engine (default: its own)")
+    hogs.add_argument(parser)
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -194,7 +196,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                       args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
                       self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
                       heartbeat_misses=args.heartbeat_misses,
-                      settle=getattr(args, "settle", 0.0))
+                      settle=getattr(args, "settle", 0.0), busy=args.busy)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -480,6 +482,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
         raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
     with ExitStack() as stack:
+        stack.enter_context(hogs.cpu_hogs(opts.busy, console.print))  # stopped on every way out
         sys_ = stack.enter_context(system(opts, console))
         cfg, net, ctls, api, log_dir = sys_.cfg, sys_.net, sys_.ctls, sys_.api, sys_.log_dir
         memory = RssSampler(os.getpid())
