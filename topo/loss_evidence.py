@@ -26,7 +26,7 @@ from topo.verify import BOTH, INPUT, OUTAGE, WIRE, Evidence, Losses, LossWindow,
 # how long before an impairment began a packet may have been sent and still met it: the queues
 # between the sender's socket and the switch's port on a busy 2-core machine (the impairment's
 # own count of drops bounds what it excuses, so this only widens where they may be found)
-IMPAIR_LEAD_S = 1.0
+IMPAIR_LEAD_S = 2.0
 DUPLICATE_DROPS = "nf_output_drops/duplicate"  # the switch's counter of outputs dropped as such
 
 
