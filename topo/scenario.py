@@ -16,9 +16,9 @@ Two options disturb the traffic on purpose:
   order, counts unbroken;
 * `--kill-nf ID` SIGKILLs that primary's `nf-host` (its process group: the runtime and its workers)
   mid-traffic; the controller's heartbeats declare it dead and fail it over to its backup. The
-  verdict then allows losses, but only of the documented kind (docs/protocols.md, "Known window":
-  output committed by the backup's ack but not yet sent when the primary died): never a duplicate,
-  a reordering or a repeated checker count; the losses are counted and shown.
+  verdict allows no loss for it: only a switch outage or a wire impairment tied to a packet may
+  excuse its loss (topo/loss_evidence.py); never a duplicate, a reordering or a repeated checker
+  count; whatever is lost is counted, split by what explains it, and shown.
 
 The moves and fail-overs (bytes shipped, delta or full, times) are in the summary and in
 `disturbances.json` in the output directory.
