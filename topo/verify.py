@@ -186,7 +186,7 @@ def _check_direction(name: str, arrivals: Sequence[tuple[int, int]], sent: int,
 
 
 @dataclass(frozen=True)
-class _Side:
+class FlowSide:
     """One direction of one flow, with its times."""
 
     arrivals: Sequence[tuple[int, int]]
@@ -201,7 +201,7 @@ class _Side:
                 for n in range(1, self.sent + 1) if n not in got]
 
 
-class _Capacity:
+class WindowCapacity:
     """What each counted window may still excuse (shared by every flow of the run)."""
 
     def __init__(self, windows: Sequence[LossWindow]) -> None:
@@ -215,7 +215,7 @@ class _Capacity:
         return True
 
 
-def _gap_spans(sides: Sequence[_Side]) -> list[tuple[int, float, float]]:
+def _gap_spans(sides: Sequence[FlowSide]) -> list[tuple[int, float, float]]:
     """Each missing checker count of a flow, with the span its lost output must have been lost
     in: from the sending of the packet with the count below it (the NF processed the missing
     one after that one) to the arrival of the packet with the count above it (an NF releases a
@@ -237,8 +237,8 @@ def _gap_spans(sides: Sequence[_Side]) -> list[tuple[int, float, float]]:
     return spans
 
 
-def excuse_flow(slot: int | None, sides: Sequence[_Side], windows: Sequence[LossWindow],
-                capacity: _Capacity, counted: bool = True) -> Losses:
+def excuse_flow(slot: int | None, sides: Sequence[FlowSide], windows: Sequence[LossWindow],
+                capacity: WindowCapacity, counted: bool = True) -> Losses:
     """Weigh one flow's losses against the windows; what no window explains is the system's.
 
     * A **count gap** (a count below the flow's highest that no packet carries: an NF processed
@@ -305,15 +305,15 @@ def verify(
     alone are judged."""
     ev = evidence or Evidence()
     lossy = bool(ev.windows)
-    capacity = _Capacity(ev.windows)
+    capacity = WindowCapacity(ev.windows)
     flows: list[FlowVerdict] = []
     total = Losses()
     for flow_id in sorted(set(sent_forward) | set(sent_reverse) | set(forward) | set(reverse)):
         fwd, rev = forward.get(flow_id, ()), reverse.get(flow_id, ())
         fv = FlowVerdict(flow_id, len(fwd), len(rev))
-        sides = (_Side(fwd, sent_forward.get(flow_id, 0), ev.sent_at_forward.get(flow_id, ()),
+        sides = (FlowSide(fwd, sent_forward.get(flow_id, 0), ev.sent_at_forward.get(flow_id, ()),
                        ev.received_at_forward.get(flow_id, ())),
-                 _Side(rev, sent_reverse.get(flow_id, 0), ev.sent_at_reverse.get(flow_id, ()),
+                 FlowSide(rev, sent_reverse.get(flow_id, 0), ev.sent_at_reverse.get(flow_id, ()),
                        ev.received_at_reverse.get(flow_id, ())))
         for name, side in zip(("forward", "reverse"), sides, strict=True):
             fv.problems += _check_direction(name, side.arrivals, side.sent, lossy=lossy,
