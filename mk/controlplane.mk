@@ -20,7 +20,7 @@ controller: ## run the controller with NFC_CONFIG (extra flags: NFC_ARGS="--no-e
 	$(PY) -m controlplane run --config $(NFC_CONFIG) $(NFC_ARGS)
 
 .PHONY: bench-failover
-bench-failover: setup build ## fail-over under load: 50 SIGKILLs and 20 SIGSTOPs of a primary (BENCH_ARGS="--quick")
+bench-failover: setup build ## fail-over under load, 50 SIGKILLs and 20 SIGSTOPs of a primary: time to the first delivered packet after the fault (BENCH_ARGS="--quick --busy 2")
 	$(PY) -m bench.failover $(BENCH_ARGS)
 
 .PHONY: bench-teardown

@@ -17,7 +17,7 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   ports). Recovery: until the leading controller has reconnected, pushed the pipeline and
   reconciled every entry and group, having first set each slot's numbering back to where the
   NFs are. Packets sent during the outage, from the kill to that reconcile, are lost on the
-  wire (`window`); the verdict allows those, and only those.
+  wire (`window`); the verdict excuses those, and only those (topo/loss_evidence.py).
 * **netem**: `tc netem` (1 ms delay, 1 % loss, 1 % duplication, 10 % reordering) for
   `NETEM_S` on the switch's side of a primary's data link, that is on everything the switch sends
   it. The NF's sequencer puts reordered packets back in order and drops duplicates; a packet the
@@ -26,7 +26,8 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   Where the kernel has no `sch_netem` and the switch is p4sim, p4sim's own wire impairment of
   that switch port does the same (`POST /ports/{port}/impair` on its status server, p4sim/
   impair.py; mode `p4sim`, target `p4sim:port N`): `wire_lost` is then what the impairment
-  dropped over its life, and `impair` all it counted (the answer that ends it says).
+  dropped over its life, and `impair` all it counted (the answer that ends it says). Its
+  `window` and `slots` (the primary's, as it began) tie what it dropped to the flows it crossed.
 
 * **mgmt** (the NF faults' injector, `topo.faults.FaultInjector.cut_mgmt`, with
   `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
@@ -52,6 +53,7 @@ from rich.table import Table
 from topo.disturbances import http_json
 from topo.etcd import EtcdCluster
 from topo.faults import FaultInjector, percentiles
+from topo.loss_evidence import system_line
 from topo.procs import wait_for
 
 if TYPE_CHECKING:
@@ -122,13 +124,14 @@ class ControlFault:
     new_backup: int | None = None
     wire_lost: int = 0  # netem: packets the link dropped
     gaps: int = 0  # netem: sequence numbers the NF skipped meanwhile
-    window: tuple[float, float] | None = None  # switch: the outage (time.time() from, to)
+    # switch: the outage; netem: the impairment (time.time() from, to): topo.loss_evidence
+    window: tuple[float, float] | None = None
     impair: dict[str, int] = field(default_factory=dict)  # netem by p4sim: what it counted
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
                 "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
-                "ok": self.ok, "error": self.error, "slots": 0, "promoted": None,
+                "ok": self.ok, "error": self.error, "slots": len(self.slots), "promoted": None,
                 "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps,
                 "window": self.window, "impair": self.impair}
 
@@ -242,11 +245,15 @@ def injector(sys_: System) -> FaultInjector:
         if kind == "switch":
             return restart_switch(switch_node, ctls)
         port = cfg.nf(target).port
+        slots = owned_slots(faults.leading(), target)  # the losses it may excuse: theirs
         if not netem_available() and sys_.switch_stats is not None:  # p4sim does it
             seed = opts.seed * 1000 + len(faults.records)
-            return impair_on_data_link(sys_.switch_stats, port, target, faults.leading, seed)
-        intf = switch_node.intfs[port].name
-        return netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
+            rec = impair_on_data_link(sys_.switch_stats, port, target, faults.leading, seed)
+        else:
+            intf = switch_node.intfs[port].name
+            rec = netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
+        rec.slots = slots
+        return rec
 
     faults.control = control_fault
     faults.follow = ctls.leader_api
@@ -268,6 +275,15 @@ def netem_available() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
+
+
+def owned_slots(api: str, nf: int) -> list[int]:
+    """The slots NF `nf` owns as a primary now ([] if the controller does not say: then no
+    loss can be tied to its link, and the verdict excuses none)."""
+    try:
+        return sorted(int(r["slot"]) for r in http_json(f"{api}/slots?nf={nf}"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def _gaps(api: str, nf: int) -> int:
@@ -296,6 +312,7 @@ def netem_on_data_link(run: Callable[[str], str], intf: str, nf: int, api: Calla
     # "Sent 181262 bytes 1795 pkt (dropped 17, overlimits 0 requeues 0)"
     dropped = re.search(r"\bdropped (\d+)", stats)
     rec.wire_lost = int(dropped.group(1)) if dropped else 0
+    rec.window = (rec.at, time.time())
     # a lost number is skipped once a later one has waited out the NF's gap timeout
     time.sleep(gap_settle_s)  # (the NF's gap timeout is 200 ms in the scenario)
     rec.gaps = _gaps(api(), nf) - before
@@ -339,6 +356,7 @@ def impair_on_data_link(stats: str, port: int, nf: int, api: Callable[[], str], 
         return rec
     rec.impair = {k: int(v) for k, v in ended.items()}
     rec.wire_lost = rec.impair["impair_dropped"]
+    rec.window = (rec.at, time.time())
     time.sleep(gap_settle_s)  # as netem_on_data_link: the NF's gap timeout (200 ms) passes
     rec.gaps = _gaps(api(), nf) - before
     rec.takeover_ms = NETEM_S * 1000
@@ -367,11 +385,10 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
                       ms(det["p99"]), ms(rec["p50"]), ms(rec["p99"]))
     if losses:
         wire = sum(getattr(f, "wire_lost", 0) for f in faults)
-        outage = losses.get("lost_in_switch_outages", 0)
-        system = losses.get("lost", 0) - host_drops - wire - outage
-        table.caption = (f"whole run: lost by the system {system}, in switch outages {outage}, "
-                         f"by netem on the wire {wire} (tc netem, or p4sim's impairment) "
-                         f"(gaps the NFs counted meanwhile: "
+        table.caption = (f"whole run: {system_line(losses, host_drops)}; in switch outages "
+                         f"{losses.get('lost_in_switch_outages', 0)}, by netem on the wire "
+                         f"{losses.get('lost_on_the_wire', 0)} of the {wire} it dropped (tc "
+                         f"netem, or p4sim's impairment) (gaps the NFs counted meanwhile: "
                          f"{sum(getattr(f, 'gaps', 0) for f in faults)}), "
                          f"by the end hosts' sockets {host_drops}, duplicated "
                          f"{losses.get('duplicated', 0)}, reordered {losses.get('reordered', 0)}, "
@@ -387,16 +404,3 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int) -> Ta
                          f"owning no slot p50 {ms(back['p50'])} ms, p99 "
                          f"{ms(back['p99'])} ms").lstrip("\n")
     return table
-
-
-def lost_in_windows(windows: list[tuple[float, float]], sides: list[tuple[Any, Any]]) -> int:
-    """Packets sent during one of `windows` (a switch outage) that never arrived: `sides` holds
-    (sender report, receiver report) for each direction."""
-    lost = 0
-    for sent_rep, recv_rep in sides:
-        for flow, times in sent_rep.sent_at.items():
-            got = {no for no, _ in recv_rep.received.get(flow, [])}
-            for no, t in enumerate(times, 1):
-                if no not in got and any(a <= t <= b for a, b in windows):
-                    lost += 1
-    return lost

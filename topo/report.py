@@ -10,6 +10,7 @@ from rich.table import Table
 from topo import chaos
 from topo.disturbances import Disturbances
 from topo.faults import FaultRecord, percentiles
+from topo.loss_evidence import excused_line, system_line
 from topo.memory import rss_table
 from topo.traffic import SideReport
 from topo.verify import Verdict
@@ -96,9 +97,12 @@ def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0
 
 def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,
               nfs: list[dict[str, Any]], dist: Disturbances | None = None,
-              switch_drops: dict[str, int] | None = None, chain: str = "") -> None:
+              switch_drops: dict[str, int] | None = None, chain: str = "",
+              losses: dict[str, int] | None = None) -> None:
     """The end of a run: NF loads, drops, disturbances and the verdict. `chain`: the service
-    chain's stages (no checker NF in the path: the NAT's translation is judged instead)."""
+    chain's stages (no checker NF in the path: the NAT's translation is judged instead).
+    `losses`: the verdict's losses by what explains them (`topo.loss_evidence.loss_summary`):
+    the "lost by the system" line, which must say 0 for a passing verdict."""
     sent = sum(client.sent.values()) + sum(server.sent.values())
     console.print()
     console.print(nf_table(nfs, "NF load at the end"))
@@ -112,12 +116,20 @@ def summarise(console: Console, verdict: Verdict, client: SideReport, server: Si
     console.print(f"flows: {len(verdict.flows)}   packets sent: {sent} "
                   f"(client {sum(client.sent.values())}, server replies {sum(server.sent.values())})"
                   f"   received: {verdict.packets_received}")
+    excused = 0
+    if losses is not None:
+        excused = losses.get("lost_in_switch_outages", 0) + losses.get("lost_on_the_wire", 0)
+        console.print(system_line(losses, client.host_drops + server.host_drops))
+        if excused or losses.get("lost_after_processing", 0):
+            console.print(excused_line(losses))
+    but = f", but for {excused} the wire is shown to have dropped," if excused else ""
     if verdict.ok and chain:
         console.print(f"[bold green]verified through the chain {chain}: every packet delivered "
-                      "exactly once and in order both ways, one NAT mapping per flow[/]")
+                      f"exactly once and in order both ways{but} one NAT mapping per flow[/]")
     elif verdict.ok:
-        console.print("[bold green]verified: every packet delivered exactly once and in order, "
-                      "and every flow's checker count unbroken[/]")
+        console.print(f"[bold green]verified: every packet delivered exactly once and in order"
+                      f"{but or ','} and every flow's checker count unbroken"
+                      f"{' by the system' if excused else ''}[/]")
     else:
         console.print(f"[bold red]NOT verified: {sum(not f.ok for f in verdict.flows)} flows wrong[/]")
         for line in verdict.problems():

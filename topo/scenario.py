@@ -16,9 +16,9 @@ Two options disturb the traffic on purpose:
   order, counts unbroken;
 * `--kill-nf ID` SIGKILLs that primary's `nf-host` (its process group: the runtime and its workers)
   mid-traffic; the controller's heartbeats declare it dead and fail it over to its backup. The
-  verdict then allows losses, but only of the documented kind (docs/protocols.md, "Known window":
-  output committed by the backup's ack but not yet sent when the primary died): never a duplicate,
-  a reordering or a repeated checker count; the losses are counted and shown.
+  verdict allows no loss for it: only a switch outage or a wire impairment tied to a packet may
+  excuse its loss (topo/loss_evidence.py); never a duplicate, a reordering or a repeated checker
+  count; whatever is lost is counted, split by what explains it, and shown.
 
 The moves and fail-overs (bytes shipped, delta or full, times) are in the summary and in
 `disturbances.json` in the output directory.
@@ -53,12 +53,13 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
-from topo import chain_run, chaos, mgmt_cut
+from topo import chain_run, chaos, hogs, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
 from topo.faults import ALL_KINDS, FAULT_KINDS, first_output_times, takeover_times
 from topo.kernel_drops import kernel_counters, machine_counters
+from topo.loss_evidence import judge, loss_summary
 from topo.losses import loss_lines, switch_status, where_lost
 from topo.memory import RssSampler
 from topo.memory import plot as plot_rss
@@ -67,7 +68,7 @@ from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
-from topo.verify import FlowVerdict, Verdict, verify
+from topo.verify import FlowVerdict, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
@@ -109,6 +110,7 @@ class RunOptions:
     heartbeat_echo: str | None = None  # nf-host --heartbeat-echo (None: nf-host's default)
     heartbeat_misses: int = 0       # override heartbeat.misses if > 0
     settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
+    busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -168,6 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="p4sim's port I/O (default: p4sim's own default)")
     parser.add_argument("--engine", default=None,
                         help="p4sim's packet engine, if p4sim offers --engine (default: its own)")
+    hogs.add_argument(parser)
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
@@ -193,7 +196,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                       args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
                       self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
                       heartbeat_misses=args.heartbeat_misses,
-                      settle=getattr(args, "settle", 0.0))
+                      settle=getattr(args, "settle", 0.0), busy=args.busy)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -479,6 +482,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if opts.kill_nf is not None and opts.kill_nf not in {p.id for p in cfg.primaries()}:
         raise RuntimeError(f"--kill-nf {opts.kill_nf}: not a primary of {opts.config}")
     with ExitStack() as stack:
+        stack.enter_context(hogs.cpu_hogs(opts.busy, console.print))  # stopped on every way out
         sys_ = stack.enter_context(system(opts, console))
         cfg, net, ctls, api, log_dir = sys_.cfg, sys_.net, sys_.ctls, sys_.api, sys_.log_dir
         memory = RssSampler(os.getpid())
@@ -563,15 +567,10 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     client_rep = SideReport.from_json(json.loads((log_dir / "client.json").read_text()))
     server_rep = SideReport.from_json(json.loads((log_dir / "server.json").read_text()))
     inputs = (server_rep.received, client_rep.received, client_rep.sent, server_rep.sent)
-    # packets the wire dropped on purpose (netem faults): before any NF, so never counted by
-    # one; losses at the end hosts' sockets (after the NFs: a gap in the counts) stay failures
-    faults_seen = dist.faults if dist is not None else []
-    wire = sum(getattr(f, "wire_lost", 0) for f in faults_seen)
-    # switch restarts: what was sent during an outage is the wire's loss, and so are the outputs
-    # an NF released into the dead switch (their checker counts are missing)
-    windows = [w for f in faults_seen if (w := getattr(f, "window", None)) is not None]
-    outage = chaos.lost_in_windows(windows, [(client_rep, server_rep), (server_rep, client_rep)])
-    verdict = verify(*inputs, wire_lost=wire + outage, count_gaps=outage, counted=not cfg.chains)
+    # a loss is excused only by a fault's window tied to it (topo/loss_evidence.py)
+    verdict = judge(client_rep, server_rep, dist.faults if dist is not None else [],
+                    _slots_of_flows(cfg, client_rep), not cfg.chains, bool(cfg.chains))
+    losses = loss_summary(verdict, switch_drops)
     nat = chain_run.nat_problems(cfg, server_rep)
     if nat:
         verdict = Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, nat[:10])])
@@ -582,8 +581,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
     if dist is not None:
         if dist.faults:
-            dist.losses = loss_report(inputs, counted=not cfg.chains)
-            dist.losses["lost_in_switch_outages"] = outage
+            dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses}
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
             first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(
@@ -592,12 +590,12 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                                     dist.rss_settled_from):
             console.print(f"memory over the run: {log_dir / 'rss.png'}")
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
-    summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain)
+    summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain, losses)
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]
     if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
         for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
                 "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel),
-                outage):
+                verdict.losses.outage):
             console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])

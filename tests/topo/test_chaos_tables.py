@@ -50,6 +50,21 @@ def test_the_kind_table_caption_sums_up_the_mgmt_cuts() -> None:
     assert " 2 " in row and "250.0" in row
 
 
+def test_the_kind_table_caption_counts_losses_after_processing_as_the_systems() -> None:
+    """The "lost by the system" words include the count gaps no wire fault explains and the
+    switch's duplicate drops of output never delivered, not only the packets lost before any NF;
+    an end host's own socket drop (after the NFs) is told apart."""
+    faults = [FaultRecord("primary", "kill", 1, 0.0, [1], detection_ms=5.0, ok=True)]
+    losses = {"lost": 4, "lost_by_system_before_processing": 1,
+              "lost_after_processing_by_system": 3, "duplicate_drops_undelivered": 2,
+              "lost_in_switch_outages": 0, "lost_on_the_wire": 0}
+    text = " ".join(_text(kind_table(faults, losses, 1)).split())
+    assert "lost by the system 3 (before any NF processed them 1; after," in text
+    assert "explains 2, of them output the switch dropped as a duplicate and never delivered: " \
+           "at most 2)" in text
+    assert "by the end hosts' sockets 1" in text
+
+
 def test_growth_is_judged_from_the_warm_snapshot_and_shown_from_the_start() -> None:
     rss = {"start": {"etcd m0 [10]": 40 * MIB}, "warm": {"etcd m0 [10]": 50 * MIB},
            "end": {"etcd m0 [10]": 51 * MIB}}
