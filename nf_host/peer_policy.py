@@ -192,7 +192,7 @@ class PeerPolicy:
                                             f"of slot {slot} from NF {sender}, not adopted from it")
                 return None
             return msg
-        if t == "c" and not self._trusted(sender):
+        if t in ("c", "xs") and not self._trusted(sender):
             self.refuse("slot", sender, f"input copy from NF {sender}, not a primary here")
             return None
         if t == "r" and not self._trusted(sender):

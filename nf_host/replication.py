@@ -14,7 +14,10 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
                   full: bool}  (replace: the entries are the whole slot, from its new owner)
     a   ack      {b: batch id}            (cumulative: every batch <= b is applied)
     x   transfer {id, slot, epoch, seq, version, base (-1: full state), flows: entries}
-    xa  transfer ack {id, ok, err}
+    xa  transfer ack {id, ok, err}        (an adopter with a backup answers once `xsa` came)
+    xs  slot state   {id, slot, epoch, version, seq, flows}  (to the adopter's backup: a
+                  transfer's whole state, before the transfer is answered: nf_host.adopt_commit)
+    xsa slot state ack {id}
     f   forward  {f: frame with shim}
     c   copy     {f: frame with shim, kind BACKUP}  (to the backup: the input copy of a packet
                   forwarded to its primary, which the switch never copied to it)
@@ -53,7 +56,8 @@ MAX_RETRY = 1.0  # the longest wait before a link reconnects (after connections 
 _LEN = struct.Struct("!I")
 
 Message = dict[str, Any]
-Handler = Callable[[Message], Message | None]
+Handler = Callable[[Message], "Message | asyncio.Future[Message] | None"]
+"""A message's answer: now, later (a future: written when it resolves), or none."""
 Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -192,6 +196,12 @@ class ReplicationServer:
             if not writer.is_closing():
                 writer.write(b"".join(out))
 
+        def send_later(reply: Message) -> None:
+            if not writer.is_closing():
+                if not replies:
+                    loop.call_soon(flush)
+                replies.append(reply)
+
         peer = writer.get_extra_info("peername")
         remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
         sender: int | None = None
@@ -240,7 +250,9 @@ class ReplicationServer:
                     )
                     break
                 msg = None
-                if reply is not None:
+                if isinstance(reply, asyncio.Future):  # answered later (nf_host.adopt_commit)
+                    reply.add_done_callback(lambda f: send_later(f.result()))
+                elif reply is not None:
                     if not replies:
                         loop.call_soon(flush)
                     replies.append(reply)

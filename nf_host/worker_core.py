@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.move_marker import MarkerWait, Parked
@@ -84,6 +85,8 @@ class WorkerCore:
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
         self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
+        # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
+        self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
         self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
         # releases under way: slot -> (adopter, the release's task)
         self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
@@ -483,6 +486,8 @@ class WorkerCore:
                 for batch in self.commit.ack(bid):
                     self._release(batch)
                 self._maybe_resume()
+        elif t == "xsa" and link.nf_id == self.backup_id:
+            self.adopt_commit.acked(int(msg["id"]))
         elif t == "xa":
             xid = int(msg["id"])
             fut = self._xfer_waiters.pop(xid, None)
@@ -550,7 +555,7 @@ class WorkerCore:
         return link
 
     # ------------------------------------------------------------------ receiving side
-    def on_replication(self, msg: Message) -> Message | None:
+    def on_replication(self, msg: Message) -> Message | asyncio.Future[Message] | None:
         t = msg["t"]
         if t == "d":
             full = bool(msg.get("full"))
@@ -592,6 +597,14 @@ class WorkerCore:
             self._copy_to_backup(frame)
             self.on_frame(frame)
             return None
+        if t == "xs":  # the primary we back up adopted a slot: its whole state, first
+            slot = int(msg["slot"])
+            rep = self.replicas[slot] = Replica(slot, epoch=int(msg["epoch"]))
+            seq = msg["seq"]
+            rep.apply(msg["flows"], int(msg["version"]), None if seq is None else int(seq))
+            if seq is not None:
+                self.inbuf.drop_upto(slot, int(seq))
+            return {"t": "xsa", "id": msg["id"]}
         if t == "c":  # our primary's copy of a packet forwarded to it: input we back up
             frame = msg["f"]
             if not isinstance(frame, bytes) or len(frame) < _HDR:
@@ -636,12 +649,15 @@ class WorkerCore:
                 raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
                                   f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
 
-    def _on_transfer(self, msg: Message) -> Message:
+    def _on_transfer(self, msg: Message) -> Message | asyncio.Future[Message]:
         slot = int(msg["slot"])
         xid = msg["id"]
         rt = self.slots.get(slot)
         sender = msg.get("n")
         origin = None if sender is None else (int(sender), int(xid))
+        pending = None if origin is None else self.adopt_commit.waiting(slot, origin)
+        if pending is not None:
+            return pending  # the same transfer again while our backup takes its state
         if rt is not None and origin is not None and rt.adopted_from == origin:
             # the same transfer sent again (its answer was lost, or the old owner was asked to
             # release again): accepted already, whether the slot has started or waits for its
@@ -674,11 +690,26 @@ class WorkerCore:
         # as the one before 1)
         parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
                         time.monotonic())
-        rt.adopted_from = origin if origin is not None else (0, int(xid))  # (the fence: started)
-        # the slot starts here once the old owner's marker has come too (nf_host/move_marker.py)
-        if self.markers.on_transfer(slot, parked):
-            self._start_adopted(rt, parked)
-        return {"t": "xa", "id": xid, "ok": True, "err": ""}
+        origin = origin if origin is not None else (0, int(xid))
+        accepted: Message = {"t": "xa", "id": xid, "ok": True, "err": ""}
+
+        def commit() -> bool:
+            if self.slots.get(slot) is not rt or rt.role != SlotRole.ADOPTING:
+                return False  # cancelled meanwhile (the fence)
+            rt.adopted_from = origin  # (the fence: started)
+            # the slot starts here once the old owner's marker has come too (move_marker.py)
+            if self.markers.on_transfer(slot, parked):
+                self._start_adopted(rt, parked)
+            return True
+
+        backup = self.links.get(self.backup_id) if self.backup_id else None
+        if backup is None:  # no backup to hold the state: accepted at once
+            commit()
+            return accepted
+        # the state goes to our backup before the old owner forgets it (nf_host/adopt_commit.py)
+        return self.adopt_commit.begin(backup, slot, origin, {
+            "slot": slot, "epoch": rt.epoch, "version": state.version, "seq": state.last_seq,
+            "flows": state.everything()}, accepted, commit)
 
     def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
         """Own an adopted slot from its transfer, then process what waited for it."""

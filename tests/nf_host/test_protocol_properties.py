@@ -298,7 +298,9 @@ class SimLink:
             self.sim.refused += 1
             self.cut()
             return
-        if reply is not None:
+        if isinstance(reply, asyncio.Future):  # answered later (nf_host/adopt_commit.py)
+            reply.add_done_callback(lambda f: self.back.append(f.result()))
+        elif reply is not None:
             self.back.append(reply)
 
     def answer(self) -> None:

@@ -79,6 +79,8 @@ def test_seeds_pass() -> None:
 
 MOVE_REPLIES_LOST = Scenario(lost_replies=0.15, lost_reply_calls="Release,Adopt,CancelAdopt")
 """Replies of the move's calls lost after the call acted (a reset or a partition)."""
+ALL_REPLIES_LOST = Scenario(lost_replies=0.15)
+"""Also the replies of the fail-over's and the configuration's calls."""
 
 # Seeds that found a bug, each fixed (docs/simulation.md lists them): they must keep passing. A
 # change of the code can change a seed's path, so each is also a plain seed of its scenario.
@@ -89,6 +91,7 @@ REGRESSIONS = [
     (43, MOVE_REPLIES_LOST),  # a call to a process that died waited for its whole deadline
     (2, MOVE_REPLIES_LOST), (7, MOVE_REPLIES_LOST), (19, MOVE_REPLIES_LOST),
     (23, MOVE_REPLIES_LOST), (26, MOVE_REPLIES_LOST),  # lost move replies (the fence decides)
+    (9, ALL_REPLIES_LOST),    # a move that did not start left its slot backed up at B's backup
 ]
 
 
@@ -103,15 +106,22 @@ def test_regression_seed(seed: int, sc: Scenario) -> None:
 @pytest.mark.xfail(strict=True, reason="open finding: replies of fail-over and configuration "
                    "calls lost after they acted leave two NFs holding a slot as primary")
 def test_finding_lost_failover_replies() -> None:
-    bad = {s: run_seed(s, Scenario(lost_replies=0.15)).problems[:2] for s in (9, 18)}
+    bad = {s: run_seed(s, ALL_REPLIES_LOST).problems[:2] for s in (18,)}
     assert all(not p for p in bad.values()), bad
 
 
 @pytest.mark.xfail(strict=True, reason="open finding: some lost move replies still wedge a slot "
-                   "(seeds 25, 48 of MOVE_REPLIES_LOST)")
+                   "(seed 25 of MOVE_REPLIES_LOST)")
 def test_finding_lost_move_replies() -> None:
-    bad = {s: run_seed(s, MOVE_REPLIES_LOST).problems[:2] for s in (25, 48)}
-    assert all(not p for p in bad.values()), bad
+    o = run_seed(25, MOVE_REPLIES_LOST)
+    assert o.ok, o.problems[:2]
+
+
+@pytest.mark.xfail(strict=True, reason="known limit: an adopter that dies during the old epoch's "
+                   "tail loses the packets its old owner forwards to it (seed 48)")
+def test_limit_an_adopter_dying_during_the_tail() -> None:
+    o = run_seed(48, MOVE_REPLIES_LOST)
+    assert o.ok, o.problems[:2]
 
 
 def test_the_cli_runs_seeds_and_names_a_wrong_setting(capsys: pytest.CaptureFixture[str]) -> None:
