@@ -50,8 +50,10 @@ class Node:
     alive: bool = True
     hung: bool = False
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    transports: set[SimTransport] = field(default_factory=set)
+    # (dicts, not sets: iterated in insertion order, never in the order of object addresses,
+    # which differ from run to run and would make a seed's replay differ)
+    tasks: dict[asyncio.Task[Any], None] = field(default_factory=dict)
+    transports: dict[SimTransport, None] = field(default_factory=dict)
     held_in: list[Callable[[], None]] = field(default_factory=list)   # deliveries while hung
     held_out: list[Callable[[], None]] = field(default_factory=list)  # sends while hung
 
@@ -71,7 +73,7 @@ class SimTransport(asyncio.Transport):
         self.local: asyncio.StreamReaderProtocol | None = None  # our own side's protocol
         self.other: SimTransport | None = None  # the reverse direction
         self._last = 0.0  # when the last byte we sent is delivered (order per stream)
-        self._pending: set[asyncio.TimerHandle] = set()
+        self._pending: dict[asyncio.TimerHandle, None] = {}
 
     # -- asyncio.Transport --------------------------------------------------------------------
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -130,12 +132,12 @@ class SimTransport(asyncio.Transport):
             at = loop.time()
 
         def arrive(handle: list[asyncio.TimerHandle]) -> None:
-            self._pending.discard(handle[0])
+            self._pending.pop(handle[0], None)
             self.net.deliver(self.src, self.dst, lambda: self._arrive(data), always=data is None)
 
         box: list[asyncio.TimerHandle] = []
         box.append(loop.call_at(at, arrive, box))
-        self._pending.add(box[0])
+        self._pending[box[0]] = None
 
     def _arrive(self, data: bytes | None) -> None:
         if data is None:
@@ -181,7 +183,7 @@ class SimNet:
         self.delay_range = delay
         self.nodes: dict[str, Node] = {}
         self.listeners: dict[tuple[str, int], _Listener] = {}
-        self.cuts: set[frozenset[str]] = set()
+        self.cuts: dict[frozenset[str], None] = {}  # (ordered: see Node)
         self.held_cut: dict[frozenset[str], list[Callable[[], None]]] = {}
         self.dropped = 0  # deliveries to dead nodes
 
@@ -202,8 +204,8 @@ class SimNet:
         name = CURRENT.get()
         if name and name in self.nodes:
             node = self.nodes[name]
-            node.tasks.add(task)
-            task.add_done_callback(node.tasks.discard)
+            node.tasks[task] = None
+            task.add_done_callback(lambda t: node.tasks.pop(t, None))
 
     def call(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(*args)` now, on node `name`."""
@@ -246,11 +248,11 @@ class SimNet:
             node.context.run(fn)
 
     def cut(self, a: str, b: str) -> None:
-        self.cuts.add(frozenset((a, b)))
+        self.cuts[frozenset((a, b))] = None
 
     def heal(self, a: str, b: str) -> None:
         key = frozenset((a, b))
-        self.cuts.discard(key)
+        self.cuts.pop(key, None)
         for fn in self.held_cut.pop(key, []):
             fn()
 
@@ -296,7 +298,7 @@ class SimNet:
         for name in (t.src, t.dst):
             node = self.nodes.get(name)
             if node is not None:
-                node.transports.discard(t)
+                node.transports.pop(t, None)
 
     # -- the transport seam of nf_host.replication ---------------------------------------------
     async def start_server(
@@ -330,16 +332,17 @@ class SimNet:
         to_server.local, to_client.local = c_proto, s_proto
         c_proto.connection_made(to_server)
         for t in (to_server, to_client):
-            self.node(t.src).transports.add(t)
-            self.node(t.dst).transports.add(t)
+            self.node(t.src).transports[t] = None
+            self.node(t.dst).transports[t] = None
         c_writer = asyncio.StreamWriter(to_server, c_proto, c_reader, loop)
 
         def accept() -> None:
             s_proto.connection_made(to_client)
             s_writer = asyncio.StreamWriter(to_client, s_proto, s_reader, loop)
             task = asyncio.ensure_future(lst.callback(s_reader, s_writer))
-            self.node(lst.node).tasks.add(task)
-            task.add_done_callback(self.node(lst.node).tasks.discard)
+            node = self.node(lst.node)
+            node.tasks[task] = None
+            task.add_done_callback(lambda t: node.tasks.pop(t, None))
 
         self.deliver(src, lst.node, accept)
         return c_reader, c_writer

@@ -126,7 +126,7 @@ class System:
         self.sent: dict[int, int] = {}  # flow -> packets sent
         self.down: set[int] = set()  # NFs dead or hung now (the run keeps it to one)
         self.events_on = False  # replies are lost only once the system is up
-        self._pending: set[asyncio.Task[Any]] = set()  # the events' own tasks
+        self._pending: dict[asyncio.Task[Any], None] = {}  # the events' own tasks
 
     # -- wiring -------------------------------------------------------------------------------
     def _to_nf(self, port: int, frame: bytes) -> None:
@@ -181,8 +181,8 @@ class System:
 
     def _later(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._pending[task] = None
+        task.add_done_callback(lambda t: self._pending.pop(t, None))
 
     def _task_factory(self, loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> Any:
         task = asyncio.Task(coro, loop=loop, **kw)
