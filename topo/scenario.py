@@ -64,6 +64,9 @@ from topo.losses import loss_lines, switch_status, where_lost
 from topo.memory import RssSampler
 from topo.memory import plot as plot_rss
 from topo.mgmt_cut import MgmtCuts
+from topo.port_accounting import PortAccount, accounting, summary_line
+from topo.port_accounting import Snapshot as PortSnapshot
+from topo.port_accounting import snapshot as port_snapshot
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
@@ -508,6 +511,13 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             sports = ["--sports", ",".join(map(str, ports))]
             watch = hot_run.HotWatch(api)
         machine0 = machine_counters()  # the per-CPU backlog's drops are machine-wide
+        switch_node = net.get(sys_.topo.switch_name)
+
+        def target_status() -> dict[str, Any] | None:
+            return switch_status(sys_.switch_stats)
+
+        # each switch port's interface and P4 counters before the traffic (topo/port_accounting)
+        ports0 = port_snapshot(api, switch_node, target_status, first="p4")
         sender = client.popen([sys.executable, "-m", "topo.traffic", "send", "--dst",
                                f"{server_ip}:{SINK_PORT}", "--flows", str(opts.flows), "--packets",
                                str(opts.packets), "--rate", str(opts.rate), "--wait", "10",
@@ -543,12 +553,17 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         memory.stop()
         nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
+        ports1 = port_snapshot(api, switch_node, target_status, first="interfaces")
+        accounts, accounts_why = port_window(ports0, ports1, dist)
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
         switch_doc = switch_status(sys_.switch_stats)
         kernel = kernel_counters(net, [h.name for h in cfg.edge], sys_.topo.switch_name,
                                  switch_links=switch_doc is None, machine_since=machine0)
         (log_dir / "switch.json").write_text(json.dumps(
-            {"drops": switch_drops, "p4sim": switch_doc, "kernel": kernel}, indent=1))
+            {"drops": switch_drops, "p4sim": switch_doc, "kernel": kernel, "ports": {
+                "before": ports0 and ports0.to_json(), "after": ports1 and ports1.to_json(),
+                "accounts": None if accounts is None else [a.to_json() for a in accounts],
+                "why_not": accounts_why or None}}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
             lb = http_json(f"{api}/lb/history")
@@ -591,11 +606,12 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             console.print(f"memory over the run: {log_dir / 'rss.png'}")
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
     summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain, losses)
+    console.print(summary_line(accounts, accounts_why))
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]
     if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
         for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
-                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel),
-                verdict.losses.outage):
+                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel,
+                accounts), verdict.losses.outage):
             console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])
@@ -609,6 +625,18 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if dist is not None and any(not f.ok for f in dist.faults):
         return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a fault was not handled"])])
     return verdict
+
+
+def port_window(before: PortSnapshot | None, after: PortSnapshot | None,
+                dist: Disturbances | None) -> tuple[list[PortAccount] | None, str]:
+    """Each switch port's account over the traffic (`topo.port_accounting`), or None and why
+    not: a counter snapshot not read, or a switch restarted in between (its P4 counters began
+    again at 0, so a difference would mean nothing)."""
+    if before is None or after is None:
+        return None, "the P4 port counters could not be read (a program without port_rx/port_tx?)"
+    if dist is not None and any(getattr(f, "kind", "") == "switch" for f in dist.faults):
+        return None, "the switch restarted during the traffic: not computed"
+    return accounting(before, after)
 
 
 def _slots_of_flows(cfg: ControllerConfig, client: SideReport) -> dict[int, int]:
