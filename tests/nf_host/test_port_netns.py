@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from nf_host import port
+from nf_host import fanout, port
 from nf_host.harness import Netns
 
 pytestmark = [pytest.mark.netns]
@@ -38,9 +38,9 @@ def test_a_frame_on_another_interface_while_the_socket_opens_is_not_taken(
 
         def body() -> list[bytes]:
             send_a, send_b, witness = raw(a_sw), raw(b_sw), raw(b_nf)
-            attach = port.fanout.attach
+            attach = fanout.attach
 
-            def attach_then_a_frame_elsewhere(sock: socket.socket, prog: list[port.fanout.Insn]
+            def attach_then_a_frame_elsewhere(sock: socket.socket, prog: list[fanout.Insn]
                                               ) -> None:
                 attach(sock, prog)
                 send_b.send(frame(b"another NF's"))
@@ -48,7 +48,7 @@ def test_a_frame_on_another_interface_while_the_socket_opens_is_not_taken(
                 # witness on that interface has it, the socket being opened had its chance too
                 assert readable(witness), "the frame did not arrive"
 
-            monkeypatch.setattr(port.fanout, "attach", attach_then_a_frame_elsewhere)
+            monkeypatch.setattr(fanout, "attach", attach_then_a_frame_elsewhere)
             sock = port.open_port(a_nf)
             try:
                 send_a.send(frame(b"ours"))
