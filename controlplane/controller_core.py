@@ -551,6 +551,7 @@ class ControllerCore(ABC):
         """Read the per-port counters now (`GET /switch/ports?refresh=1`) and keep them."""
         self.port_packets = await self.read_port_packets()
         self.port_packets_at = time.time()
+        self.metrics.update_port_packets(self.port_packets)
         return self.port_packets_view()
 
     def port_packets_view(self) -> dict[str, Any]:

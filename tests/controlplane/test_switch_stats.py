@@ -120,6 +120,8 @@ def test_the_controller_reads_the_per_port_packet_counters() -> None:
     view = asyncio.run(ctl.refresh_port_packets())
     assert view["ports"] == {"1": {"rx": 10}, "3": {"rx": 4, "tx": 10}, "2": {"tx": 4}}
     assert view["read_at"] is not None and ctl.port_packets_view() == view
+    assert ctl.metrics.registry.get_sample_value(
+        "nfc_switch_port_packets", {"port": "3", "direction": "tx"}) == 10
     # a program of before the counters: nothing, not an error
     ctl.session = CounterSession({})  # type: ignore[assignment]
     assert asyncio.run(ctl.read_port_packets()) == {}
