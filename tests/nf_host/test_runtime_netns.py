@@ -327,7 +327,7 @@ def test_malformed_frames_and_control_messages_are_counted_not_fatal(lab: Lab) -
         ).error
     )
     rel = stub.Release(pb.ReleaseRequest(slot=77, to_nf_id=2, to_address="127.0.0.1:1"), timeout=5)
-    assert not rel.ok and "not owned" in rel.error
+    assert not rel.ok and "not held here" in rel.error
     bad_role = pb.SetRoleRequest(role=99)  # type: ignore[arg-type]
     assert not stub.SetRole(bad_role, timeout=5).ok
     assert not stub.SetBackup(pb.SetBackupRequest(backup_nf_id=1, address="x"), timeout=5).ok
