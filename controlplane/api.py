@@ -52,6 +52,8 @@ class ControllerView(Protocol):
     def status(self) -> dict[str, Any]: ...
     def nf_rows(self) -> list[dict[str, Any]]: ...
     async def refresh_nfs(self) -> None: ...
+    def port_packets_view(self) -> dict[str, Any]: ...
+    async def refresh_port_packets(self) -> dict[str, Any]: ...
     def slot_rows(self, nf: int | None = None) -> list[dict[str, Any]]: ...
     def flow_rows(self) -> list[dict[str, Any]]: ...
     def move_rows(self) -> list[dict[str, Any]]: ...
@@ -125,6 +127,16 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
             await view.refresh_nfs()
         return web.json_response(view.nf_rows())
 
+    async def switch_ports(request: web.Request) -> web.Response:
+        """The P4 program's packets in and out per switch port (port_rx, port_tx): the last
+        counter round's, or read now with ?refresh=1 (503 when the switch does not answer)."""
+        if request.query.get("refresh") in ("1", "true"):
+            try:
+                return web.json_response(await view.refresh_port_packets())
+            except Exception as exc:  # the switch is away (restarting, not primary yet)
+                return web.json_response({"error": f"counters not read: {exc}"}, status=503)
+        return web.json_response(view.port_packets_view())
+
     async def slots(request: web.Request) -> web.Response:
         nf = _int_arg(request, "nf", None)
         limit = _int_arg(request, "limit", MAX_ROWS) or 0
@@ -189,6 +201,7 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app = web.Application(middlewares=[request_guard(token)])
     app.router.add_get("/status", status)
     app.router.add_get("/nfs", nfs)
+    app.router.add_get("/switch/ports", switch_ports)
     app.router.add_get("/slots", slots)
     app.router.add_get("/flows", flows)
     app.router.add_get("/moves", moves)

@@ -101,6 +101,7 @@ class Controller(NfLifecycle):
             "switch_drops": self.switch_drops,
             "switch_ports": self.switch_ports,
             "switch_stats_error": self.switch_stats_error,
+            "switch_port_packets": self.port_packets,
             "nf_drops": {str(r["id"]): r["drops"] for r in self.registry.summaries() if r["drops"]},
             "moves": dict(self.move_counts),
             "failovers": [f.to_json() for f in self.failovers],

@@ -38,6 +38,7 @@ from controlplane.migration import (
     finish_move,
 )
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.p4names import P4NameError
 from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
@@ -50,6 +51,8 @@ HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded m
 
 # Counters of the switch indexed by a drop reason, and the reasons in index order
 # (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
+# the P4 program's per-port packet counters (p4src/*/include/control/port_counters.p4)
+PORT_COUNTERS = {"port_rx": "rx", "port_tx": "tx"}
 SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
     "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot", "wrong_stage", "watermark"),
     "slot_map_drops": ("orphan_fragment",),
@@ -99,6 +102,11 @@ class ControllerCore(ABC):
         # p4sim's port losses (switch.stats), "port/reason" -> packets; None: not read (yet)
         self.switch_ports: dict[str, int] | None = None
         self.switch_stats_error: str | None = None
+        # the P4 program's packets in and out by switch port (port_rx, port_tx), every counter
+        # round: "port" -> {"rx", "tx"}, non-zero only; what `make run` sets against each
+        # port's interface counters (topo/port_accounting.py)
+        self.port_packets: dict[str, dict[str, int]] = {}
+        self.port_packets_at: float | None = None  # time.time() of that read
         self.last_reconcile: dict[str, int] | None = None
         self.reconciled_at: float | None = None  # time.time() of the last reconcile
         self.nfs_configured: set[int] = set()
@@ -487,6 +495,7 @@ class ControllerCore(ABC):
                     self.metrics.update_slot_traffic(self.slot_counters)
                     self.switch_drops = await self.read_switch_drops()
                     self.metrics.update_switch_drops(self.switch_drops)
+                    await self.refresh_port_packets()
                 except Exception as exc:
                     LOG.debug("counter read failed: %s", exc)
             else:
@@ -522,6 +531,32 @@ class ControllerCore(ABC):
         for name in ("unowned_drops", "nf_port_drops", "no_route_drops"):
             out[f"{name}/all"] = sum(p for p, _ in (await self.session.read_counter(name)).values())
         return out
+
+    async def read_port_packets(self) -> dict[str, dict[str, int]]:
+        """The P4 program's per-port packet counters: "port" -> {"rx": packets that entered
+        the pipeline on it, "tx": packets the pipeline sent out of it}, non-zero ports only (one
+        wildcard read of `port_rx` and one of `port_tx`; {} for a program without them)."""
+        out: dict[str, dict[str, int]] = {}
+        for name, key in PORT_COUNTERS.items():
+            try:
+                cells = await self.session.read_counter(name)
+            except P4NameError:  # a program of before the port counters
+                return {}
+            for port, (packets, _bytes) in sorted(cells.items()):
+                if packets:
+                    out.setdefault(str(port), {})[key] = packets
+        return out
+
+    async def refresh_port_packets(self) -> dict[str, Any]:
+        """Read the per-port counters now (`GET /switch/ports?refresh=1`) and keep them."""
+        self.port_packets = await self.read_port_packets()
+        self.port_packets_at = time.time()
+        self.metrics.update_port_packets(self.port_packets)
+        return self.port_packets_view()
+
+    def port_packets_view(self) -> dict[str, Any]:
+        """The last per-port counters read and when (`GET /switch/ports`)."""
+        return {"read_at": self.port_packets_at, "ports": self.port_packets}
 
     async def close(self) -> None:
         await self.registry.close()

@@ -51,6 +51,11 @@ class ControllerMetrics:
             "if_tx_dropped, if_rx_dropped, impair_dropped (a wire impairment's loss on purpose); "
             "ring_freezes counts occasions); port 'device': engine_errors, no_pipeline",
             ["port", "reason"], registry=r)
+        self.switch_port_packets = Gauge(
+            "nfc_switch_port_packets", "Packets the P4 program counted per switch port: 'rx' "
+            "entered its pipeline there (port_rx), 'tx' left through it (port_tx); set against "
+            "the port's interface counters they show what the target dropped outside the pipeline",
+            ["port", "direction"], registry=r)
         self.nf_losses = Gauge("nfc_nf_losses", "Packets an NF dropped since start, by where and "
                                "why (kernel socket, buffers, tx, malformed, duplicates, ...)",
                                ["nf", "reason"], registry=r)
@@ -83,6 +88,12 @@ class ControllerMetrics:
         for key, packets in losses.items():
             port, _, reason = key.partition("/")
             self.switch_port_losses.labels(port=port, reason=reason).set(packets)
+
+    def update_port_packets(self, ports: Mapping[str, Mapping[str, int]]) -> None:
+        """`ports`: "port" -> {"rx", "tx"} (Controller.port_packets)."""
+        for port, counts in ports.items():
+            for direction, packets in counts.items():
+                self.switch_port_packets.labels(port=port, direction=direction).set(packets)
 
     def update_slot_counts(self, owners: Mapping[int, int]) -> None:
         """Slots per primary; an NF that owned slots and owns none now (failed over, drained)

@@ -62,6 +62,7 @@ class NfLoad:
     packets: int = 0
     slots: int = 0
     malformed: int = 0  # part of drops: frames without a valid shim or body
+    foreign: int = 0  # not part of drops: frames of another EtherType (not nfcluster's)
     duplicates: int = 0  # part of drops: sequence numbers already processed
     overload_drops: int = 0  # part of drops: input buffers full, kernel socket drops
     global_store_errors: int = 0  # packets dropped: the global state store (etcd) failed
@@ -121,7 +122,7 @@ class NfState:
             "packet_rate": load.packet_rate, "queue_depth": load.queue_depth,
             "cpu_percent": load.cpu_percent, "drops": load.drops, "gaps": load.gaps,
             "packets": load.packets, "slots": load.slots,
-            "malformed": load.malformed, "duplicates": load.duplicates,
+            "malformed": load.malformed, "foreign": load.foreign, "duplicates": load.duplicates,
             "global_store_errors": load.global_store_errors, "nf_errors": load.nf_errors,
             "markers": load.markers, "marker_timeouts": load.marker_timeouts,
             "losses": nf_losses(load),
@@ -469,8 +470,8 @@ class NfRegistry:
             packet_rate=reply.load.packet_rate, queue_depth=reply.load.queue_depth,
             cpu_percent=reply.load.cpu_percent, drops=reply.load.drops, gaps=reply.load.gaps,
             packets=reply.load.packets, slots=len(owned),
-            malformed=reply.load.malformed, duplicates=reply.load.duplicates,
-            overload_drops=reply.load.overload_drops, workers=max(1, reply.workers),
+            malformed=reply.load.malformed, foreign=reply.load.foreign,
+            duplicates=reply.load.duplicates, overload_drops=reply.load.overload_drops, workers=max(1, reply.workers),
             global_store_errors=reply.load.global_store_errors, nf_errors=reply.load.nf_errors,
             kernel_drops=reply.load.kernel_drops, buffer_overflows=reply.load.buffer_overflows,
             unowned=reply.load.unowned, tx_lost=reply.load.tx_lost,

@@ -102,6 +102,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             packet_rate=rate, queue_depth=sum(p["queue_depth"] for p in parts), cpu_percent=cpu,
             drops=sum(p["drops"] for p in parts), gaps=sum(p["gaps"] for p in parts),
             packets=packets, malformed=sum(p["malformed"] for p in parts),
+            foreign=sum(p.get("foreign", 0) for p in parts),
             duplicates=sum(p["duplicates"] for p in parts),
             repl_errors=sum(p.get("repl_errors", 0) for p in parts),
             repl_refused=sum(p.get("repl_refused", 0) for p in parts),

@@ -33,7 +33,11 @@ def open_port(
     iface: str, worker: int = 0, workers: int = 1, rcvbuf: int = 8 << 20, filtered: bool = True
 ) -> socket.socket:
     """A non-blocking raw socket on `iface` that receives this worker's share of the frames."""
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    # protocol 0: the kernel hands the socket nothing until bind names the interface and the
+    # protocol. Opened with ETH_P_ALL, it would take every frame of every interface of the
+    # namespace until bind (a node holds several NFs' data interfaces and the management one),
+    # and keep them queued after: another interface's frames, counted as this NF's input
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     try:
         if filtered:  # attach before bind, so no frame of another worker slips in
             fanout.attach(sock, fanout.worker_filter(worker, workers))
@@ -46,7 +50,7 @@ def open_port(
         for opt, size in ((SO_RCVBUFFORCE, rcvbuf), (SO_SNDBUFFORCE, rcvbuf)):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, opt, size)
-        sock.bind((iface, 0))
+        sock.bind((iface, ETH_P_ALL))  # from here on: this interface's frames only
         sock.setblocking(False)
     except BaseException:
         sock.close()

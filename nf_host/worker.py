@@ -280,7 +280,7 @@ class Worker(Ownership):
         queue += self.commit.held_outputs
         return {
             "slots": slots, "packets": c.packets, "gaps": gaps, "queue_depth": queue,
-            "malformed": c.malformed, "duplicates": c.duplicates,
+            "malformed": c.malformed, "foreign": c.foreign, "duplicates": c.duplicates,
             "drops": c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
             + self.kernel_drops + c.cancelled,
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,

@@ -157,7 +157,10 @@ class WorkerCore:
     def on_frame(self, frame: bytes) -> None:
         """A frame from the switch (or forwarded by a releasing NF)."""
         if len(frame) < _HDR or frame[12] != 0x88 or frame[13] != 0xB5:
-            self.c.malformed += 1
+            if len(frame) >= ETH_HDR_LEN and (frame[12] != 0x88 or frame[13] != 0xB5):
+                self.c.foreign += 1  # not nfcluster's (the kernel's, another protocol's)
+            else:
+                self.c.malformed += 1  # a shim frame cut short, or not even Ethernet
             return
         if frame[14] == Kind.BACKUP:  # fast path: a backup only files the copy away
             slot, seq = _SLOT_SEQ.unpack_from(frame, 18)

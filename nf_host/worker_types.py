@@ -115,7 +115,8 @@ class SlotRuntime:
 @dataclass
 class Counters:
     packets: int = 0
-    malformed: int = 0
+    malformed: int = 0  # shim frames cut short or of a kind not for an NF (a loss if input)
+    foreign: int = 0  # frames of another EtherType (not nfcluster's: the kernel's, LLDP): no loss
     unowned: int = 0
     duplicates: int = 0
     overflows: int = 0

@@ -4,6 +4,7 @@ controller at once with its path; the PTF runner copes with a missing switch log
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import yaml
 from controlplane.__main__ import main as controller_main
 from controlplane.config import SwitchConfig, load_config
 from ptf_tests import run as ptf_run
-from topo.scenario import runtime_config
+from topo.scenario import DEFAULT_RATES, RunOptions, options_from, runtime_config
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[1]
@@ -93,3 +94,65 @@ def test_a_slot_count_that_is_not_the_programs_stops_the_controller_naming_both(
     assert controller_main(["run", "--config", str(config), "--no-etcd"]) == 2
     err = capsys.readouterr().err
     assert "slot_bits is 10 (1024 slots per stage" in err and "holds 16384 in slot_owner" in err
+
+
+def run_options(*argv: str) -> RunOptions:
+    from topo.__main__ import build_parser
+
+    return options_from(build_parser().parse_args(["run", *argv]))
+
+
+def test_make_run_picks_a_rate_below_bmv2s_capacity_unless_told() -> None:
+    """BMv2 lost 1.4% at p4sim's 400 pkt/s (docs/bmv2.md): TARGET=bmv2 sends at 200 by default;
+    an explicit --rate wins on both targets."""
+    assert run_options("--target", "bmv2").rate == DEFAULT_RATES["bmv2"] == 200.0
+    assert run_options("--target", "p4sim").rate == run_options().rate == 400.0
+    assert run_options("--target", "bmv2", "--rate", "350").rate == 350.0
+    assert run_options("--target", "bmv2").bmv2_queue_depth == 1024
+    assert run_options("--target", "bmv2", "--bmv2-queue-depth", "0").bmv2_queue_depth == 0
+
+
+def test_chaos_on_bmv2_picks_its_lower_rate_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    import topo.__main__ as topo_main
+
+    seen: list[float] = []
+
+    def cmd_run(args: argparse.Namespace) -> int:  # nothing is started
+        seen.append(args.rate)
+        return 0
+
+    monkeypatch.setattr(topo_main, "cmd_run", cmd_run)
+    for target in ("bmv2", "p4sim"):
+        args = topo_main.build_parser().parse_args(["chaos", "--target", target,
+                                                    "--fault-kinds", "primary"])
+        assert topo_main.cmd_chaos(args) == 0
+    assert seen == [topo_main.CHAOS_RATES["bmv2"], topo_main.CHAOS_RATES["p4sim"]]
+
+
+def test_bmv2s_egress_queue_depth_goes_through_its_runtime_cli(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import subprocess
+
+    from topo import switches
+
+    assert switches.bmv2_runtime_commands(1024) == ["set_queue_depth 1024"]
+    assert switches.bmv2_runtime_commands(0) == switches.bmv2_runtime_commands(None) == []
+    calls: list[tuple[list[str], str]] = []
+
+    def fake_run(cmd: list[str], input: str, **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append((cmd, input))
+        return subprocess.CompletedProcess(cmd, 0, "RuntimeCmd: ", "")
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "not on PATH" in (switches.run_bmv2_cli(9090, ["set_queue_depth 8"], fake_run) or "")
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/local/bin/{name}")
+    assert switches.run_bmv2_cli(9090, ["set_queue_depth 8"], fake_run) is None
+    assert calls == [(["/usr/local/bin/simple_switch_CLI", "--thrift-port", "9090"],
+                      "set_queue_depth 8\n")]
+    assert switches.run_bmv2_cli(9090, [], fake_run) is None and len(calls) == 1
+
+    def refused(cmd: list[str], input: str, **_: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(cmd, 1, "", "Could not connect to thrift client")
+
+    assert "failed (1)" in (switches.run_bmv2_cli(9090, ["set_queue_depth 8"], refused) or "")

@@ -134,6 +134,11 @@ def test_externs_match_the_contract(p4info: p4i.P4Info) -> None:
         assert isinstance(c, p4i.Counter)
         assert c.size == size
         assert c.spec.unit == p4i.CounterSpec.BOTH
+    # every packet in and out, by port, at the pipeline's two ends (topo/port_accounting.py)
+    for name, control in (("port_rx", "NfcIngress"), ("port_tx", "NfcEgress")):
+        c = _by_suffix(list(p4info.counters), name, control)
+        assert isinstance(c, p4i.Counter)
+        assert (c.size, c.spec.unit) == (512, p4i.CounterSpec.BOTH)
     for name, width in (("slot_seq", 32), ("slot_epoch", 16)):
         r = _by_suffix(list(p4info.registers), name, "NfcIngress")
         assert isinstance(r, p4i.Register)
@@ -213,7 +218,8 @@ class _Pipeline:
         self.sw.table_insert(self.mod.TableEntry(table_id=t.preamble.id, match=m, action=call))
 
     def counter(self, name: str, index: int) -> tuple[int, int]:
-        c = _by_suffix(list(self.info.counters), name, "NfcIngress")
+        c = _by_suffix(list(self.info.counters), name,
+                       "NfcEgress" if name == "port_tx" else "NfcIngress")
         packets, bytes_ = self.sw.counter_read(c.preamble.id, index)
         return int(packets), int(bytes_)
 
@@ -253,6 +259,11 @@ def test_inprocess_stamps_and_replicates(pipeline: _Pipeline) -> None:
         seen.append((s1.seq, s1.first_of_epoch))
     assert seen == [(1, True), (2, False), (3, False)]
     assert pipeline.counter("slot_traffic", slot) == (3, 2 * len(request) + len(reply))
+    # every packet in by ingress port, every copy out by egress port (bytes as received)
+    assert pipeline.counter("port_rx", 1) == (2, 2 * len(request))
+    assert pipeline.counter("port_rx", 2) == (1, len(reply))
+    assert pipeline.counter("port_tx", 3) == pipeline.counter("port_tx", 4) == (
+        3, 2 * len(request) + len(reply))
 
 
 @pytest.mark.unit
@@ -273,6 +284,8 @@ def test_inprocess_drops_unowned_and_nf_garbage(pipeline: _Pipeline) -> None:
     pkt = bytes(udp_packet("10.0.1.9", "10.0.2.9", 1, 2))
     assert pipeline.sw.process(1, pkt) == []
     assert pipeline.counter("unowned_drops", slot_of("10.0.1.9", "10.0.2.9", 1, 2, 17)) == (1, len(pkt))
+    assert pipeline.counter("port_rx", 1) == (1, len(pkt))  # in, whatever happened after
+    assert all(pipeline.counter("port_tx", p) == (0, 0) for p in range(1, 5))  # out: nothing
     assert pipeline.sw.process(3, pkt) == []
     out_pkt = bytes(udp_packet("10.0.2.9", "10.0.1.9", 2, 1))
     shim = Shim(kind=int(Kind.OUTPUT), flags=0, slot=5, epoch=1, nf_id=1, seq=1, ether_type=0x0800)

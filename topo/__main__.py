@@ -17,6 +17,8 @@ from dataclasses import dataclass
 # what `nfc-topo chaos` faults by default (mgmt left out on a kernel without it; netem on a
 # kernel without sch_netem is p4sim's wire impairment, and left out on BMv2)
 CHAOS_KINDS = "primary,backup,spare,controller,etcd,netem,switch,mgmt"
+# `nfc-topo chaos`'s client rate by target when --rate is not given (BMv2's: docs/bmv2.md)
+CHAOS_RATES = {"p4sim": 1000.0, "bmv2": 200.0}
 
 
 @dataclass(frozen=True)
@@ -83,13 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds of traffic after the faults, with none (default 0): a "
                             "process restarted by a fault is judged for memory over this tail's "
                             "second half (docs/chaos.md; make soak: 300)")
-    chaos.set_defaults(func=cmd_chaos, rate=1000.0, flows=16, kill_every=1.0,
+    chaos.set_defaults(func=cmd_chaos, rate=None, flows=16, kill_every=1.0,
                        fault_kinds=CHAOS_KINDS)
     return parser
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
     """`run` with chaos defaults: the packet count follows the duration."""
+    if args.rate is None:
+        args.rate = CHAOS_RATES.get(args.target, CHAOS_RATES["p4sim"])
     if args.duration <= 0 or args.rate <= 0:
         print("nfc-topo chaos: --duration and --rate must be positive", file=sys.stderr)
         return 2

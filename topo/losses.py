@@ -8,17 +8,21 @@ read a frame, transmit errors, a full transmit ring; docs/p4sim.md), the P4 prog
 counters, each NF (its socket's kernel drops, its buffers, refused output, ...; docs/nf_host.md),
 the end hosts' sockets, and the kernel in every namespace (interfaces, queueing disciplines, the
 per-CPU backlog, the end hosts' IP and UDP layers: `topo.kernel_drops`). `where_lost` lists the
-non-zero ones, named by place, for the summary; `loss_lines` sets the lost packets against the
+non-zero ones, named by place, for the summary, with the frames a switch port's interface and the
+P4 program's port counters say the target dropped silently before or after its pipeline
+(`topo.port_accounting`: BMv2's input buffer); `loss_lines` sets the lost packets against the
 drops that are losses (a duplicate's or a backup's copy's drop is not) and names the rest
 "unaccounted".
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from controlplane.config import ControllerConfig
+from topo.port_accounting import PortAccount
 
 PORT_REASONS = {
     "kernel_drops": "dropped by the kernel before p4sim read them (receive ring/buffer full)",
@@ -122,19 +126,51 @@ def _kernel_sites(kernel: dict[str, dict[str, int]], host_drops: dict[str, int]
     return sites
 
 
+def port_sites(accounts: list[PortAccount], names: dict[int, str],
+               copy_ports: Collection[int] = ()) -> list[LossSite]:
+    """The frames each switch port's interface and the P4 program's port counters say the
+    target dropped before or after its pipeline, beyond what the target's own counters (listed
+    with the port) already count (`topo.port_accounting`). After the pipeline, a frame toward a
+    backup's port (`copy_ports`) was an input's copy: not a loss."""
+    sites: list[LossSite] = []
+    for a in accounts:
+        place = f"switch port {a.port} ({names.get(a.port, '?')})"
+        if a.before_uncounted:
+            sites.append(LossSite(place, "dropped by the switch before its pipeline, counted by no "
+                                  f"switch counter (the interface received {a.received}, port_rx "
+                                  f"counted {a.entered}, the target {a.before_counted})",
+                                  a.before_uncounted))
+        if a.after_uncounted:
+            sites.append(LossSite(place, "dropped by the switch after its pipeline, counted by no "
+                                  f"switch counter (port_tx counted {a.sent}, the interface sent "
+                                  f"{a.transmitted}, the target counted {a.after_counted})",
+                                  a.after_uncounted, a.port not in copy_ports))
+    return sites
+
+
+def backup_ports(cfg: ControllerConfig, nfs: list[dict[str, Any]]) -> set[int]:
+    """The switch ports of the NFs that are backups now (the controller's NF rows)."""
+    ports = {nf.id: nf.port for nf in cfg.nfs}
+    return {ports[int(r["id"])] for r in nfs if r.get("role") == "backup" and int(r["id"]) in ports}
+
+
 def where_lost(cfg: ControllerConfig, switch: dict[str, Any] | None, switch_drops: dict[str, int],
                nfs: list[dict[str, Any]], host_drops: dict[str, int],
-               kernel: dict[str, dict[str, int]] | None = None) -> list[LossSite]:
+               kernel: dict[str, dict[str, int]] | None = None,
+               ports: list[PortAccount] | None = None) -> list[LossSite]:
     """Every non-zero drop counter of the path. `switch`: p4sim's /status document (None: not
     read, e.g. BMv2); `switch_drops`: the P4 program's drop counters ("counter/reason");
     `nfs`: the controller's NF rows (with `losses`); `host_drops`: end host -> socket drops;
-    `kernel`: the kernel's drops in every namespace (`topo.kernel_drops.kernel_counters`).
+    `kernel`: the kernel's drops in every namespace (`topo.kernel_drops.kernel_counters`);
+    `ports`: each switch port's account over the traffic (`topo.port_accounting`), of which
+    the frames no switch counter saw are listed with the port.
     Drops of a copy (a duplicate output, a backup's input copy) are marked `loss=False`."""
     sites: list[LossSite] = []
     names = port_names(cfg)
     for port, c in sorted((switch or {}).get("ports", {}).items(), key=lambda kv: int(kv[0])):
         place = f"switch port {port} ({names.get(int(port), c.get('interface', '?'))})"
         sites += [LossSite(place, why, int(c[k])) for k, why in PORT_REASONS.items() if c.get(k)]
+    sites += port_sites(ports or [], names, backup_ports(cfg, nfs))
     device = (switch or {}).get("device", {})
     sites += [LossSite("switch", why, int(device[k])) for k, why in DEVICE_REASONS.items()
               if device.get(k)]

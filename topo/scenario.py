@@ -64,6 +64,9 @@ from topo.losses import loss_lines, switch_status, where_lost
 from topo.memory import RssSampler
 from topo.memory import plot as plot_rss
 from topo.mgmt_cut import MgmtCuts
+from topo.port_accounting import PortAccount, accounting, summary_line
+from topo.port_accounting import Snapshot as PortSnapshot
+from topo.port_accounting import snapshot as port_snapshot
 from topo.procs import free_port, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
@@ -76,6 +79,19 @@ CHAIN_CONFIG = REPO / "topo" / "chain.yaml"
 SINK_PORT = 9000
 # members of the etcd cluster `make run` starts (a quorum survives the loss of one)
 ETCD_MEMBERS = 3
+# the client's rate when --rate is not given, per target (packets/s, replies as many): the switch
+# takes 4 packets in and sends 6 out per client packet (its two copies, the NF's output, the same
+# for the reply). BMv2 (a logging build) forwarded 98% of 5,000 pkt/s offered and at most about
+# 10,000, and silently dropped 1.4% of `make run`'s packets at 400; at 200 it lost 1 in 3,200 and
+# 0 (docs/bmv2.md)
+DEFAULT_RATES = {"p4sim": 400.0, "bmv2": 200.0}
+# packets per egress queue `make run` asks BMv2 for (its own default is 64; docs/bmv2.md)
+BMV2_QUEUE_DEPTH = 1024
+
+
+def default_rate(target: str) -> float:
+    """The client's rate on `target` when --rate is not given."""
+    return DEFAULT_RATES.get(target, DEFAULT_RATES["p4sim"])
 
 
 @dataclass(frozen=True)
@@ -111,6 +127,7 @@ class RunOptions:
     heartbeat_misses: int = 0       # override heartbeat.misses if > 0
     settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
     busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
+    bmv2_queue_depth: int = BMV2_QUEUE_DEPTH  # BMv2's egress queues, packets (0: BMv2's 64)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +137,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "topo/chain.yaml)")
     parser.add_argument("--flows", type=int, default=32, help="number of flows (default 32)")
     parser.add_argument("--packets", type=int, default=100, help="packets per flow and direction")
-    parser.add_argument("--rate", type=float, default=400.0, help="packets/s sent by the client")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="packets/s sent by the client (default: "
+                             + ", ".join(f"{r:.0f} on {t}" for t, r in DEFAULT_RATES.items())
+                             + "; docs/bmv2.md says why BMv2's is lower)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes per NF")
     parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "run",
                         help="where logs and traffic reports go (default results/run)")
@@ -170,6 +190,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="p4sim's port I/O (default: p4sim's own default)")
     parser.add_argument("--engine", default=None,
                         help="p4sim's packet engine, if p4sim offers --engine (default: its own)")
+    parser.add_argument("--bmv2-queue-depth", type=int, default=BMV2_QUEUE_DEPTH, metavar="N",
+                        help=f"BMv2: packets per egress queue, set through simple_switch_CLI "
+                             f"(default {BMV2_QUEUE_DEPTH}; 0: BMv2's own, 64)")
     hogs.add_argument(parser)
 
 
@@ -190,13 +213,17 @@ def options_from(args: argparse.Namespace) -> RunOptions:
     if args.chain and args.hot:
         raise SystemExit("--chain and --hot: choose one")
     config = args.config or (CHAIN_CONFIG if args.chain else DEFAULT_CONFIG)
-    return RunOptions(args.target, config, args.flows, args.packets, args.rate, args.workers,
+    rate = default_rate(args.target) if args.rate is None else args.rate
+    if rate <= 0 or args.bmv2_queue_depth < 0:
+        raise SystemExit("--rate must be positive and --bmv2-queue-depth not negative")
+    return RunOptions(args.target, config, args.flows, args.packets, rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
                       args.kill_every, args.hang, args.seed, args.faults, kinds, args.heartbeat_ms,
                       args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
                       self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
                       heartbeat_misses=args.heartbeat_misses,
-                      settle=getattr(args, "settle", 0.0), busy=args.busy)
+                      settle=getattr(args, "settle", 0.0), busy=args.busy,
+                      bmv2_queue_depth=args.bmv2_queue_depth)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -414,6 +441,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
     if opts.target == "p4sim":  # its counters: the controller shows the switch's port losses
         switch_opts = {"io": opts.io, "engine": opts.engine, "metrics_port": free_port()}
         stats_addr = f"127.0.0.1:{switch_opts['metrics_port']}"
+    elif opts.target == "bmv2":  # deeper egress queues than BMv2's 64 (docs/bmv2.md)
+        switch_opts = {"queue_depth": opts.bmv2_queue_depth}
     api = f"http://127.0.0.1:{api_port}"
     standby_api = f"http://127.0.0.1:{standby_api_port}"
     with ExitStack() as stack:
@@ -508,6 +537,13 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             sports = ["--sports", ",".join(map(str, ports))]
             watch = hot_run.HotWatch(api)
         machine0 = machine_counters()  # the per-CPU backlog's drops are machine-wide
+        switch_node = net.get(sys_.topo.switch_name)
+
+        def target_status() -> dict[str, Any] | None:
+            return switch_status(sys_.switch_stats)
+
+        # each switch port's interface and P4 counters before the traffic (topo/port_accounting)
+        ports0 = port_snapshot(api, switch_node, target_status, first="p4")
         sender = client.popen([sys.executable, "-m", "topo.traffic", "send", "--dst",
                                f"{server_ip}:{SINK_PORT}", "--flows", str(opts.flows), "--packets",
                                str(opts.packets), "--rate", str(opts.rate), "--wait", "10",
@@ -543,12 +579,17 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         memory.stop()
         nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
+        ports1 = port_snapshot(api, switch_node, target_status, first="interfaces")
+        accounts, accounts_why = port_window(ports0, ports1, dist)
         switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
         switch_doc = switch_status(sys_.switch_stats)
         kernel = kernel_counters(net, [h.name for h in cfg.edge], sys_.topo.switch_name,
                                  switch_links=switch_doc is None, machine_since=machine0)
         (log_dir / "switch.json").write_text(json.dumps(
-            {"drops": switch_drops, "p4sim": switch_doc, "kernel": kernel}, indent=1))
+            {"drops": switch_drops, "p4sim": switch_doc, "kernel": kernel, "ports": {
+                "before": ports0 and ports0.to_json(), "after": ports1 and ports1.to_json(),
+                "accounts": None if accounts is None else [a.to_json() for a in accounts],
+                "why_not": accounts_why or None}}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
             lb = http_json(f"{api}/lb/history")
@@ -591,11 +632,12 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             console.print(f"memory over the run: {log_dir / 'rss.png'}")
     chain = " -> ".join(st.name for st in cfg.stages()) if cfg.chains else ""
     summarise(console, verdict, client_rep, server_rep, nfs, dist, switch_drops, chain, losses)
+    console.print(summary_line(accounts, accounts_why))
     lost = loss_report(inputs, counted=not cfg.chains)["lost"]
     if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
         for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
-                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel),
-                verdict.losses.outage):
+                "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel,
+                accounts), verdict.losses.outage):
             console.print(line)
     if lb:
         hot_run.summary(console, lb, lb["relief"])
@@ -609,6 +651,18 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if dist is not None and any(not f.ok for f in dist.faults):
         return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a fault was not handled"])])
     return verdict
+
+
+def port_window(before: PortSnapshot | None, after: PortSnapshot | None,
+                dist: Disturbances | None) -> tuple[list[PortAccount] | None, str]:
+    """Each switch port's account over the traffic (`topo.port_accounting`), or None and why
+    not: a counter snapshot not read, or a switch restarted in between (its P4 counters began
+    again at 0, so a difference would mean nothing)."""
+    if before is None or after is None:
+        return None, "the P4 port counters could not be read (a program without port_rx/port_tx?)"
+    if dist is not None and any(getattr(f, "kind", "") == "switch" for f in dist.faults):
+        return None, "the switch restarted during the traffic: not computed"
+    return accounting(before, after)
 
 
 def _slots_of_flows(cfg: ControllerConfig, client: SideReport) -> dict[int, int]:

@@ -21,6 +21,7 @@ from typing import Any
 from mininet.node import Host, Switch
 
 BMV2_BINARY = "simple_switch_grpc"
+BMV2_CLI = "simple_switch_CLI"  # BMv2's runtime CLI (Thrift), for what P4Runtime does not set
 
 
 def bmv2_available() -> bool:
@@ -180,15 +181,46 @@ def p4sim_engines() -> list[str]:
     return m.group(1).split(",") if m else []
 
 
+def bmv2_runtime_commands(queue_depth: int | None) -> list[str]:
+    """What BMv2's runtime CLI is told after the switch starts: every egress queue's depth in
+    packets (`set_queue_depth`; None or 0: BMv2's default, 64). P4Runtime has no such setting."""
+    return [f"set_queue_depth {queue_depth}"] if queue_depth else []
+
+
+def run_bmv2_cli(thrift_port: int, commands: list[str],
+                 run: Any = subprocess.run) -> str | None:
+    """Send `commands` to BMv2's runtime CLI on `thrift_port`; None when they went through, else
+    why not (no CLI on PATH, a BMv2 built without Thrift, an error it printed). `run`:
+    `subprocess.run`'s stand-in for tests."""
+    if not commands:
+        return None
+    cli = shutil.which(BMV2_CLI)
+    if cli is None:
+        return f"{BMV2_CLI} is not on PATH"
+    try:
+        done = run([cli, "--thrift-port", str(thrift_port)], input="\n".join(commands) + "\n",
+                   capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{BMV2_CLI}: {exc}"
+    out = f"{done.stdout}\n{done.stderr}"
+    if done.returncode != 0 or "Error" in out or "Could not connect" in out:
+        return f"{BMV2_CLI} failed ({done.returncode}): {out.strip()[-300:]}"
+    return None
+
+
 class Bmv2Switch(_GrpcSwitch):
     """A Mininet switch run by BMv2 `simple_switch_grpc`; `program` is the p4c JSON, if any.
 
-    Each switch also gets its own Thrift port (BMv2's CLI), 9090 upwards unless given.
+    Each switch also gets its own Thrift port (BMv2's CLI), 9090 upwards unless given. With
+    `queue_depth`, every egress queue holds that many packets (BMv2's runtime CLI, once the
+    switch listens; BMv2's default is 64): a failure is logged, and the switch runs with its
+    default (`runtime_error` says why).
     """
 
     next_thrift_port = 9090
 
-    def __init__(self, name: str, thrift_port: int | None = None, **kwargs: Any) -> None:
+    def __init__(self, name: str, thrift_port: int | None = None,
+                 queue_depth: int | None = None, **kwargs: Any) -> None:
         if not bmv2_available():
             raise RuntimeError(f"{BMV2_BINARY} is not on PATH")
         super().__init__(name, **kwargs)
@@ -196,6 +228,16 @@ class Bmv2Switch(_GrpcSwitch):
             thrift_port = Bmv2Switch.next_thrift_port
             Bmv2Switch.next_thrift_port += 1
         self.thrift_port = thrift_port
+        self.queue_depth = queue_depth
+        self.runtime_error: str | None = None
+
+    def start(self, controllers: list[Any]) -> None:
+        super().start(controllers)
+        self.runtime_error = run_bmv2_cli(self.thrift_port,
+                                          bmv2_runtime_commands(self.queue_depth))
+        if self.runtime_error is not None:
+            with open(self.log_path, "a") as log:
+                log.write(f"nfcluster: egress queue depth not set: {self.runtime_error}\n")
 
     def command(self) -> list[str]:
         cmd = [shutil.which(BMV2_BINARY) or BMV2_BINARY, "--device-id", str(self.device_id)]
@@ -235,5 +277,5 @@ def switch_class(target: str) -> type[_GrpcSwitch]:
     raise ValueError(f"unknown target {target!r} (p4sim or bmv2)")
 
 
-__all__ = ["Bmv2Switch", "P4Host", "P4simSwitch", "bmv2_available", "p4sim_engines",
-           "switch_class"]
+__all__ = ["Bmv2Switch", "P4Host", "P4simSwitch", "bmv2_available",
+           "bmv2_runtime_commands", "p4sim_engines", "run_bmv2_cli", "switch_class"]

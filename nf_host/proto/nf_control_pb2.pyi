@@ -46,7 +46,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Load(_message.Message):
-    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops", "repl_tx_bytes", "repl_rx_bytes", "transfer_tx_bytes", "transfer_rx_bytes", "batches", "kernel_drops", "buffer_overflows", "unowned", "markers", "marker_timeouts", "self_promotions", "heartbeats_withheld")
+    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops", "repl_tx_bytes", "repl_rx_bytes", "transfer_tx_bytes", "transfer_rx_bytes", "batches", "kernel_drops", "buffer_overflows", "unowned", "markers", "marker_timeouts", "self_promotions", "heartbeats_withheld", "foreign")
     class ReplTxBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class Load(_message.Message):
     MARKER_TIMEOUTS_FIELD_NUMBER: _ClassVar[int]
     SELF_PROMOTIONS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEATS_WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    FOREIGN_FIELD_NUMBER: _ClassVar[int]
     packet_rate: float
     queue_depth: int
     cpu_percent: float
@@ -113,7 +114,8 @@ class Load(_message.Message):
     marker_timeouts: int
     self_promotions: int
     heartbeats_withheld: int
-    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ..., repl_tx_bytes: _Optional[_Mapping[int, int]] = ..., repl_rx_bytes: _Optional[_Mapping[int, int]] = ..., transfer_tx_bytes: _Optional[int] = ..., transfer_rx_bytes: _Optional[int] = ..., batches: _Optional[int] = ..., kernel_drops: _Optional[int] = ..., buffer_overflows: _Optional[int] = ..., unowned: _Optional[int] = ..., markers: _Optional[int] = ..., marker_timeouts: _Optional[int] = ..., self_promotions: _Optional[int] = ..., heartbeats_withheld: _Optional[int] = ...) -> None: ...
+    foreign: int
+    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ..., repl_tx_bytes: _Optional[_Mapping[int, int]] = ..., repl_rx_bytes: _Optional[_Mapping[int, int]] = ..., transfer_tx_bytes: _Optional[int] = ..., transfer_rx_bytes: _Optional[int] = ..., batches: _Optional[int] = ..., kernel_drops: _Optional[int] = ..., buffer_overflows: _Optional[int] = ..., unowned: _Optional[int] = ..., markers: _Optional[int] = ..., marker_timeouts: _Optional[int] = ..., self_promotions: _Optional[int] = ..., heartbeats_withheld: _Optional[int] = ..., foreign: _Optional[int] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
     __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions", "highest_seen", "has_seen")

@@ -8,6 +8,7 @@
 
 #include "define.p4"
 
+/* per-port counters (no_route_drops, nf_port_drops, port_rx, port_tx): the 9-bit port space */
 #define PORT_COUNT               512
 #define PORT_ROLE_TABLE_SIZE     512
 #define SLOT_OWNER_TABLE_SIZE    SLOT_SPACE

@@ -16,6 +16,7 @@ const DigestType_t DIGEST_TYPE_NEW_FLOW = 1;
 #include "header.p4"
 
 #include "include/parser.p4"
+#include "include/control/port_counters.p4"
 #include "include/control/port_role.p4"
 #include "include/control/packetio.p4"
 #include "include/control/output.p4"
@@ -31,6 +32,7 @@ control NfcIngress(inout headers_t hdr,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    PortRxCounter() port_rx_counter;
     PortClassifier() port_classifier;
     PacketIoIngress() packetio;
     NfOutputAcceptance() output;
@@ -41,6 +43,7 @@ control NfcIngress(inout headers_t hdr,
     ReplicationIngress() replication;
 
     apply {
+        port_rx_counter.apply(ig_intr_md);
         port_classifier.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
         packetio.apply(hdr, meta, ig_intr_md, ig_tm_md, ig_dprsr_md);
         output.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
@@ -59,9 +62,11 @@ control NfcEgress(inout headers_t hdr,
                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                   inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
     ReplicationEgress() replication;
+    PortTxCounter() port_tx_counter;
 
     apply {
         replication.apply(hdr, eg_intr_md, eg_dprsr_md);
+        port_tx_counter.apply(eg_intr_md, eg_dprsr_md);
     }
 }
 

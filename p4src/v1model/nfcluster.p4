@@ -13,6 +13,7 @@
 #include "header.p4"
 
 #include "include/parser.p4"
+#include "include/control/port_counters.p4"
 #include "include/control/port_role.p4"
 #include "include/control/packetio.p4"
 #include "include/control/output.p4"
@@ -25,6 +26,7 @@
 control NfcIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
+    PortRxCounter() port_rx_counter;
     PortClassifier() port_classifier;
     PacketIoIngress() packetio;
     NfOutputAcceptance() output;
@@ -35,6 +37,7 @@ control NfcIngress(inout headers_t hdr,
     ReplicationIngress() replication;
 
     apply {
+        port_rx_counter.apply(standard_metadata);        /* every packet in, by port (first) */
         port_classifier.apply(hdr, meta, standard_metadata);
         packetio.apply(hdr, meta, standard_metadata);
         output.apply(hdr, meta, standard_metadata);      /* NF output: accepted once, or dropped */
@@ -51,10 +54,12 @@ control NfcEgress(inout headers_t hdr,
                   inout standard_metadata_t standard_metadata) {
     ReplicationEgress() replication;
     PacketIoEgress() packetio;
+    PortTxCounter() port_tx_counter;
 
     apply {
         replication.apply(hdr, meta, standard_metadata);
         packetio.apply(hdr, meta, standard_metadata);
+        port_tx_counter.apply(standard_metadata);        /* every packet out, by port (last) */
     }
 }
 

@@ -38,6 +38,12 @@ class FakeView:
     async def refresh_nfs(self) -> None:
         self.refreshed = getattr(self, "refreshed", 0) + 1
 
+    def port_packets_view(self) -> dict[str, Any]:
+        return {"read_at": None, "ports": {}}
+
+    async def refresh_port_packets(self) -> dict[str, Any]:
+        return {"read_at": 1.0, "ports": {"1": {"rx": 2}}}
+
     def slot_rows(self, nf: int | None = None) -> list[dict[str, Any]]:
         return []
 
@@ -177,3 +183,12 @@ def test_nfc_sends_what_the_api_requires_and_watch_never_repeats_a_move(
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def test_switch_ports_serves_the_last_read_or_a_fresh_one() -> None:
+    async def body(client: TestClient[web.Request, web.Application], view: FakeView) -> None:
+        assert await (await client.get("/switch/ports")).json() == {"read_at": None, "ports": {}}
+        fresh = await (await client.get("/switch/ports?refresh=1")).json()
+        assert fresh == {"read_at": 1.0, "ports": {"1": {"rx": 2}}}
+
+    with_client(body)

@@ -15,6 +15,7 @@ from controlplane.cli import drops_line, status_table
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.nf_registry import NfLoad, nf_losses
+from controlplane.p4names import P4NameError
 from controlplane.switch_stats import PORT_REASONS, port_losses, total_lost
 from p4sim.ports import PortStats
 from p4sim.server.device import Device
@@ -97,3 +98,32 @@ def test_an_nf_drops_are_split_by_where_they_happened() -> None:
                   duplicates=4, unowned=0, nf_errors=1)
     assert nf_losses(load) == {"kernel": 7, "buffers": 3, "tx": 2, "malformed": 1,
                                "duplicates": 4, "nf_errors": 1, "other": 3}
+
+
+class CounterSession:
+    """A switch session that serves counters from a dict (a missing name: not in the P4Info)."""
+
+    def __init__(self, cells: dict[str, dict[int, tuple[int, int]]]) -> None:
+        self.cells = cells
+
+    async def read_counter(self, short: str) -> dict[int, tuple[int, int]]:
+        if short not in self.cells:
+            raise P4NameError(f"no counter named {short!r}")
+        return self.cells[short]
+
+
+def test_the_controller_reads_the_per_port_packet_counters() -> None:
+    ctl = controller(f"127.0.0.1:{free_port()}")
+    session, ctl.session = ctl.session, CounterSession({  # type: ignore[assignment]
+        "port_rx": {1: (10, 900), 3: (4, 400), 5: (0, 0)},
+        "port_tx": {3: (10, 1060), 2: (4, 300), 510: (0, 0)}})
+    view = asyncio.run(ctl.refresh_port_packets())
+    assert view["ports"] == {"1": {"rx": 10}, "3": {"rx": 4, "tx": 10}, "2": {"tx": 4}}
+    assert view["read_at"] is not None and ctl.port_packets_view() == view
+    assert ctl.metrics.registry.get_sample_value(
+        "nfc_switch_port_packets", {"port": "3", "direction": "tx"}) == 10
+    # a program of before the counters: nothing, not an error
+    ctl.session = CounterSession({})  # type: ignore[assignment]
+    assert asyncio.run(ctl.read_port_packets()) == {}
+    ctl.session, ctl.port_packets = session, view["ports"]
+    assert ctl.status()["switch_port_packets"] == view["ports"]

@@ -793,3 +793,20 @@ def test_a_spare_promoted_then_failed_over_drops_its_slots_when_made_idle_again(
             await b.w.stop()
 
     run(body)
+
+
+def test_frames_of_another_ethertype_are_foreign_not_malformed_nor_drops() -> None:
+    """What an NF's interface may carry that is not nfcluster's (an IPv6 router solicitation,
+    LLDP, a frame of the management network) is counted apart and is no drop: a loss summary
+    must not take it for a lost packet. A shim frame that cannot be processed is malformed."""
+    a = Node(1)
+    ipv6_rs = bytes(12) + b"\x86\xdd" + bytes(48)
+    lldp = bytes(12) + b"\x88\xcc" + bytes(46)
+    for frame in (ipv6_rs, lldp, bytes(60)):  # the last: all zeros, EtherType 0
+        a.w.on_frame(frame)
+    for frame in (b"\x00" * 10,                                   # not even Ethernet
+                  bytes(12) + b"\x88\xb5" + b"\x01\x00",          # the shim cut short
+                  bytes(12) + b"\x88\xb5" + bytes([9]) + bytes(35)):  # a kind that does not exist
+        a.w.on_frame(frame)
+    stats = a.w.status()
+    assert (stats["foreign"], stats["malformed"], stats["drops"]) == (3, 3, 3)
