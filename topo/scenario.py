@@ -447,7 +447,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                 proc = subprocess.Popen(
                     ["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run", "--config",
                      str(cfg_path), "--api", f"127.0.0.1:{ctl_ports[name]}", "--name", name],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
+                    stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
+                    start_new_session=True)  # Ctrl-C reaches the launcher only: stopped by PID
             ctl_procs.append(proc)
             return proc
 
