@@ -52,6 +52,7 @@ from rich.console import Console
 from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
+from nf_host.shim import SHIM_LEN
 from ptf_tests.lib.slot_hash import slot_of
 from topo import chain_run, chaos, hogs, mgmt_cut
 from topo import hot as hot_run
@@ -74,6 +75,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
 CHAIN_CONFIG = REPO / "topo" / "chain.yaml"
 SINK_PORT = 9000
+# an NF link's MTU: an edge packet of 1500 bytes and the shim the switch inserts before it
+NF_LINK_MTU = 1500 + SHIM_LEN
 # members of the etcd cluster `make run` starts (a quorum survives the loss of one)
 ETCD_MEMBERS = 3
 
@@ -111,6 +114,7 @@ class RunOptions:
     heartbeat_misses: int = 0       # override heartbeat.misses if > 0
     settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
     busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
+    api_port: int = 0               # the first controller's HTTP API port (0: a free one)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -263,6 +267,13 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path,
             for intf in host.intfList():
                 # the switch reads frames off veths: checksums must be complete, not offloaded
                 host.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        # an NF link carries the edge's frames with the shim inserted: both of its ends take a
+        # full-size edge frame plus the shim (a kernel drops a frame above a veth's MTU)
+        for node in topo.nodes:
+            for link in node.nfs:
+                net.get(node.name).cmd(f"ip link set dev {link.intf} mtu {NF_LINK_MTU}")
+                subprocess.run(["ip", "link", "set", "dev", sw.intfs[link.port].name, "mtu",
+                                str(NF_LINK_MTU)], check=True)
         client, server = net.get("client"), net.get("server")
         client_ip, server_ip = client.IP(), server.IP()
         # permanent: a plain entry goes stale after ~30 s and the kernel re-probes it with ARP,
@@ -408,7 +419,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
         raise FileNotFoundError(f"{p4info} is missing: run `make build` first")
     log_dir = opts.out_dir
     log_dir.mkdir(parents=True, exist_ok=True)
-    grpc_port, api_port, standby_api_port = free_port(), free_port(), free_port()
+    grpc_port, standby_api_port = free_port(), free_port()
+    api_port = opts.api_port or free_port()
     switch_opts: dict[str, Any] = {}
     stats_addr: str | None = None
     if opts.target == "p4sim":  # its counters: the controller shows the switch's port losses
