@@ -112,5 +112,5 @@ def test_every_command_has_help_and_no_removed_term(name: str) -> None:
 @pytest.mark.unit
 def test_the_walk_sees_subcommands() -> None:
     paths = [h["path"] for h in _helps(CLIS["nfc-topo"])]
-    assert paths == [[], ["run"], ["chaos"], ["up"], ["down"], ["exec"]]
+    assert paths == [[], ["run"], ["chaos"], ["up"], ["down"], ["exec"], ["kill"]]
     assert ["lb", "history"] in [h["path"] for h in _helps(CLIS["nfc"])]

@@ -3,9 +3,9 @@
 `run` brings the whole system up on the chosen target and runs the scenario; `chaos` runs it
 under faults. `up` brings it up and keeps it up for a user (`make up`: an HTTP server and iperf3
 on the server host, a status line; topo/up.py) until Ctrl-C or `down` (`make down`); `exec HOST
--- CMD` runs a command in a host of it. `run`, `chaos` and `up` first check what the project
-cannot bring itself (etcd and Mininet from Debian, BMv2 for `--target bmv2`) and, when one is
-missing, name it and how to get it, and start nothing.
+-- CMD` runs a command in one of its hosts, `kill ID` kills one of its NFs. `run`, `chaos` and
+`up` first check what the project cannot bring itself (etcd and Mininet from Debian, BMv2 for
+`--target bmv2`) and, when one is missing, name it and how to get it, and start nothing.
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ def cmd_down(args: argparse.Namespace) -> int:
     return up.down(args.state or up.default_state_path())
 
 
+def cmd_kill(args: argparse.Namespace) -> int:
+    from topo import up
+
+    return up.kill_nf(args.state or up.default_state_path(), args.nf)
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     from topo import up
 
@@ -147,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                      help="the command and its arguments")
     exe.set_defaults(func=cmd_exec)
+    kill = sub.add_parser(
+        "kill", help="SIGKILL an NF of the system `nfc-topo up` keeps up (watch its fail-over)",
+        description="Sends SIGKILL to NF ID's runtime and its workers (its process group), by the "
+                    "PID `nfc-topo up` recorded: the controller fails it over (its backup "
+                    "takes its slots, a spare becomes the new backup); `nfc-topo up` starts it "
+                    "again, idle, and the controller returns it to the spare pool.")
+    up.add_state_argument(kill)
+    kill.add_argument("nf", type=int, metavar="ID", help="the NF's id (`nfc nfs` lists them)")
+    kill.set_defaults(func=cmd_kill)
     return parser
 
 

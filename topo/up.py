@@ -251,8 +251,8 @@ def _nf_id_of(proc: subprocess.Popen[bytes]) -> int | None:
 
 
 def status_lines(state: UpState, state_path: Path, nf: str) -> list[str]:
-    down = "nfc-topo down" + ("" if state_path == default_state_path() else f" --state {state_path}")
-    exe = "nfc-topo exec" + ("" if state_path == default_state_path() else f" --state {state_path}")
+    here = "" if state_path == default_state_path() else f" --state {state_path}"
+    exe, kill = f"nfc-topo exec{here}", f"nfc-topo kill{here}"
     api_flag = "" if state.api == f"http://127.0.0.1:{API_PORT}" else f" --api {state.api}"
     lines = [
         f"nfcluster is up on {state.target} with {state.config} (NFs: {nf})",
@@ -266,8 +266,10 @@ def status_lines(state: UpState, state_path: Path, nf: str) -> list[str]:
         + ("; iperf3 -s" if state.iperf3 else "; no iperf3 (apt-get install iperf3)"),
         f"  hosts           {', '.join(state.hosts)}:  {exe} client -- curl -s "
         f"http://server/1M.bin | sha256sum",
+        f"  fail-over       {kill} ID  (SIGKILL an NF; `nfc nfs`, `nfc flows` show who "
+        "carries what)",
         f"  logs            {state.out_dir}   state  {state_path}",
-        f"  stop            Ctrl-C, or {down}",
+        f"  stop            Ctrl-C, or nfc-topo down{here}",
     ]
     return lines
 
@@ -459,6 +461,31 @@ def exec_in(state_path: Path, host: str, cmd: Sequence[str]) -> int:
         return 1
     os.execv(mnexec, [mnexec, "-a", str(pid), *argv])
     return 127  # not reached
+
+
+# -- kill ------------------------------------------------------------------------------------------
+
+def kill_nf(state_path: Path, nf_id: int) -> int:
+    """SIGKILL NF `nf_id`'s runtime and its workers (its process group: `mnexec -d` made it a
+    session of its own) by the PID `up` recorded, to watch a fail-over; `up` starts it again,
+    idle, once it has exited."""
+    state = UpState.read(state_path)
+    if state is None or not state.alive():
+        print(f"nfc-topo kill: nothing is up (state {state_path})", file=sys.stderr)
+        return 1
+    pid = state.processes.get(f"nf{nf_id}")
+    nfs = sorted(int(k[2:]) for k in state.processes if k.startswith("nf"))
+    if pid is None:
+        print(f"nfc-topo kill: no NF {nf_id} runs: choose among {', '.join(map(str, nfs))}",
+              file=sys.stderr)
+        return 1
+    if parent_of(pid) != state.pid:  # exited meanwhile (and its PID perhaps taken again)
+        print(f"nfc-topo kill: NF {nf_id} (pid {pid}) is no longer running", file=sys.stderr)
+        return 1
+    os.killpg(pid, signal.SIGKILL)
+    print(f"nfc-topo kill: NF {nf_id} (pid {pid} and its workers) got SIGKILL; `nfc nfs` shows "
+          "the fail-over; nfc-topo up starts it again, idle (a spare)")
+    return 0
 
 
 # -- arguments -------------------------------------------------------------------------------------

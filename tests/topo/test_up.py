@@ -71,6 +71,22 @@ def test_exec_refuses_what_is_not_a_host_of_the_running_up(
 
 
 @pytest.mark.unit
+def test_kill_refuses_what_is_not_an_nf_of_the_running_up(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "up.json"
+    assert main(["kill", "--state", str(state), "1"]) == 1
+    assert "nothing is up" in capsys.readouterr().err
+    me = process_start(os.getpid())
+    assert me is not None
+    up.UpState(os.getpid(), me, ready=True, processes={"nf1": 1, "nf2": 1}).write(state)
+    assert main(["kill", "--state", str(state), "3"]) == 1
+    assert "no NF 3 runs: choose among 1, 2" in capsys.readouterr().err
+    # PID 1 is not a child of that `up`: never signalled
+    assert main(["kill", "--state", str(state), "1"]) == 1
+    assert "no longer running" in capsys.readouterr().err
+
+
+@pytest.mark.unit
 def test_up_refuses_a_second_up_and_a_bad_config(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -133,6 +149,36 @@ def test_up_serves_curl_through_the_switch_and_down_stops_everything(tmp_path: P
             [sys.executable, "-m", "controlplane.cli", "--api", state.api, "--json", "nfs"],
             capture_output=True, text=True, check=True, cwd=REPO).stdout)
         assert sum(nf["packets"] for nf in nfs if nf["role"] == "primary") > (1 << 20) // 1500
+        # fail-over under a download: the primary that carries it killed (`nfc-topo kill`)
+        port = 40000
+        slow = subprocess.Popen([*topo, "exec", "--state", str(state_path), "client", "--",
+                                 "curl", "-sf", "--max-time", "120", "--local-port", str(port),
+                                 "--limit-rate", "1M", "http://server/10M.bin"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+
+        def owner() -> int | None:
+            flows = json.loads(subprocess.run(
+                [sys.executable, "-m", "controlplane.cli", "--api", state.api, "--json", "flows"],
+                capture_output=True, text=True, check=True, cwd=REPO).stdout)
+            return next((int(f["owner"]) for f in flows if f["src"] == f"10.0.0.1:{port}"), None)
+
+        victim = wait_for(owner, timeout=30, interval=0.2, what="the download's flow learned")
+        old_pid = state.processes[f"nf{victim}"]
+        kill = subprocess.run([*topo, "kill", "--state", str(state_path), str(victim)],
+                              capture_output=True, text=True, timeout=30, cwd=REPO)
+        assert kill.returncode == 0, kill.stderr
+        body, err = slow.communicate(timeout=150)
+        assert slow.returncode == 0, err.decode()[-2000:] + log.read_text()[-3000:]
+        assert hashlib.sha256(body).hexdigest() == state.files["10M.bin"]["sha256"]
+        status = json.loads(subprocess.run(
+            [sys.executable, "-m", "controlplane.cli", "--api", state.api, "--json", "status"],
+            capture_output=True, text=True, check=True, cwd=REPO).stdout)
+        assert victim in [f["dead"] for f in status["failovers"] if f["ok"]], status["failovers"]
+        # started again (idle) by `up`, with its new PID in the state file
+        wait_for(lambda: (up.UpState.read(state_path) or state).processes[f"nf{victim}"]
+                 != old_pid, timeout=30, what="the killed NF started again")
+        assert f"NF {victim} exited (-9); started again" in log.read_text()
+        running = descendants(proc.pid)
         # exec runs in the host's own network namespace
         ns = subprocess.run([*topo, "exec", "--state", str(state_path), "client", "--", "ip",
                              "-br", "addr"], capture_output=True, text=True, cwd=REPO).stdout
