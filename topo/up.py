@@ -334,6 +334,7 @@ def _wait(sup: Supervisor) -> None:
 def _cli(sys_: System, sup: Supervisor) -> None:
     """Mininet's CLI in the foreground, the supervisor in a thread until the CLI ends."""
     from mininet.cli import CLI
+    from mininet.log import setLogLevel
 
     done = threading.Event()
 
@@ -345,9 +346,11 @@ def _cli(sys_: System, sup: Supervisor) -> None:
     worker = threading.Thread(target=supervise, name="supervise", daemon=True)
     worker.start()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the CLI's own Ctrl-C
+    setLogLevel("output")  # what the CLI prints (the network was built at "warning")
     try:
         CLI(sys_.net)
     finally:
+        setLogLevel("warning")
         _ignore_signals()
         done.set()
         worker.join()
