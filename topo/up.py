@@ -529,7 +529,10 @@ def check_config(args: argparse.Namespace) -> str | None:
         return "--chain and --config: choose one"
     path = args.config or (CHAIN_CONFIG if args.chain else DEFAULT_CONFIG)
     try:
-        load_config(path)
+        cfg = load_config(path)
     except Exception as exc:
         return f"{path}: {exc}"
+    missing = {"client", "server"} - {h.name for h in cfg.edge}
+    if missing:  # where `exec`, the HTTP server and iperf3 go
+        return f"{path}: no edge host named {' or '.join(sorted(missing))}"
     return None

@@ -102,6 +102,11 @@ def test_up_refuses_a_second_up_and_a_bad_config(
     assert main(["up", "--config", str(bad), "--state", str(state)]) == 2
     assert str(bad) in capsys.readouterr().err
     assert main(["up", "--chain", "--config", str(bad)]) == 2
+    no_server = tmp_path / "no-server.yaml"
+    no_server.write_text((REPO / "topo" / "nfcluster.yaml").read_text().replace(
+        "name: server", "name: web"))
+    assert main(["up", "--config", str(no_server)]) == 2
+    assert "no edge host named server" in capsys.readouterr().err
 
 
 def _leftovers(links: list[str]) -> list[str]:
