@@ -5,6 +5,7 @@ text, for itself and for every option, and none uses a term the docs removed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -27,6 +28,27 @@ def test_console_script_prints_help(name: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout.lower()
+
+
+# the packages `pip install` puts where a console script finds them (pyproject.toml)
+INSTALLED = [p.rstrip("*") for p in tomllib.loads((REPO / "pyproject.toml").read_text())
+             ["tool"]["setuptools"]["packages"]["find"]["include"]]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_console_script_needs_only_installed_packages(name: str, tmp_path: Path) -> None:
+    """A console script runs from anywhere: its imports are all of the installed packages, not
+    of the checkout (`nfc-topo` once imported `ptf_tests` and failed outside the repository)."""
+    installed = tmp_path / "installed"
+    installed.mkdir()
+    for package in INSTALLED:
+        (installed / package).symlink_to(REPO / package)
+    module, _, func = SCRIPTS[name].partition(":")
+    code = f"import sys, {module} as m; sys.exit(m.{func}(['--help']))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(installed)})
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 @pytest.mark.unit

@@ -53,7 +53,6 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from nf_host.shim import SHIM_LEN
-from ptf_tests.lib.slot_hash import slot_of
 from topo import chain_run, chaos, hogs, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
@@ -628,7 +627,9 @@ def _slots_of_flows(cfg: ControllerConfig, client: SideReport) -> dict[int, int]
     """Each flow's slot, as the switch hashes its 5-tuple (client port -> the sink's port, UDP)."""
     client_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "client").split("/")[0]
     server_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "server").split("/")[0]
-    return {flow: slot_of(client_ip, server_ip, port, SINK_PORT, 17, cfg.switch.slot_bits)
+    # (topo's own model of the hash: `ptf_tests`, the PTF suite's, is no installed package)
+    return {flow: hot_run.slot_of(client_ip, server_ip, port, SINK_PORT, 17,
+                                  cfg.switch.slot_count)
             for flow, port in client.ports.items()}
 
 
