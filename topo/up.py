@@ -297,7 +297,7 @@ def up(args: argparse.Namespace) -> int:
     try:
         with ExitStack() as stack:
             state.write(state_path)  # `down` can stop it while it is still starting
-            stack.callback(lambda: state_path.unlink(missing_ok=True))  # the last to run
+            stack.callback(_remove_state, state_path)  # the last to run
             sys_ = stack.enter_context(system(opts, console))
             stack.enter_context(_services(sys_, state))
             _record(sys_, state)
@@ -321,6 +321,14 @@ def up(args: argparse.Namespace) -> int:
         return 1
     console.print("stopped: everything started was stopped")
     return 0
+
+
+def _remove_state(path: Path) -> None:
+    """The state file, and /run/nfcluster with it if it made that and nothing else is in it."""
+    path.unlink(missing_ok=True)
+    if path.parent == RUN_DIR:
+        with contextlib.suppress(OSError):  # not empty: someone else's
+            RUN_DIR.rmdir()
 
 
 def _wait(sup: Supervisor) -> None:
