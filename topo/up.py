@@ -64,8 +64,8 @@ API_PORT = 8080  # the leading controller's API when free: `nfc` finds it withou
 # so a file's checksum is the same in every run)
 WEB_FILES = {"hello.txt": 0, "1M.bin": 1 << 20, "10M.bin": 10 << 20}
 HELLO = b"hello from the nfcluster server\n"
-# an NF that exits sooner than this after its start is not started again (it would only exit
-# again: a configuration it cannot run)
+# an NF started again that exits sooner than this after it is not started again (it would only
+# exit again: a configuration it cannot run)
 RESTART_MIN_LIFE_S = 5.0
 SUPERVISE_EVERY_S = 0.5
 
@@ -191,7 +191,9 @@ class Supervisor:
     state: UpState
     state_path: Path
     console: Console
-    started_at: dict[int, float] = field(default_factory=dict)  # NF id -> when started
+    # NF id -> when the supervisor started it again (the first NFs ran until the controller
+    # had configured them: they can run)
+    started_at: dict[int, float] = field(default_factory=dict)
     given_up: set[int] = field(default_factory=set)
 
     def check(self) -> None:
@@ -302,8 +304,7 @@ def up(args: argparse.Namespace) -> int:
             stack.enter_context(_services(sys_, state))
             _record(sys_, state)
             state.write(state_path)
-            sup = Supervisor(sys_, state, state_path, console,
-                             {nf.id: time.monotonic() for nf in sys_.cfg.nfs})
+            sup = Supervisor(sys_, state, state_path, console)
             nf = (" -> ".join(f"{st.name} ({sys_.cfg.stage_config(st.id).nf or 'checker'})"
                               for st in sys_.cfg.stages())
                   if sys_.cfg.chains else opts.nf)
