@@ -203,8 +203,9 @@ class Supervisor:
             if proc.poll() is None or nf_id is None or nf_id in self.given_up:
                 continue
             self.sys_.nf_procs.remove(proc)
-            life = time.monotonic() - self.started_at.get(nf_id, 0.0)
-            if life < RESTART_MIN_LIFE_S:
+            restarted = self.started_at.get(nf_id)
+            life = time.monotonic() - restarted if restarted is not None else None
+            if life is not None and life < RESTART_MIN_LIFE_S:
                 self.given_up.add(nf_id)
                 self.console.print(f"NF {nf_id} exited ({proc.returncode}) {life:.1f} s after its "
                                    f"start: not started again (see {self.sys_.log_dir}/nf{nf_id}.log)")
