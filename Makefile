@@ -12,13 +12,15 @@ PIP        := $(VENV)/bin/pip
 TARGET     ?= p4sim
 PYTEST_ARGS ?=
 RUN_ARGS   ?=
-# Debian packages the project needs at run time and in tests (gcc: p4sim's native engine).
-APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck procps gcc
+UP_ARGS    ?=
+# Debian packages the project needs at run time and in tests (gcc: p4sim's native engine;
+# iperf3 and curl: the server and client of `make up`).
+APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck procps gcc iperf3 curl
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup apt venv test lint unit run chaos soak bench clean distclean
+.PHONY: help setup apt venv test lint unit run up down chaos soak bench clean distclean
 
 help: ## list the targets
 	@echo "nfcluster: make TARGET [VAR=value]"
@@ -61,6 +63,12 @@ lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scri
 
 run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1" or "--hot")
 	$(PY) -m topo run --target $(TARGET) $(RUN_ARGS)
+
+up: setup build ## the system kept up on TARGET until Ctrl-C or `make down`: HTTP server and iperf3 on the server, `nfc-topo exec client -- curl http://server/1M.bin` (UP_ARGS="--chain", "--config FILE", "--cli"; docs/getting-started.md)
+	$(PY) -m topo up --target $(TARGET) $(UP_ARGS)
+
+down: ## stop what `make up` keeps up (by the PID in its state file, /run/nfcluster/up.json)
+	$(PY) -m topo down
 
 chaos: setup build ## faults of every part under load, one at a time, from a seeded schedule (CHAOS_ARGS="--duration 60 --fault-kinds controller,etcd --seed 3")
 	$(PY) -m topo chaos --target $(TARGET) $(CHAOS_ARGS)

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--p4info", type=Path, help="P4Info text file (default: switch.p4info)")
     r.add_argument("--device-config", type=Path, help="device config (default: by switch.target)")
     r.add_argument("--name", help="this controller's name in the leader election (default host:pid)")
-    r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="the log's level (default INFO)")
     return p
 
 

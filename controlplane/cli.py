@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     fp = sub.add_parser("flows", help="flows learned from new-flow digests")
     fp.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     mp = sub.add_parser("move", help="migrate a slot to another primary NF")
-    mp.add_argument("slot", type=int)
+    mp.add_argument("slot", type=int, help="the slot to move")
     mp.add_argument("--to", type=int, required=True, metavar="NF", help="the target primary's id")
     sub.add_parser("moves", help="the slot moves done so far")
     so = sub.add_parser("scale-out", help="make a spare NF a primary (with a backup from the pool)")

@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--interface", help="data interface (receives shim packets from the switch)")
     run.add_argument("--control", help="gRPC control address host:port or unix:/path (default 127.0.0.1:50100)")
     run.add_argument("--replication", help="replication address of worker 0, host:port (worker i: port+i)")
-    run.add_argument("--role", choices=["primary", "backup", "idle"])
+    run.add_argument("--role", choices=["primary", "backup", "idle"],
+                     help="the role it starts in (default primary; the controller may change it)")
     run.add_argument("--nf", help="NF type: passthrough, firewall, nat, flow_monitor, ids, l4lb, generic, checker")
     run.add_argument("--params", type=_params, help="NF parameters as a JSON object")
     run.add_argument("--nf-module", action="append", dest="nf_modules",

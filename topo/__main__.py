@@ -1,8 +1,11 @@
 """`python -m topo` (console script `nfc-topo`): the launcher behind `make run`.
 
-`run` brings the whole system up on the chosen target. It first checks what the project cannot
-bring itself (etcd and Mininet from Debian, BMv2 for `--target bmv2`) and, when one is missing,
-names it and how to get it, and starts nothing.
+`run` brings the whole system up on the chosen target and runs the scenario; `chaos` runs it
+under faults. `up` brings it up and keeps it up for a user (`make up`: an HTTP server and iperf3
+on the server host, a status line; topo/up.py) until Ctrl-C or `down` (`make down`); `exec HOST
+-- CMD` runs a command in one of its hosts, `kill ID` kills one of its NFs. `run`, `chaos` and
+`up` first check what the project cannot bring itself (etcd and Mininet from Debian, BMv2 for
+`--target bmv2`) and, when one is missing, name it and how to get it, and start nothing.
 """
 
 from __future__ import annotations
@@ -41,23 +44,63 @@ def prerequisites(target: str) -> list[Prerequisite]:
     return needs
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    missing = [p for p in prerequisites(args.target) if not p.present]
+def _missing(target: str) -> bool:
+    """Names every missing prerequisite on stderr; True if one is missing."""
+    missing = [p for p in prerequisites(target) if not p.present]
+    for p in missing:
+        print(f"nfc-topo: {p.name} is missing: {p.how}", file=sys.stderr)
     if missing:
-        for p in missing:
-            print(f"nfc-topo: {p.name} is missing: {p.how}", file=sys.stderr)
         print("Nothing was started.", file=sys.stderr)
+    return bool(missing)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if _missing(args.target):
         return 1
     from topo import scenario
 
     return scenario.main(args)
 
 
+def cmd_up(args: argparse.Namespace) -> int:
+    from topo import up
+
+    problem = up.check_config(args)
+    if problem is not None:
+        print(f"nfc-topo up: {problem}", file=sys.stderr)
+        return 2
+    if _missing(args.target):
+        return 1
+    return up.up(args)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from topo import up
+
+    return up.down(args.state or up.default_state_path())
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    from topo import up
+
+    return up.kill_nf(args.state or up.default_state_path(), args.nf)
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    from topo import up
+
+    cmd = list(args.cmd)
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    return up.exec_in(args.state or up.default_state_path(), args.host, cmd)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from topo import scenario
 
     parser = argparse.ArgumentParser(
-        prog="nfc-topo", description="Bring the nfcluster system up in Mininet and run its scenario."
+        prog="nfc-topo", description="Bring the nfcluster system up in Mininet: run its scenario, "
+                                     "run it under faults, or keep it up for a user."
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the main scenario (what `make run` does)",
@@ -87,6 +130,40 @@ def build_parser() -> argparse.ArgumentParser:
                             "second half (docs/chaos.md; make soak: 300)")
     chaos.set_defaults(func=cmd_chaos, rate=None, flows=16, kill_every=1.0,
                        fault_kinds=CHAOS_KINDS)
+    from topo import up
+
+    upp = sub.add_parser(
+        "up", help="bring the system up and keep it up until Ctrl-C or `nfc-topo down` (what "
+                   "`make up` does)",
+        description=up.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    up.add_up_arguments(upp)
+    upp.set_defaults(func=cmd_up)
+    down = sub.add_parser(
+        "down", help="stop the system `nfc-topo up` keeps up (what `make down` does)",
+        description="Sends SIGTERM to the `nfc-topo up` its state file names and waits until it "
+                    "has stopped everything it started. Nothing up: says so, and succeeds.")
+    up.add_state_argument(down)
+    down.set_defaults(func=cmd_down)
+    exe = sub.add_parser(
+        "exec", help="run a command in a host of the system `nfc-topo up` keeps up",
+        description="Runs CMD (default: a shell) in HOST's network and mount namespaces, with "
+                    "the PID `nfc-topo up` recorded for it (mnexec -a PID). Hosts: client, server "
+                    "and the NF nodes (n1, ...); their /etc/hosts names each other. Example: "
+                    "nfc-topo exec client -- curl -s http://server/1M.bin | sha256sum")
+    up.add_state_argument(exe)
+    exe.add_argument("host", metavar="HOST", help="client, server, or an NF node (n1, ...)")
+    exe.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                     help="the command and its arguments")
+    exe.set_defaults(func=cmd_exec)
+    kill = sub.add_parser(
+        "kill", help="SIGKILL an NF of the system `nfc-topo up` keeps up (watch its fail-over)",
+        description="Sends SIGKILL to NF ID's runtime and its workers (its process group), by the "
+                    "PID `nfc-topo up` recorded: the controller fails it over (its backup "
+                    "takes its slots, a spare becomes the new backup); `nfc-topo up` starts it "
+                    "again, idle, and the controller returns it to the spare pool.")
+    up.add_state_argument(kill)
+    kill.add_argument("nf", type=int, metavar="ID", help="the NF's id (`nfc nfs` lists them)")
+    kill.set_defaults(func=cmd_kill)
     return parser
 
 

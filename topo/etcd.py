@@ -132,6 +132,9 @@ class EtcdCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "GOGC": GOGC},
+            # not in the terminal's process group: Ctrl-C reaches the launcher only, which stops
+            # the member by its PID (`make up --cli`: a Ctrl-C in Mininet's CLI must not kill it)
+            start_new_session=True,
         )
         log.close()
 

@@ -110,3 +110,51 @@ def stop_processes(procs: list[subprocess.Popen[bytes]], timeout: float = 5.0) -
             proc.terminate()
     for proc in procs:
         stop_process(proc, timeout)
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces): [0] is the
+    state, [1] the parent's PID, [19] the start time; None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot): with its PID, it names the process
+    (a PID may be taken again); None if there is none or it is a zombie (it ran to its end)."""
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def parent_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every living process below `pid` (children, theirs, ...): PID -> `process_start`."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = parent_of(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    out: dict[int, int] = {}
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        start = process_start(child)
+        if start is not None:
+            out[child] = start
+        todo += children.get(child, [])
+    return out
+
+
+def still_running(procs: dict[int, int]) -> list[int]:
+    """The PIDs of `procs` (PID -> `process_start`) that still run: the same processes."""
+    return [pid for pid, start in procs.items() if process_start(pid) == start]

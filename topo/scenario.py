@@ -52,7 +52,7 @@ from rich.console import Console
 from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
-from ptf_tests.lib.slot_hash import slot_of
+from nf_host.shim import SHIM_LEN
 from topo import chain_run, chaos, hogs, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
@@ -77,6 +77,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO / "topo" / "nfcluster.yaml"
 CHAIN_CONFIG = REPO / "topo" / "chain.yaml"
 SINK_PORT = 9000
+# an NF link's MTU: an edge packet of 1500 bytes and the shim the switch inserts before it
+NF_LINK_MTU = 1500 + SHIM_LEN
 # members of the etcd cluster `make run` starts (a quorum survives the loss of one)
 ETCD_MEMBERS = 3
 # the client's rate when --rate is not given, per target (packets/s, replies as many): the switch
@@ -128,6 +130,7 @@ class RunOptions:
     settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
     busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
     bmv2_queue_depth: int = BMV2_QUEUE_DEPTH  # BMv2's egress queues, packets (0: BMv2's 64)
+    api_port: int = 0               # the first controller's HTTP API port (0: a free one)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -290,6 +293,13 @@ def mininet_network(topo: Topology, target: str, grpc_port: int, log_dir: Path,
             for intf in host.intfList():
                 # the switch reads frames off veths: checksums must be complete, not offloaded
                 host.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+        # an NF link carries the edge's frames with the shim inserted: both of its ends take a
+        # full-size edge frame plus the shim (a kernel drops a frame above a veth's MTU)
+        for node in topo.nodes:
+            for link in node.nfs:
+                net.get(node.name).cmd(f"ip link set dev {link.intf} mtu {NF_LINK_MTU}")
+                subprocess.run(["ip", "link", "set", "dev", sw.intfs[link.port].name, "mtu",
+                                str(NF_LINK_MTU)], check=True)
         client, server = net.get("client"), net.get("server")
         client_ip, server_ip = client.IP(), server.IP()
         # permanent: a plain entry goes stale after ~30 s and the kernel re-probes it with ARP,
@@ -435,7 +445,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
         raise FileNotFoundError(f"{p4info} is missing: run `make build` first")
     log_dir = opts.out_dir
     log_dir.mkdir(parents=True, exist_ok=True)
-    grpc_port, api_port, standby_api_port = free_port(), free_port(), free_port()
+    grpc_port, standby_api_port = free_port(), free_port()
+    api_port = opts.api_port or free_port()
     switch_opts: dict[str, Any] = {}
     stats_addr: str | None = None
     if opts.target == "p4sim":  # its counters: the controller shows the switch's port losses
@@ -476,7 +487,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                 proc = subprocess.Popen(
                     ["nice", "-n", "-10", sys.executable, "-m", "controlplane", "run", "--config",
                      str(cfg_path), "--api", f"127.0.0.1:{ctl_ports[name]}", "--name", name],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
+                    stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
+                    start_new_session=True)  # Ctrl-C reaches the launcher only: stopped by PID
             ctl_procs.append(proc)
             return proc
 
@@ -669,7 +681,9 @@ def _slots_of_flows(cfg: ControllerConfig, client: SideReport) -> dict[int, int]
     """Each flow's slot, as the switch hashes its 5-tuple (client port -> the sink's port, UDP)."""
     client_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "client").split("/")[0]
     server_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "server").split("/")[0]
-    return {flow: slot_of(client_ip, server_ip, port, SINK_PORT, 17, cfg.switch.slot_bits)
+    # (topo's own model of the hash: `ptf_tests`, the PTF suite's, is no installed package)
+    return {flow: hot_run.slot_of(client_ip, server_ip, port, SINK_PORT, 17,
+                                  cfg.switch.slot_count)
             for flow, port in client.ports.items()}
 
 

@@ -95,7 +95,10 @@ class _GrpcSwitch(Switch):  # type: ignore[misc]
                 self.cmd(f"sysctl -qw net.ipv6.conf.{intf.name}.disable_ipv6=1")
         cmd = self.command()
         with open(self.log_path, "ab") as log:  # appended: a restarted switch keeps the old log
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            # a session of its own: a Ctrl-C at the terminal reaches the launcher only, which
+            # stops the switch by its PID
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while not _listening(self.grpc_port):
             if self.proc.poll() is not None:

@@ -38,7 +38,7 @@ def test_a_delta_that_cannot_be_applied_breaks_the_link_and_no_later_ack_covers_
             apply = b.w.server.handler
             refused: list[int] = []
 
-            def handler(msg: Message) -> Message | None:
+            def handler(msg: Message) -> Message | asyncio.Future[Message] | None:
                 if msg["t"] == "d" and not msg.get("full") and not refused:
                     refused.append(msg["b"])
                     raise ValueError("injected: this delta cannot be applied")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from topo.procs import stop_process, wait_for
+from topo.procs import descendants, still_running, stop_process, wait_for
 from topo.traffic import SideReport
 from topo.verify import verify
 
@@ -82,14 +82,13 @@ def test_ctrl_c_stops_everything_it_started(tmp_path: Path) -> None:
         wait_for(lambda: b"sending 4 flows" in log.read_bytes() or proc.poll() is not None,
                  timeout=120, what="traffic started")
         assert proc.poll() is None, log.read_text()[-3000:]
-        children = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True,
-                                  text=True).stdout.split()
-        assert len(children) > 3  # p4sim, controller, etcd, ... in the run's session
+        children = descendants(proc.pid)
+        assert len(children) > 3  # p4sim, controllers, etcd, NFs, ... started by the run
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         assert proc.wait(timeout=60) == 130
     finally:
         stop_process(proc)
     assert "interrupted: everything started was stopped" in log.read_text()
-    still = [pid for pid in children if Path(f"/proc/{pid}").exists()]
+    still = still_running(children)
     assert still == [], f"processes left running: {still}"
     assert _leftovers() == []
