@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +176,11 @@ def test_controller_installs_configures_and_resumes(etcd_server):
         server.stop(grace=None)
 
 
-def test_standby_controller_takes_over_with_the_primarys_slot_map(etcd_server):
+def with_leader_and_standby(etcd_server: Any, body: Callable[
+        [Controller, Controller, asyncio.Task[None], dict[int, FakeNf], Any], Awaitable[None]]) -> None:
+    """A leader (election id 20) that has configured all 10 fake NFs and a standby (10) that
+    watches, on a fake p4sim device and a real etcd; `body(leader, standby, leader's task, fakes,
+    cfg)` runs, then everything is stopped."""
     engines: list[FakeEngine] = []
     server = serve(Device(device_id=1, cpu_port=510, engine_factory=fake_engine_factory(engines)),
                    "127.0.0.1:0")
@@ -195,18 +199,7 @@ def test_standby_controller_takes_over_with_the_primarys_slot_map(etcd_server):
             await wait_until(lambda: primary.session.is_primary and len(primary.nfs_configured) == 10)
             s_task = asyncio.create_task(standby.run())
             await wait_until(lambda: standby.store is not None)
-            assert not standby.session.is_primary and not standby.nfs_configured
-            moved = await primary.move_slot(5, 2 if primary.slot_map.owner(5) != 2 else 3)
-            calls_before = len(fakes[1].calls)
-            p_task.cancel()
-            await asyncio.gather(p_task, return_exceptions=True)
-            await wait_until(lambda: standby.session.is_primary and standby.last_reconcile is not None)
-            assert standby.slot_map.entry(5) == moved
-            assert standby.last_reconcile == {"insert": 0, "modify": 0, "delete": 0}
-            await wait_until(lambda: len(standby.nfs_configured) == 10)
-            assert len(fakes[1].calls) > calls_before
-            owned = await standby.session.read_slot_owner()
-            assert owned[5] == moved
+            await body(primary, standby, p_task, fakes, cfg)
         finally:
             tasks = [t for t in (p_task, s_task) if t is not None]
             for t in tasks:
@@ -219,6 +212,25 @@ def test_standby_controller_takes_over_with_the_primarys_slot_map(etcd_server):
         asyncio.run(run())
     finally:
         server.stop(grace=None)
+
+
+def test_standby_controller_takes_over_with_the_primarys_slot_map(etcd_server):
+    async def body(primary: Controller, standby: Controller, p_task: asyncio.Task[None],
+                   fakes: dict[int, FakeNf], cfg: Any) -> None:
+        assert not standby.session.is_primary and not standby.nfs_configured
+        moved = await primary.move_slot(5, 2 if primary.slot_map.owner(5) != 2 else 3)
+        calls_before = len(fakes[1].calls)
+        p_task.cancel()
+        await asyncio.gather(p_task, return_exceptions=True)
+        await wait_until(lambda: standby.session.is_primary and standby.last_reconcile is not None)
+        assert standby.slot_map.entry(5) == moved
+        assert standby.last_reconcile == {"insert": 0, "modify": 0, "delete": 0}
+        await wait_until(lambda: len(standby.nfs_configured) == 10)
+        assert len(fakes[1].calls) > calls_before
+        owned = await standby.session.read_slot_owner()
+        assert owned[5] == moved
+
+    with_leader_and_standby(etcd_server, body)
 
 
 def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, tmp_path):
@@ -280,57 +292,31 @@ def test_a_standby_finishes_the_move_a_dead_leader_left_between_the_switch_and_e
     from controlplane.slot_map import SlotEntry
     from controlplane.slot_store import MoveIntent
 
-    engines: list[FakeEngine] = []
-    server = serve(Device(device_id=1, cpu_port=510, engine_factory=fake_engine_factory(engines)),
-                   "127.0.0.1:0")
-    cfg, ports = loopback_config(server.port, etcd_server.endpoint, slot_bits=6)
-    fakes = {i: FakeNf(i) for i in ports}
+    async def body(primary: Controller, standby: Controller, p_task: asyncio.Task[None],
+                   fakes: dict[int, FakeNf], cfg: Any) -> None:
+        slot = 5
+        src = primary.slot_map.owner(slot)
+        dst = 2 if src != 2 else 3
+        epoch = primary.slot_map.epoch(slot)
+        await primary.registry.call(dst, "Adopt", pb.AdoptRequest(
+            slot=slot, epoch=epoch + 1, from_nf_id=src,
+            from_address=cfg.nf(src).replication_address()))
+        await primary.open_move(MoveIntent(slot, src, dst, epoch + 1, primary.groups.get(src, src)))
+        entry = SlotEntry(slot, dst, epoch + 1)
+        await primary.session.write_slot(entry, primary.groups.get(dst, dst))
+        p_task.cancel()  # dies before etcd's write and A's Release
+        await asyncio.gather(p_task, return_exceptions=True)
+        for f in fakes.values():
+            f.calls.clear()
+        await wait_until(lambda: standby.session.is_primary and standby.last_reconcile is not None)
+        assert standby.slot_map.entry(slot) == entry
+        assert (await standby.session.read_slot_owner())[slot] == entry
+        await wait_until(lambda: not standby.open_moves and len(standby.moves) == 1)
+        [res] = list(standby.moves)
+        assert res.ok and res.epoch == epoch + 1
+        assert ("Adopt", (slot, epoch + 1, src)) in fakes[dst].calls
+        assert [r[:2] for r in fakes[src].released] == [(slot, dst)]
+        assert standby.store is not None and await standby.store.load_moves(standby.groups) == {}
+        assert (await standby.session.read_slot_owner())[slot] == entry
 
-    async def run() -> None:
-        servers = [FakeNfServer(fakes[i], ports[i]) for i in ports]
-        for s in servers:
-            await s.start()
-        primary = Controller(cfg, election_id=20, p4info=P4INFO, device_config=b"blob")
-        standby = Controller(cfg, election_id=10, p4info=P4INFO, device_config=b"blob")
-        p_task = asyncio.create_task(primary.run())
-        s_task: asyncio.Task[None] | None = None
-        try:
-            await wait_until(lambda: primary.session.is_primary and len(primary.nfs_configured) == 10)
-            s_task = asyncio.create_task(standby.run())
-            await wait_until(lambda: standby.store is not None)
-            slot = 5
-            src = primary.slot_map.owner(slot)
-            dst = 2 if src != 2 else 3
-            epoch = primary.slot_map.epoch(slot)
-            await primary.registry.call(dst, "Adopt", pb.AdoptRequest(
-                slot=slot, epoch=epoch + 1, from_nf_id=src,
-                from_address=cfg.nf(src).replication_address()))
-            await primary.open_move(MoveIntent(slot, src, dst, epoch + 1, primary.groups.get(src, src)))
-            entry = SlotEntry(slot, dst, epoch + 1)
-            await primary.session.write_slot(entry, primary.groups.get(dst, dst))
-            p_task.cancel()  # dies before etcd's write and A's Release
-            await asyncio.gather(p_task, return_exceptions=True)
-            for f in fakes.values():
-                f.calls.clear()
-            await wait_until(lambda: standby.session.is_primary and standby.last_reconcile is not None)
-            assert standby.slot_map.entry(slot) == entry
-            assert (await standby.session.read_slot_owner())[slot] == entry
-            await wait_until(lambda: not standby.open_moves and len(standby.moves) == 1)
-            [res] = list(standby.moves)
-            assert res.ok and res.epoch == epoch + 1
-            assert ("Adopt", (slot, epoch + 1, src)) in fakes[dst].calls
-            assert [r[:2] for r in fakes[src].released] == [(slot, dst)]
-            assert standby.store is not None and await standby.store.load_moves(standby.groups) == {}
-            assert (await standby.session.read_slot_owner())[slot] == entry
-        finally:
-            tasks = [t for t in (p_task, s_task) if t is not None]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for s in servers:
-                await s.stop()
-
-    try:
-        asyncio.run(run())
-    finally:
-        server.stop(grace=None)
+    with_leader_and_standby(etcd_server, body)
