@@ -40,6 +40,17 @@ class SimNf:
         self.worker: Worker | None = None
         self.incarnation = 0
         self.started_at = 0.0
+        self._changed: asyncio.Event | None = None  # set when the process dies or restarts
+
+    def changed(self) -> asyncio.Event:
+        """An event set at the next death or restart (`notify`); the watchers' wake-up."""
+        if self._changed is None or self._changed.is_set():
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
 
     def _tx(self, frame: bytes | bytearray) -> None:
         self.net.send(self.name, lambda: self.to_switch(self.nf_id, frame))
@@ -55,6 +66,12 @@ class SimNf:
         worker = Worker(cfg, make_nf("checker"), MemoryStore(), self._tx)
         self.worker = worker
         await self.net.spawn(self.name, worker.start())
+        self.notify()
+
+    def kill(self) -> None:
+        """SIGKILL: the process and everything it had open end now."""
+        self.net.kill(self.name)
+        self.notify()
 
     @property
     def alive(self) -> bool:
@@ -172,16 +189,17 @@ class SimRegistry(NfRegistry):
             self.calls.append((loop.time(), nf_id, name, "refused"))
             raise NfControlError(nf_id, name, "UNAVAILABLE: connection refused")
         loop.call_later(self.net.delay(), self.net.deliver, CONTROLLER, nf.name, on_nf)
-        incarnation, end = nf.incarnation, loop.time() + timeout
-        while not done.done():  # a process that dies resets the call's connection at once
-            left = end - loop.time()
-            if left <= 0:
-                self.calls.append((loop.time(), nf_id, name, "deadline"))
-                raise NfControlError(nf_id, name, "DEADLINE_EXCEEDED")
-            await asyncio.wait([done], timeout=min(left, 0.005))
-            if not done.done() and (not nf.alive or nf.incarnation != incarnation):
-                self.calls.append((loop.time(), nf_id, name, "reset"))
-                raise NfControlError(nf_id, name, "UNAVAILABLE: connection reset")
+        changed = asyncio.ensure_future(nf.changed().wait())
+        try:  # a process that dies resets the call's connection at once
+            await asyncio.wait([done, changed], timeout=timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+        if not done.done():
+            outcome = "reset" if changed.done() and not changed.cancelled() else "deadline"
+            self.calls.append((loop.time(), nf_id, name, outcome))
+            raise NfControlError(nf_id, name, "UNAVAILABLE: connection reset"
+                                 if outcome == "reset" else "DEADLINE_EXCEEDED")
         reply = done.result()
         if not getattr(reply, "ok", True):
             self.calls.append((loop.time(), nf_id, name, "error"))
@@ -218,13 +236,9 @@ class SimRegistry(NfRegistry):
         """A crash closes the control connection: suspected as soon as the node dies."""
         nf = self.sim_nfs[nf_id]
         while True:
-            seen = nf.incarnation
-            while nf.alive and nf.incarnation == seen:
-                await asyncio.sleep(0.005)
+            await nf.changed().wait()
             if not nf.alive:
                 await self.suspect(nf_id, "control connection closed")
-                while not nf.alive:
-                    await asyncio.sleep(0.005)
 
     async def close(self) -> None:
         return None

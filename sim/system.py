@@ -263,7 +263,7 @@ class System:
             if kind == "kill":
                 self.log(f"kill NF {nf}")
                 self.down.add(nf)
-                self.net.kill(self.nfs[nf].name)
+                self.nfs[nf].kill()
                 self._later(self._restart_later(nf, rng.uniform(0.3, 1.5)))
             elif kind == "hang":
                 length = rng.uniform(0.05, 1.0)
