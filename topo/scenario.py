@@ -53,7 +53,7 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from ptf_tests.lib.slot_hash import slot_of
-from topo import chain_run, chaos, hogs, mgmt_cut
+from topo import chain_run, chaos, chaos_modes, hogs, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
@@ -111,6 +111,11 @@ class RunOptions:
     heartbeat_misses: int = 0       # override heartbeat.misses if > 0
     settle: float = 0.0             # with kill_every: the traffic's last seconds without faults
     busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
+    # chaos modes (topo/chaos_modes.py): random moves per second during the faults, faults
+    # side by side, and the share of NF faults that are zombies (hung, then resumed)
+    moves: float = 0.0
+    overlap: bool = False
+    zombies: float = 0.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +194,9 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                          "needs root, a cgroup v2 mount and a kernel with CONFIG_CGROUP_BPF)")
     if args.chain and args.hot:
         raise SystemExit("--chain and --hot: choose one")
+    moves, zombies = getattr(args, "moves", 0.0), getattr(args, "zombies", 0.0)
+    if moves < 0 or not 0 <= zombies <= 1:
+        raise SystemExit("--moves must not be negative, and --zombies is a share from 0 to 1")
     config = args.config or (CHAIN_CONFIG if args.chain else DEFAULT_CONFIG)
     return RunOptions(args.target, config, args.flows, args.packets, args.rate, args.workers,
                       args.out_dir, args.ready_timeout, args.move_slots, args.kill_nf,
@@ -196,7 +204,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                       args.confirm_ms, args.hot, args.chain, io=args.io, engine=args.engine,
                       self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
                       heartbeat_misses=args.heartbeat_misses,
-                      settle=getattr(args, "settle", 0.0), busy=args.busy)
+                      settle=getattr(args, "settle", 0.0), busy=args.busy, moves=moves,
+                      overlap=getattr(args, "overlap", False), zombies=zombies)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -526,6 +535,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             while sender.poll() is None:
                 with contextlib.suppress(Exception):
                     if watch is not None:
+                        watch.api = ctls.leader_api(watch.api)  # (a controller fault)
                         loads = hot_run.loads_of(watch.poll())
                         live.update(hot_run.live(nf_table(http_json(f"{api}/nfs"), "NFs (live)",
                                                           loads), watch))
@@ -534,7 +544,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                                              "NFs (live)"))
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
         if worker is not None:
-            worker.join(timeout=30)
+            worker.join(timeout=120 if opts.overlap or opts.moves else 30)
         # the sender waited for the last replies; the sink has no idle deadline (a switch outage
         # may be longer than any), so it stops here and writes its report
         sink.terminate()
@@ -555,8 +565,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             lb["relief"] = watch.relief()
             lb["samples"] = watch.samples
             lb["hot_flows"] = hot_ids
-        if dist is not None:
-            dist.failovers = http_json(f"{api}/status")["failovers"]
+        if dist is not None:  # (what each leader reported during the run, and this one's)
+            seen = chaos_modes.FailoverLog()
+            seen.add(dist.failovers)
+            seen.add(http_json(f"{api}/status")["failovers"])
+            dist.failovers = seen.rows()
             dist.rss = memory.snapshots()
             dist.rss_series = memory.series_json()
             if dist.faults_ended_at is not None:
@@ -579,9 +592,15 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
                                         lb["relief"]["relieved"])
         (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
+    wedged = chaos_modes.wedged_flows(inputs)
     if dist is not None:
+        if dist.faults or opts.moves:
+            dist.modes = chaos_modes.modes_summary(
+                dist.faults, dist.failovers,
+                (dist.chaos_moves, dist.moves_refused) if opts.moves else None)
         if dist.faults:
-            dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses}
+            dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses,
+                           "wedged_flows": len(wedged)}
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
             first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(
@@ -597,10 +616,18 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel),
                 verdict.losses.outage):
             console.print(line)
+    if wedged:  # a slot that stopped forwarding: its flows' last packets never came
+        console.print(f"[bold red]wedged:[/] the last packets of {len(wedged)} flow(s) never "
+                      f"arrived (flow, direction): {wedged[:10]}")
+        verdict = Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, [
+            f"{len(wedged)} flow(s) wedged: their last packets never arrived"])])
     if lb:
         hot_run.summary(console, lb, lb["relief"])
         moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]
-        if lb["relief"]["seconds"] is None or any(d["outcome"] != "moved" for d in moves):
+        # under chaos, the balancer's moves may meet faults (and the hot NF may be one): only
+        # the traffic's verdict judges them there
+        if not opts.kill_every and (lb["relief"]["seconds"] is None
+                                    or any(d["outcome"] != "moved" for d in moves)):
             return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["the hot NF was not relieved "
                                                                    "by moves that all succeeded"])])
     if dist is not None and (dist.errors or any(not m["ok"] for m in dist.moves)
