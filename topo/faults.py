@@ -88,6 +88,7 @@ class FaultRecord:
     role: str = ""
     cut_ms: float | None = None
     back_ms: float | None = None
+    ended: float | None = None   # time.time() when the harness was done with it (--overlap)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -226,6 +227,7 @@ class FaultInjector:
                 self.procs[nf] = self.restart(nf)
         if zombie and handled:
             self.resume_zombie(rec, proc, timeout)
+        rec.ended = time.time()
         self.records.append(rec)
         return rec
 
@@ -324,6 +326,7 @@ class FaultInjector:
             if restored is None:
                 self.cut(nf, False)
                 rec.cut_ms = (time.time() - rec.at) * 1000
+        rec.ended = time.time()
         self.records.append(rec)
         return rec
 
