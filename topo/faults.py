@@ -283,8 +283,12 @@ class FaultInjector:
             return
 
         def handled() -> dict[str, Any] | None:
-            new = _get(f"{api}/status")["failovers"][before:]
-            return next((f for f in new if f["dead"] == nf), None)
+            # the leader asked first, or the one leading now (a controller fault, or one that
+            # stopped by itself, during the fault: each keeps its own history), from the fault on
+            now = self.leading()
+            rows = _get(f"{api}/status")["failovers"][before:] if now == api else [
+                f for f in _get(f"{now}/status")["failovers"] if f.get("at", 0) >= rec.at]
+            return next((f for f in rows if f["dead"] == nf), None)
 
         wait_for(lambda: handled() is not None, timeout=timeout, interval=0.01,
                  what=f"controller acting on NF {nf}")
