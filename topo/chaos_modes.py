@@ -13,7 +13,8 @@ here make the schedule less polite:
   victim and the victim's partner until that pair is protected again
   (`FaultInjector.claim`, `settled_for`), and no claimed NF nor a partner of one is picked: no
   pair loses both its members at once. A fault of the other parts (controller, etcd, switch,
-  netem) starts only when none is in flight, and runs alone until the system has settled.
+  netem), when the schedule draws one, waits until none is in flight, and runs alone until the
+  system has settled.
 * **zombies** (`--zombies F`): that share of the NF faults hang the NF (SIGSTOP) and resume it
   (SIGCONT) once the controller has dealt with it, instead of killing it (`FaultInjector.inject`).
 
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from topo.disturbances import http_json, http_post
-from topo.faults import CONTROL_KINDS, NF_KINDS, FaultInjector
+from topo.faults import CONTROL_KINDS, FaultInjector
 from topo.procs import wait_for
 
 if TYPE_CHECKING:
@@ -173,8 +174,8 @@ def overlapping(faults: FaultInjector, sender: subprocess.Popen[bytes], kill_eve
                 max_inflight: int = OVERLAP_MAX, settle_timeout: float = 60.0) -> None:
     """The fault schedule with --overlap: every `kill_every` s a victim is picked among the NFs
     no fault in flight claims, and its fault runs in a thread of its own, until it is handled
-    and its pair protected again; a fault of another part waits until none is in flight and
-    runs alone. Stops at `until` (time.monotonic()), once `limit` faults started (0: no limit),
+    and its pair protected again; a fault of another part, once drawn, waits until none is in
+    flight and runs alone. Stops at `until` (time.monotonic()), once `limit` faults started (0: no limit),
     or when the traffic ends; then waits for the faults in flight."""
     inflight: dict[threading.Thread, set[int]] = {}
     lock = threading.Lock()
@@ -202,12 +203,15 @@ def overlapping(faults: FaultInjector, sender: subprocess.Popen[bytes], kill_eve
             continue
         with lock:
             busy = set().union(*inflight.values())
-        victim = faults.pick(exclude=busy, kinds=NF_KINDS if inflight else None)
+        victim = faults.pick(exclude=busy)
         if victim is None or sender.poll() is not None:
             continue
         kind, nf = victim
         started += 1
-        if kind in CONTROL_KINDS:  # alone: the controller's view of the NFs may change
+        if kind in CONTROL_KINDS:  # alone: the faults in flight end first, then it runs
+            for thread in list(inflight):  # (the controller's view of the NFs may change)
+                thread.join(timeout=faults.timeout * 2 + settle_timeout + 30)
+            inflight.clear()
             log.poll(faults.leading())
             faults.inject(kind, nf)
             faults.wait_pool()

@@ -247,3 +247,33 @@ def test_overlapping_faults_run_side_by_side_on_pairs_none_shares(
     assert second not in busy and chaos_modes.OVERLAP_MAX >= 2
     partner = {1: 2, 2: 1, 3: 4, 4: 3}.get(second)
     assert partner not in busy
+
+
+def test_a_fault_of_another_part_waits_for_the_faults_in_flight_and_runs_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [dict(r) for r in ROWS]
+    monkeypatch.setattr(faults, "_get", lambda url: rows if url.endswith("/nfs") else {})
+    inj = FaultInjector("http://ctl", {}, _no_restart, seed=2)
+    picks = iter([("primary", 1), ("controller", 0)])
+    monkeypatch.setattr(inj, "pick", lambda exclude=frozenset(), kinds=None: next(picks, None))
+    monkeypatch.setattr(inj, "settled_for", lambda claim: True)
+    monkeypatch.setattr(inj, "wait_pool", lambda timeout=20.0: None)
+    events: list[str] = []
+
+    def inject(kind: str, nf: int, timeout: float | None = None, zombie: bool = False) -> Any:
+        events.append(f"{kind} starts")
+        if kind == "primary":
+            time.sleep(0.3)  # in flight while the controller fault is drawn (the fault's length)
+        events.append(f"{kind} ends")
+        return FaultRecord(kind, "kill", nf, at=time.time())
+
+    monkeypatch.setattr(inj, "inject", inject)
+
+    class Sender:
+        def poll(self) -> int | None:
+            return 0 if events.count("controller ends") else None
+
+    errors: list[str] = []
+    overlapping(inj, Sender(), 0.01, time.monotonic() + 5, 0, FailoverLog(), errors)  # type: ignore[arg-type]
+    assert not errors
+    assert events == ["primary starts", "primary ends", "controller starts", "controller ends"]
