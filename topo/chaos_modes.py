@@ -31,13 +31,14 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from topo.disturbances import http_json, http_post
 from topo.faults import CONTROL_KINDS, FaultInjector
 from topo.procs import wait_for
+from topo.verify import LossWindow
 
 if TYPE_CHECKING:
     import subprocess
@@ -227,14 +228,24 @@ def overlapping(faults: FaultInjector, sender: subprocess.Popen[bytes], kill_eve
     log.poll(faults.leading())
 
 
-def wedged_flows(verdict_input: tuple[Any, Any, Any, Any]) -> list[tuple[int, str]]:
+def wedged_flows(verdict_input: tuple[Any, Any, Any, Any],
+                 sent_at: tuple[Any, Any] | None = None,
+                 windows: Sequence[LossWindow] = ()) -> list[tuple[int, str]]:
     """The (flow, direction)s whose last packet never arrived: a slot that stopped forwarding
     after the faults (wedged) shows so, whatever the verdict excused before. `verdict_input`:
-    what the server and the client received, and what the client and the server sent."""
+    what the server and the client received, and what the client and the server sent;
+    `sent_at` (client's, server's) and the run's loss `windows`: a last packet sent into a
+    window (the traffic ended during a switch outage) is the verdict's to judge, not a wedge."""
     forward, reverse, sent_fwd, sent_rev = verdict_input
+    times = sent_at or ({}, {})
     out = []
-    for name, arrivals, sent in (("forward", forward, sent_fwd), ("reverse", reverse, sent_rev)):
+    for name, arrivals, sent, at in (("forward", forward, sent_fwd, times[0]),
+                                     ("reverse", reverse, sent_rev, times[1])):
         for flow, n in sorted(sent.items()):
-            if n and n not in {no for no, _ in arrivals.get(flow, ())}:
-                out.append((int(flow), name))
+            if not n or n in {no for no, _ in arrivals.get(flow, ())}:
+                continue
+            stamps = at.get(flow, ())
+            if len(stamps) >= n and any(w.met_by(stamps[n - 1]) for w in windows):
+                continue
+            out.append((int(flow), name))
     return out

@@ -59,7 +59,7 @@ from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
 from topo.faults import ALL_KINDS, FAULT_KINDS, first_output_times, takeover_times
 from topo.kernel_drops import kernel_counters, machine_counters
-from topo.loss_evidence import judge, loss_summary
+from topo.loss_evidence import judge, loss_summary, windows_of
 from topo.losses import loss_lines, switch_status, where_lost
 from topo.memory import RssSampler
 from topo.memory import plot as plot_rss
@@ -592,7 +592,9 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
                                         lb["relief"]["relieved"])
         (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
-    wedged = chaos_modes.wedged_flows(inputs)
+    wedged = chaos_modes.wedged_flows(inputs, (client_rep.sent_at, server_rep.sent_at),
+                                      windows_of(dist.faults if dist is not None else [],
+                                                 bool(cfg.chains)))
     if dist is not None:
         if dist.faults or opts.moves:
             dist.modes = chaos_modes.modes_summary(

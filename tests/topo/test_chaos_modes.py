@@ -25,6 +25,7 @@ from topo.chaos_modes import (
     wedged_flows,
 )
 from topo.faults import FaultInjector, FaultRecord
+from topo.verify import BOTH, OUTAGE, LossWindow
 
 pytestmark = pytest.mark.unit
 
@@ -209,6 +210,13 @@ def test_a_flow_whose_last_packet_never_came_is_wedged() -> None:
     reverse = {0: [(1, 2), (2, 4)], 1: [(2, 2)]}
     assert wedged_flows((forward, reverse, {0: 2, 1: 2}, {0: 2, 1: 2})) == [(1, "forward")]
     assert wedged_flows((forward, reverse, {0: 2, 1: 1}, {0: 2, 1: 2})) == []
+    # the last packet sent into a switch outage: the verdict's to judge, not a wedge
+    outage = LossWindow(OUTAGE, 10.0, 20.0, BOTH)
+    sent_at = ({0: [1.0, 2.0], 1: [1.0, 15.0]}, {0: [1.0, 2.0], 1: [1.0, 2.0]})
+    assert wedged_flows((forward, reverse, {0: 2, 1: 2}, {0: 2, 1: 2}), sent_at, [outage]) == []
+    sent_at[0][1][1] = 25.0  # sent after it ended
+    assert wedged_flows((forward, reverse, {0: 2, 1: 2}, {0: 2, 1: 2}), sent_at,
+                        [outage]) == [(1, "forward")]
 
 
 def test_overlapping_faults_run_side_by_side_on_pairs_none_shares(
