@@ -159,6 +159,14 @@ class FaultInjector:
         # a backup's primary: a backup whose primary is claimed is not a victim either
         primary_of = {r["backup"]: r["id"] for r in rows if r.get("backup") is not None}
         nfs = [r for r in nfs if primary_of.get(r["id"]) not in exclude]
+        if exclude:  # faults in flight: an NF may be between roles (a restarted victim being
+            # configured reports the role it had): a primary or backup only as the controller
+            # pairs them, else the controller has no fail-over or replacement to make for it
+            pairs = {int(p): b for p, b in (_get(f"{self.leading()}/status") or {}).get(
+                "pairs", {}).items()}
+            if pairs:
+                nfs = [r for r in nfs if (r["role"] != "primary" or pairs.get(r["id"]) in alive)
+                       and (r["role"] != "backup" or r["id"] in pairs.values())]
         kinds_ = [kind] if kind else list(kinds if kinds is not None else self.kinds)
         self.rng.shuffle(kinds_)
         for k in kinds_:
