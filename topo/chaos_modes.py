@@ -228,14 +228,28 @@ def overlapping(faults: FaultInjector, sender: subprocess.Popen[bytes], kill_eve
     log.poll(faults.leading())
 
 
+def faults_over(faults: Sequence[Any]) -> float:
+    """When (time.time()) the last of `faults` was over: its `ended`, else its start plus its
+    recovery (a control fault), else its start; 0.0 without faults."""
+    def end(f: Any) -> float:
+        if getattr(f, "ended", None):
+            return float(f.ended)
+        window = getattr(f, "window", None)
+        if window:
+            return float(window[1])
+        return float(f.at) + (getattr(f, "takeover_ms", None) or 0.0) / 1000
+    return max((end(f) for f in faults), default=0.0)
+
+
 def wedged_flows(verdict_input: tuple[Any, Any, Any, Any],
                  sent_at: tuple[Any, Any] | None = None,
-                 windows: Sequence[LossWindow] = ()) -> list[tuple[int, str]]:
+                 windows: Sequence[LossWindow] = (), after: float = 0.0) -> list[tuple[int, str]]:
     """The (flow, direction)s whose last packet never arrived: a slot that stopped forwarding
     after the faults (wedged) shows so, whatever the verdict excused before. `verdict_input`:
     what the server and the client received, and what the client and the server sent;
     `sent_at` (client's, server's) and the run's loss `windows`: a last packet sent into a
-    window (the traffic ended during a switch outage) is the verdict's to judge, not a wedge."""
+    window (the traffic ended during a switch outage) is the verdict's to judge, not a wedge;
+    so is one sent before `after` (time.time(): the faults were not over yet, `faults_over`)."""
     forward, reverse, sent_fwd, sent_rev = verdict_input
     times = sent_at or ({}, {})
     out = []
@@ -245,7 +259,8 @@ def wedged_flows(verdict_input: tuple[Any, Any, Any, Any],
             if not n or n in {no for no, _ in arrivals.get(flow, ())}:
                 continue
             stamps = at.get(flow, ())
-            if len(stamps) >= n and any(w.met_by(stamps[n - 1]) for w in windows):
+            if len(stamps) >= n and (stamps[n - 1] < after
+                                     or any(w.met_by(stamps[n - 1]) for w in windows)):
                 continue
             out.append((int(flow), name))
     return out

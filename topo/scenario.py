@@ -592,9 +592,10 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
                                         lb["relief"]["relieved"])
         (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
+    faulted = dist.faults if dist is not None else []
     wedged = chaos_modes.wedged_flows(inputs, (client_rep.sent_at, server_rep.sent_at),
-                                      windows_of(dist.faults if dist is not None else [],
-                                                 bool(cfg.chains)))
+                                      windows_of(faulted, bool(cfg.chains)),
+                                      chaos_modes.faults_over(faulted))
     if dist is not None:
         if dist.faults or opts.moves:
             dist.modes = chaos_modes.modes_summary(

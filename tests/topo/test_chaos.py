@@ -114,7 +114,7 @@ def test_moves_overlapping_faults_and_zombies_on_a_busy_machine_lose_nothing(
 
     kinds = "primary,backup,spare" + (",mgmt" if available() else "")
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "50", "--settle", "8",
+    cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "45", "--settle", "15",
            "--rate", "300", "--kill-every", "1", "--moves", "2", "--overlap", "--zombies", "0.4",
            "--busy", "1", "--fault-kinds", kinds, "--seed", "1", "--out-dir", str(out)]
     result = subprocess.run(cmd, cwd=REPO, text=True, capture_output=True, timeout=600,

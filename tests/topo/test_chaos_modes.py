@@ -223,6 +223,12 @@ def test_a_flow_whose_last_packet_never_came_is_wedged() -> None:
     sent_at[0][1][1] = 25.0  # sent after it ended
     assert wedged_flows((forward, reverse, {0: 2, 1: 2}, {0: 2, 1: 2}), sent_at,
                         [outage]) == [(1, "forward")]
+    # sent while a fault was still in flight (its recovery outlived the traffic): not judged
+    assert wedged_flows((forward, reverse, {0: 2, 1: 2}, {0: 2, 1: 2}), sent_at, [outage],
+                        after=30.0) == []
+    recs = [FaultRecord("primary", "kill", 1, at=100.0, ended=104.0),
+            FaultRecord("primary", "kill", 2, at=101.0)]
+    assert chaos_modes.faults_over(recs) == 104.0 and chaos_modes.faults_over([]) == 0.0
 
 
 def test_overlapping_faults_run_side_by_side_on_pairs_none_shares(
