@@ -20,7 +20,7 @@ SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup apt venv test lint unit run up down chaos soak bench clean distclean
+.PHONY: help setup apt venv test lint unit run up down chaos soak soak-all bench clean distclean
 
 help: ## list the targets
 	@echo "nfcluster: make TARGET [VAR=value]"
@@ -75,6 +75,10 @@ chaos: setup build ## faults of every part under load, one at a time, from a see
 
 soak: setup build ## chaos for 10 minutes, at least 100 faults, then 5 minutes without: the per-kind table and every process's RSS growth
 	$(PY) -m topo chaos --target $(TARGET) --duration 600 --settle 300 --kill-every 1 $(CHAOS_ARGS)
+
+soak-all: setup build ## the soak with everything at once: random moves, the balancer with skewed traffic, overlapping faults, zombies, two CPU hogs (docs/chaos.md)
+	$(PY) -m topo chaos --target $(TARGET) --duration 600 --settle 300 --kill-every 1 \
+	  --moves 1 --hot --rate 400 --overlap --zombies 0.3 --busy 2 $(CHAOS_ARGS)
 
 bench: setup ## run every benchmark in bench/ (prints tables)
 	@set -e; for b in bench/*.py; do \

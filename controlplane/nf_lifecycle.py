@@ -13,7 +13,13 @@ import time
 from collections.abc import AsyncIterator
 
 from controlplane.controller_core import ControllerCore
-from controlplane.failover import fail_over, protect, replace_backup, state_lost
+from controlplane.failover import (
+    FailoverResult,
+    fail_over,
+    protect,
+    replace_backup,
+    state_lost,
+)
 from controlplane.migration import MoveResult, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent
 
@@ -93,6 +99,7 @@ class NfLifecycle(ControllerCore):
                     self._acted_on(dead)
                 if result.ok or result.promoted is not None:
                     self.failovers.append(result)
+                    self._new_backup_down(result)
                 else:
                     # no live backup: its slots stay with it (status "orphans"), tried again when
                     # its backup answers again; recorded once resolved (failed over, or its state
@@ -112,9 +119,23 @@ class NfLifecycle(ControllerCore):
             self.orphans.discard(nf_id)
             result = await fail_over(self, nf_id)
             self.failovers.append(result if result.ok else state_lost(self, nf_id))
+            self._new_backup_down(result)
             if result.ok:
                 self._acted_on(nf_id)
             return result.ok
+
+    def _new_backup_down(self, result: FailoverResult) -> None:
+        """The new backup a fail-over (or a replacement, or `protect`) gave its primary was
+        declared down while that ran: its "down" came while it was nobody's backup yet, so it
+        started no replacement, and the primary, whose output waits for that backup's acks,
+        would hold it until the backup answers again (a hung spare taken as the new backup:
+        40 s in a chaos run with overlapping faults, docs/chaos.md). It is replaced now."""
+        nb = result.new_backup
+        if result.ok and nb is not None and result.promoted is not None \
+                and self.pairs.get(result.promoted) == nb and self.registry.nfs[nb].declared_down:
+            LOG.warning("NF %d, the new backup of NF %d, went down while it was being given: "
+                        "replacing it", nb, result.promoted)
+            self._spawn(self._replace_backup(nb))
 
     @contextlib.asynccontextmanager
     async def _urgent_lock(self) -> AsyncIterator[None]:
@@ -140,6 +161,7 @@ class NfLifecycle(ControllerCore):
             if result.ok:
                 self._acted_on(nf_id)
                 self.failovers.append(result)
+                self._new_backup_down(result)
             elif result.promoted is None:  # no live backup: its slots' state is gone
                 self.failovers.append(state_lost(self, nf_id))
 
@@ -179,6 +201,7 @@ class NfLifecycle(ControllerCore):
             if result is not None:
                 self.failovers.append(result)
                 self._acted_on(dead)
+                self._new_backup_down(result)
         await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
 
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
@@ -243,4 +266,6 @@ class NfLifecycle(ControllerCore):
             await self._retry_orphans(nf_id)
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
             async with self.move_lock:
-                self.failovers.extend(await protect(self))
+                for given in await protect(self):
+                    self.failovers.append(given)
+                    self._new_backup_down(given)

@@ -128,6 +128,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds of traffic after the faults, with none (default 0): a "
                             "process restarted by a fault is judged for memory over this tail's "
                             "second half (docs/chaos.md; make soak: 300)")
+    chaos.add_argument("--moves", type=float, default=0.0, metavar="RATE",
+                       help="while the faults run, RATE random moves a second on average "
+                            "(seeded): a slot with traffic to another live primary of its stage, "
+                            "through the controller's API; each counted (done, undone, failed, "
+                            "refused), none excused")
+    chaos.add_argument("--overlap", action="store_true",
+                       help="faults side by side: one may start while earlier ones are in flight "
+                            "(up to 3), never on a pair that a fault in flight has put at risk; "
+                            "faults of the controller, etcd, the switch and netem run alone")
+    chaos.add_argument("--zombies", type=float, default=0.0, metavar="FRACTION",
+                       help="this share of the NF faults hang the NF (SIGSTOP) and, once the "
+                            "controller has dealt with it, resume it (SIGCONT) instead of killing "
+                            "it: it must be fenced and come back as a spare owning nothing")
     chaos.set_defaults(func=cmd_chaos, rate=None, flows=16, kill_every=1.0,
                        fault_kinds=CHAOS_KINDS)
     from topo import up

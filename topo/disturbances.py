@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -66,6 +67,11 @@ class Disturbances:
     # and as seconds on the RSS sampler's clock (the memory verdict's `settled_from`)
     faults_ended_at: float | None = None
     rss_settled_from: float | None = None
+    # chaos modes (topo/chaos_modes.py): the random moves made during the faults (the API's
+    # results, and the requests answered with none), and what `modes_summary` counts
+    chaos_moves: list[dict[str, Any]] = field(default_factory=list)
+    moves_refused: list[str] = field(default_factory=list)
+    modes: dict[str, int] = field(default_factory=dict)
 
 
 def _processed(api: str) -> int:
@@ -141,20 +147,51 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
             # with a settle tail, the schedule ends that long before the traffic does
             until = time.monotonic() + opts.packets * opts.flows / opts.rate - opts.settle \
                 if opts.settle else math.inf
-            while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
-                time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
-                if time.monotonic() >= until:
-                    break
-                victim = faults.pick()
-                if victim is None or sender.poll() is not None:
-                    continue
-                faults.inject(*victim)
-                faults.wait_pool()
+            schedule(opts, faults, sender, until, out)
             if opts.settle:
                 out.faults_ended_at = time.monotonic()
     except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
         out.errors.append(f"{type(exc).__name__}: {exc}")
     out.faults = faults.records
+
+
+def schedule(opts: RunOptions, faults: FaultInjector, sender: subprocess.Popen[bytes],
+             until: float, out: Disturbances) -> None:
+    """The fault schedule until `until` (time.monotonic()): one fault at a time, each once the
+    last has settled, or with `opts.overlap` side by side (topo/chaos_modes.py); with
+    `opts.moves`, random moves meanwhile. Every fail-over a leader reports goes to
+    `out.failovers` (each leader keeps its own history)."""
+    from topo import chaos_modes  # (it builds on this module)
+
+    log = chaos_modes.FailoverLog()
+    mover: chaos_modes.Mover | None = None
+    moving: threading.Thread | None = None
+    if opts.moves > 0:
+        mover = chaos_modes.Mover(faults.leading, opts.moves, opts.seed)
+        moving = threading.Thread(target=mover.run, name="mover", daemon=True)
+        moving.start()
+    try:
+        if opts.overlap:
+            chaos_modes.overlapping(faults, sender, opts.kill_every, until, opts.faults, log,
+                                    out.errors)
+            return
+        while sender.poll() is None and (not opts.faults or len(faults.records) < opts.faults):
+            time.sleep(opts.kill_every)  # the fault schedule's period, not synchronisation
+            if time.monotonic() >= until:
+                break
+            log.poll(faults.leading())
+            victim = faults.pick()
+            if victim is None or sender.poll() is not None:
+                continue
+            faults.inject(*victim, zombie=faults.draw_zombie(victim[0]))
+            faults.wait_pool()
+        log.poll(faults.leading())
+    finally:
+        if mover is not None and moving is not None:
+            mover.stop.set()
+            moving.join(timeout=60)  # a move answers within the API's deadline
+            out.chaos_moves, out.moves_refused = list(mover.moves), list(mover.refused)
+        out.failovers = log.rows()
 
 
 def loss_report(verdict_input: tuple[Any, Any, Any, Any], counted: bool = True) -> dict[str, Any]:

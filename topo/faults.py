@@ -14,6 +14,16 @@ dry. Each fault gets a `FaultRecord`:
 * the run's losses, duplicates and reorderings come from the sink's verdict (`topo.verify`),
   which must stay clean: with output dedup in the switch a fail-over loses and repeats nothing.
 
+A **zombie** (`nfc-topo chaos --zombies F`: `inject(..., zombie=True)`) is a hung NF (SIGSTOP)
+that, once the controller has dealt with it, is resumed (SIGCONT) instead of killed: the same
+process comes back believing it still has its old role, and must be fenced (its output never
+leaves twice: the verdict) and made a spare by the controller (`back_ms`).
+
+With `--overlap` faults run side by side (`topo.chaos_modes`): each NF fault *claims* its victim
+and the victim's partner (its backup, or the primary it backs up) until that pair is protected
+again (`settled_for`), and `pick(exclude=...)` chooses no victim among claimed NFs, so no pair
+loses both its members at once.
+
 The `mgmt` fault (`FaultInjector.cut_mgmt`) cuts a live NF's management link instead (a primary
 most of the time, else a backup or a spare; `topo.mgmt_cut`) for `cut_s`, twice the heartbeat
 deadline, and restores it: the controller cannot tell that from a hang and fails the NF over
@@ -47,6 +57,8 @@ CONTROL_KINDS = ("controller", "etcd", "netem", "switch")
 # an NF's management link cut for longer than the heartbeat deadline, then restored
 LINK_KINDS = ("mgmt",)
 ALL_KINDS = FAULT_KINDS + CONTROL_KINDS + LINK_KINDS
+# what may overlap another fault in flight (--overlap): the NFs' own faults
+NF_KINDS = FAULT_KINDS + LINK_KINDS
 # which role a `mgmt` cut picks (a primary is the interesting case): cumulative shares
 MGMT_ROLES = (("primary", 0.6), ("backup", 0.8), ("spare", 1.0))
 
@@ -56,7 +68,8 @@ class FaultRecord:
     """One injected fault and what the system did about it."""
 
     kind: str                    # the victim's role: primary | backup | spare; or mgmt
-    mode: str                    # kill (SIGKILL) | hang (SIGSTOP) | cut (mgmt: the link)
+    # kill (SIGKILL) | hang (SIGSTOP) | zombie (SIGSTOP, then SIGCONT once handled) | cut (mgmt)
+    mode: str
     nf: int
     at: float                    # time.time() of the signal
     slots: list[int] = field(default_factory=list)  # a primary's slots at that time
@@ -70,10 +83,12 @@ class FaultRecord:
     ok: bool = False
     error: str = ""
     # mgmt: the victim's role, how long its link was cut, and from the restore to the NF back in
-    # its cluster's pool (alive, a spare that reports no slot of its own)
+    # its cluster's pool (alive, a spare that reports no slot of its own); a zombie: from the
+    # SIGCONT to the NF back in the pool
     role: str = ""
     cut_ms: float | None = None
     back_ms: float | None = None
+    ended: float | None = None   # time.time() when the harness was done with it (--overlap)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -113,23 +128,48 @@ class FaultInjector:
     # mgmt faults: cut (True) or restore (False) an NF's management link, and for how long
     cut: Callable[[int, bool], None] | None = None
     cut_s: float = 1.0
+    # the share of NF faults that are zombies (hung, then resumed once handled: --zombies)
+    zombies: float = 0.0
+    timeout: float = 15.0  # how long the controller may take to act on an NF fault
     records: list[Any] = field(default_factory=list)  # FaultRecord, or chaos.ControlFault
     errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        # the zombie draws have a generator of their own: without --zombies the schedule is the
+        # one it always was
+        self.zombie_rng = random.Random(self.seed * 7919 + 1)
 
-    def pick(self, kind: str | None = None) -> tuple[str, int] | None:
-        """A live victim of `kind` (random kind and NF from the seeded schedule if None). One
-        fault at a time: a primary is a victim only while a live backup protects it (a primary
-        without one has nobody to fail over to: that would be a second fault)."""
+    def draw_zombie(self, kind: str) -> bool:
+        """Whether the next fault of `kind` is a zombie (seeded; only NF kills and hangs)."""
+        return kind in FAULT_KINDS and self.zombies > 0 and self.zombie_rng.random() < self.zombies
+
+    def pick(self, kind: str | None = None, exclude: frozenset[int] | set[int] = frozenset(),
+             kinds: tuple[str, ...] | None = None) -> tuple[str, int] | None:
+        """A live victim of `kind` (random kind and NF from the seeded schedule if None; among
+        `kinds` if given). A primary is a victim only while a live backup protects it (a primary
+        without one has nobody to fail over to: that would be a second fault). `exclude`: NFs
+        claimed by faults still in flight (--overlap): neither they nor a partner of theirs (the
+        backup of a claimed primary, the primary of a claimed backup) is picked."""
         if self.between is not None:
             self.between()
-        nfs = [r for r in _get(f"{self.leading()}/nfs") if r["alive"]]
+        rows = _get(f"{self.leading()}/nfs")
+        nfs = [r for r in rows if r["alive"] and r["id"] not in exclude]
         alive = {r["id"] for r in nfs}
-        kinds = [kind] if kind else list(self.kinds)
-        self.rng.shuffle(kinds)
-        for k in kinds:
+        # a backup's primary: a backup whose primary is claimed is not a victim either
+        primary_of = {r["backup"]: r["id"] for r in rows if r.get("backup") is not None}
+        nfs = [r for r in nfs if primary_of.get(r["id"]) not in exclude]
+        if exclude:  # faults in flight: an NF may be between roles (a restarted victim being
+            # configured reports the role it had): a primary or backup only as the controller
+            # pairs them, else the controller has no fail-over or replacement to make for it
+            pairs = {int(p): b for p, b in (_get(f"{self.leading()}/status") or {}).get(
+                "pairs", {}).items()}
+            if pairs:
+                nfs = [r for r in nfs if (r["role"] != "primary" or pairs.get(r["id"]) in alive)
+                       and (r["role"] != "backup" or r["id"] in pairs.values())]
+        kinds_ = [kind] if kind else list(kinds if kinds is not None else self.kinds)
+        self.rng.shuffle(kinds_)
+        for k in kinds_:
             if k == "mgmt":
                 if self.cut is None:
                     continue
@@ -161,10 +201,12 @@ class FaultInjector:
                 return k, self.rng.choice(pool)
         return None
 
-    def inject(self, kind: str, nf: int, timeout: float = 15.0) -> Any:
+    def inject(self, kind: str, nf: int, timeout: float | None = None, zombie: bool = False) -> Any:
         """Fault NF `nf` (whose role is `kind`), wait until the controller has dealt with it,
-        then kill it for good and start it again (it comes back as a spare). A control-plane
-        kind goes to `control` (`nf` is then the etcd member's index); `mgmt` to `cut_mgmt`."""
+        then kill it for good and start it again (it comes back as a spare); a `zombie` is
+        hung, then resumed instead (`resume_zombie`). A control-plane kind goes to `control`
+        (`nf` is then the etcd member's index); `mgmt` to `cut_mgmt`."""
+        timeout = self.timeout if timeout is None else timeout
         if kind == "mgmt":
             return self.cut_mgmt(nf, timeout)
         if kind in CONTROL_KINDS:
@@ -176,19 +218,65 @@ class FaultInjector:
         slots = [r["slot"] for r in _get(f"{api}/slots?nf={nf}")] if kind == "primary" else []
         before = len(_get(f"{api}/status")["failovers"])
         proc = self.procs[nf]
-        rec = FaultRecord(kind, "hang" if self.hang else "kill", nf, time.time(), slots)
-        _signal_group(proc, signal.SIGSTOP if self.hang else signal.SIGKILL)
+        mode = "zombie" if zombie else "hang" if self.hang else "kill"
+        rec = FaultRecord(kind, mode, nf, time.time(), slots)
+        _signal_group(proc, signal.SIGSTOP if mode != "kill" else signal.SIGKILL)
+        handled = False
         try:
             self._await_handling(rec, kind, api, before, timeout)
+            handled = True
         except TimeoutError as exc:
             rec.error = str(exc)
         finally:
-            _signal_group(proc, signal.SIGKILL)  # a hung NF never comes back as a zombie
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-            self.procs[nf] = self.restart(nf)
+            if not (zombie and handled):  # else a hung NF never comes back as a zombie
+                _signal_group(proc, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+                self.procs[nf] = self.restart(nf)
+        if zombie and handled:
+            self.resume_zombie(rec, proc, timeout)
+        rec.ended = time.time()
         self.records.append(rec)
         return rec
+
+    def resume_zombie(self, rec: FaultRecord, proc: subprocess.Popen[bytes],
+                      timeout: float) -> None:
+        """A hung NF the controller has dealt with (failed over, replaced, or shown dead) is
+        resumed, not killed: it must come back in its cluster's pool (a spare, or already a
+        primary's new backup) owning no slot, as a cut NF does (`cut_mgmt`). Killed and started
+        again if it does not (the record then says so)."""
+        _signal_group(proc, signal.SIGCONT)
+        resumed = time.time()
+        try:
+            wait_for(lambda: self._back_owning_nothing(rec.nf), timeout=timeout, interval=0.02,
+                     what=f"zombie NF {rec.nf} back in the pool (a spare, or a new backup) owning "
+                          "no slot")
+            rec.back_ms = (time.time() - resumed) * 1000
+        except TimeoutError as exc:
+            rec.ok, rec.error = False, str(exc)
+            _signal_group(proc, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            self.procs[rec.nf] = self.restart(rec.nf)
+
+    def _back_owning_nothing(self, nf: int) -> bool:
+        """NF `nf` alive, a spare or already a primary's new backup, reporting no slot."""
+        r = next(r for r in _get(f"{self.leading()}/nfs") if r["id"] == nf)
+        return bool(r["alive"] and r["role"] in ("spare", "backup") and not r["slots"])
+
+    def claim(self, kind: str, nf: int) -> set[int]:
+        """The NFs a fault of `nf` (of role `kind`; mgmt: any role) puts at risk until its pair
+        is protected again: itself and its partner (its backup, or the primary it backs up)."""
+        if kind not in NF_KINDS:
+            return set()
+        rows = _get(f"{self.leading()}/nfs")
+        out = {nf}
+        for r in rows:
+            if r["id"] == nf and r.get("backup") is not None:
+                out.add(int(r["backup"]))
+            if r.get("backup") == nf:
+                out.add(int(r["id"]))
+        return out
 
     def _await_handling(self, rec: FaultRecord, role: str, api: str, before: int,
                         timeout: float) -> None:
@@ -203,8 +291,12 @@ class FaultInjector:
             return
 
         def handled() -> dict[str, Any] | None:
-            new = _get(f"{api}/status")["failovers"][before:]
-            return next((f for f in new if f["dead"] == nf), None)
+            # the leader asked first, or the one leading now (a controller fault, or one that
+            # stopped by itself, during the fault: each keeps its own history), from the fault on
+            now = self.leading()
+            rows = _get(f"{api}/status")["failovers"][before:] if now == api else [
+                f for f in _get(f"{now}/status")["failovers"] if f.get("at", 0) >= rec.at]
+            return next((f for f in rows if f["dead"] == nf), None)
 
         wait_for(lambda: handled() is not None, timeout=timeout, interval=0.01,
                  what=f"controller acting on NF {nf}")
@@ -237,11 +329,7 @@ class FaultInjector:
             restored = time.time()
             rec.cut_ms = (restored - rec.at) * 1000
 
-            def back() -> bool:  # a spare: or already taken from the pool as a new backup
-                r = next(r for r in _get(f"{self.leading()}/nfs") if r["id"] == nf)
-                return bool(r["alive"] and r["role"] in ("spare", "backup") and not r["slots"])
-
-            wait_for(back, timeout=timeout, interval=0.02,
+            wait_for(lambda: self._back_owning_nothing(nf), timeout=timeout, interval=0.02,
                      what=f"NF {nf} back in the pool (a spare, or a new backup) owning no slot")
             rec.back_ms = (time.time() - restored) * 1000
         except TimeoutError as exc:
@@ -250,6 +338,7 @@ class FaultInjector:
             if restored is None:
                 self.cut(nf, False)
                 rec.cut_ms = (time.time() - rec.at) * 1000
+        rec.ended = time.time()
         self.records.append(rec)
         return rec
 
@@ -282,15 +371,22 @@ class FaultInjector:
         primary with a backup unless no spare of its cluster on another node is left to give it
         one; with self-takeover on, every backup armed for its primary (docs/protocols.md
         §4.3)."""
+        return self.settled_for(None)
+
+    def settled_for(self, claimed: set[int] | None) -> bool:
+        """`settled`, for the pairs one fault in flight put at risk (--overlap): the `claimed`
+        NFs alive again, and every pair with a claimed member protected and armed as `settled`
+        says (None: every NF and every pair, and every NF configured)."""
         api = self.leading()
         rows = _get(f"{api}/nfs")
         status = _get(f"{api}/status")
-        if not all(r["alive"] for r in rows):
+        if not all(r["alive"] for r in rows if claimed is None or r["id"] in claimed):
             return False
         nfs = status.get("nfs", {})
-        if nfs.get("configured", 0) < nfs.get("total", 0):
+        if claimed is None and nfs.get("configured", 0) < nfs.get("total", 0):
             return False
-        pairs = {int(p): b for p, b in status.get("pairs", {}).items()}
+        pairs = {int(p): b for p, b in status.get("pairs", {}).items()
+                 if claimed is None or int(p) in claimed or b in claimed}
         by_id = {r["id"]: r for r in rows}
         spares = [r for r in rows if r["role"] == "spare"]
         for p in (p for p, b in pairs.items() if b is None and p in by_id):

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from topo import chaos
+from topo.chaos_modes import modes_line
 from topo.disturbances import Disturbances
 from topo.faults import FaultRecord, percentiles
 from topo.loss_evidence import excused_line, system_line
@@ -60,6 +61,8 @@ def fault_table(faults: list[FaultRecord], losses: dict[str, Any]) -> Table:
 
 
 def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0) -> None:
+    if dist.modes and not dist.faults:
+        console.print(modes_line(dist.modes))
     if dist.moves:
         table = Table(title="slot moves (through the HTTP API)")
         for col in ("slot", "from", "to", "kind", "epoch", "bytes", "flows", "last seq", "ms",
@@ -83,7 +86,7 @@ def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0
                       + ("" if f["ok"] else f" FAILED: {f['error']}"))
     if dist.faults:
         console.print(fault_table(dist.faults, dist.losses))
-        console.print(chaos.kind_table(dist.faults, dist.losses, host_drops))
+        console.print(chaos.kind_table(dist.faults, dist.losses, host_drops, dist.modes))
     if dist.rss:
         console.print(rss_table(dist.rss, dist.rss_lives or None,
                                 settled_from=dist.rss_settled_from))

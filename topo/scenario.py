@@ -53,13 +53,13 @@ from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
 from nf_host.shim import SHIM_LEN
-from topo import chain_run, chaos, hogs, mgmt_cut
+from topo import chain_run, chaos, chaos_modes, hogs, mgmt_cut
 from topo import hot as hot_run
 from topo.disturbances import Disturbances, disturb, http_json, loss_report
 from topo.etcd import run_etcd_cluster
 from topo.faults import ALL_KINDS, FAULT_KINDS, first_output_times, takeover_times
 from topo.kernel_drops import kernel_counters, machine_counters
-from topo.loss_evidence import judge, loss_summary
+from topo.loss_evidence import judge, loss_summary, windows_of
 from topo.losses import loss_lines, switch_status, where_lost
 from topo.memory import RssSampler
 from topo.memory import plot as plot_rss
@@ -131,6 +131,11 @@ class RunOptions:
     busy: int = 0                   # CPU hogs at nice 19 for the whole run (topo/hogs.py)
     bmv2_queue_depth: int = BMV2_QUEUE_DEPTH  # BMv2's egress queues, packets (0: BMv2's 64)
     api_port: int = 0               # the first controller's HTTP API port (0: a free one)
+    # chaos modes (topo/chaos_modes.py): random moves per second during the faults, faults
+    # side by side, and the share of NF faults that are zombies (hung, then resumed)
+    moves: float = 0.0
+    overlap: bool = False
+    zombies: float = 0.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -215,6 +220,9 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                          "needs root, a cgroup v2 mount and a kernel with CONFIG_CGROUP_BPF)")
     if args.chain and args.hot:
         raise SystemExit("--chain and --hot: choose one")
+    moves, zombies = getattr(args, "moves", 0.0), getattr(args, "zombies", 0.0)
+    if moves < 0 or not 0 <= zombies <= 1:
+        raise SystemExit("--moves must not be negative, and --zombies is a share from 0 to 1")
     config = args.config or (CHAIN_CONFIG if args.chain else DEFAULT_CONFIG)
     rate = default_rate(args.target) if args.rate is None else args.rate
     if rate <= 0 or args.bmv2_queue_depth < 0:
@@ -226,7 +234,8 @@ def options_from(args: argparse.Namespace) -> RunOptions:
                       self_takeover=args.self_takeover, heartbeat_echo=args.heartbeat_echo,
                       heartbeat_misses=args.heartbeat_misses,
                       settle=getattr(args, "settle", 0.0), busy=args.busy,
-                      bmv2_queue_depth=args.bmv2_queue_depth)
+                      bmv2_queue_depth=args.bmv2_queue_depth, moves=moves,
+                      overlap=getattr(args, "overlap", False), zombies=zombies)
 
 
 # -- network ---------------------------------------------------------------------------------------
@@ -574,6 +583,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             while sender.poll() is None:
                 with contextlib.suppress(Exception):
                     if watch is not None:
+                        watch.api = ctls.leader_api(watch.api)  # (a controller fault)
                         loads = hot_run.loads_of(watch.poll())
                         live.update(hot_run.live(nf_table(http_json(f"{api}/nfs"), "NFs (live)",
                                                           loads), watch))
@@ -582,7 +592,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                                              "NFs (live)"))
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
         if worker is not None:
-            worker.join(timeout=30)
+            worker.join(timeout=120 if opts.overlap or opts.moves else 30)
         # the sender waited for the last replies; the sink has no idle deadline (a switch outage
         # may be longer than any), so it stops here and writes its report
         sink.terminate()
@@ -608,8 +618,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             lb["relief"] = watch.relief()
             lb["samples"] = watch.samples
             lb["hot_flows"] = hot_ids
-        if dist is not None:
-            dist.failovers = http_json(f"{api}/status")["failovers"]
+        if dist is not None:  # (what each leader reported during the run, and this one's)
+            seen = chaos_modes.FailoverLog()
+            seen.add(dist.failovers)
+            seen.add(http_json(f"{api}/status")["failovers"])
+            dist.failovers = seen.rows()
             dist.rss = memory.snapshots()
             dist.rss_series = memory.series_json()
             if dist.faults_ended_at is not None:
@@ -632,9 +645,18 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         lb["latency"] = hot_run.latency(client_rep.rtt, hot_ids, min(moved, default=None),
                                         lb["relief"]["relieved"])
         (log_dir / "lb.json").write_text(json.dumps(lb, indent=1))
+    faulted = dist.faults if dist is not None else []
+    wedged = chaos_modes.wedged_flows(inputs, (client_rep.sent_at, server_rep.sent_at),
+                                      windows_of(faulted, bool(cfg.chains)),
+                                      chaos_modes.faults_over(faulted))
     if dist is not None:
+        if dist.faults or opts.moves:
+            dist.modes = chaos_modes.modes_summary(
+                dist.faults, dist.failovers,
+                (dist.chaos_moves, dist.moves_refused) if opts.moves else None)
         if dist.faults:
-            dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses}
+            dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses,
+                           "wedged_flows": len(wedged)}
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
             first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(
@@ -651,10 +673,18 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel,
                 accounts), verdict.losses.outage):
             console.print(line)
+    if wedged:  # a slot that stopped forwarding: its flows' last packets never came
+        console.print(f"[bold red]wedged:[/] the last packets of {len(wedged)} flow(s) never "
+                      f"arrived (flow, direction): {wedged[:10]}")
+        verdict = Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, [
+            f"{len(wedged)} flow(s) wedged: their last packets never arrived"])])
     if lb:
         hot_run.summary(console, lb, lb["relief"])
         moves = [d for d in lb["decisions"] if d["action"]["action"] == "move"]
-        if lb["relief"]["seconds"] is None or any(d["outcome"] != "moved" for d in moves):
+        # under chaos, the balancer's moves may meet faults (and the hot NF may be one): only
+        # the traffic's verdict judges them there
+        if not opts.kill_every and (lb["relief"]["seconds"] is None
+                                    or any(d["outcome"] != "moved" for d in moves)):
             return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["the hot NF was not relieved "
                                                                    "by moves that all succeeded"])])
     if dist is not None and (dist.errors or any(not m["ok"] for m in dist.moves)

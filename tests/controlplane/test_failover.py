@@ -303,3 +303,25 @@ def test_two_reconfigurations_of_one_nf_do_not_interleave():
         assert names[:2] == ["SetRole", "SetClusterPeers"] and names.count("SetRole") == 2
 
     asyncio.run(with_controller(body))
+
+
+def test_a_new_backup_that_goes_down_while_the_fail_over_gives_it_is_replaced():
+    """The spare a fail-over takes as the new backup hangs while the fail-over still runs (a
+    chaos run with overlapping faults): its "down" comes while it is nobody's backup yet, so it
+    starts no replacement; once the fail-over has recorded it, it is replaced (here by none: no
+    other NF qualifies), so the promoted NF does not hold its output until it answers again."""
+    async def body(c, fakes, servers):
+        fakes[3].promote_delay = 0.5  # the fail-over is still running when NF 5 hangs
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: fakes[3].promoted != [] or bool(fakes[5].assigned))
+        fakes[5].mute = True
+        for _ in range(3):
+            await c.registry.heartbeat(5)
+        assert c.registry.nfs[5].declared_down
+        await wait_until(lambda: any(f.kind == "backup" for f in c.failovers), timeout=10)
+        fo, replaced = c.failovers[0], c.failovers[-1]
+        assert fo.ok and (fo.dead, fo.promoted, fo.new_backup) == (1, 3, 5)
+        assert (replaced.kind, replaced.dead, replaced.promoted) == ("backup", 5, 3)
+        assert c.pairs[3] != 5
+
+    asyncio.run(with_controller(body))

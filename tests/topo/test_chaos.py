@@ -7,6 +7,7 @@ links cut past the heartbeat deadline and restored (`mgmt`)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -92,3 +93,46 @@ def test_nfs_whose_management_link_is_cut_are_failed_over_and_come_back_as_spare
             assert "now IDLE: dropping" in (out / f"nf{f['nf']}.log").read_text(), f
     assert dist["losses"]["lost"] == 0 and dist["losses"]["ok"], dist["losses"]
     assert "mgmt cuts" in result.stdout
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="open findings of the chaos modes (docs/chaos.md, 'The "
+                   "first runs'): a Release that outlives its held output reorders, an adopter "
+                   "that dies mid-move restarts the slot's state, an undone move drops what the "
+                   "adopter buffered")
+def test_moves_overlapping_faults_and_zombies_on_a_busy_machine_lose_nothing(
+        tmp_path: Path) -> None:
+    """The short "all at once" mode (docs/chaos.md, "Chaos as a user meets it"): random moves
+    (2 a second), NF faults side by side (`--overlap`), some hung NFs resumed as zombies after
+    their fail-over, one CPU hog. Nothing lost by the system, duplicated or reordered, no flow
+    wedged, every fault handled, every zombie back in the pool owning nothing; moves and false
+    fail-overs counted."""
+    if not (REPO / "build" / "nfcluster.p4info.txtpb").exists():
+        subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True)
+    from topo.mgmt_cut import available
+
+    kinds = "primary,backup,spare" + (",mgmt" if available() else "")
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "45", "--settle", "15",
+           "--rate", "300", "--kill-every", "1", "--moves", "2", "--overlap", "--zombies", "0.4",
+           "--busy", "1", "--fault-kinds", kinds, "--seed", "1", "--out-dir", str(out)]
+    result = subprocess.run(cmd, cwd=REPO, text=True, capture_output=True, timeout=600,
+                            env={**os.environ, "COLUMNS": "160"})
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    dist = json.loads((out / "disturbances.json").read_text())
+    faults = dist["faults"]
+    assert all(f["ok"] for f in faults), [f for f in faults if not f["ok"]]
+    # side by side: some fault started before an earlier one was over
+    spans = sorted((f["at"], f["ended"]) for f in faults if f.get("ended"))
+    assert any(b0 < a1 for (_, a1), (b0, _) in itertools.pairwise(spans)), spans
+    zombies = [f for f in faults if f["mode"] == "zombie"]
+    assert zombies and all(f["back_ms"] is not None for f in zombies), zombies
+    modes = dist["modes"]
+    assert modes["moves_done"] >= 5 and modes["zombies_back"] == modes["zombies"], modes
+    assert modes["state_lost"] == 0, modes
+    lo = dist["losses"]
+    assert lo["lost"] == 0 and lo["ok"] and lo["wedged_flows"] == 0, lo
+    assert lo["lost_by_system"] == 0 and lo["duplicated"] == 0 and lo["reordered"] == 0, lo
+    text = " ".join(result.stdout.split())
+    assert "chaos modes: moves" in text and "false fail-overs" in text
