@@ -22,7 +22,7 @@ FLOWS, PACKETS = 16, 60
 # the fault runs: offered load (client packets/s; each is answered) and packets per flow, enough
 # traffic for every fault. The rate is what p4sim's Python engine forwards without loss here.
 KILL_RATE = int(os.environ.get("NFC_KILL_RATE", "2000"))
-KILL_PACKETS = 10000  # about 80 s at 2000/s: 20 faults, each victim restarted and its pair
+KILL_PACKETS = 16000  # about 130 s at 2000/s: 20 faults, each victim restarted and its pair
 # protected again before the next pick (topo/faults.py: a primary is picked only while protected)
 
 
