@@ -37,7 +37,8 @@ IMPAIR = {"loss": 0.1, "duplicate": 0.1, "reorder": 0.3, "delay_ms": 3, "seed": 
 # held any more when it is sent)
 SNIFF = r"""
 import json, sys
-from scapy.all import UDP, AsyncSniffer, Ether
+from scapy.all import UDP, AsyncSniffer, Ether, conf
+conf.bufsize = 8 << 20  # the socket's receive buffer (scapy's 64 KiB lost frames of the burst)
 iface, dst, sentinel = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s = AsyncSniffer(iface=iface, lfilter=lambda p: Ether in p and p[Ether].dst == dst,
                  stop_filter=lambda p: UDP in p and p[UDP].sport == sentinel,
