@@ -13,11 +13,16 @@ import contextlib
 
 import pytest
 
-from nf_host.harness import Switch, checker_frame, strip_shim
-from nf_host.replication import Link, Message
-from nf_host.shim import Kind
+from nf_host.harness import Switch, checker_frame
 from nf_host.worker import CommandError
-from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
+from tests.nf_host.test_worker_inprocess import (
+    SLOT,
+    HeldAcks,
+    Node,
+    primary_with_backup,
+    run,
+    until,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -28,21 +33,8 @@ def test_an_adopter_never_overtakes_output_the_old_owners_backup_holds_past_the_
     async def body() -> None:
         a, b, p = Node(1), Node(2), Node(3, batch=2, marker_wait=0.1)
         a.w.cfg.transfer_timeout = 0.3  # the backup's acks are held longer than this
-        wire: list[tuple[int, int]] = []  # (nf, seq of the input) in the order output leaves
-        a.w.tx = lambda f: p.w.on_frame(bytes(f)) if f[14] == Kind.MARKER \
-            else wire.append((1, strip_shim(f)[0].seq))
-        p.w.tx = lambda f: wire.append((3, strip_shim(f)[0].seq))
-        held: list[tuple[Link, Message]] = []
-        hold = True
-        on_message = a.w._on_link_message
-
-        def acks_held(link: Link, msg: Message) -> None:
-            if hold and msg.get("t") == "a":
-                held.append((link, msg))
-            else:
-                on_message(link, msg)
-
-        a.w._on_link_message = acks_held  # type: ignore[method-assign]
+        acks = HeldAcks(a, p)
+        wire, held = acks.wire, acks.held
         for n in (a, b, p):
             await n.w.start()
         try:
@@ -61,9 +53,7 @@ def test_an_adopter_never_overtakes_output_the_old_owners_backup_holds_past_the_
             with contextlib.suppress(CommandError):  # refused or undecided: also fine here
                 await a.w.release(SLOT, 3, p.addr, same_cluster=False)
             await asyncio.sleep(0.5)  # the time the adopter would need to start and send
-            hold = False  # the backup answers again (replaced, or resumed)
-            for link, msg in held:
-                on_message(link, msg)
+            acks.let_go()  # the backup answers again (replaced, or resumed)
             await until(lambda: sum(nf == 1 for nf, _ in wire) == 4, f"a's output ({wire})")
             first_of_p = min((i for i, (nf, _) in enumerate(wire) if nf == 3), default=len(wire))
             last_of_a = max(i for i, (nf, _) in enumerate(wire) if nf == 1)

@@ -577,28 +577,42 @@ def test_replication_bytes_are_counted_by_peer_each_way() -> None:
     run(body)
 
 
+class HeldAcks:
+    """The order in which output leaves A (NF 1) and P (NF 3), as (nf, seq of the input) in
+    `wire`, with A's move marker handed to P as the switch would; and the acks A's backup sends,
+    held back in `held` (the backup is slow or hung) until `let_go`."""
+
+    def __init__(self, a: Node, p: Node) -> None:
+        self.wire: list[tuple[int, int]] = []
+        self.held: list[tuple[Link, Message]] = []
+        self.hold = True
+        self.on_message = a.w._on_link_message
+        a.w.tx = lambda f: p.w.on_frame(bytes(f)) if f[14] == Kind.MARKER \
+            else self.wire.append((1, strip_shim(f)[0].seq))
+        p.w.tx = lambda f: self.wire.append((3, strip_shim(f)[0].seq))
+        a.w._on_link_message = self._acks_held  # type: ignore[method-assign]
+
+    def _acks_held(self, link: Link, msg: Message) -> None:
+        if self.hold and msg.get("t") == "a":
+            self.held.append((link, msg))
+        else:
+            self.on_message(link, msg)
+
+    def let_go(self) -> None:
+        """The backup answers again: the held acks arrive, and later ones pass."""
+        self.hold = False
+        for link, msg in self.held:
+            self.on_message(link, msg)
+
+
 def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None:
     """The switch accepts output of the slot's old and new epoch, so their order at the sink is the
     order they reach it: the old owner's output of its last batch (held for its backup's ack)
     must leave before the adopter can process anything (it waits for the transfer)."""
     async def body() -> None:
         a, b, p = Node(1), Node(2), Node(3, batch=2)  # p: its 2 packets close a batch at once
-        wire: list[tuple[int, int]] = []  # (nf, seq of the input) in the order output leaves
-        # (a's move marker goes to p, the slot's owner by then, as the switch passes it)
-        a.w.tx = lambda f: p.w.on_frame(bytes(f)) if f[14] == Kind.MARKER \
-            else wire.append((1, strip_shim(f)[0].seq))
-        p.w.tx = lambda f: wire.append((3, strip_shim(f)[0].seq))
-        held: list[tuple[Link, Message]] = []
-        hold = True
-        on_message = a.w._on_link_message
-
-        def acks_held(link: Link, msg: Message) -> None:
-            if hold and msg.get("t") == "a":
-                held.append((link, msg))
-            else:
-                on_message(link, msg)
-
-        a.w._on_link_message = acks_held  # type: ignore[method-assign]
+        acks = HeldAcks(a, p)
+        wire, held = acks.wire, acks.held
         for n in (a, b, p):
             await n.w.start()
         try:
@@ -618,9 +632,7 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
             with contextlib.suppress(AssertionError):  # no output while the old owner's is held
                 await until(lambda: bool(wire), "output", timeout=0.5)
             assert wire == [], "the adopter's output left before the old owner's"
-            hold = False
-            for link, msg in held:
-                on_message(link, msg)
+            acks.let_go()
             await release
             await until(lambda: len(wire) == 6, f"every output (so far {wire})")
             assert wire == [(1, 1), (1, 2), (1, 3), (1, 4), (3, 5), (3, 6)]
