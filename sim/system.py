@@ -26,6 +26,8 @@ from controlplane.takeover_plan import takeover_loop
 from nf_host import replication
 from nf_host.harness import checker_frame
 from sim import network
+from sim.checks import check, last_delivered
+from sim.loop import run
 from sim.network import SimNet
 from sim.nf import CONTROLLER, SimNf, SimRegistry
 from sim.switch import SimSession, SwitchModel
@@ -339,16 +341,12 @@ class System:
                           "the last packet of every flow (a wedged slot?)")
 
     def _delivered_upto(self, want: dict[int, int]) -> bool:
-        from sim.checks import last_delivered
         got = last_delivered(self.switch.edge)
         return all(got.get(f, 0) >= n for f, n in want.items())
 
 
 def run_seed(seed: int, sc: Scenario | None = None) -> Outcome:
     """One run of `sc` with `seed`, checked (sim.checks)."""
-    from sim.checks import check
-    from sim.loop import run
-
     system = System(seed, sc or Scenario())
     saved = replication.TRANSPORT
     replication.TRANSPORT = system.net
