@@ -26,7 +26,7 @@ from pathlib import Path
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from p4sim.switch import ActionCall, Match, Switch, TableEntry
+from p4sim.runtime.switch import ActionCall, Match, Switch, TableEntry
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -82,7 +82,7 @@ def _arbitrate(channel: grpc.Channel) -> tuple[object, list[p4r.StreamMessageReq
 
 
 def bench_writes(n: int) -> dict[str, float]:
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
     sw = Switch.load(str(PROGRAM), cpu_port=510)
     device = Device(1, 510, real_engine)
@@ -158,7 +158,7 @@ def bench_veth(seconds: float, io: str = "socket", engine: str = "native", traff
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        from p4sim.switch import Switch
+        from p4sim.runtime.switch import Switch
 
         p4info = Switch.load(str(PROGRAM), cpu_port=510).p4info
         stub = p4r_grpc.P4RuntimeStub(channel)

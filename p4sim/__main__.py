@@ -1,6 +1,6 @@
 """The ``p4sim`` command line: ``compile`` (shaped like p4c), ``check`` (the front end alone, also
 for TNA programs), ``run`` (the P4Runtime switch), ``status`` (its counters), ``impair`` (a
-port's wire impairment) and ``stf`` (p4c's STF tests, `p4sim.stf_run`).
+port's wire impairment) and ``stf`` (p4c's STF tests, `p4sim.stf.run`).
 
     p4sim compile PROG.p4 --arch v1model --p4runtime-files out.p4info.txtpb [-I DIR] [-D NAME=VAL] [-o OUTDIR]
     p4sim check PROG.p4 --arch tna [-I DIR] [-D NAME=VAL] [--Werror]
@@ -13,8 +13,8 @@ import importlib
 import sys
 from pathlib import Path
 
-from p4sim.check import add_check, parse_define
-from p4sim.diagnostics import CompileError
+from p4sim.frontend.check import add_check, parse_define
+from p4sim.frontend.diagnostics import CompileError
 
 
 def add_compile(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +41,7 @@ def add_compile(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def compile_cmd(args: argparse.Namespace) -> int:
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
     try:
         sw = Switch.load(args.program, args.include, dict(args.define), engine=args.engine)
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_run(sub)
     register_status(sub)
     register_impair(sub)
-    from p4sim.stf_run import register_stf
+    from p4sim.stf.run import register_stf
 
     register_stf(sub)
     return parser

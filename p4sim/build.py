@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from p4sim.checker import Checker, check
-from p4sim.compiler import compile_program
-from p4sim.model import Program
-from p4sim.outparams import out_param_warnings
-from p4sim.parser import parse
-from p4sim.preprocess import preprocess
+from p4sim.backend.compiler import compile_program
+from p4sim.frontend.checker import Checker, check
+from p4sim.frontend.outparams import out_param_warnings
+from p4sim.frontend.parser import parse
+from p4sim.frontend.preprocess import preprocess
+from p4sim.runtime.model import Program
 
 
 def build(path: str, include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None) -> Program:
@@ -24,7 +24,7 @@ def build_text(text: str, lines: object) -> Program:
 
 def build_checked(text: str, lines: object) -> tuple[Program, Checker]:
     """The compiled program and the checked one (which the native engine's compiler compiles again)."""
-    from p4sim.diagnostics import LineMap
+    from p4sim.frontend.diagnostics import LineMap
 
     assert isinstance(lines, LineMap)
     ck = check(parse(text, lines))

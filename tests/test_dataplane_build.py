@@ -187,14 +187,14 @@ def test_ptf_suite_passes_on_p4sim(build_dir: Path, tmp_path: Path) -> None:
     assert "FAILED" not in out
 
 
-# -- behaviour in-process (p4sim.switch.Switch, no namespace): fast checks of the same rules ----
+# -- behaviour in-process (p4sim.runtime.switch.Switch, no namespace): fast checks of the same rules ----
 
 
 class _Pipeline:
     """The nfcluster program loaded into an in-process p4sim switch, written to by names."""
 
     def __init__(self) -> None:
-        import p4sim.switch as switch_mod
+        import p4sim.runtime.switch as switch_mod
 
         self.mod = switch_mod
         self.sw = switch_mod.Switch.load(

@@ -28,7 +28,7 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
-from p4sim.runtime import crc16
+from p4sim.runtime.primitives import crc16
 
 HOT_NF = 1
 HOT_SHARE = 0.8

@@ -12,14 +12,14 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from p4sim.checker import Checker
-from p4sim.diagnostics import NOWHERE
-from p4sim.model import Program
+from p4sim.frontend.checker import Checker
+from p4sim.frontend.diagnostics import NOWHERE
+from p4sim.runtime.model import Program
 
 if TYPE_CHECKING:
     from finsy.proto import p4i
 
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
 LOG = logging.getLogger("p4sim.native")
 

@@ -1,6 +1,6 @@
 """Compiles a checked v1model program into C for the native engine (p4sim/native/).
 
-The Python engine's walk over the checked program (`p4sim.emit_walk.EmitWalk`: the same slot
+The Python engine's walk over the checked program (`p4sim.backend.emit_walk.EmitWalk`: the same slot
 layout, the same table, action and extern model) with every piece of emitted code in C (this
 module: the walk's hooks and the assembly of the translation unit; `cexpr`: expressions, places
 and externs): one C function per parser, control, action, function and table. A key or action parameter wider
@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from p4sim import ast as A
-from p4sim import types as T
-from p4sim.checker import Checker
-from p4sim.diagnostics import Loc
-from p4sim.emit_walk import EmitWalk
-from p4sim.layout import HIDDEN, Ctx, Writer, is_wide, size_of
-from p4sim.model import CounterInfo, MeterInfo, RegisterInfo, TableInfo
+from p4sim.backend.emit_walk import EmitWalk
+from p4sim.backend.layout import HIDDEN, Ctx, Writer, is_wide, size_of
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.checker import Checker
+from p4sim.frontend.diagnostics import Loc
 from p4sim.native.cexpr import MAX_WIDTH, U128, CExterns, NativeUnsupported, cblock
+from p4sim.runtime.model import CounterInfo, MeterInfo, RegisterInfo, TableInfo
 
 HERE = Path(__file__).parent
 KINDS = {"exact": "K_EXACT", "lpm": "K_LPM", "ternary": "K_TERNARY", "range": "K_RANGE", "optional": "K_OPTIONAL"}

@@ -1,6 +1,6 @@
 """C code generation of expressions, places, assignments and extern calls for the native engine.
 
-Overrides the Python engine's code generator (`p4sim.codegen`, `p4sim.codegen_externs`) method by
+Overrides the Python engine's code generator (`p4sim.backend.codegen`, `p4sim.backend.codegen_externs`) method by
 method, over the same slot layout: every scalar is a ``uint64_t`` slot of ``s``. A ``bit<N>`` slot
 holds the value; an ``int<N>`` slot holds the value sign-extended to 64 bits, which is the Python
 engine's (a Python int in ``[-2^(N-1), 2^(N-1))``) modulo 2^64: ``+ - * & | ^ ~`` and ``==`` are
@@ -32,11 +32,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from p4sim import ast as A
-from p4sim import types as T
-from p4sim.codegen_externs import ExternCompiler
-from p4sim.diagnostics import CompileError, Loc
-from p4sim.layout import (
+from p4sim.backend.codegen_externs import ExternCompiler
+from p4sim.backend.layout import (
     DROP_PORT,
     Ctx,
     Writer,
@@ -46,7 +43,10 @@ from p4sim.layout import (
     scalar_width,
     size_of,
 )
-from p4sim.model import DigestInfo, ParamInfo
+from p4sim.frontend import ast as A
+from p4sim.frontend import types as T
+from p4sim.frontend.diagnostics import CompileError, Loc
+from p4sim.runtime.model import DigestInfo, ParamInfo
 
 U128 = "p4n_u128"  # unsigned __int128: the C type of a value wider than 64 bits
 MAX_WIDTH = 128

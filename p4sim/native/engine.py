@@ -18,11 +18,11 @@ from typing import Any
 
 from finsy.proto import p4i
 
-from p4sim.meters import MeterConfig
-from p4sim.model import Program
 from p4sim.native.ccompiler import CProgram
-from p4sim.switch import ActionCall, PackedOutputs, Switch, TableEntry, _TableRef
-from p4sim.tables import Entry
+from p4sim.runtime.meters import MeterConfig
+from p4sim.runtime.model import Program
+from p4sim.runtime.switch import ActionCall, PackedOutputs, Switch, TableEntry, _TableRef
+from p4sim.runtime.tables import Entry
 
 LOG = logging.getLogger("p4sim.native")
 

@@ -1,5 +1,5 @@
 /*
- * p4sim native engine: the v1model pipeline (p4sim/v1model.py in C) and the C API the Python
+ * p4sim native engine: the v1model pipeline (p4sim/runtime/v1model.py in C) and the C API the Python
  * side calls through cffi (p4sim/native/engine.py). Included at the end of every generated program.
  */
 #define DROP_PORT 511

@@ -3,11 +3,11 @@
  * Included after pipeline.c in every generated program.
  *
  * One call is one wake-up of the port loop: for every active ring, whole retired blocks of the
- * TPACKET_V3 receive ring (p4sim/pktring.py has the layouts) until at least `max_frames` frames,
+ * TPACKET_V3 receive ring (p4sim/io/pktring.py has the layouts) until at least `max_frames` frames,
  * each frame run through the pipeline straight from the ring memory, each output written into the
  * transmit ring of its port; then one send() per ring that got frames. No allocation per packet,
  * no Python object. Outputs the loop does not send itself (to the CPU port, to a port without a
- * ring here or whose ring has `tx_python` set (an impaired port: p4sim/impair.py), longer than a
+ * ring here or whose ring has `tx_python` set (an impaired port: p4sim/io/impair.py), longer than a
  * transmit slot) stay in the engine's output buffer and are listed in `defer` for Python, which
  * sends them the ordinary way.
  */

@@ -11,7 +11,7 @@ transmit rings, one `send()` per port. No Python object per packet. Then the pos
 counters (rx, rx_truncated, tx, tx_errors, tx_overflows) come back into the `PacketRing`s and
 the ports' `PortStats`, the device's packets_in/packets_out and the digests as on the Python
 path. Outputs the C loop leaves (to the CPU port: packet-ins; to a port without a ring; to an
-impaired port, whose ring gets `tx_python`: the port set's impairment, p4sim/impair.py, decides
+impaired port, whose ring gets `tx_python`: the port set's impairment, p4sim/io/impair.py, decides
 what is sent, so an unimpaired port costs nothing more per packet; longer than a transmit slot)
 are handed to `Device.deliver` like any batch's outputs.
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from p4sim.io.pktring import PacketRing
+from p4sim.io.ring_ports import BATCH_FRAMES, RingPortSet
 from p4sim.native.engine import NativeSwitch, ffi
-from p4sim.pktring import PacketRing
-from p4sim.ring_ports import BATCH_FRAMES, RingPortSet
 
 if TYPE_CHECKING:
     from p4sim.server.device import Device

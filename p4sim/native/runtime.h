@@ -4,7 +4,7 @@
  * The generated C (p4sim/native/ccompiler.py) defines the program's sizes (NSLOTS, KMAX, ...)
  * and includes this file, then its own functions, then pipeline.c (the v1model pipeline and the
  * C API). Every value is a uint64_t slot in `s` as in the Python engine's flat list; this file
- * mirrors p4sim/runtime.py, p4sim/tables.py and p4sim/meters.py, which stay the reference.
+ * mirrors p4sim/runtime/primitives.py, p4sim/runtime/tables.py and p4sim/runtime/meters.py, which stay the reference.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -232,7 +232,7 @@ static void p4n_map_del(p4n_map *m, uint64_t k) {
 }
 static void p4n_map_free(p4n_map *m) { free(m->keys); free(m->vals); memset(m, 0, sizeof *m); }
 
-/* ------------------------------------------------------------------ tables (p4sim/tables.py) */
+/* ------------------------------------------------------------------ tables (p4sim/runtime/tables.py) */
 /* a key wider than 64 bits is two columns, its high 64 bits first; a range of them is
    K_RANGE_HI (compared as one 128-bit number with the K_RANGE_LO column after it) */
 enum { K_EXACT, K_LPM, K_TERNARY, K_RANGE, K_OPTIONAL, K_RANGE_HI, K_RANGE_LO };
@@ -470,7 +470,7 @@ static inline const p4n_member *p4n_resolve(const p4n_profile *p, const p4n_entr
     return mi < 0 ? NULL : &p->m[mi];
 }
 
-/* ------------------------------------------------------------------ meters (p4sim/meters.py) */
+/* ------------------------------------------------------------------ meters (p4sim/runtime/meters.py) */
 typedef struct { int on; double cir, cburst, pir, pburst, tc, tp, at; } p4n_meter;
 static double p4n_now(void) {
     struct timespec ts;

@@ -9,7 +9,7 @@ With a program, it is compiled and committed at start (cookie 0); with `--no-p4`
 for SetForwardingPipelineConfig. SIGTERM and SIGINT stop it cleanly. `--metrics-addr` serves the
 port and device counters (every loss is counted) at /metrics (Prometheus) and /status (JSON);
 `p4sim status --metrics-addr ...` prints them, and `p4sim impair --metrics-addr ... PORT ...` sets
-a port's wire impairment (loss, duplication, delay, reordering: p4sim/impair.py).
+a port's wire impairment (loss, duplication, delay, reordering: p4sim/io/impair.py).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _define(text: str) -> tuple[str, str]:
 
 
 def _interface(text: str) -> tuple[int, str]:
-    from p4sim.ports import parse_interface
+    from p4sim.io.ports import parse_interface
 
     try:
         return parse_interface(text)
@@ -188,7 +188,7 @@ def status_cmd(args: argparse.Namespace) -> int:
 
 def impair_line(port: str | int, c: dict[str, Any]) -> str:
     """One port's impairment and its counters, in words."""
-    from p4sim.impair import Impairment
+    from p4sim.io.impair import Impairment
 
     imp = c.get("impair")
     what = f"impaired: {Impairment(**imp).describe()}" if imp is not None else "not impaired"
@@ -227,7 +227,7 @@ def impair_cmd(args: argparse.Namespace) -> int:
         print("p4sim impair: --clear takes no other option", file=sys.stderr)
         return 2
     if body:  # checked here too, with the switch's own rules: a bad value never needs the switch
-        from p4sim.impair import Impairment, ImpairmentError
+        from p4sim.io.impair import Impairment, ImpairmentError
 
         try:
             Impairment.from_json(body)
@@ -255,11 +255,11 @@ def impair_cmd(args: argparse.Namespace) -> int:
 
 def open_ports(args: argparse.Namespace, names: dict[int, str]) -> Any:
     """The port set `--io` asks for, opened."""
-    from p4sim.ports import PortSet
+    from p4sim.io.ports import PortSet
 
     if args.io == "ring":
-        from p4sim.pktring import RingConfig
-        from p4sim.ring_ports import RingPortSet
+        from p4sim.io.pktring import RingConfig
+        from p4sim.io.ring_ports import RingPortSet
 
         ports: PortSet = RingPortSet(names, ring=RingConfig.sized(args.ring_mb))
     else:
@@ -306,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     trace_log = logging.getLogger("p4sim.trace")
     trace = (lambda line: trace_log.log(TRACE, "%s", line)) if args.log_level == "trace" else None
-    from p4sim.switch import P4simError, Switch, default_engine
+    from p4sim.runtime.switch import P4simError, Switch, default_engine
 
     engine = args.engine or ("python" if trace is not None else default_engine())
 

@@ -35,7 +35,7 @@ PacketTap = Callable[[str, int, bytes], None]  # ("in" | "out", port, data)
 
 def real_engine(data: bytes, p4info: p4i.P4Info, cpu_port: int | None) -> SwitchLike:
     """Build the p4sim engine from a device config (see docs/p4sim.md, "Device config")."""
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
     return Switch.from_device_config(data, p4info, cpu_port=cpu_port)
 

@@ -1,7 +1,7 @@
-"""What the server needs of the p4sim engine: the in-process API of `p4sim.switch`, as a Protocol.
+"""What the server needs of the p4sim engine: the in-process API of `p4sim.runtime.switch`, as a Protocol.
 
 The server is written against `SwitchLike` so that tests can drive it with a small fake as well as
-with the real `p4sim.switch.Switch`; the value classes (`Match`, `ActionCall`, `TableEntry`) and the
+with the real `p4sim.runtime.switch.Switch`; the value classes (`Match`, `ActionCall`, `TableEntry`) and the
 engine's error type are the engine's own.
 """
 
@@ -12,14 +12,14 @@ from typing import Protocol
 
 from finsy.proto import p4i
 
-from p4sim.meters import MeterConfig
-from p4sim.switch import ActionCall, Match, P4simError, TableEntry
+from p4sim.runtime.meters import MeterConfig
+from p4sim.runtime.switch import ActionCall, Match, P4simError, TableEntry
 
 __all__ = ["ActionCall", "Match", "P4simError", "SwitchLike", "TableEntry"]
 
 
 class SwitchLike(Protocol):
-    """The subset of `p4sim.switch.Switch` the P4Runtime server calls."""
+    """The subset of `p4sim.runtime.switch.Switch` the P4Runtime server calls."""
 
     p4info: p4i.P4Info
 

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from finsy.proto import p4d, p4i, p4r
 
-from p4sim.meters import MeterConfig
+from p4sim.runtime.meters import MeterConfig
 from p4sim.server import bytestrings, entities
 from p4sim.server.digests import DigestBatcher, DigestConfig
 from p4sim.server.engine import ActionCall, P4simError, SwitchLike, TableEntry

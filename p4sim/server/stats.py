@@ -1,5 +1,5 @@
 """p4sim's own counters over HTTP: Prometheus text at `/metrics`, JSON at `/status`; and the
-ports' wire impairment (p4sim/impair.py) at `/ports/{port}/impair`.
+ports' wire impairment (p4sim/io/impair.py) at `/ports/{port}/impair`.
 
 `p4sim run --metrics-addr 127.0.0.1:PORT` serves them (loopback unless told otherwise), and
 `p4sim status --metrics-addr 127.0.0.1:PORT` prints them. Per port: frames received and sent, the
@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from p4sim.impair import Impairment, ImpairmentError
+from p4sim.io.impair import Impairment, ImpairmentError
 from p4sim.server.device import Device
 
 PORT_COUNTERS = {

@@ -34,7 +34,7 @@ BLOB = b"fake-device-config"
 
 def compile_program(tmp: Path) -> tuple[Path, bytes]:
     """The real program compiled by p4sim: (P4Info text file, device config bytes)."""
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
     sw = Switch.load(str(PROGRAM), include_dirs=[str(ROOT / "p4src" / "shared")], cpu_port=510)
     info = tmp / "nfcluster.p4info.txtpb"

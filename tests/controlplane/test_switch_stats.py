@@ -17,7 +17,7 @@ from controlplane.controller import Controller
 from controlplane.nf_registry import NfLoad, nf_losses
 from controlplane.p4names import P4NameError
 from controlplane.switch_stats import PORT_REASONS, port_losses, total_lost
-from p4sim.ports import PortStats
+from p4sim.io.ports import PortStats
 from p4sim.server.device import Device
 from p4sim.server.stats import StatsServer
 from tests.support.procs import free_port

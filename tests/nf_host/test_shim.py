@@ -26,8 +26,8 @@ PY_LAYOUT = [
 
 @pytest.fixture(scope="module")
 def p4_decls() -> dict[str, object]:
-    from p4sim.parser import parse
-    from p4sim.preprocess import preprocess
+    from p4sim.frontend.parser import parse
+    from p4sim.frontend.preprocess import preprocess
 
     assert HEADER_P4.exists(), f"{HEADER_P4} is missing"
     text, lines = preprocess(str(HEADER_P4), [str(HEADER_P4.parent)], {})
@@ -35,7 +35,7 @@ def p4_decls() -> dict[str, object]:
 
 
 def _width(t: object, decls: dict[str, object]) -> int:
-    from p4sim import ast as A
+    from p4sim.frontend import ast as A
 
     while isinstance(t, A.TNamed):
         typedef = decls[t.name]
@@ -46,7 +46,7 @@ def _width(t: object, decls: dict[str, object]) -> int:
 
 
 def _const(decls: dict[str, object], name: str) -> int:
-    from p4sim import ast as A
+    from p4sim.frontend import ast as A
 
     decl = decls[name]
     assert isinstance(decl, A.ConstDecl) and isinstance(decl.value, A.Number)
@@ -54,7 +54,7 @@ def _const(decls: dict[str, object], name: str) -> int:
 
 
 def test_shim_fields_and_widths_match(p4_decls: dict[str, object]) -> None:
-    from p4sim import ast as A
+    from p4sim.frontend import ast as A
 
     header = p4_decls["nfc_shim_h"]
     assert isinstance(header, A.HeaderDecl) and header.kind == "header"

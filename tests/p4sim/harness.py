@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from p4sim.switch import ActionCall, Match, Switch, TableEntry
+from p4sim.runtime.switch import ActionCall, Match, Switch, TableEntry
 
 PROGRAMS = Path(__file__).parent / "programs"
 ETH_TEST = 0x88B6

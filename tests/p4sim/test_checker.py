@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.build import build
-from p4sim.diagnostics import CompileError
+from p4sim.frontend.diagnostics import CompileError
 
 pytestmark = pytest.mark.unit
 
@@ -238,7 +238,7 @@ def test_table_applied_twice_warns_like_bmv2_would_refuse(tmp_path):
     path = tmp_path / "twice.p4"
     path.write_text(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "/*HERE*/" in ln)
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
     sw = Switch.load(str(path))
     [w] = sw.warnings

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from p4sim.v1model import DROP_PORT
+from p4sim.runtime.v1model import DROP_PORT
 from tests.p4sim.harness import ETH_TEST, load
 
 pytestmark = pytest.mark.unit

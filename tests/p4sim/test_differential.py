@@ -24,7 +24,7 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
-from p4sim.switch import ActionCall, Match, P4simError, Switch, TableEntry
+from p4sim.runtime.switch import ActionCall, Match, P4simError, Switch, TableEntry
 from tests.p4sim.harness import CPU_PORT, PROGRAMS, Scratch, scratch_packet
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from p4sim.runtime import crc16, csum16
+from p4sim.runtime.primitives import crc16, csum16
 from tests.p4sim.harness import Scratch, load, run_scratch, scratch_packet
 
 pytestmark = pytest.mark.unit
@@ -120,7 +120,7 @@ class Clock:
 def test_meter_marks_green_then_yellow_then_red_and_refills(sw):
     """RFC 2698 as BMv2 runs it: within cburst green, then yellow until the peak bucket is
     empty, then red; the buckets refill at cir and pir."""
-    from p4sim.meters import MeterConfig
+    from p4sim.runtime.meters import MeterConfig
 
     mid = sw.entity_id("meter", "op_meter")
     clock = Clock()
@@ -148,7 +148,7 @@ def test_meter_marks_green_then_yellow_then_red_and_refills(sw):
 
 
 def test_bytes_meter_pays_the_packet_length(sw):
-    from p4sim.meters import MeterConfig
+    from p4sim.runtime.meters import MeterConfig
 
     mid = sw.entity_id("meter", "byte_meter")
     [info] = [m for m in sw.prog.meters.values() if m.fqname.endswith("byte_meter")]

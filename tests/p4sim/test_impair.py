@@ -1,4 +1,4 @@
-"""p4sim's wire impairment (p4sim/impair.py): the seeded loss, duplication, delay and reordering
+"""p4sim's wire impairment (p4sim/io/impair.py): the seeded loss, duplication, delay and reordering
 of what a port sends, against an oracle drawing from the same `random.Random(seed)`, with a fake
 clock; its validation; and a port set's receive loop sending held frames when they fall due
 (a `PortSet` on a socket pair: no interface, no namespace).
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from p4sim.impair import Impairer, Impairment, ImpairmentError, ImpairStats, PortImpairer
-from p4sim.ports import PortSet, PortStats
+from p4sim.io.impair import Impairer, Impairment, ImpairmentError, ImpairStats, PortImpairer
+from p4sim.io.ports import PortSet, PortStats
 from tests.support.procs import wait_for
 
 pytestmark = pytest.mark.unit

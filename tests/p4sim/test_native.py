@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.native import build as native_build
-from p4sim.switch import Switch
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import CPU_PORT, PROGRAMS, one_header_program
 
 pytestmark = pytest.mark.unit

@@ -16,7 +16,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from p4sim.pktring import (
+from p4sim.io.pktring import (
     PACKET_OUTGOING,
     TP_STATUS_SEND_REQUEST,
     TP_STATUS_WRONG_FORMAT,
@@ -24,7 +24,7 @@ from p4sim.pktring import (
     TX_STATUS_AT,
     block_ready,
 )
-from p4sim.switch import Match, Switch
+from p4sim.runtime.switch import Match, Switch
 from tests.p4sim.harness import CPU_PORT, add, load
 from tests.p4sim.server.test_ring_units import build_block
 
@@ -181,7 +181,7 @@ def test_frames_back_to_the_port_they_came_from() -> None:
 
 
 def test_an_impaired_ports_outputs_are_left_to_python_and_it_still_receives() -> None:
-    """`tx_python` (rings.py sets it for a port under wire impairment, p4sim/impair.py): the C
+    """`tx_python` (rings.py sets it for a port under wire impairment, p4sim/io/impair.py): the C
     loop reads the port's receive ring as always but leaves every output to it to Python, in
     order; the other ports' outputs still go into their transmit rings."""
     sw, ref = routed("native"), routed("python")

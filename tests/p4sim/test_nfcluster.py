@@ -14,7 +14,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from nf_host.shim import Kind, decap
-from p4sim.switch import Match, Switch
+from p4sim.runtime.switch import Match, Switch
 from tests.p4sim.harness import add
 
 pytestmark = pytest.mark.unit

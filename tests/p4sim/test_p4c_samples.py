@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from p4sim.diagnostics import CompileError, Unsupported
-from p4sim.switch import ActionCall, Match, Switch, TableEntry
+from p4sim.frontend.diagnostics import CompileError, Unsupported
+from p4sim.runtime.switch import ActionCall, Match, Switch, TableEntry
 
 pytestmark = pytest.mark.unit
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from p4sim.p4info import aliases, assign_ids, jenkins
-from p4sim.switch import Switch
+from p4sim.backend.p4info import aliases, assign_ids, jenkins
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import load
 
 pytestmark = pytest.mark.unit
@@ -72,7 +72,7 @@ def test_id_and_name_annotations(tmp_path):
 
 
 def test_collisions_probe_linearly_in_name_order():
-    from p4sim.p4info import _Sym
+    from p4sim.backend.p4info import _Sym
 
     h = jenkins("a") & 0xFFFFFF
     ids = assign_ids([_Sym("table", "b", []), _Sym("table", "a", [])])

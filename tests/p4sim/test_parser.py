@@ -12,7 +12,7 @@ import pytest
 from scapy.contrib.mpls import MPLS
 from scapy.layers.l2 import Ether
 
-from p4sim.switch import Switch
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import Scratch, load
 
 pytestmark = pytest.mark.unit

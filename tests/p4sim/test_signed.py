@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from p4sim.switch import Match, Switch
+from p4sim.runtime.switch import Match, Switch
 from tests.p4sim.harness import add, load, one_header_program
 
 pytestmark = pytest.mark.unit

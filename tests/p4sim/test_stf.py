@@ -1,4 +1,4 @@
-"""The STF runner (p4sim/stf.py, p4sim/stf_run.py) on small programs of its own: the format's
+"""The STF runner (p4sim/stf/format.py, p4sim/stf/run.py) on small programs of its own: the format's
 commands, the BMv2 runner's verdict rules, and the ``p4sim stf`` command line."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from p4sim.__main__ import main
-from p4sim.stf import Add, Expect, Packet, StfError, match_packet, parse_stf
-from p4sim.stf_run import collect, run_test
+from p4sim.stf.format import Add, Expect, Packet, StfError, match_packet, parse_stf
+from p4sim.stf.run import collect, run_test
 from tests.p4sim.harness import one_header_program
 
 # h.a selects: a table on (a exact, b ternary) sets the port and writes c

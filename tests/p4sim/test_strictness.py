@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from p4sim.backend.p4info import build_p4info
 from p4sim.build import build
-from p4sim.diagnostics import CompileError, Unsupported
-from p4sim.p4info import build_p4info
-from p4sim.switch import Switch
+from p4sim.frontend.diagnostics import CompileError, Unsupported
+from p4sim.runtime.switch import Switch
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from p4sim.switch import ActionCall, Match, P4simError, Switch, TableEntry
+from p4sim.runtime.switch import ActionCall, Match, P4simError, Switch, TableEntry
 from tests.p4sim.harness import CPU_PORT, PROGRAMS, add, load
 
 pytestmark = pytest.mark.unit

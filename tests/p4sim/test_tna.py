@@ -1,5 +1,5 @@
 """The TNA (Tofino) program is checked by p4sim's front end against p4sim's own TNA declarations
-(``p4sim check --arch tna``, p4sim/p4include/tna.p4), and the check catches what p4c's front end
+(``p4sim check --arch tna``, p4sim/frontend/p4include/tna.p4), and the check catches what p4c's front end
 catches: a missing argument, a wrong direction, a block that does not fit the architecture, a
 bad abstract method implementation, and an ``out`` parameter left unwritten on some path
 (p4c's ``uninitialized_out_param`` warning, a failure with ``--Werror``).
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from p4sim.build import build
-from p4sim.check import check_file
-from p4sim.diagnostics import CompileError
+from p4sim.frontend.check import check_file
+from p4sim.frontend.diagnostics import CompileError
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4sim.switch import Switch
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import load
 
 pytestmark = pytest.mark.unit

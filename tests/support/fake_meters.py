@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from p4sim.meters import MeterConfig
+from p4sim.runtime.meters import MeterConfig
 
 
 class FakeMeters:

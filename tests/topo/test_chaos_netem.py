@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import topo.__main__ as topo_main
-from p4sim.impair import Impairer, Impairment
-from p4sim.ports import PortSet
+from p4sim.io.impair import Impairer, Impairment
+from p4sim.io.ports import PortSet
 from p4sim.server.device import Device
 from p4sim.server.stats import StatsServer
 from tests.p4sim.test_impair import pair_port_set

@@ -169,7 +169,7 @@ class RealProgram:
 
 @pytest.fixture(scope="session")
 def real_program(tmp_path_factory: pytest.TempPathFactory) -> RealProgram:
-    from p4sim.switch import Switch
+    from p4sim.runtime.switch import Switch
 
     sw = Switch.load(str(PROGRAM), cpu_port=510)
     d = tmp_path_factory.mktemp("ipv4_forward")
@@ -184,8 +184,8 @@ def real_program(tmp_path_factory: pytest.TempPathFactory) -> RealProgram:
 def pushed_program(program: Path, tmp_path: Path) -> Iterator[tuple[Harness, RealProgram]]:
     """A server on the real engine with `program` (a test program, its includes beside it)
     compiled and pushed by a primary (election id 10)."""
+    from p4sim.runtime.switch import Switch
     from p4sim.server.device import real_engine
-    from p4sim.switch import Switch
 
     sw = Switch.load(str(program), [str(program.parent / "include")], cpu_port=510)
     prog = RealProgram(sw.p4info, sw.device_config(), tmp_path / "p4info", tmp_path / "cfg")

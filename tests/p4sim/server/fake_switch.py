@@ -1,4 +1,4 @@
-"""A small stand-in for `p4sim.switch.Switch` with a hand-written P4Info (fake_p4info.txt).
+"""A small stand-in for `p4sim.runtime.switch.Switch` with a hand-written P4Info (fake_p4info.txt).
 
 It implements the in-process API contract with plain dictionaries, so the server's P4Runtime
 semantics can be tested where the real engine is not the simplest oracle. Its data plane:

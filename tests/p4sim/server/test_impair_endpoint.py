@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from p4sim.__main__ import main as p4sim_main
-from p4sim.ports import PortSet
+from p4sim.io.ports import PortSet
 from p4sim.server.device import Device
 from p4sim.server.stats import StatsServer
 from tests.p4sim.test_impair import pair_port_set

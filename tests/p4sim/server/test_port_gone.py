@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from p4sim.ports import PortSet
+from p4sim.io.ports import PortSet
 
 pytestmark = [pytest.mark.netns]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from p4sim.pktring import (
+from p4sim.io.pktring import (
     BLOCK_DESC_LEN,
     FRAME_HDR,
     PACKET_OUTGOING,
@@ -26,7 +26,7 @@ from p4sim.pktring import (
     tx_slot_status,
     tx_write,
 )
-from p4sim.ports import PortStats
+from p4sim.io.ports import PortStats
 from p4sim.server.device import Device
 from p4sim.server.stats import StatsServer, status
 

@@ -1,0 +1,7 @@
+"""The runtime of p4sim: the compiled program at packet time, behind the in-process switch API.
+
+`model` is the compiled program; `tables`, `meters` and `primitives` (arithmetic, checksums,
+hashes, parser input) are what its generated code calls; `v1model` runs the architecture
+(parser, ingress, packet replication, egress, deparser); `switch` is the in-process API
+(load a program, write entries, run packets).
+"""
