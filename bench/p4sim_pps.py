@@ -26,7 +26,9 @@ from pathlib import Path
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from p4sim.runtime.switch import ActionCall, Match, Switch, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, TableEntry
+from p4sim.runtime.engine_loader import load_switch
+from p4sim.runtime.switch import Switch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +41,7 @@ class Case:
 
 
 def ipv4_case() -> tuple[Switch, list[tuple[int, bytes]]]:
-    sw = Switch.load(str(ROOT / "tests/p4sim/programs/ipv4_forward.p4"), cpu_port=510)
+    sw = load_switch(str(ROOT / "tests/p4sim/programs/ipv4_forward.p4"), cpu_port=510)
     t = sw.table_id("ipv4_lpm")
     a = sw.action_id("ipv4_forward")
     seen: set[Match] = set()
@@ -56,7 +58,7 @@ def ipv4_case() -> tuple[Switch, list[tuple[int, bytes]]]:
 
 
 def nfcluster_case() -> tuple[Switch, list[tuple[int, bytes]]]:
-    sw = Switch.load(str(ROOT / "p4src/v1model/nfcluster.p4"),
+    sw = load_switch(str(ROOT / "p4src/v1model/nfcluster.p4"),
                      [str(ROOT / "p4src/shared"), str(ROOT / "p4src/v1model")], cpu_port=510)
     pr, spr = sw.table_id("port_role"), sw.action_id("set_port_role")
     sw.table_insert(TableEntry(pr, {1: Match("exact", 1)}, ActionCall(spr, {1: 1})))

@@ -82,9 +82,9 @@ def _arbitrate(channel: grpc.Channel) -> tuple[object, list[p4r.StreamMessageReq
 
 
 def bench_writes(n: int) -> dict[str, float]:
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import load_switch
 
-    sw = Switch.load(str(PROGRAM), cpu_port=510)
+    sw = load_switch(str(PROGRAM), cpu_port=510)
     device = Device(1, 510, real_engine)
     server = serve(device, f"127.0.0.1:{free_port()}")
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
@@ -128,6 +128,8 @@ def bench_writes(n: int) -> dict[str, float]:
 
 def bench_veth(seconds: float, io: str = "socket", engine: str = "native", traffic: str = "ring"
                ) -> dict[str, float]:
+    from p4sim.runtime.engine_loader import load_switch
+
     topo = VethTopology.create(2)
     h1, h2 = topo.hosts
     port = free_port()
@@ -158,9 +160,8 @@ def bench_veth(seconds: float, io: str = "socket", engine: str = "native", traff
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        from p4sim.runtime.switch import Switch
 
-        p4info = Switch.load(str(PROGRAM), cpu_port=510).p4info
+        p4info = load_switch(str(PROGRAM), cpu_port=510).p4info
         stub = p4r_grpc.P4RuntimeStub(channel)
         wait_for(
             lambda: stub.Capabilities(p4r.CapabilitiesRequest(), timeout=1),

@@ -41,10 +41,10 @@ def add_compile(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def compile_cmd(args: argparse.Namespace) -> int:
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import load_switch
 
     try:
-        sw = Switch.load(args.program, args.include, dict(args.define), engine=args.engine)
+        sw = load_switch(args.program, args.include, dict(args.define), engine=args.engine)
     except CompileError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -134,7 +134,7 @@ def test_externs_match_the_contract(p4info: p4i.P4Info) -> None:
         assert isinstance(c, p4i.Counter)
         assert c.size == size
         assert c.spec.unit == p4i.CounterSpec.BOTH
-    # every packet in and out, by port, at the pipeline's two ends (topo/port_accounting.py)
+    # every packet in and out, by port, at the pipeline's two ends (topo/faults/port_accounting.py)
     for name, control in (("port_rx", "NfcIngress"), ("port_tx", "NfcEgress")):
         c = _by_suffix(list(p4info.counters), name, control)
         assert isinstance(c, p4i.Counter)
@@ -194,10 +194,11 @@ class _Pipeline:
     """The nfcluster program loaded into an in-process p4sim switch, written to by names."""
 
     def __init__(self) -> None:
-        import p4sim.runtime.switch as switch_mod
+        import p4sim.runtime.api_values as switch_mod
+        from p4sim.runtime import engine_loader
 
         self.mod = switch_mod
-        self.sw = switch_mod.Switch.load(
+        self.sw = engine_loader.load_switch(
             str(PROGRAM), include_dirs=[str(REPO / "p4src" / "shared")], cpu_port=510
         )
         self.info: p4i.P4Info = self.sw.p4info

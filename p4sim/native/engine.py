@@ -19,9 +19,10 @@ from typing import Any
 from finsy.proto import p4i
 
 from p4sim.native.ccompiler import CProgram
+from p4sim.runtime.api_values import ActionCall, PackedOutputs, TableEntry, TableRef
 from p4sim.runtime.meters import MeterConfig
 from p4sim.runtime.model import Program
-from p4sim.runtime.switch import ActionCall, PackedOutputs, Switch, TableEntry, _TableRef
+from p4sim.runtime.switch import Switch
 from p4sim.runtime.tables import Entry
 
 LOG = logging.getLogger("p4sim.native")
@@ -274,12 +275,12 @@ class NativeSwitch(Switch):
             return 0, self._args("", ()), mid, gid
         return self._anum(ent.action), self._args(ent.action, ent.args), mid, gid
 
-    def _c_default(self, ref: _TableRef) -> None:
+    def _c_default(self, ref: TableRef) -> None:
         t = ref.table
         self._lib.p4n_table_set_default(self._c, self._tindex[ref.name], self._anum(t.default_name),
                                         self._args(t.default_name, t.default_args))
 
-    def _insert(self, ref: _TableRef, e: TableEntry, check_const: bool = True) -> None:
+    def _insert(self, ref: TableRef, e: TableEntry, check_const: bool = True) -> None:
         super()._insert(ref, e, check_const)
         key = (self._specs(ref, e), e.priority)
         ent = ref.table.entries[key]
@@ -329,7 +330,7 @@ class NativeSwitch(Switch):
             super().table_set_default(table_id, action)
             self._c_default(self._table(table_id))
 
-    def _sync_direct(self, ref: _TableRef) -> None:
+    def _sync_direct(self, ref: TableRef) -> None:
         """Direct counter values from C into the Python entries (read by the base class)."""
         if ref.info.direct_counter is None:
             return

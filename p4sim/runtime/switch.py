@@ -1,4 +1,7 @@
-"""The in-process API of p4sim: load a program, write tables and PRE entries, run packets.
+"""The in-process API of p4sim: a loaded program, its tables and externs written, packets run.
+
+A program is loaded by `p4sim.runtime.engine_loader`; the values this API takes and returns are
+`p4sim.runtime.api_values`, its PRE part `switch_pre` and its name lookups `switch_names`.
 
 All ids are P4Info ids and all values are unsigned Python ints bounded by the field's bit width.
 One re-entrant lock guards the whole switch, so a table write is atomic with respect to packets.
@@ -6,114 +9,34 @@ One re-entrant lock guards the whole switch, so a table write is atomic with res
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import threading
-import zlib
 from array import array
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 from finsy.proto import p4i
 
 from p4sim.backend.p4info import build_p4info
-from p4sim.build import build_checked
-from p4sim.frontend.diagnostics import LineMap
-from p4sim.frontend.preprocess import preprocess
+from p4sim.runtime.api_values import (
+    ActionCall,
+    Match,
+    P4simError,
+    PackedOutputs,
+    TableEntry,
+    TableRef,
+    bad,
+    check_value,
+)
 from p4sim.runtime.meters import MeterArray, MeterConfig
-from p4sim.runtime.model import Program, TableInfo
-from p4sim.runtime.tables import BoundAction, Entry, Table
+from p4sim.runtime.model import Program
+from p4sim.runtime.switch_names import NameLookup
+from p4sim.runtime.switch_pre import PreApi
+from p4sim.runtime.tables import BoundAction, Entry
 from p4sim.runtime.v1model import V1Model
 
-CONFIG_MAGIC = "p4sim-device-config/1"
-ENGINES = ("python", "native")
-LOG = logging.getLogger("p4sim")
 
+class Switch(PreApi, NameLookup):
+    """One loaded program on the Python engine (`p4sim.runtime.engine_loader` chooses the engine)."""
 
-def default_engine() -> str:
-    """The engine when none is named: ``$P4SIM_ENGINE``, else native (where it builds)."""
-    return os.environ.get("P4SIM_ENGINE") or "native"
-
-
-def prog_name(config: bytes) -> str:
-    """The source file a device config was compiled from (for log lines)."""
-    try:
-        return str(json.loads(zlib.decompress(config)).get("path", "program"))
-    except (ValueError, zlib.error):
-        return "program"
-
-
-class P4simError(Exception):
-    """A request the switch refuses; ``code`` is a gRPC status code name."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Match:
-    kind: str  # "exact" | "lpm" | "ternary" | "range" | "optional"
-    value: int
-    mask: int | None = None
-    prefix_len: int | None = None
-    high: int | None = None
-
-
-@dataclass(frozen=True)
-class ActionCall:
-    action_id: int
-    params: dict[int, int]
-
-
-@dataclass
-class TableEntry:
-    table_id: int
-    match: dict[int, Match]
-    action: ActionCall | None = None
-    member_id: int | None = None
-    group_id: int | None = None
-    priority: int = 0
-    packets: int = 0
-    bytes: int = 0
-
-
-@dataclass
-class _TableRef:
-    info: TableInfo
-    table: Table
-    id: int
-    name: str
-    field_ids: list[int]
-    action_ids: dict[int, str] = field(default_factory=dict)  # action id -> fq name
-    api: dict[object, TableEntry] = field(default_factory=dict)  # entry key -> API entry
-
-
-@dataclass
-class PackedOutputs:
-    """The outputs of a batch of packets in two flat buffers (what `Switch.process_packed`
-    returns): ``data`` holds every output packet back to back, ``meta`` four numbers per output:
-    the index of the input packet it came from, the output port, its offset and its length."""
-
-    data: bytes
-    meta: array[int]
-
-    def __len__(self) -> int:
-        return len(self.meta) // 4
-
-    def items(self) -> list[tuple[int, int, bytes]]:
-        """(input index, port, bytes) of every output, in order."""
-        m, d = self.meta, self.data
-        return [(m[i], m[i + 1], d[m[i + 2]:m[i + 2] + m[i + 3]]) for i in range(0, len(m), 4)]
-
-
-def _bad(msg: str) -> P4simError:
-    return P4simError("INVALID_ARGUMENT", msg)
-
-
-class Switch:
     p4info: p4i.P4Info
     engine = "python"
     native_fallback: str | None = None  # why the native engine was asked for but is not running
@@ -134,63 +57,11 @@ class Switch:
         try:
             self._index()
         except KeyError as exc:
-            raise _bad(f"the P4Info does not describe this program: {exc} is not in it") from None
+            raise bad(f"the P4Info does not describe this program: {exc} is not in it") from None
         self._install_const_entries()
-
-    # ------------------------------------------------------------------ loading
-    @classmethod
-    def load(cls, p4_path: str, include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None,
-             cpu_port: int | None = None, engine: str | None = None) -> Switch:
-        """Compile and load a program; ``engine`` as in `Switch.build` (default: `default_engine`)."""
-        text, lines = preprocess(p4_path, include_dirs, defines or {})
-        config = cls._pack(p4_path, text, lines)
-        return cls.build(text, lines, config, None, cpu_port, engine)
-
-    @classmethod
-    def build(cls, text: str, lines: LineMap, config: bytes, p4info: p4i.P4Info | None,
-              cpu_port: int | None, engine: str | None = None) -> Switch:
-        """The switch of a preprocessed program on ``engine``: "python" (the reference engine) or
-        "native" (the program compiled to C, p4sim/native/; when the program or the machine
-        cannot run it, the Python engine, with a log line saying why: see ``native_fallback``)."""
-        engine = engine or default_engine()
-        if engine not in ENGINES:
-            raise _bad(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
-        prog, ck = build_checked(text, lines)
-        if engine == "native":
-            from p4sim.native import native_switch
-
-            sw, why = native_switch(ck, prog, config, p4info, cpu_port)
-            if sw is not None:
-                return sw
-            LOG.warning("native engine unavailable for %s (%s): running the Python engine",
-                        prog_name(config), why)
-            fallback = cls(prog, config, p4info, cpu_port)
-            fallback.native_fallback = why
-            return fallback
-        return cls(prog, config, p4info, cpu_port)
-
-    @staticmethod
-    def _pack(path: str, text: str, lines: LineMap) -> bytes:
-        doc = {"magic": CONFIG_MAGIC, "path": path, "text": text, "lines": lines._entries}
-        return zlib.compress(json.dumps(doc).encode())
 
     def device_config(self) -> bytes:
         return self._config
-
-    @classmethod
-    def from_device_config(cls, data: bytes, p4info: p4i.P4Info | None = None,
-                           cpu_port: int | None = None, engine: str | None = None) -> Switch:
-        try:
-            doc = json.loads(zlib.decompress(data))
-            if doc.get("magic") != CONFIG_MAGIC:
-                raise ValueError("bad magic")
-            lines = LineMap()
-            for f, ln in doc["lines"]:
-                lines.add(f, ln)
-            text = doc["text"]
-        except (ValueError, KeyError, TypeError, zlib.error) as exc:
-            raise _bad(f"device config is not a p4sim device config: {exc}") from None
-        return cls.build(text, lines, data, p4info, cpu_port, engine)
 
     def _index(self) -> None:
         info = self.p4info
@@ -199,12 +70,12 @@ class Switch:
         self._action_ids = {v: k for k, v in self._actions.items()}
         self._action_params: dict[int, list[tuple[int, str, int]]] = {
             a.preamble.id: [(p.id, p.name, p.bitwidth) for p in a.params] for a in info.actions}
-        self._tables: dict[int, _TableRef] = {}
+        self._tables: dict[int, TableRef] = {}
         for t in info.tables:
             ti = prog.tables.get(t.preamble.name)
             if ti is None:
-                raise _bad(f"P4Info table {t.preamble.name} is not in the program")
-            ref = _TableRef(ti, ti.table, t.preamble.id, t.preamble.name, [mf.id for mf in t.match_fields])
+                raise bad(f"P4Info table {t.preamble.name} is not in the program")
+            ref = TableRef(ti, ti.table, t.preamble.id, t.preamble.name, [mf.id for mf in t.match_fields])
             for ar in t.action_refs:
                 ref.action_ids[ar.id] = self._actions[ar.id]
             self._tables[t.preamble.id] = ref
@@ -289,71 +160,65 @@ class Switch:
             self.prog.ctx.trace = callback
 
     # ------------------------------------------------------------------ tables
-    def _table(self, table_id: int) -> _TableRef:
+    def _table(self, table_id: int) -> TableRef:
         ref = self._tables.get(table_id)
         if ref is None:
             raise P4simError("NOT_FOUND", f"no table with id {table_id:#x}")
         return ref
 
-    def _check_value(self, what: str, v: int, width: int) -> None:
-        if not isinstance(v, int) or v < 0:
-            raise _bad(f"{what}: value must be a non-negative int")
-        if v >> width:
-            raise P4simError("OUT_OF_RANGE", f"{what}: value {v:#x} does not fit in {width} bits")
-
-    def _specs(self, ref: _TableRef, e: TableEntry) -> tuple[object, ...]:
+    def _specs(self, ref: TableRef, e: TableEntry) -> tuple[object, ...]:
         info = ref.info
         specs: list[tuple[str, int, int | None]] = []
         for fid in e.match:
             if fid not in ref.field_ids:
-                raise _bad(f"table {ref.name}: no match field with id {fid}")
+                raise bad(f"table {ref.name}: no match field with id {fid}")
         for fid, k in zip(ref.field_ids, info.keys, strict=True):
             m = e.match.get(fid)
             what = f"table {ref.name} field {k.name}"
             full = (1 << k.width) - 1
             if m is None:
                 if k.kind == "exact":
-                    raise _bad(f"{what}: exact match field is missing")
+                    raise bad(f"{what}: exact match field is missing")
                 specs.append({"lpm": ("lpm", 0, 0), "ternary": ("ternary", 0, 0), "range": ("range", 0, full),
                               "optional": ("optional", 0, 0)}[k.kind])
                 continue
             if m.kind != k.kind:
-                raise _bad(f"{what}: is {k.kind}, got a {m.kind} match")
-            self._check_value(what, m.value, k.width)
+                raise bad(f"{what}: is {k.kind}, got a {m.kind} match")
+            check_value(what, m.value, k.width)
             if k.kind == "exact":
                 specs.append(("exact", m.value, None))
             elif k.kind == "lpm":
                 plen = m.prefix_len if m.prefix_len is not None else k.width
                 if not 0 <= plen <= k.width:
-                    raise _bad(f"{what}: prefix length {plen} out of range")
+                    raise bad(f"{what}: prefix length {plen} out of range")
                 if m.value & ((1 << (k.width - plen)) - 1):
-                    raise _bad(f"{what}: value has bits set beyond the prefix length {plen}")
+                    raise bad(f"{what}: value has bits set beyond the prefix length {plen}")
                 specs.append(("lpm", m.value, plen))
             elif k.kind == "ternary":
                 mask = full if m.mask is None else m.mask
-                self._check_value(what + " mask", mask, k.width)
+                check_value(what + " mask", mask, k.width)
                 if m.value & ~mask:
-                    raise _bad(f"{what}: value has bits set outside the mask")
+                    raise bad(f"{what}: value has bits set outside the mask")
                 specs.append(("ternary", m.value, mask))
             elif k.kind == "range":
                 high = m.value if m.high is None else m.high
-                self._check_value(what + " high", high, k.width)
+                check_value(what + " high", high, k.width)
                 if high < m.value:
-                    raise _bad(f"{what}: range low {m.value} is above high {high}")
+                    raise bad(f"{what}: range low {m.value} is above high {high}")
                 specs.append(("range", m.value, high))
             else:
                 specs.append(("optional", m.value, 1))
         return ref.table.normalize(specs)
 
-    def _bind_action(self, ref: _TableRef, call: ActionCall, default: bool) -> tuple[BoundAction, tuple[int, ...]]:
+    def _bind_action(self, ref: TableRef, call: ActionCall, default: bool) -> tuple[BoundAction, tuple[int, ...]]:
         name = ref.action_ids.get(call.action_id)
         if name is None:
-            raise _bad(f"table {ref.name}: action id {call.action_id:#x} is not one of its actions")
+            raise bad(f"table {ref.name}: action id {call.action_id:#x} is not one of its actions")
         ba = ref.table.actions[name]
         if default and ba.scope == "TABLE_ONLY":
-            raise _bad(f"table {ref.name}: action {name} is @tableonly and cannot be the default")
+            raise bad(f"table {ref.name}: action {name} is @tableonly and cannot be the default")
         if not default and ba.scope == "DEFAULT_ONLY":
-            raise _bad(f"table {ref.name}: action {name} is @defaultonly and cannot be used in entries")
+            raise bad(f"table {ref.name}: action {name} is @defaultonly and cannot be used in entries")
         return ba, self._action_args(name, call)
 
     def _action_args(self, name: str, call: ActionCall) -> tuple[int, ...]:
@@ -361,48 +226,48 @@ class Switch:
         known = {p[0] for p in params}
         for pid in call.params:
             if pid not in known:
-                raise _bad(f"action {name}: no parameter with id {pid}")
+                raise bad(f"action {name}: no parameter with id {pid}")
         args = []
         for pid, pname, width in params:
             if pid not in call.params:
-                raise _bad(f"action {name}: parameter {pname} is missing")
+                raise bad(f"action {name}: parameter {pname} is missing")
             v = call.params[pid]
-            self._check_value(f"action {name} parameter {pname}", v, width)
+            check_value(f"action {name} parameter {pname}", v, width)
             args.append(v)
         return tuple(args)
 
-    def _make_entry(self, ref: _TableRef, e: TableEntry) -> Entry:
+    def _make_entry(self, ref: TableRef, e: TableEntry) -> Entry:
         tbl = ref.table
         norm = self._specs(ref, e)
         if tbl.needs_priority:
             if e.priority <= 0:
-                raise _bad(f"table {ref.name}: entries need a priority > 0")
+                raise bad(f"table {ref.name}: entries need a priority > 0")
         elif e.priority != 0:
-            raise _bad(f"table {ref.name}: priority must be 0 for a table without ternary/range/optional keys")
+            raise bad(f"table {ref.name}: priority must be 0 for a table without ternary/range/optional keys")
         ent = Entry(norm, e.priority)
         if tbl.profile is not None:
             if e.action is not None:
-                raise _bad(f"table {ref.name}: entries of a table with an action profile name a member or group")
+                raise bad(f"table {ref.name}: entries of a table with an action profile name a member or group")
             if (e.member_id is None) == (e.group_id is None):
-                raise _bad(f"table {ref.name}: give exactly one of member_id and group_id")
+                raise bad(f"table {ref.name}: give exactly one of member_id and group_id")
             if e.member_id is not None and e.member_id not in tbl.profile.members:
                 raise P4simError("NOT_FOUND", f"table {ref.name}: no member {e.member_id}")
             if e.group_id is not None:
                 if not tbl.profile.selector:
-                    raise _bad(f"table {ref.name}: its action profile has no selector (no groups)")
+                    raise bad(f"table {ref.name}: its action profile has no selector (no groups)")
                 if e.group_id not in tbl.profile.groups:
                     raise P4simError("NOT_FOUND", f"table {ref.name}: no group {e.group_id}")
             ent.member_id, ent.group_id = e.member_id, e.group_id
         else:
             if e.action is None:
-                raise _bad(f"table {ref.name}: entry has no action")
+                raise bad(f"table {ref.name}: entry has no action")
             ba, args = self._bind_action(ref, e.action, False)
             ent.set_action(ba, args)
         return ent
 
-    def _insert(self, ref: _TableRef, e: TableEntry, check_const: bool = True) -> None:
+    def _insert(self, ref: TableRef, e: TableEntry, check_const: bool = True) -> None:
         if check_const and ref.table.const_entries:
-            raise _bad(f"table {ref.name} has const entries and cannot be written")
+            raise bad(f"table {ref.name} has const entries and cannot be written")
         ent = self._make_entry(ref, e)
         if ent.key in ref.table.entries:
             raise P4simError("ALREADY_EXISTS", f"table {ref.name}: an entry with this key already exists")
@@ -419,7 +284,7 @@ class Switch:
         with self._lock:
             ref = self._table(e.table_id)
             if ref.table.const_entries:
-                raise _bad(f"table {ref.name} has const entries and cannot be written")
+                raise bad(f"table {ref.name} has const entries and cannot be written")
             ent = self._make_entry(ref, e)
             old = ref.table.entries.get(ent.key)
             if old is None:
@@ -432,7 +297,7 @@ class Switch:
         with self._lock:
             ref = self._table(e.table_id)
             if ref.table.const_entries:
-                raise _bad(f"table {ref.name} has const entries and cannot be written")
+                raise bad(f"table {ref.name} has const entries and cannot be written")
             norm = self._specs(ref, e)
             key = (norm, e.priority)
             if key not in ref.table.entries:
@@ -470,7 +335,7 @@ class Switch:
                 ref.table.set_default(ref.table.actions[info.default_action], info.default_args)
                 return
             if info.const_default:
-                raise _bad(f"table {ref.name}: the default action is const")
+                raise bad(f"table {ref.name}: the default action is const")
             ba, args = self._bind_action(ref, action, True)
             ref.table.set_default(ba, args)
 
@@ -495,7 +360,7 @@ class Switch:
             ref = next(r for r in self._tables.values() if r.name == tname)
             if action.action_id in ref.action_ids:
                 return self._bind_action(ref, action, False)
-        raise _bad(f"action profile {pi.fqname}: action id {action.action_id:#x} is not an action of its tables")
+        raise bad(f"action profile {pi.fqname}: action id {action.action_id:#x} is not an action of its tables")
 
     def member_insert(self, profile_id: int, member_id: int, action: ActionCall) -> None:
         with self._lock:
@@ -538,7 +403,7 @@ class Switch:
     def _group_check(self, profile_id: int, member_ids: list[int], max_size: int) -> None:
         prof = self._profiles[profile_id].profile
         if not prof.selector:
-            raise _bad(f"action profile {prof.name} has no selector")
+            raise bad(f"action profile {prof.name} has no selector")
         for m in member_ids:
             if m not in prof.members:
                 raise P4simError("NOT_FOUND", f"no member {m}")
@@ -608,7 +473,7 @@ class Switch:
     def _direct_entry(self, table_id: int, e: TableEntry) -> Entry:
         ref = self._table(table_id)
         if ref.info.direct_counter is None:
-            raise _bad(f"table {ref.name} has no direct counter")
+            raise bad(f"table {ref.name} has no direct counter")
         key = (self._specs(ref, e), e.priority)
         ent = ref.table.entries.get(key)
         if ent is None:
@@ -645,7 +510,7 @@ class Switch:
             r = self._registers[register_id]
             if not 0 <= index < r.size:
                 raise P4simError("OUT_OF_RANGE", f"register {r.fqname}: index {index} out of range (size {r.size})")
-            self._check_value(f"register {r.fqname}", value, r.width)
+            check_value(f"register {r.fqname}", value, r.width)
             r.values[index] = value
 
     def _meter(self, meter_id: int, index: int) -> MeterArray:
@@ -669,7 +534,7 @@ class Switch:
                 try:
                     config.check(f"meter {self._meters[meter_id].fqname}[{index}]")
                 except ValueError as exc:
-                    raise _bad(str(exc)) from None
+                    raise bad(str(exc)) from None
             meters.configure(index, config)
 
     def register_size(self, register_id: int) -> int:
@@ -677,83 +542,3 @@ class Switch:
             self._register(register_id)
             return self._registers[register_id].size
 
-    # ------------------------------------------------------------------ packet replication engine
-    def _replicas(self, what: str, replicas: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        out = []
-        seen = set()
-        for port, rid in replicas:
-            self._check_value(f"{what} port", port, 9 if port < 512 else 32)
-            self._check_value(f"{what} replication id", rid, 16)
-            if (port, rid) in seen:
-                raise _bad(f"{what}: replica ({port}, {rid}) given twice")
-            seen.add((port, rid))
-            out.append((port, rid))
-        return out
-
-    def mc_group_set(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
-        with self._lock:
-            if not 0 < group_id < 1 << 16:
-                raise P4simError("OUT_OF_RANGE", f"multicast group id {group_id} out of range")
-            self.v1.pre.mc_groups[group_id] = self._replicas(f"multicast group {group_id}", replicas)
-
-    def mc_group_delete(self, group_id: int) -> None:
-        with self._lock:
-            if self.v1.pre.mc_groups.pop(group_id, None) is None:
-                raise P4simError("NOT_FOUND", f"no multicast group {group_id}")
-
-    def mc_groups(self) -> dict[int, list[tuple[int, int]]]:
-        with self._lock:
-            return {g: list(r) for g, r in self.v1.pre.mc_groups.items()}
-
-    def clone_session_set(self, session_id: int, replicas: list[tuple[int, int]], class_of_service: int = 0,
-                          truncate: int = 0) -> None:
-        with self._lock:
-            if not 0 < session_id < 1 << 32:
-                raise P4simError("OUT_OF_RANGE", f"clone session id {session_id} out of range")
-            self.v1.pre.clone_sessions[session_id] = (
-                self._replicas(f"clone session {session_id}", replicas), class_of_service, truncate)
-
-    def clone_session_delete(self, session_id: int) -> None:
-        with self._lock:
-            if self.v1.pre.clone_sessions.pop(session_id, None) is None:
-                raise P4simError("NOT_FOUND", f"no clone session {session_id}")
-
-    def clone_sessions(self) -> dict[int, list[tuple[int, int]]]:
-        with self._lock:
-            return {s: list(r[0]) for s, r in self.v1.pre.clone_sessions.items()}
-
-    # ------------------------------------------------------------------ name lookup helpers
-    def table_id(self, name: str) -> int:
-        return self._lookup(self.p4info.tables, name, "table")
-
-    def action_id(self, name: str) -> int:
-        return self._lookup(self.p4info.actions, name, "action")
-
-    def _lookup(self, items: object, name: str, what: str) -> int:
-        hits = [x.preamble.id for x in items  # type: ignore[attr-defined]
-                if x.preamble.name == name or x.preamble.name.endswith("." + name) or x.preamble.alias == name]
-        if len(hits) != 1:
-            raise P4simError("NOT_FOUND", f"{what} {name}: {'ambiguous' if hits else 'not found'}")
-        return int(hits[0])
-
-    def field_id(self, table_id: int, name: str) -> int:
-        for t in self.p4info.tables:
-            if t.preamble.id == table_id:
-                for mf in t.match_fields:
-                    if mf.name == name:
-                        return int(mf.id)
-        raise P4simError("NOT_FOUND", f"match field {name}")
-
-    def param_id(self, action_id: int, name: str) -> int:
-        for pid, pname, _w in self._action_params.get(action_id, []):
-            if pname == name:
-                return pid
-        raise P4simError("NOT_FOUND", f"action parameter {name}")
-
-    def entity_id(self, kind: str, name: str) -> int:
-        """Id of a counter/register/meter/direct_counter/action_profile/digest by (suffix of its) name."""
-        items = {"counter": self.p4info.counters, "register": self.p4info.registers,
-                 "meter": self.p4info.meters,
-                 "direct_counter": self.p4info.direct_counters, "action_profile": self.p4info.action_profiles,
-                 "digest": self.p4info.digests}[kind]
-        return self._lookup(items, name, kind)

@@ -306,12 +306,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     trace_log = logging.getLogger("p4sim.trace")
     trace = (lambda line: trace_log.log(TRACE, "%s", line)) if args.log_level == "trace" else None
-    from p4sim.runtime.switch import P4simError, Switch, default_engine
+    from p4sim.runtime.api_values import P4simError
+    from p4sim.runtime.engine_loader import default_engine, load_switch, switch_from_device_config
 
     engine = args.engine or ("python" if trace is not None else default_engine())
 
     def make_engine(data: bytes, p4info: p4i.P4Info, cpu_port: int | None) -> SwitchLike:
-        sw = Switch.from_device_config(data, p4info, cpu_port=cpu_port, engine=engine)
+        sw = switch_from_device_config(data, p4info, cpu_port=cpu_port, engine=engine)
         log.info("p4sim engine: %s", sw.engine)
         return sw
 
@@ -319,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
                     serve_registers=not args.no_register_access)
     if args.program:
         try:
-            switch = Switch.load(
+            switch = load_switch(
                 args.program, args.include, dict(args.define), cpu_port=args.cpu_port, engine=engine
             )
             log.info("p4sim engine: %s", switch.engine)

@@ -35,9 +35,9 @@ PacketTap = Callable[[str, int, bytes], None]  # ("in" | "out", port, data)
 
 def real_engine(data: bytes, p4info: p4i.P4Info, cpu_port: int | None) -> SwitchLike:
     """Build the p4sim engine from a device config (see docs/p4sim.md, "Device config")."""
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import switch_from_device_config
 
-    return Switch.from_device_config(data, p4info, cpu_port=cpu_port)
+    return switch_from_device_config(data, p4info, cpu_port=cpu_port)
 
 
 @dataclass

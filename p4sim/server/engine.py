@@ -12,8 +12,8 @@ from typing import Protocol
 
 from finsy.proto import p4i
 
+from p4sim.runtime.api_values import ActionCall, Match, P4simError, TableEntry
 from p4sim.runtime.meters import MeterConfig
-from p4sim.runtime.switch import ActionCall, Match, P4simError, TableEntry
 
 __all__ = ["ActionCall", "Match", "P4simError", "SwitchLike", "TableEntry"]
 

@@ -32,8 +32,10 @@ from pathlib import Path
 from finsy.proto import p4i
 
 from p4sim.frontend.diagnostics import CompileError
+from p4sim.runtime.api_values import ActionCall, Match, P4simError, TableEntry
+from p4sim.runtime.engine_loader import load_switch
 from p4sim.runtime.meters import MeterConfig
-from p4sim.runtime.switch import ActionCall, Match, P4simError, Switch, TableEntry
+from p4sim.runtime.switch import Switch
 from p4sim.stf.format import (
     Add,
     CheckCounter,
@@ -340,7 +342,7 @@ def run_test(p4: Path, engine: str = "python") -> Result:
     except (OSError, StfError) as exc:
         return Result(p4, "FAIL", f"stf: {exc}", time.monotonic() - start)
     try:
-        sw = Switch.load(str(p4), [str(p4.parent)], {}, engine=engine)
+        sw = load_switch(str(p4), [str(p4.parent)], {}, engine=engine)
     except CompileError as exc:
         return Result(p4, "REFUSED", str(exc).strip().splitlines()[0], time.monotonic() - start)
     except P4simError as exc:

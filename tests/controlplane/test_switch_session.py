@@ -34,9 +34,9 @@ BLOB = b"fake-device-config"
 
 def compile_program(tmp: Path) -> tuple[Path, bytes]:
     """The real program compiled by p4sim: (P4Info text file, device config bytes)."""
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import load_switch
 
-    sw = Switch.load(str(PROGRAM), include_dirs=[str(ROOT / "p4src" / "shared")], cpu_port=510)
+    sw = load_switch(str(PROGRAM), include_dirs=[str(ROOT / "p4src" / "shared")], cpu_port=510)
     info = tmp / "nfcluster.p4info.txtpb"
     info.write_text(text_format.MessageToString(sw.p4info))
     return info, sw.device_config()

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from p4sim.runtime.switch import ActionCall, Match, Switch, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, TableEntry
+from p4sim.runtime.engine_loader import load_switch
+from p4sim.runtime.switch import Switch
 
 PROGRAMS = Path(__file__).parent / "programs"
 ETH_TEST = 0x88B6
@@ -19,7 +21,7 @@ CPU_PORT = 510
 def load(name: str, engine: str | None = None, **defines: str) -> Switch:
     """A program of tests/p4sim/programs on ``engine`` (default: ``$P4SIM_ENGINE``, see
     tests/p4sim/conftest.py); a native run of a program the native engine does not run is skipped."""
-    sw = Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], defines, cpu_port=CPU_PORT, engine=engine)
+    sw = load_switch(str(PROGRAMS / name), [str(PROGRAMS / "include")], defines, cpu_port=CPU_PORT, engine=engine)
     if sw.native_fallback is not None:
         pytest.skip(f"native engine: {sw.native_fallback}")
     return sw

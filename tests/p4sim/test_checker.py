@@ -238,9 +238,9 @@ def test_table_applied_twice_warns_like_bmv2_would_refuse(tmp_path):
     path = tmp_path / "twice.p4"
     path.write_text(text)
     line = next(i for i, ln in enumerate(text.splitlines(), 1) if "/*HERE*/" in ln)
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import load_switch
 
-    sw = Switch.load(str(path))
+    sw = load_switch(str(path))
     [w] = sw.warnings
     assert w.startswith(f"{path}:{line}:") and "warning: table t is applied more than once" in w
 

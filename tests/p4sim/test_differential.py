@@ -24,7 +24,9 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
-from p4sim.runtime.switch import ActionCall, Match, P4simError, Switch, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, P4simError, TableEntry
+from p4sim.runtime.engine_loader import load_switch
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import CPU_PORT, PROGRAMS, Scratch, scratch_packet
 
 pytestmark = pytest.mark.unit
@@ -264,7 +266,7 @@ def test_native_engine_matches_python_engine_on_signed_values(seed: int) -> None
     """int<N> in C: header fields, arithmetic, comparisons, shifts, casts, table keys and action
     data, digests and hashes of signed values (tests/p4sim/programs/signed.p4)."""
     def load(engine: str) -> Switch:
-        return Switch.load(str(PROGRAMS / "signed.p4"), [], cpu_port=CPU_PORT, engine=engine)
+        return load_switch(str(PROGRAMS / "signed.p4"), [], cpu_port=CPU_PORT, engine=engine)
 
     pair = Pair(load, seed)
     pair.random_state()
@@ -314,7 +316,7 @@ def test_native_engine_matches_python_engine_on_wide_values(seed: int) -> None:
     concatenation, casts, comparisons, tables with lpm, ternary, range, exact and optional keys on
     them and wide action data, a register<bit<128>>, digests and hashes (tests/p4sim/programs/wide.p4)."""
     def load(engine: str) -> Switch:
-        return Switch.load(str(PROGRAMS / "wide.p4"), [], cpu_port=CPU_PORT, engine=engine)
+        return load_switch(str(PROGRAMS / "wide.p4"), [], cpu_port=CPU_PORT, engine=engine)
 
     pair = Pair(load, seed)
     pair.random_state()
@@ -377,7 +379,7 @@ PROGRAM_NAMES = ["ipv4_forward.p4", "tables.p4", "profiles.p4", "pre.p4", "exter
 @pytest.mark.parametrize("name", PROGRAM_NAMES)
 def test_native_engine_matches_python_engine(name: str, seed: int) -> None:
     def load(engine: str) -> Switch:
-        return Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], cpu_port=CPU_PORT, engine=engine)
+        return load_switch(str(PROGRAMS / name), [str(PROGRAMS / "include")], cpu_port=CPU_PORT, engine=engine)
 
     pair = Pair(load, seed)
     pair.random_state()
@@ -388,7 +390,7 @@ def test_native_engine_matches_python_engine(name: str, seed: int) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_native_engine_matches_python_engine_on_nfcluster(seed: int) -> None:
     def load(engine: str) -> Switch:
-        return Switch.load(str(NFC), NFC_INCLUDES, cpu_port=CPU_PORT, engine=engine)
+        return load_switch(str(NFC), NFC_INCLUDES, cpu_port=CPU_PORT, engine=engine)
 
     pair = Pair(load, seed)
     pair.ports = [1, 1, 1, 4, 2, 3, 5, 0, CPU_PORT]

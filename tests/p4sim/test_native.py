@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.native import build as native_build
+from p4sim.runtime.engine_loader import load_switch
 from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import CPU_PORT, PROGRAMS, one_header_program
 
@@ -24,7 +25,7 @@ def p4sim_engine() -> str:
 
 
 def load(name: str, engine: str) -> Switch:
-    return Switch.load(str(PROGRAMS / name), [str(PROGRAMS / "include")], cpu_port=CPU_PORT, engine=engine)
+    return load_switch(str(PROGRAMS / name), [str(PROGRAMS / "include")], cpu_port=CPU_PORT, engine=engine)
 
 
 def test_library_is_built_once_per_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,7 +54,7 @@ def test_unsupported_construct_falls_back_with_its_name(tmp_path: Path, caplog: 
                                                         decl: str) -> None:
     src = tmp_path / "wide.p4"
     src.write_text(wide_program(decl))
-    sw = Switch.load(str(src), [], engine="native")
+    sw = load_switch(str(src), [], engine="native")
     assert sw.engine == "python"
     assert sw.native_fallback is not None and decl in sw.native_fallback
     assert "wider than 128 bits" in sw.native_fallback
@@ -65,7 +66,7 @@ def test_unsupported_construct_falls_back_with_its_name(tmp_path: Path, caplog: 
 def test_values_up_to_128_bits_run_natively(tmp_path: Path, decl: str) -> None:
     src = tmp_path / "wide.p4"
     src.write_text(wide_program(decl))
-    sw = Switch.load(str(src), [], engine="native")
+    sw = load_switch(str(src), [], engine="native")
     assert sw.engine == "native", sw.native_fallback
     assert sw.process(0, b"\x00")[0][1] == b"\xff"
     assert sw.process(0, b"\x07")[0][1] == b"\x06"
@@ -135,7 +136,7 @@ def test_wide_const_entries_lookahead_switch_and_header_equality(tmp_path: Path)
     a bit<128>, == of headers with wide fields: the native engine gives the Python engine's outputs."""
     src = tmp_path / "wide_const.p4"
     src.write_text(WIDE_CONST)
-    py, nat = (Switch.load(str(src), [], engine=e) for e in ("python", "native"))
+    py, nat = (load_switch(str(src), [], engine=e) for e in ("python", "native"))
     assert nat.engine == "native", nat.native_fallback
     for x in [0x0102030405060708090A0B0C0D0E0F10, 5, 1 << 64, 7, (1 << 128) - 1]:
         for y in [0, 1, (1 << 100) - 1, 1 << 99]:

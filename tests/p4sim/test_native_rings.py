@@ -24,7 +24,8 @@ from p4sim.io.pktring import (
     TX_STATUS_AT,
     block_ready,
 )
-from p4sim.runtime.switch import Match, Switch
+from p4sim.runtime.api_values import Match
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import CPU_PORT, add, load
 from tests.p4sim.server.test_ring_units import build_block
 

@@ -14,7 +14,9 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from nf_host.shim import Kind, decap
-from p4sim.runtime.switch import Match, Switch
+from p4sim.runtime.api_values import Match
+from p4sim.runtime.engine_loader import load_switch
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import add
 
 pytestmark = pytest.mark.unit
@@ -28,7 +30,7 @@ needs_program = pytest.mark.skipif(not PROGRAM.exists(), reason="p4src/v1model/n
 
 @pytest.fixture
 def sw(p4sim_engine: str) -> Switch:
-    return Switch.load(str(PROGRAM), INCLUDES, cpu_port=510, engine=p4sim_engine)
+    return load_switch(str(PROGRAM), INCLUDES, cpu_port=510, engine=p4sim_engine)
 
 
 def short_names(items: Any) -> dict[str, Any]:

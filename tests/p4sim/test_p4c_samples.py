@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from p4sim.frontend.diagnostics import CompileError, Unsupported
-from p4sim.runtime.switch import ActionCall, Match, Switch, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, TableEntry
+from p4sim.runtime.engine_loader import load_switch
+from p4sim.runtime.switch import Switch
 
 pytestmark = pytest.mark.unit
 
@@ -24,7 +26,7 @@ control D(packet_out b, in Headers h) { apply { b.emit(h); } }
 def load(tmp_path: Path, text: str, name: str = "prog.p4") -> Switch:
     path = tmp_path / name
     path.write_text(text)
-    return Switch.load(str(path), [str(tmp_path)])
+    return load_switch(str(path), [str(tmp_path)])
 
 
 def test_type_names_as_declared_names(tmp_path: Path) -> None:

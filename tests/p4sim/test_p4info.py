@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.backend.p4info import aliases, assign_ids, jenkins
-from p4sim.runtime.switch import Switch
+from p4sim.runtime.engine_loader import load_switch
 from tests.p4sim.harness import load
 
 pytestmark = pytest.mark.unit
@@ -65,7 +65,7 @@ def test_id_and_name_annotations(tmp_path):
     src = src.replace("action drop() {", '@name(".global_drop") action drop() {')
     p = tmp_path / "named.p4"
     p.write_text(src)
-    sw = Switch.load(str(p))
+    sw = load_switch(str(p))
     names = {x.preamble.name: x.preamble.id for x in sw.p4info.tables}
     assert names == {"MyIngress.routes": 0x02000077}
     assert "global_drop" in {a.preamble.name for a in sw.p4info.actions}
@@ -96,7 +96,7 @@ def test_two_instances_of_one_control_have_their_own_objects(tmp_path):
     ingress = "Counted(1) first;\nCounted(2) second;\napply { first.apply(hdr.h); second.apply(hdr.h); }"
     p = tmp_path / "twice.p4"
     p.write_text(TEMPLATE.format(decls=decls, ingress=ingress, deparser="apply { pkt.emit(hdr.h); }"))
-    sw = Switch.load(str(p))
+    sw = load_switch(str(p))
     assert {t.preamble.name for t in sw.p4info.tables} == {"I.first.t", "I.second.t"}
     assert {a.preamble.name for a in sw.p4info.actions} == {"I.first.set", "I.second.set"}
     assert {c.preamble.name for c in sw.p4info.counters} == {"I.first.seen", "I.second.seen"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4sim.runtime.switch import P4simError
+from p4sim.runtime.api_values import P4simError
 from tests.p4sim.harness import Scratch, load, result, scratch_packet
 
 pytestmark = pytest.mark.unit

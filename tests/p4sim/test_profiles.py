@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4sim.runtime.switch import ActionCall, Match, P4simError, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, P4simError, TableEntry
 from tests.p4sim.harness import Scratch, load, scratch_packet
 
 pytestmark = pytest.mark.unit

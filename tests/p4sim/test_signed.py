@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from scapy.layers.l2 import Ether
 
-from p4sim.runtime.switch import Match, Switch
+from p4sim.runtime.api_values import Match
+from p4sim.runtime.engine_loader import load_switch
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import add, load, one_header_program
 
 pytestmark = pytest.mark.unit
@@ -165,7 +167,7 @@ REGISTER_PROGRAM = one_header_program("int<16> x; bit<8> idx;", """    register<
 def test_signed_register(tmp_path: Path, p4sim_engine: str):
     src = tmp_path / "sreg.p4"
     src.write_text(REGISTER_PROGRAM)
-    sw = Switch.load(str(src), [], engine=p4sim_engine)
+    sw = load_switch(str(src), [], engine=p4sim_engine)
     assert sw.engine == p4sim_engine, sw.native_fallback
     rid = sw.p4info.registers[0].preamble.id
     sw.register_write(rid, 1, 0xFFF0)  # the control plane writes the bits of -16

@@ -19,7 +19,7 @@ import pytest
 from p4sim.backend.p4info import build_p4info
 from p4sim.build import build
 from p4sim.frontend.diagnostics import CompileError, Unsupported
-from p4sim.runtime.switch import Switch
+from p4sim.runtime.engine_loader import load_switch
 
 pytestmark = pytest.mark.unit
 
@@ -406,7 +406,7 @@ ETH_BYTES = bytes.fromhex("000000000002" "000000000001" "88b6")
 
 
 def run_one(tmp_path: Path, packet: bytes, **pieces: Any) -> bytes:
-    sw = Switch.load(str(write(tmp_path, RUN.format(**pieces))), [], {}, cpu_port=510)
+    sw = load_switch(str(write(tmp_path, RUN.format(**pieces))), [], {}, cpu_port=510)
     out = sw.process(1, packet)
     assert [port for port, _ in out] == [2]
     return out[0][1]
@@ -487,7 +487,7 @@ def test_digest_of_a_list_expression(tmp_path: Path) -> None:
                   "struct dg_t { bit<16> b; bit<9> port; bool f; }"
     parser = "state start { pkt.extract(hdr.eth); pkt.extract(hdr.v); transition accept; }"
     ingress = "digest<dg_t>(1, {hdr.v.b, sm.ingress_port, hdr.v.a == 7});"
-    sw = Switch.load(str(write(tmp_path, RUN.format(decls=decls, parser=parser, ingress=ingress))), [], {},
+    sw = load_switch(str(write(tmp_path, RUN.format(decls=decls, parser=parser, ingress=ingress))), [], {},
                      cpu_port=510)
     sw.process(3, ETH_BYTES + bytes([7, 0x12, 0x34]))
     ((_, members),) = sw.take_digests()

@@ -15,7 +15,9 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from p4sim.runtime.switch import ActionCall, Match, P4simError, Switch, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, P4simError, TableEntry
+from p4sim.runtime.engine_loader import switch_from_device_config
+from p4sim.runtime.switch import Switch
 from tests.p4sim.harness import CPU_PORT, PROGRAMS, add, load
 
 pytestmark = pytest.mark.unit
@@ -31,13 +33,13 @@ def ip_packet(dst: str = "10.0.0.1", ttl: int = 64) -> bytes:
 
 
 def test_device_config_round_trip_keeps_ids(sw):
-    again = Switch.from_device_config(sw.device_config(), sw.p4info, cpu_port=CPU_PORT)
+    again = switch_from_device_config(sw.device_config(), sw.p4info, cpu_port=CPU_PORT)
     assert again.p4info == sw.p4info
     add(again, "ipv4_lpm", {"dst_addr": Match("lpm", 0x0A000000, prefix_len=8)}, "ipv4_forward",
         {"dst_addr": 1, "port": 3})
     assert [p for p, _ in again.process(1, ip_packet())] == [3]
     with pytest.raises(P4simError) as ei:
-        Switch.from_device_config(b"not a config")
+        switch_from_device_config(b"not a config")
     assert ei.value.code == "INVALID_ARGUMENT"
 
 
@@ -143,14 +145,14 @@ def test_compile_cli_writes_p4info_and_device_config(tmp_path):
     info = text_format.Parse(txt.read_text(), p4i.P4Info())
     assert {t.preamble.alias for t in info.tables} >= {"t_exact", "t_const"}
     assert js.read_text().startswith("{")
-    sw = Switch.from_device_config((out / "tables.p4sim").read_bytes(), info)
+    sw = switch_from_device_config((out / "tables.p4sim").read_bytes(), info)
     assert sw.table_id("t_exact") == next(t.preamble.id for t in info.tables if t.preamble.alias == "t_exact")
 
 
 def test_device_config_with_a_foreign_p4info_is_refused(sw):
     other = load("tables.p4")
     with pytest.raises(P4simError) as ei:
-        Switch.from_device_config(sw.device_config(), other.p4info)
+        switch_from_device_config(sw.device_config(), other.p4info)
     assert ei.value.code == "INVALID_ARGUMENT"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from p4sim.runtime.switch import ActionCall, Match, P4simError, TableEntry
+from p4sim.runtime.api_values import ActionCall, Match, P4simError, TableEntry
 from tests.p4sim.harness import Scratch, add, load, run_scratch, scratch_packet
 
 pytestmark = pytest.mark.unit

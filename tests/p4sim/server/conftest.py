@@ -169,9 +169,9 @@ class RealProgram:
 
 @pytest.fixture(scope="session")
 def real_program(tmp_path_factory: pytest.TempPathFactory) -> RealProgram:
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import load_switch
 
-    sw = Switch.load(str(PROGRAM), cpu_port=510)
+    sw = load_switch(str(PROGRAM), cpu_port=510)
     d = tmp_path_factory.mktemp("ipv4_forward")
     info_path, cfg_path = d / "p4info.txtpb", d / "device_config.bin"
     info_path.write_text(pbutil.to_text(sw.p4info))
@@ -184,10 +184,10 @@ def real_program(tmp_path_factory: pytest.TempPathFactory) -> RealProgram:
 def pushed_program(program: Path, tmp_path: Path) -> Iterator[tuple[Harness, RealProgram]]:
     """A server on the real engine with `program` (a test program, its includes beside it)
     compiled and pushed by a primary (election id 10)."""
-    from p4sim.runtime.switch import Switch
+    from p4sim.runtime.engine_loader import load_switch
     from p4sim.server.device import real_engine
 
-    sw = Switch.load(str(program), [str(program.parent / "include")], cpu_port=510)
+    sw = load_switch(str(program), [str(program.parent / "include")], cpu_port=510)
     prog = RealProgram(sw.p4info, sw.device_config(), tmp_path / "p4info", tmp_path / "cfg")
     h = start_harness(real_engine, prog)
     try:
