@@ -13,6 +13,7 @@ TARGET     ?= p4sim
 PYTEST_ARGS ?=
 RUN_ARGS   ?=
 UP_ARGS    ?=
+IMPORT_CYCLES_ARGS ?=
 # Debian packages the project needs at run time and in tests (gcc: p4sim's native engine;
 # iperf3 and curl: the server and client of `make up`).
 APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev ethtool bridge-utils net-tools shellcheck procps gcc iperf3 curl
@@ -20,7 +21,7 @@ SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup apt venv test lint unit run up down chaos soak soak-all bench clean distclean
+.PHONY: help setup apt venv test lint import-cycles unit run up down chaos soak soak-all bench clean distclean
 
 help: ## list the targets
 	@echo "nfcluster: make TARGET [VAR=value]"
@@ -59,7 +60,11 @@ unit: setup ## only the fast in-process tests
 lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scripts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(PY) -m tools.import_cycles p4sim topo
 	shellcheck .ci/run
+
+import-cycles: setup ## import circles between all the repository's modules, function-level imports counted (IMPORT_CYCLES_ARGS="--type-checking")
+	$(PY) -m tools.import_cycles $(IMPORT_CYCLES_ARGS)
 
 run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1" or "--hot")
 	$(PY) -m topo run --target $(TARGET) $(RUN_ARGS)

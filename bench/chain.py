@@ -31,7 +31,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from topo.faults import percentiles
+from topo.faults.injector import percentiles
 from topo.traffic import SideReport
 
 REPO = Path(__file__).resolve().parent.parent

@@ -3,7 +3,7 @@
 Runs the whole system (`make run`: Mininet, p4sim, the controller, the NF runtimes, numbered
 traffic both ways) several times, each time faulting a primary again and again (`--kill-every`),
 every victim restarted into the spare pool, each fault once the last one has settled (the victim
-back, every primary protected, every backup armed: `topo.faults.FaultInjector.settled`):
+back, every primary protected, every backup armed: `topo.faults.injector.FaultInjector.settled`):
 
 * **kill (self)**: SIGKILL (a crash: the NF's sockets close); its backup, armed in advance, takes
   over by itself as its primary's heartbeat responder's watch on it, or its replication link,
@@ -38,7 +38,7 @@ too), when a live NF was failed over and anything was lost: a false alarm may co
 packet. The exit status is non-zero when any verdict shown is FAILED for that reason or a judged
 run failed.
 
-`--busy N` runs each run beside N CPU hogs at nice 19 (topo/hogs.py), as a machine with
+`--busy N` runs each run beside N CPU hogs at nice 19 (topo/faults/hogs.py), as a machine with
 background compile jobs is: the review that found a false fail-over losing packets ran it so.
 
     .venv/bin/python -m bench.failover [--kills 50] [--hangs 20] [--rate 2000] [--quick] [--busy N]
@@ -57,8 +57,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from topo.faults import percentiles
-from topo.hogs import add_argument as add_busy
+from topo.faults.hogs import add_argument as add_busy
+from topo.faults.injector import percentiles
 
 REPO = Path(__file__).resolve().parent.parent
 FLOWS = 16

@@ -1,7 +1,7 @@
 """The whole system's zero-loss capacity (`make bench-system`): p4sim's port I/O variants compared.
 
 For each variant (p4sim `--io` x `--engine`) the system of `make run` is brought up
-(`topo.scenario.system`: Mininet, the p4sim switch, one nf-host per NF running the checker, the
+(`topo.launch.bringup.system`: Mininet, the p4sim switch, one nf-host per NF running the checker, the
 controller, etcd), and a search over the client's rate finds the highest rate at which every
 packet is delivered: short rounds of numbered traffic in both directions, each judged by the
 sink's verdict (`topo.verify`: every packet of every flow delivered once and in order) and by the
@@ -12,7 +12,7 @@ is a bisection on a logarithmic scale between `--lo` and `--hi`. Variants are in
 each repeat, so a change of the machine's load hits them alike; the table gives each variant's
 median capacity over `--repeats` and its ratio to the first variant. At the first rate that lost
 packets, the places that counted drops are listed (p4sim's port counters, the P4 drop counters,
-the NFs' counters, the kernel's in every namespace: `topo.losses.where_lost`), the lost packets
+the NFs' counters, the kernel's in every namespace: `topo.faults.losses.where_lost`), the lost packets
 set against the drops that are losses, and what no counter saw as "unaccounted"; a round that
 lost nothing but failed by its backlog says so.
 
@@ -114,10 +114,11 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
               max_drain: float = 1.0) -> Trial:
     """Numbered traffic through a running system at `rate` client packets/s for about `seconds`;
     judged by packet numbers (a flow's earlier rounds may have left checker state behind)."""
-    from topo import chain_run
-    from topo.disturbances import http_json, loss_report
-    from topo.kernel_drops import kernel_counters
-    from topo.losses import LossSite, where_lost
+    from topo.faults.disturbances import loss_report
+    from topo.faults.kernel_drops import kernel_counters
+    from topo.faults.losses import LossSite, where_lost
+    from topo.http_api import http_json
+    from topo.launch import chain_run
     from topo.procs import wait_for
     from topo.traffic import SideReport
     from topo.verify import verify
@@ -184,7 +185,8 @@ def one_round(sys_: Any, rate: float, flows: int, seconds: float, out: Path,
 def capacity_of(variant: Variant, args: argparse.Namespace, out: Path, console: Console,
                 engine_option: bool) -> tuple[float, list[Trial]]:
     """Bring the system up with `variant` and search its zero-loss capacity."""
-    from topo.scenario import DEFAULT_CONFIG, RunOptions, system
+    from topo.launch.bringup import system
+    from topo.model import DEFAULT_CONFIG, RunOptions
 
     io, native_ring = p4sim_io(variant.io)
     opts = RunOptions(target="p4sim", config=DEFAULT_CONFIG, flows=args.flows, packets=1, rate=1.0,
@@ -225,7 +227,7 @@ def table(variants: list[Variant], caps: dict[str, list[float]]) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from topo.switches import p4sim_engines
+    from topo.launch.switches import p4sim_engines
 
     p = argparse.ArgumentParser(prog="bench.system_capacity", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -104,7 +104,7 @@ class ControllerCore(ABC):
         self.switch_stats_error: str | None = None
         # the P4 program's packets in and out by switch port (port_rx, port_tx), every counter
         # round: "port" -> {"rx", "tx"}, non-zero only; what `make run` sets against each
-        # port's interface counters (topo/port_accounting.py)
+        # port's interface counters (topo/faults/port_accounting.py)
         self.port_packets: dict[str, dict[str, int]] = {}
         self.port_packets_at: float | None = None  # time.time() of that read
         self.last_reconcile: dict[str, int] | None = None

@@ -1,5 +1,5 @@
 """What every experiment shares: the run context, generated configurations, the system brought up
-through `topo.scenario.system`, traffic rounds, CSV files and progress on the terminal.
+through `topo.launch.bringup.system`, traffic rounds, CSV files and progress on the terminal.
 
 An experiment is a function of a `Context` that returns an `Outcome`: the CSV files and plots it
 wrote, the rows set beside the thesis's tables, and its sanity checks (each a sentence and whether
@@ -173,7 +173,7 @@ class Bench:
     """The system brought up for a series of points (`bring_up`), and traffic rounds through it."""
 
     ctx: Context
-    system: Any  # topo.scenario.System
+    system: Any  # topo.model.System
     work_dir: Path
     rounds: int = 0
 
@@ -182,14 +182,14 @@ class Bench:
         return str(self.system.api)
 
     def get(self, path: str) -> Any:
-        from topo.disturbances import http_json
+        from topo.http_api import http_json
 
         return http_json(f"{self.api}{path}")
 
     def post(self, path: str, timeout: float = 30.0) -> Any:
-        """POST to the controller's API (as `topo.disturbances.http_post`); the JSON answer, or
+        """POST to the controller's API (as `topo.http_api.http_post`); the JSON answer, or
         {"ok": False, "error": ...} on an HTTP error without one."""
-        from topo.disturbances import http_post
+        from topo.http_api import http_post
 
         status, body = http_post(f"{self.api}{path}", timeout)
         if isinstance(body, dict):
@@ -265,7 +265,8 @@ def bring_up(ctx: Context, name: str, config: dict[str, Any], nf_params: dict[st
              workers: int = 1) -> Iterator[Bench]:
     """The whole system (etcd with one member, the switch on `ctx.target`, one nf-host per NF of
     `config` running the generic NF with `nf_params`, the controller) for a series of points."""
-    from topo.scenario import RunOptions, system
+    from topo.launch.bringup import system
+    from topo.model import RunOptions
 
     work = ctx.out_dir / "runs" / name
     work.mkdir(parents=True, exist_ok=True)
@@ -338,7 +339,7 @@ def ports_in_slots(slots: set[int], n: int, slot_count: int, rng: random.Random,
                    ) -> list[tuple[int, int]]:
     """`n` (source port, destination port) pairs, each source port once (one socket each), whose
     flows hash into `slots`, drawn in a seeded order."""
-    from topo.hot import slot_of
+    from topo.launch.hot import slot_of
 
     candidates = [(s, d) for d in dports for s in sports]
     rng.shuffle(candidates)

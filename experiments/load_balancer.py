@@ -37,7 +37,7 @@ FLOWS = 20
 
 
 def run(ctx: Context) -> Outcome:
-    from topo.hot import LOAD_BALANCER, skewed_ports
+    from topo.launch.hot import LOAD_BALANCER, skewed_ports
 
     out = Outcome(NAME)
     rates = [50.0, 100.0] if ctx.quick else [25.0, 50.0, 100.0]

@@ -14,7 +14,9 @@ import yaml
 from controlplane.__main__ import main as controller_main
 from controlplane.config import SwitchConfig, load_config
 from ptf_tests import run as ptf_run
-from topo.scenario import DEFAULT_RATES, RunOptions, options_from, runtime_config
+from topo.launch.bringup import runtime_config
+from topo.launch.options import options_from
+from topo.model import DEFAULT_RATES, RunOptions
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[1]
@@ -134,8 +136,7 @@ def test_bmv2s_egress_queue_depth_goes_through_its_runtime_cli(
     import shutil
     import subprocess
 
-    from topo import switches
-
+    from topo.launch import switches
     assert switches.bmv2_runtime_commands(1024) == ["set_queue_depth 1024"]
     assert switches.bmv2_runtime_commands(0) == switches.bmv2_runtime_commands(None) == []
     calls: list[tuple[list[str], str]] = []

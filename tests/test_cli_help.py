@@ -67,7 +67,7 @@ REMOVED_TERMS = {
     "known window": "docs/protocols.md has no known window any more: a promoted backup sends "
                     "again the output its dead primary may not have sent (§4, §7)",
     "documented kind": "no loss is of a documented kind: a loss is excused only by evidence "
-                       "tied to it (topo/loss_evidence.py)",
+                       "tied to it (topo/faults/loss_evidence.py)",
     "loss budget": "losses are no budget of the run (docs/chaos.md, \"What the verdict excuses\")",
 }
 

@@ -91,11 +91,15 @@ def _targets(node: ast.Import | ast.ImportFrom, mod: str, is_pkg: bool,
             yield sub
 
 
-def import_edges(root: Path = ROOT, type_checking: bool = False) -> list[Edge]:
-    """Every import between two of the repository's modules."""
+def import_edges(root: Path = ROOT, type_checking: bool = False,
+                 prefixes: tuple[str, ...] = ()) -> list[Edge]:
+    """Every import between two of the repository's modules (with `prefixes`, only imports by
+    modules of those top-level packages)."""
     mods = module_files(root)
     edges: list[Edge] = []
     for mod, path in mods.items():
+        if prefixes and mod.split(".")[0] not in prefixes:
+            continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         is_pkg = path.name == "__init__.py"
         own = {".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 2)}
@@ -168,7 +172,7 @@ def cycles(edges: list[Edge]) -> list[list[str]]:
 
 def report(root: Path, prefixes: tuple[str, ...], type_checking: bool) -> tuple[int, str]:
     """(number of circles, the text describing them) among modules under the given prefixes."""
-    edges = [e for e in import_edges(root, type_checking)
+    edges = [e for e in import_edges(root, type_checking, prefixes)
              if not prefixes or (e.src.split(".")[0] in prefixes and e.dst.split(".")[0] in prefixes)]
     comps = cycles(edges)
     lines: list[str] = []

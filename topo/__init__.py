@@ -1,3 +1,5 @@
-"""topo: Mininet topologies as data, the switch classes for p4sim and BMv2, and the launcher and
-scenarios behind `make run`.
+"""topo: the launcher (`topo.launch`) and the fault harness (`topo.faults`) behind `make run`,
+`make chaos` and `make up`, around a small shared core: a run as data (`model`), the
+controller's HTTP API (`http_api`), numbered traffic and its verdict (`traffic`, `records`,
+`verify`), private etcd servers (`etcd`) and processes (`procs`).
 """

@@ -2,7 +2,7 @@
 
 `run` brings the whole system up on the chosen target and runs the scenario; `chaos` runs it
 under faults. `up` brings it up and keeps it up for a user (`make up`: an HTTP server and iperf3
-on the server host, a status line; topo/up.py) until Ctrl-C or `down` (`make down`); `exec HOST
+on the server host, a status line; topo/launch/up.py) until Ctrl-C or `down` (`make down`); `exec HOST
 -- CMD` runs a command in one of its hosts, `kill ID` kills one of its NFs. `run`, `chaos` and
 `up` first check what the project cannot bring itself (etcd and Mininet from Debian, BMv2 for
 `--target bmv2`) and, when one is missing, name it and how to get it, and start nothing.
@@ -57,14 +57,12 @@ def _missing(target: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     if _missing(args.target):
         return 1
-    from topo import scenario
-
+    from topo.launch import scenario
     return scenario.main(args)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from topo import up
-
+    from topo.launch import up
     problem = up.check_config(args)
     if problem is not None:
         print(f"nfc-topo up: {problem}", file=sys.stderr)
@@ -75,20 +73,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from topo import up
-
+    from topo.launch import up
     return up.down(args.state or up.default_state_path())
 
 
 def cmd_kill(args: argparse.Namespace) -> int:
-    from topo import up
-
+    from topo.launch import up
     return up.kill_nf(args.state or up.default_state_path(), args.nf)
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    from topo import up
-
+    from topo.launch import up
     cmd = list(args.cmd)
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
@@ -96,8 +91,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from topo import scenario
-
+    from topo.launch import options, scenario
     parser = argparse.ArgumentParser(
         prog="nfc-topo", description="Bring the nfcluster system up in Mininet: run its scenario, "
                                      "run it under faults, or keep it up for a user."
@@ -108,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--target", choices=["p4sim", "bmv2"], default="p4sim", help="switch target (default p4sim)"
     )
-    scenario.add_arguments(run)
+    options.add_arguments(run)
     run.set_defaults(func=cmd_run)
     chaos = sub.add_parser(
         "chaos", help="the system under load for a duration while faults of every kind are "
@@ -120,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument(
         "--target", choices=["p4sim", "bmv2"], default="p4sim", help="switch target (default p4sim)"
     )
-    scenario.add_arguments(chaos)
+    options.add_arguments(chaos)
     chaos.add_argument("--duration", type=float, default=60.0, metavar="S",
                        help="seconds of traffic with faults (default 60): sets --packets from "
                             "--rate and --flows")
@@ -143,8 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "it: it must be fenced and come back as a spare owning nothing")
     chaos.set_defaults(func=cmd_chaos, rate=None, flows=16, kill_every=1.0,
                        fault_kinds=CHAOS_KINDS)
-    from topo import up
-
+    from topo.launch import up
     upp = sub.add_parser(
         "up", help="bring the system up and keep it up until Ctrl-C or `nfc-topo down` (what "
                    "`make up` does)",
@@ -194,7 +187,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     kinds = [k.strip() for k in args.fault_kinds.split(",") if k.strip()]
     default_kinds = args.fault_kinds == CHAOS_KINDS
     if "netem" in kinds:
-        from topo.chaos import netem_available
+        from topo.faults.chaos import netem_available
 
         if not netem_available():
             if args.target == "p4sim":
@@ -210,7 +203,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
                       "no wire impairment of its own: netem faults left out", file=sys.stderr)
                 args.fault_kinds = ",".join(k for k in kinds if k != "netem")
     if "mgmt" in kinds and default_kinds:
-        from topo.mgmt_cut import available
+        from topo.faults.mgmt_cut import available
 
         if not available():
             print("nfc-topo chaos: an NF's management link cannot be cut here (no cgroup v2 or "

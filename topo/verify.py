@@ -6,7 +6,7 @@ as exactly 1..sent (nothing lost, duplicated or reordered), the checker's counts
 over both directions together, the counts are exactly 1..total (the NF's per-flow state was never
 lost, rolled back or applied twice, across every migration and fail-over).
 
-A run that breaks the wire on purpose (a switch restarted, a link impaired: `topo/chaos.py`) may
+A run that breaks the wire on purpose (a switch restarted, a link impaired: `topo/faults/chaos.py`) may
 lose packets, and only those the wire can be shown to have dropped: `Evidence` gives each packet's
 send and arrival times and the run's `LossWindow`s (where, when and how much the wire dropped), and
 each loss is excused only by a window tied to it (the rules: `excuse_flow`; docs/chaos.md,

@@ -49,7 +49,7 @@ def test_a_failed_round_says_where_its_packets_went_or_that_none_were_lost() -> 
 @pytest.mark.skipif(not (REPO / "build" / "nfcluster.p4info.txtpb").exists(),
                     reason="run `make build` first")
 def test_quick_mode_compares_both_io_variants(tmp_path: Path) -> None:
-    from topo.switches import p4sim_engines
+    from topo.launch.switches import p4sim_engines
 
     # the default engine (native, with its C ring loop) where p4sim offers it
     engine = "native" if "native" in (p4sim_engines() or []) else "python"
@@ -76,7 +76,7 @@ def test_the_ring_pyloop_variant_runs_ring_io_with_the_native_loop_off(
 
     from rich.console import Console
 
-    import topo.scenario
+    import topo.launch.bringup
     from bench import system_capacity as sc
 
     seen: list[tuple[str | None, str | None]] = []
@@ -86,7 +86,7 @@ def test_the_ring_pyloop_variant_runs_ring_io_with_the_native_loop_off(
         seen.append((opts.io, os.environ.get("P4SIM_NATIVE_RING")))
         yield None
 
-    monkeypatch.setattr(topo.scenario, "system", fake_system)
+    monkeypatch.setattr(topo.launch.bringup, "system", fake_system)
     monkeypatch.setattr(sc, "bisect_capacity", lambda ok, lo, hi, steps: 1000.0)
     monkeypatch.delenv("P4SIM_NATIVE_RING", raising=False)
     args = argparse.Namespace(flows=4, lo=100.0, hi=200.0, steps=1, seconds=1.0, drain=1.0)

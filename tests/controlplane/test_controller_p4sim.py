@@ -239,7 +239,7 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
     `move_slot` the same flow goes to the new owner with the next epoch."""
     from nf_host.shim import Kind
     from tests.controlplane.test_switch_session import compile_program
-    from topo.hot import slot_of
+    from topo.launch.hot import slot_of
 
     p4info, blob = compile_program(tmp_path)
     server = serve(Device(device_id=1, cpu_port=510), "127.0.0.1:0")

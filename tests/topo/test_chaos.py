@@ -26,7 +26,7 @@ def test_controller_etcd_and_primary_faults_under_load_lose_nothing(tmp_path: Pa
     if not (REPO / "build" / "nfcluster.p4info.txtpb").exists():
         subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True)
     out = tmp_path / "run"
-    from topo.chaos import netem_available
+    from topo.faults.chaos import netem_available
 
     tc_netem = netem_available()  # else p4sim's wire impairment does the netem faults
     cmd = [sys.executable, "-m", "topo", "chaos", "--duration", "30", "--rate", "500",
@@ -67,7 +67,7 @@ def test_nfs_whose_management_link_is_cut_are_failed_over_and_come_back_as_spare
     """`mgmt` faults: each NF's management link cut past the heartbeat deadline, then restored.
     The controller acts on each (a primary failed over, a backup replaced), the NF, alive all
     along, comes back as a spare that owns nothing, and nothing is lost, repeated or reordered."""
-    from topo.mgmt_cut import available
+    from topo.faults.mgmt_cut import available
 
     if not available():
         pytest.skip("no cgroup v2 mount or no CONFIG_CGROUP_BPF: no mgmt cut")
@@ -110,7 +110,7 @@ def test_moves_overlapping_faults_and_zombies_on_a_busy_machine_lose_nothing(
     fail-overs counted."""
     if not (REPO / "build" / "nfcluster.p4info.txtpb").exists():
         subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True)
-    from topo.mgmt_cut import available
+    from topo.faults.mgmt_cut import available
 
     kinds = "primary,backup,spare" + (",mgmt" if available() else "")
     out = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""topo/chaos_modes.py and the injector's parts of the chaos modes: overlapping faults never
+"""topo/faults/chaos_modes.py and the injector's parts of the chaos modes: overlapping faults never
 pick a pair a fault in flight put at risk; a zombie is hung, resumed once handled (never killed
 or restarted) and must come back owning nothing; the draws are seeded and leave the schedule
 without --zombies as it was; false fail-overs, moves and wedged flows are counted."""
@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from topo import chaos_modes, faults
-from topo.chaos import kind_table
-from topo.chaos_modes import (
+from topo.faults import chaos_modes
+from topo.faults import injector as faults
+from topo.faults.chaos import kind_table
+from topo.faults.chaos_modes import (
     FailoverLog,
     false_failovers,
     modes_line,
@@ -24,7 +25,7 @@ from topo.chaos_modes import (
     overlapping,
     wedged_flows,
 )
-from topo.faults import FaultInjector, FaultRecord
+from topo.faults.injector import FaultInjector, FaultRecord
 from topo.verify import BOTH, OUTAGE, LossWindow
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,5 @@
 """The chaos `netem` fault on a kernel without sch_netem: p4sim's wire impairment of the NF's
-switch port (topo/chaos.py `impair_on_data_link`), against an in-process p4sim status server on a
+switch port (topo/faults/chaos.py `impair_on_data_link`), against an in-process p4sim status server on a
 port set that sends into a socket pair; the `tc netem` path against a recorded `tc` (this CI's
 kernel has no sch_netem); and which fault kinds `nfc-topo chaos` keeps (netem on p4sim; left
 out, or refused when asked for, on BMv2 without netem).
@@ -24,7 +24,7 @@ from p4sim.server.device import Device
 from p4sim.server.stats import StatsServer
 from tests.p4sim.test_impair import pair_port_set
 from tests.support.procs import wait_for
-from topo import chaos
+from topo.faults import chaos
 
 pytestmark = pytest.mark.unit
 
@@ -137,9 +137,9 @@ def test_chaos_keeps_netem_where_something_can_do_it(
         monkeypatch: pytest.MonkeyPatch, target: str, asked: str | None, netem: bool,
         kinds: str | None, code: int | None) -> None:
     monkeypatch.setattr(chaos, "netem_available", lambda: netem)
-    import topo.mgmt_cut
+    import topo.faults.mgmt_cut
 
-    monkeypatch.setattr(topo.mgmt_cut, "available", lambda: True)
+    monkeypatch.setattr(topo.faults.mgmt_cut, "available", lambda: True)
     ran: list[argparse.Namespace] = []
 
     def cmd_run(args: argparse.Namespace) -> int:  # nothing started

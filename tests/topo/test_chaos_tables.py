@@ -1,4 +1,4 @@
-"""topo/chaos.py's and topo/memory.py's summary tables: the memory table tells a process alive throughout (growth)
+"""topo/faults/chaos.py's and topo/faults/memory.py's summary tables: the memory table tells a process alive throughout (growth)
 from a part restarted meanwhile (judged over its longest incarnation's own life, if one lived
 long enough, or, in a run with a settle tail, over the tail's second half), and names the
 largest growth in its caption; the per-kind table's caption sums up the `mgmt` cuts."""
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from topo.chaos import kind_table
-from topo.faults import FaultRecord
-from topo.memory import RssLife, RssSampler, incarnations, long_enough, plot_lines, rss_table
+from topo.faults.chaos import kind_table
+from topo.faults.injector import FaultRecord
+from topo.faults.memory import RssLife, RssSampler, incarnations, long_enough, plot_lines, rss_table
 
 pytestmark = pytest.mark.unit
 
@@ -75,7 +75,7 @@ def test_growth_is_judged_from_the_warm_snapshot_and_shown_from_the_start() -> N
 def test_an_nf_hosts_children_are_named_by_their_process_name() -> None:
     """Workers and heartbeat responders are started by multiprocessing (no `nf_host` on their
     command line): their process name (nf_host/child_process.become_child) tells them apart."""
-    from topo.memory import _name
+    from topo.faults.memory import _name
 
     spawn = ["/venv/bin/python", "-c", "from multiprocessing.spawn import spawn_main"]
     assert _name(spawn, "nf3.w1") == "nf-host 3 worker 1"
@@ -124,7 +124,7 @@ def test_the_sampler_takes_start_warm_and_end_snapshots_of_child_processes() -> 
 
 
 def test_the_memory_plot_draws_the_processes_alive_throughout(tmp_path) -> None:
-    from topo.memory import plot
+    from topo.faults.memory import plot
 
     series = [{"t": 0.0, "rss": {"etcd m0 [1]": 40 * MIB, "bash [2]": MIB, "nf-host 1 [3]": MIB}},
               {"t": 10.0, "rss": {"etcd m0 [1]": 41 * MIB, "bash [2]": MIB, "nf-host 1 [9]": MIB}}]
@@ -216,7 +216,7 @@ def test_the_disturbances_keep_the_incarnations_through_json() -> None:
     import json
     from dataclasses import asdict
 
-    from topo.disturbances import Disturbances
+    from topo.faults.disturbances import Disturbances
 
     assert Disturbances().rss_lives == []  # a report without them still builds
     lives = [RssLife("etcd m1 [2]", 30.0, 600.0, 58, 40 * MIB, 51 * MIB, 320.0, 50 * MIB),
@@ -231,7 +231,7 @@ def test_the_memory_plot_draws_every_incarnation_when_all_were_restarted(
 
     from matplotlib.axes import Axes
 
-    from topo.memory import plot
+    from topo.faults.memory import plot
 
     legends: list[list[str]] = []
     real = Axes.legend
@@ -310,7 +310,7 @@ def test_a_settled_run_keeps_its_tail_and_unjudged_lives_through_json() -> None:
     import json
     from dataclasses import asdict
 
-    from topo.disturbances import Disturbances
+    from topo.faults.disturbances import Disturbances
 
     lives = incarnations(_settled_run(), warmup=60.0, settled_from=600.0)
     doc = json.loads(json.dumps(asdict(Disturbances(rss_lives=lives, rss_settled_from=600.0))))
@@ -318,7 +318,7 @@ def test_a_settled_run_keeps_its_tail_and_unjudged_lives_through_json() -> None:
 
 
 def test_the_memory_plot_marks_where_the_faults_end(tmp_path: Path) -> None:
-    from topo.memory import plot
+    from topo.faults.memory import plot
 
     series = [{"t": float(t), "rss": {"etcd m0 [1]": 40 * MIB}} for t in range(0, 40, 10)]
     out = plot(series, tmp_path / "rss.png", settled_from=20.0)

@@ -1,4 +1,4 @@
-"""topo/faults.py: the fail-over measurements from the promoted NF's log (the first output a
+"""topo/faults/injector.py: the fail-over measurements from the promoted NF's log (the first output a
 promotion released after each fault, matched by time, never an earlier promotion's), and the
 `mgmt` fault's course against a fake controller API (cut, acted on, restored, back as a spare;
 a cut that cuts nothing is a fault not handled)."""
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from topo import faults
-from topo.faults import FaultInjector, FaultRecord, first_output_times, primary_fault
+from topo.faults import injector as faults
+from topo.faults.injector import FaultInjector, FaultRecord, first_output_times, primary_fault
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """`--busy N`: CPU hogs at nice 19, started and stopped by PID, none left on any way out
-(topo/hogs.py)."""
+(topo/faults/hogs.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import wait_for
-from topo.hogs import HOG, NICE, cpu_hogs
+from topo.faults.hogs import HOG, NICE, cpu_hogs
 
 pytestmark = pytest.mark.unit
 
@@ -71,7 +71,7 @@ def test_no_hog_is_none_and_a_negative_number_is_refused() -> None:
 def test_hogs_of_a_process_killed_outright_stop_by_themselves() -> None:
     """SIGKILL unwinds nothing: the hogs see their parent change and exit."""
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom topo.hogs import start_hogs\n"
+        [sys.executable, "-c", "import sys, time\nfrom topo.faults.hogs import start_hogs\n"
          "print(*start_hogs(2).pids, flush=True)\ntime.sleep(600)\n"],
         stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])
     try:
@@ -90,7 +90,7 @@ def test_hogs_of_a_process_killed_outright_stop_by_themselves() -> None:
 def test_busy_is_an_option_of_run_and_chaos_and_of_the_failover_bench() -> None:
     import topo.__main__ as topo_main
     from bench import failover
-    from topo.scenario import options_from
+    from topo.launch.options import options_from
 
     args = topo_main.build_parser().parse_args(["run", "--busy", "2"])
     assert options_from(args).busy == 2

@@ -8,7 +8,15 @@ import pytest
 import yaml
 
 from controlplane.config import parse_config
-from topo.hot import HOT_SHARE, HotWatch, apply_config, hot_flows, latency, skewed_ports, slot_of
+from topo.launch.hot import (
+    HOT_SHARE,
+    HotWatch,
+    apply_config,
+    hot_flows,
+    latency,
+    skewed_ports,
+    slot_of,
+)
 
 pytestmark = pytest.mark.unit
 

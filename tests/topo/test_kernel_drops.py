@@ -19,8 +19,8 @@ import pytest
 
 from controlplane.config import load_config
 from tests.support.procs import wait_for
-from topo.kernel_drops import kernel_counters
-from topo.losses import loss_lines, where_lost
+from topo.faults.kernel_drops import kernel_counters
+from topo.faults.losses import loss_lines, where_lost
 
 pytestmark = [pytest.mark.netns]
 

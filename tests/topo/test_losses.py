@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.config import load_config
-from topo.losses import LossSite, loss_lines, port_names, where_lost
+from topo.faults.losses import LossSite, loss_lines, port_names, where_lost
 
 pytestmark = [pytest.mark.unit]
 
@@ -97,7 +97,7 @@ class FakeNet:
 
 
 def test_the_kernels_counters_are_parsed_from_their_recorded_text() -> None:
-    from topo.kernel_drops import (
+    from topo.faults.kernel_drops import (
         arp_discards,
         ip_counters,
         link_drops,
@@ -118,7 +118,7 @@ def test_the_kernels_counters_are_parsed_from_their_recorded_text() -> None:
 
 
 def test_each_namespaces_kernel_drops_are_read_and_named_once() -> None:
-    from topo.kernel_drops import grown, kernel_counters
+    from topo.faults.kernel_drops import grown, kernel_counters
 
     drops = kernel_counters(FakeNet(), edge=["client"])
     # an NF host's UDP is the control plane's (its traffic comes on a packet socket): not read

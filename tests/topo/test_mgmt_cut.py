@@ -1,4 +1,4 @@
-"""topo/mgmt_cut.py: a cut drops every IP packet of the processes in one NF's cgroup, both ways,
+"""topo/faults/mgmt_cut.py: a cut drops every IP packet of the processes in one NF's cgroup, both ways,
 without resetting their connections, and touches no other process; the restore lets the same
 sockets talk again."""
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from topo import mgmt_cut
-from topo.mgmt_cut import MgmtCuts
+from topo.faults import mgmt_cut
+from topo.faults.mgmt_cut import MgmtCuts
 
 pytestmark = pytest.mark.netns  # root: cgroups and eBPF
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from controlplane.config import load_config
-from topo import port_accounting
-from topo.losses import loss_lines, where_lost
-from topo.port_accounting import (
+from topo.faults import port_accounting
+from topo.faults.losses import loss_lines, where_lost
+from topo.faults.port_accounting import (
     PortAccount,
     Snapshot,
     accounting,
@@ -173,8 +173,8 @@ def test_snapshots_are_read_in_the_order_that_can_only_understate_a_drop(
 
 
 def test_a_run_with_a_switch_fault_or_without_p4_counters_computes_nothing() -> None:
-    from topo.disturbances import Disturbances
-    from topo.scenario import port_window
+    from topo.faults.disturbances import Disturbances
+    from topo.launch.scenario import port_window
 
     snap = Snapshot({"1": {"rx": 1}}, {"1": link(rx=1)})
     assert port_window(snap, snap, None) == ([PortAccount(1, 0, 0, 0, 0, 0, 0, 0, 0)], "")

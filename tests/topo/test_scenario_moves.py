@@ -23,7 +23,7 @@ FLOWS, PACKETS = 16, 60
 # traffic for every fault. The rate is what p4sim's Python engine forwards without loss here.
 KILL_RATE = int(os.environ.get("NFC_KILL_RATE", "2000"))
 KILL_PACKETS = 16000  # about 130 s at 2000/s: 20 faults, each victim restarted and its pair
-# protected again before the next pick (topo/faults.py: a primary is picked only while protected)
+# protected again before the next pick (topo/faults/injector.py: a primary is picked only while protected)
 
 
 def run_scenario(tmp_path: Path, *extra: str, packets: int = PACKETS, rate: int = 300,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.config import load_config
-from topo.topology import build_topology
+from topo.launch.topology import build_topology
 
 CONFIG = Path(__file__).resolve().parents[2] / "topo" / "nfcluster.yaml"
 

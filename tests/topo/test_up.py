@@ -25,8 +25,8 @@ import pytest
 from rich.console import Console
 
 from topo import __main__ as launcher
-from topo import up
 from topo.__main__ import main
+from topo.launch import up
 from topo.procs import descendants, process_start, still_running, stop_process, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topo.loss_evidence import loss_summary, system_line, windows_of
+from topo.faults.loss_evidence import loss_summary, system_line, windows_of
 from topo.records import Record
 from topo.verify import BOTH, INPUT, OUTAGE, OUTPUT, WIRE, Evidence, LossWindow, Verdict, verify
 
@@ -186,7 +186,7 @@ def test_a_duplicate_or_repeated_count_is_never_excused() -> None:
 
 @pytest.mark.unit
 def test_the_windows_of_a_runs_faults() -> None:
-    from topo.chaos import ControlFault
+    from topo.faults.chaos import ControlFault
 
     switch = ControlFault("switch", "restart", 0, 10.0, target="s1", window=(9.8, 12.0), ok=True)
     netem = ControlFault("netem", "p4sim", 3, 20.0, target="p4sim:port 3", ok=True,

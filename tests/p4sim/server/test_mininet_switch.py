@@ -1,4 +1,4 @@
-"""The Mininet switch classes of topo/switches.py: a Mininet network with one `P4simSwitch` running
+"""The Mininet switch classes of topo/launch/switches.py: a Mininet network with one `P4simSwitch` running
 ipv4_forward.p4 and two hosts; routes written over P4Runtime; UDP datagrams from h1 reach h2.
 `Bmv2Switch` is checked only for its command line (BMv2 is not installed here).
 
@@ -17,7 +17,7 @@ from tests.p4sim.server.conftest import PROGRAM, RealProgram
 from tests.p4sim.server.entity_builders import INSERT, update
 from tests.p4sim.server.p4rt_client import StreamClient
 from tests.support.procs import free_port
-from topo.switches import Bmv2Switch, P4Host, P4simSwitch, bmv2_available, switch_class
+from topo.launch.switches import Bmv2Switch, P4Host, P4simSwitch, bmv2_available, switch_class
 
 UDP_RECEIVER = r"""
 import socket, sys

@@ -31,7 +31,7 @@ DUPLICATE_DROPS = "nf_output_drops/duplicate"  # the switch's counter of outputs
 
 
 def windows_of(faults: Sequence[Any], chains: bool = False) -> list[LossWindow]:
-    """The loss windows of a run's fault records (`topo.chaos.ControlFault`; others have none).
+    """The loss windows of a run's fault records (`topo.faults.chaos.ControlFault`; others have none).
     A netem fault's window crosses the slots its primary owned when it began; with service
     chains a stage's slot is not the flow's, so it crosses every slot (its count still bounds
     it). A fault that did not complete (no window, or not ok for netem) excuses nothing."""

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from topo.http_api import http_json
+
 # a target's own per-port counters (p4sim's /status ports) of frames lost before the pipeline
 # and after it, and of frames it added after it (its impairment's duplicates)
 TARGET_BEFORE = ("kernel_drops", "rx_truncated")
@@ -153,8 +155,6 @@ def summary_line(accounts: list[PortAccount] | None, why: str = "") -> str:
 
 def p4_ports(api: str) -> dict[str, dict[str, int]] | None:
     """The P4 program's per-port counters read now through the controller (None: not read)."""
-    from topo.disturbances import http_json
-
     try:
         doc: dict[str, Any] = http_json(f"{api}/switch/ports?refresh=1")
     except Exception:  # the controller or the switch did not answer: no accounting

@@ -7,10 +7,10 @@ same in reverse. Each place counts what it drops: p4sim per port (the kernel's d
 read a frame, transmit errors, a full transmit ring; docs/p4sim.md), the P4 program's drop
 counters, each NF (its socket's kernel drops, its buffers, refused output, ...; docs/nf_host.md),
 the end hosts' sockets, and the kernel in every namespace (interfaces, queueing disciplines, the
-per-CPU backlog, the end hosts' IP and UDP layers: `topo.kernel_drops`). `where_lost` lists the
+per-CPU backlog, the end hosts' IP and UDP layers: `topo.faults.kernel_drops`). `where_lost` lists the
 non-zero ones, named by place, for the summary, with the frames a switch port's interface and the
 P4 program's port counters say the target dropped silently before or after its pipeline
-(`topo.port_accounting`: BMv2's input buffer); `loss_lines` sets the lost packets against the
+(`topo.faults.port_accounting`: BMv2's input buffer); `loss_lines` sets the lost packets against the
 drops that are losses (a duplicate's or a backup's copy's drop is not) and names the rest
 "unaccounted".
 """
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controlplane.config import ControllerConfig
-from topo.port_accounting import PortAccount
+from topo.faults.port_accounting import PortAccount
+from topo.http_api import http_json
 
 PORT_REASONS = {
     "kernel_drops": "dropped by the kernel before p4sim read them (receive ring/buffer full)",
@@ -70,8 +71,6 @@ def switch_status(address: str | None) -> dict[str, Any] | None:
     """p4sim's /status at `address` (None without one, or when the switch does not answer)."""
     if address is None:
         return None
-    from topo.disturbances import http_json
-
     try:
         doc: dict[str, Any] = http_json(f"http://{address}/status")
     except Exception:  # a switch that died with a fault: no counters
@@ -79,7 +78,7 @@ def switch_status(address: str | None) -> dict[str, Any] | None:
     return doc
 
 
-KERNEL_REASONS = {  # counter of topo.kernel_drops -> why, for "interface host/if", "host h"
+KERNEL_REASONS = {  # counter of topo.faults.kernel_drops -> why, for "interface host/if", "host h"
     "tx_dropped": "dropped on sending (the peer's backlog full: a burst into the switch or host)",
     "rx_dropped": "dropped on receiving",
     "qdisc_drops": "dropped by the interface's queueing discipline (a full queue, a netem fault)",
@@ -101,7 +100,7 @@ NOT_LOSSES = {"nf_output_drops/duplicate", "nf_output_drops/stale_epoch",
 
 def _kernel_sites(kernel: dict[str, dict[str, int]], host_drops: dict[str, int]
                   ) -> list[LossSite]:
-    """The kernel's drops (`topo.kernel_drops.kernel_counters`), named by place. A UDP socket's
+    """The kernel's drops (`topo.faults.kernel_drops.kernel_counters`), named by place. A UDP socket's
     full receive buffer counts in `RcvbufErrors` and again in `InErrors`, and at an end host's
     own socket in `host_drops` too: each drop is listed once."""
     sites: list[LossSite] = []
@@ -130,7 +129,7 @@ def port_sites(accounts: list[PortAccount], names: dict[int, str],
                copy_ports: Collection[int] = ()) -> list[LossSite]:
     """The frames each switch port's interface and the P4 program's port counters say the
     target dropped before or after its pipeline, beyond what the target's own counters (listed
-    with the port) already count (`topo.port_accounting`). After the pipeline, a frame toward a
+    with the port) already count (`topo.faults.port_accounting`). After the pipeline, a frame toward a
     backup's port (`copy_ports`) was an input's copy: not a loss."""
     sites: list[LossSite] = []
     for a in accounts:
@@ -161,8 +160,8 @@ def where_lost(cfg: ControllerConfig, switch: dict[str, Any] | None, switch_drop
     """Every non-zero drop counter of the path. `switch`: p4sim's /status document (None: not
     read, e.g. BMv2); `switch_drops`: the P4 program's drop counters ("counter/reason");
     `nfs`: the controller's NF rows (with `losses`); `host_drops`: end host -> socket drops;
-    `kernel`: the kernel's drops in every namespace (`topo.kernel_drops.kernel_counters`);
-    `ports`: each switch port's account over the traffic (`topo.port_accounting`), of which
+    `kernel`: the kernel's drops in every namespace (`topo.faults.kernel_drops.kernel_counters`);
+    `ports`: each switch port's account over the traffic (`topo.faults.port_accounting`), of which
     the frames no switch counter saw are listed with the port.
     Drops of a copy (a duplicate output, a backup's input copy) are marked `loss=False`."""
     sites: list[LossSite] = []

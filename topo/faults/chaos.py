@@ -1,4 +1,4 @@
-"""Chaos: faults of the control plane's own parts, beside the NF faults of `topo.faults`.
+"""Chaos: faults of the control plane's own parts, beside the NF faults of `topo.faults.injector`.
 
 `make chaos` (`nfc-topo run --chaos ...`) and `make soak` mix, from one seeded schedule and one
 at a time, the NF faults (a primary, backup or spare killed; with `hang`, stopped) with:
@@ -8,7 +8,7 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   it is the switch's primary and has reconciled. The killed one is started again as the new
   standby. The data plane forwards meanwhile (nothing on the switch changes). A controller that
   stopped by itself (a leader whose lease could not be renewed exits with status 3) is started
-  again before the next fault, and counted (`Controllers.revived`).
+  again before the next fault, and counted (`topo.launch.controllers.Controllers.revived`).
 * **etcd**: one member of the three is SIGKILLed and, `ETCD_DOWN_S` later, started again.
   Detection: none needed (the clients ride over it); recovery: until the member reports a
   healthy cluster again. The controller must keep leading throughout (checked).
@@ -17,7 +17,7 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   ports). Recovery: until the leading controller has reconnected, pushed the pipeline and
   reconciled every entry and group, having first set each slot's numbering back to where the
   NFs are. Packets sent during the outage, from the kill to that reconcile, are lost on the
-  wire (`window`); the verdict excuses those, and only those (topo/loss_evidence.py).
+  wire (`window`); the verdict excuses those, and only those (topo/faults/loss_evidence.py).
 * **netem**: `tc netem` (1 ms delay, 1 % loss, 1 % duplication, 10 % reordering) for
   `NETEM_S` on the switch's side of a primary's data link, that is on everything the switch sends
   it. The NF's sequencer puts reordered packets back in order and drops duplicates; a packet the
@@ -29,12 +29,12 @@ at a time, the NF faults (a primary, backup or spare killed; with `hang`, stoppe
   dropped over its life, and `impair` all it counted (the answer that ends it says). Its
   `window` and `slots` (the primary's, as it began) tie what it dropped to the flows it crossed.
 
-* **mgmt** (the NF faults' injector, `topo.faults.FaultInjector.cut_mgmt`, with
-  `topo.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
+* **mgmt** (the NF faults' injector, `topo.faults.injector.FaultInjector.cut_mgmt`, with
+  `topo.faults.mgmt_cut`): an NF's management link cut for twice the heartbeat deadline
   (`heartbeat_deadline_s`), then restored; the NF comes back as a spare that owns nothing.
 
 Each fault is a `FaultRecord` (kind, mode, target, detection and recovery times); the memory of
-the run's processes is topo/memory.py's.
+the run's processes is topo/faults/memory.py's.
 """
 
 from __future__ import annotations
@@ -50,60 +50,21 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from topo.disturbances import http_json
 from topo.etcd import EtcdCluster
-from topo.faults import FaultInjector, percentiles
-from topo.loss_evidence import system_line
+from topo.faults.injector import FaultInjector, percentiles
+from topo.faults.loss_evidence import system_line
+from topo.http_api import api_status, http_json
 from topo.procs import wait_for
 
 if TYPE_CHECKING:
-    from topo.scenario import System
+    from topo.launch.controllers import Controllers
+    from topo.model import System
 
 ETCD_DOWN_S = 2.0
 NETEM = "delay 1ms loss 1% duplicate 1% reorder 10%"
 NETEM_CALM = "delay 1ms"  # NETEM without loss or duplication: what it has dropped stays counted
 IMPAIR = {"delay_ms": 1, "loss": 0.01, "duplicate": 0.01, "reorder": 0.1}  # NETEM, for p4sim
 NETEM_S = 3.0
-
-
-def _status(api: str) -> dict[str, Any] | None:
-    """A controller's /status, or None while it does not answer (killed, starting)."""
-    try:
-        data: dict[str, Any] = http_json(f"{api}/status")
-        return data
-    except OSError:
-        return None
-
-
-@dataclass
-class Controllers:
-    """The run's `nfc-controller` processes by name: process, API, and how to start one."""
-
-    start: Callable[[str], subprocess.Popen[bytes]]
-    apis: dict[str, str]
-    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    revived: list[str] = field(default_factory=list)  # started again after stopping by themselves
-
-    def leader(self) -> str | None:
-        """The name of the controller that leads and is the switch's primary, if any."""
-        for name, api in self.apis.items():
-            st = _status(api)
-            if st is not None and st["leadership"]["elected"] and st["switch"]["primary"]:
-                return name
-        return None
-
-    def leader_api(self, default: str) -> str:
-        name = self.leader()
-        return self.apis[name] if name is not None else default
-
-    def revive(self) -> list[str]:
-        """Start again every controller that stopped (a leader that lost its lease exits, as
-        designed, to stand by once started again); returns their names."""
-        stopped = [n for n, p in self.procs.items() if p.poll() is not None]
-        for name in stopped:
-            self.procs[name] = self.start(name)
-        self.revived += stopped
-        return stopped
 
 
 @dataclass
@@ -124,7 +85,7 @@ class ControlFault:
     new_backup: int | None = None
     wire_lost: int = 0  # netem: packets the link dropped
     gaps: int = 0  # netem: sequence numbers the NF skipped meanwhile
-    # switch: the outage; netem: the impairment (time.time() from, to): topo.loss_evidence
+    # switch: the outage; netem: the impairment (time.time() from, to): topo.faults.loss_evidence
     window: tuple[float, float] | None = None
     impair: dict[str, int] = field(default_factory=dict)  # netem by p4sim: what it counted
 
@@ -151,7 +112,7 @@ def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
     try:
         def elected() -> str | None:
             for n in others:
-                st = _status(ctls.apis[n])
+                st = api_status(ctls.apis[n])
                 if st is not None and st["leadership"]["elected"]:
                     return n
             return None
@@ -160,7 +121,7 @@ def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
         rec.detection_ms = (time.time() - rec.at) * 1000
 
         def reconciled() -> bool:
-            st = _status(ctls.apis[new])
+            st = api_status(ctls.apis[new])
             return bool(st and st["switch"]["primary"] and st["switch"]["last_reconcile"] is not None
                         and st["nfs"]["configured"] == st["nfs"]["total"])
 
@@ -205,7 +166,7 @@ def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> Con
 
         def reconciled() -> bool:
             name = ctls.leader()
-            st = _status(ctls.apis[name]) if name is not None else None
+            st = api_status(ctls.apis[name]) if name is not None else None
             return bool(st and st["switch"]["primary"]
                         and (st["switch"].get("reconciled_at") or 0) > rec.at)
 
@@ -231,7 +192,7 @@ def heartbeat_deadline_s(sys_: System) -> float:
 
 def injector(sys_: System) -> FaultInjector:
     """The run's fault injector: NF faults (kill, hang, restart as a spare), the control-plane
-    faults above, and `mgmt` cuts (topo.mgmt_cut) of twice the heartbeat deadline."""
+    faults above, and `mgmt` cuts (topo.faults.mgmt_cut) of twice the heartbeat deadline."""
     opts, cfg = sys_.opts, sys_.cfg
     by_id = dict(zip(sorted(nf.id for nf in cfg.nfs), sys_.nf_procs, strict=True))
     # with random moves, a fail-over may wait for the move lock: a Release that never answers
@@ -371,7 +332,7 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int,
                modes: dict[str, int] | None = None) -> Table:
     """One row per fault kind: count, handled, detection and recovery p50/p99, zombies, and the
     run's losses (by the system; by the wire and the end hosts), duplicates, reorderings,
-    repeats, wedged flows; with `modes` (topo/chaos_modes.py), the moves done and undone, the
+    repeats, wedged flows; with `modes` (topo/faults/chaos_modes.py), the moves done and undone, the
     zombies and the false fail-overs."""
     table = Table(title="faults by kind (recovery: NFs, the first packet delivered after the "
                         "fault on the dead NF's slots (mgmt: of a cut primary); controller, the "
@@ -412,7 +373,7 @@ def kind_table(faults: list[Any], losses: dict[str, Any], host_drops: int,
                          f"owning no slot p50 {ms(back['p50'])} ms, p99 "
                          f"{ms(back['p99'])} ms").lstrip("\n")
     if modes:
-        from topo.chaos_modes import modes_line
+        from topo.faults.chaos_modes import modes_line
 
         table.caption = f"{table.caption or ''}\n{modes_line(modes)}".lstrip("\n")
     return table

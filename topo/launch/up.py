@@ -50,10 +50,12 @@ from typing import Any
 from rich.console import Console
 
 from controlplane.config import load_config
-from topo import chain_run
+from topo.launch import chain_run
+from topo.launch.bringup import system
+from topo.launch.nfs import started
+from topo.launch.topology import MGMT_BRIDGE
+from topo.model import CHAIN_CONFIG, DEFAULT_CONFIG, REPO, RunOptions, System
 from topo.procs import parent_of, process_start, wait_for
-from topo.scenario import CHAIN_CONFIG, DEFAULT_CONFIG, REPO, RunOptions, System, started, system
-from topo.topology import MGMT_BRIDGE
 
 RUN_DIR = Path("/run/nfcluster")
 STATE_FILE = RUN_DIR / "up.json"

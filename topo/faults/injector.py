@@ -19,13 +19,13 @@ that, once the controller has dealt with it, is resumed (SIGCONT) instead of kil
 process comes back believing it still has its old role, and must be fenced (its output never
 leaves twice: the verdict) and made a spare by the controller (`back_ms`).
 
-With `--overlap` faults run side by side (`topo.chaos_modes`): each NF fault *claims* its victim
+With `--overlap` faults run side by side (`topo.faults.chaos_modes`): each NF fault *claims* its victim
 and the victim's partner (its backup, or the primary it backs up) until that pair is protected
 again (`settled_for`), and `pick(exclude=...)` chooses no victim among claimed NFs, so no pair
 loses both its members at once.
 
 The `mgmt` fault (`FaultInjector.cut_mgmt`) cuts a live NF's management link instead (a primary
-most of the time, else a backup or a spare; `topo.mgmt_cut`) for `cut_s`, twice the heartbeat
+most of the time, else a backup or a spare; `topo.faults.mgmt_cut`) for `cut_s`, twice the heartbeat
 deadline, and restores it: the controller cannot tell that from a hang and fails the NF over
 (or replaces it as a backup, or drops it from the pool as a spare); the NF process lives on and,
 once it answers again, must be made a spare that owns nothing (`back_ms`). It is not restarted.
@@ -51,7 +51,7 @@ from topo.procs import wait_for
 from topo.traffic import SideReport
 
 FAULT_KINDS = ("primary", "backup", "spare")
-# faults of the other parts (topo.chaos): the leading controller, an etcd member, netem on a
+# faults of the other parts (topo.faults.chaos): the leading controller, an etcd member, netem on a
 # primary's data link, the switch process
 CONTROL_KINDS = ("controller", "etcd", "netem", "switch")
 # an NF's management link cut for longer than the heartbeat deadline, then restored
@@ -118,7 +118,7 @@ class FaultInjector:
     seed: int = 1
     hang: bool = False
     kinds: tuple[str, ...] = FAULT_KINDS
-    # injects a control-plane fault (kind, target) and returns its record (topo.chaos)
+    # injects a control-plane fault (kind, target) and returns its record (topo.faults.chaos)
     control: Callable[[str, int], Any] | None = None
     etcd_members: int = 3
     # the API to use now (the controllers may have changed leader), and what to do between
@@ -399,7 +399,7 @@ class FaultInjector:
 
 
 def primary_fault(rec: Any) -> bool:
-    """Whether `rec` (a `FaultRecord`, or a `topo.chaos.ControlFault`) faulted a primary (killed,
+    """Whether `rec` (a `FaultRecord`, or a `topo.faults.chaos.ControlFault`) faulted a primary (killed,
     hung or cut off): its slots were failed over."""
     return bool(rec.kind == "primary" or getattr(rec, "role", "") == "primary")
 

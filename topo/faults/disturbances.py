@@ -4,47 +4,23 @@ verdict says they cost (`loss_report`)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from topo.faults import FaultInjector, FaultRecord
-from topo.memory import RssLife
+from topo.faults import chaos_modes
+from topo.faults.injector import FaultInjector, FaultRecord
+from topo.faults.memory import RssLife
+from topo.http_api import http_json, http_post
 from topo.procs import wait_for
 from topo.verify import tally
 
 if TYPE_CHECKING:
     import subprocess
 
-    from topo.scenario import RunOptions
-
-
-def http_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=2) as resp:
-        return json.loads(resp.read())
-
-
-def http_post(url: str, timeout: float = 30.0) -> tuple[int, Any]:
-    # what the API's request guard requires of a state-changing request (docs/controller.md)
-    headers = {"X-Nfc-Request": "1", "Content-Type": "application/json"}
-    if os.environ.get("NFC_API_TOKEN"):
-        headers["Authorization"] = f"Bearer {os.environ['NFC_API_TOKEN']}"
-    req = urllib.request.Request(url, data=b"{}", method="POST", headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
-        with contextlib.suppress(ValueError):
-            return exc.code, json.loads(body)
-        return exc.code, body
+    from topo.model import RunOptions
 
 
 # -- disturbances: slot moves and a killed primary during the traffic -----------------------------
@@ -61,13 +37,13 @@ class Disturbances:
     errors: list[str] = field(default_factory=list)
     losses: dict[str, Any] = field(default_factory=dict)
     rss: dict[str, dict[str, int]] = field(default_factory=dict)  # "start"/"warm"/"end": process -> bytes
-    rss_series: list[dict[str, Any]] = field(default_factory=list)  # {"t": s, "rss": {...}} (topo/memory.py)
-    rss_lives: list[RssLife] = field(default_factory=list)  # each process incarnation (topo/memory.py)
+    rss_series: list[dict[str, Any]] = field(default_factory=list)  # {"t": s, "rss": {...}} (topo/faults/memory.py)
+    rss_lives: list[RssLife] = field(default_factory=list)  # each process incarnation (topo/faults/memory.py)
     # with a settle tail (RunOptions.settle): when the last fault was over, as time.monotonic(),
     # and as seconds on the RSS sampler's clock (the memory verdict's `settled_from`)
     faults_ended_at: float | None = None
     rss_settled_from: float | None = None
-    # chaos modes (topo/chaos_modes.py): the random moves made during the faults (the API's
+    # chaos modes (topo/faults/chaos_modes.py): the random moves made during the faults (the API's
     # results, and the requests answered with none), and what `modes_summary` counts
     chaos_moves: list[dict[str, Any]] = field(default_factory=list)
     moves_refused: list[str] = field(default_factory=list)
@@ -158,11 +134,9 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
 def schedule(opts: RunOptions, faults: FaultInjector, sender: subprocess.Popen[bytes],
              until: float, out: Disturbances) -> None:
     """The fault schedule until `until` (time.monotonic()): one fault at a time, each once the
-    last has settled, or with `opts.overlap` side by side (topo/chaos_modes.py); with
+    last has settled, or with `opts.overlap` side by side (topo/faults/chaos_modes.py); with
     `opts.moves`, random moves meanwhile. Every fail-over a leader reports goes to
     `out.failovers` (each leader keeps its own history)."""
-    from topo import chaos_modes  # (it builds on this module)
-
     log = chaos_modes.FailoverLog()
     mover: chaos_modes.Mover | None = None
     moving: threading.Thread | None = None

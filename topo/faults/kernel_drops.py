@@ -7,7 +7,7 @@ a queueing discipline (a full queue, a netem fault: `tc -s qdisc`), the per-CPU 
 (/proc/net/snmp, per namespace: a datagram to a closed port, a full receive buffer, a bad
 checksum or header, a wrong address) and neighbour resolution (/proc/net/stat/arp_cache,
 machine-wide: packets dropped while an address was unresolved). `kernel_counters` reads them all into one
-JSON-able document ("node/place" -> counter -> packets, non-zero only) that `topo.losses`
+JSON-able document ("node/place" -> counter -> packets, non-zero only) that `topo.faults.losses`
 names in the run's loss summary. The parsers take the text the commands print, so they are
 tested on recorded output.
 """

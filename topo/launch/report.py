@@ -7,12 +7,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from topo import chaos
-from topo.chaos_modes import modes_line
-from topo.disturbances import Disturbances
-from topo.faults import FaultRecord, percentiles
-from topo.loss_evidence import excused_line, system_line
-from topo.memory import rss_table
+from topo.faults import chaos
+from topo.faults.chaos_modes import modes_line
+from topo.faults.disturbances import Disturbances
+from topo.faults.injector import FaultRecord, percentiles
+from topo.faults.loss_evidence import excused_line, system_line
+from topo.faults.memory import rss_table
 from topo.traffic import SideReport
 from topo.verify import Verdict
 
@@ -104,7 +104,7 @@ def summarise(console: Console, verdict: Verdict, client: SideReport, server: Si
               losses: dict[str, int] | None = None) -> None:
     """The end of a run: NF loads, drops, disturbances and the verdict. `chain`: the service
     chain's stages (no checker NF in the path: the NAT's translation is judged instead).
-    `losses`: the verdict's losses by what explains them (`topo.loss_evidence.loss_summary`):
+    `losses`: the verdict's losses by what explains them (`topo.faults.loss_evidence.loss_summary`):
     the "lost by the system" line, which must say 0 for a passing verdict."""
     sent = sum(client.sent.values()) + sum(server.sent.values())
     console.print()

@@ -1,6 +1,6 @@
 """Chaos as a user would meet it: moves and overlapping faults, and what they are counted as.
 
-`nfc-topo chaos` injects faults from a seeded schedule (`topo.faults`, `topo.chaos`); the modes
+`nfc-topo chaos` injects faults from a seeded schedule (`topo.faults.injector`, `topo.faults.chaos`); the modes
 here make the schedule less polite:
 
 * **moves** (`--moves RATE`, `Mover`): while the faults run, RATE times a second (on average,
@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from topo.disturbances import http_json, http_post
-from topo.faults import CONTROL_KINDS, FaultInjector
+from topo.faults.injector import CONTROL_KINDS, FaultInjector
+from topo.http_api import http_json, http_post
 from topo.procs import wait_for
 from topo.verify import LossWindow
 

@@ -1,0 +1,62 @@
+"""No import circle between the modules of p4sim and topo, hidden ones included: an import inside
+a function counts (tools/import_cycles.py), only imports under ``if TYPE_CHECKING:`` do not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.import_cycles import cycles, import_edges, report
+
+pytestmark = pytest.mark.unit
+
+
+def test_p4sim_and_topo_have_no_import_circle() -> None:
+    n, text = report(Path(__file__).resolve().parent.parent, ("p4sim", "topo"), type_checking=False)
+    assert n == 0, text
+
+
+def test_topo_has_none_even_counting_type_checking_imports() -> None:
+    n, text = report(Path(__file__).resolve().parent.parent, ("topo",), type_checking=True)
+    assert n == 0, text
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_circle_hidden_in_a_function_is_found(tmp_path: Path) -> None:
+    root = write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from pkg.b import f\n",
+        "pkg/b.py": "def f():\n    from pkg import a\n    return a\n",
+        "pkg/c.py": "import pkg.a\n",
+    })
+    assert cycles(import_edges(root)) == [["pkg.a", "pkg.b"]]
+
+
+def test_type_checking_imports_count_only_when_asked(tmp_path: Path) -> None:
+    root = write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from pkg.b import f\n",
+        "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import g\n"
+                    "def f(): ...\n",
+    })
+    assert cycles(import_edges(root)) == []
+    assert cycles(import_edges(root, type_checking=True)) == [["pkg.a", "pkg.b"]]
+
+
+def test_relative_imports_and_package_inits_are_edges(tmp_path: Path) -> None:
+    root = write(tmp_path, {
+        "pkg/__init__.py": "from .sub import x\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/x.py": "from ..other import y\n",
+        "pkg/other.py": "import pkg.sub.x\ny = 1\n",
+    })
+    comps = cycles(import_edges(root))
+    assert comps == [["pkg.other", "pkg.sub.x"]]
