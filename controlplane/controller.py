@@ -39,7 +39,9 @@ class Controller(NfLifecycle):
     def __init__(self, cfg: ControllerConfig, **kw: Any) -> None:
         super().__init__(cfg, **kw)
         self.pool = SparePool(self)  # scale-out and drain (the balancer's executor, the API's)
-        self.balancer = BalancerLoop(self, executor=self.pool)  # runs when load_balancer.enabled
+        # runs when load_balancer.enabled; its decisions go into the timeline as they are taken
+        self.balancer = BalancerLoop(self, executor=self.pool, on_decision=self.timeline.decision)
+        self.registry.add_listener(self.timeline.nf_event)  # NFs down, up, restarted
 
     async def run(self) -> None:
         """Run until cancelled: switch session, NF configuration, heartbeats, load, counters."""
