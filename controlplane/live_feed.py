@@ -68,6 +68,18 @@ def protection(nfs: list[dict[str, Any]], pairs: dict[str, Any], orphans: list[i
     return out
 
 
+def display_role(nf: dict[str, Any]) -> str:
+    """The role an NF holds now: `primary` (a key of the pairs), `backup` (a primary's backup),
+    else the registry's role, unless that is a role it lost (a failed-over primary, a replaced
+    backup, until it is configured again): `idle`."""
+    if nf.get("primary"):
+        return "primary"
+    if "backup_of" in nf:
+        return "backup"
+    role = str(nf.get("configured_role") or "idle")
+    return "idle" if role in ("primary", "backup") else role
+
+
 def snapshot(view: ControllerView) -> dict[str, Any]:
     """What the page shows but the slot map (see the module docstring)."""
     status = view.status()
@@ -79,6 +91,8 @@ def snapshot(view: ControllerView) -> dict[str, Any]:
         nf = {k: row.get(k) for k in NF_FIELDS}
         nf["losses"] = row.get("losses", {})
         nf.update(prot.get(row["id"], {}))
+        nf["configured_role"] = row.get("role")
+        nf["role"] = display_role(nf)
         nfs.append(nf)
     lb = view.lb_view(0)
     switch = status.get("switch", {})
@@ -235,18 +249,18 @@ class LiveFeed:
     def _pending(self, sent: list[int], cursor: int) -> tuple[bytes, int]:
         """What a reader has not sent yet; `sent` is [snapshot version, slot map version]."""
         out = b""
-        if self.snapshot and self.version != sent[0]:
-            out += sse("snapshot", self.snapshot)
-            sent[0] = self.version
-        if self.slots and self.slots_version != sent[1]:
-            out += sse("slots", self.slots)
-            sent[1] = self.slots_version
         if self.timeline is not None:
             events = self.timeline.since(cursor, BACKLOG)
             if events:
                 cursor = events[-1].id
                 body = json.dumps([e.to_json() for e in events], separators=(",", ":"))
                 out += sse("timeline", body, cursor)
+        if self.snapshot and self.version != sent[0]:
+            out += sse("snapshot", self.snapshot)
+            sent[0] = self.version
+        if self.slots and self.slots_version != sent[1]:
+            out += sse("slots", self.slots)
+            sent[1] = self.slots_version
         return out, cursor
 
     async def stream(self, resp: web.StreamResponse, after: int = 0) -> None:

@@ -1,14 +1,15 @@
 // The controller's live web view: fills index.html from the server-sent events of GET /events
 // (controlplane/live_feed.py): "snapshot" (controller, NFs, drops), "slots" (the slot map) and
 // "timeline" (new events). Plain DOM, no library; every value is set as text, never as HTML.
-// For tests and the curious: each NF row has data-nf, data-role, data-alive, data-protection;
+// For tests and the curious: each NF row has data-nf, data-role, data-alive, data-protection and
+// data-role-since (the page's time when it first showed that role);
 // each timeline item data-id, data-kind, data-at (the controller's time) and data-shown-at (the
 // page's time when it appeared), both in seconds since the epoch.
 "use strict";
 
 const MAX_EVENTS = 300;
-const GRID_COLUMNS = 64;
-const CELL = 6;
+const GRID_COLUMNS = 128;
+const CELL = 4;
 const state = { nfs: new Map(), stages: [], slots: null, roles: new Map(), snapshots: 0 };
 
 function el(tag, attrs, ...children) {
@@ -27,10 +28,14 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// distinct hues for the first NFs (Tableau 10 and two more), then spread by the golden angle
+const HUES = [207, 28, 359, 175, 115, 48, 320, 15, 265, 90, 190, 0];
+
 function nfColor(id, alive) {
   if (id < 0) return "#ddd";
-  const hue = (id * 137.508) % 360;
-  return alive === false ? `hsl(${hue}, 15%, 70%)` : `hsl(${hue}, 65%, 52%)`;
+  const hue = id <= HUES.length ? HUES[id - 1] : (id * 137.508) % 360;
+  const sat = id === HUES.length ? 0 : 60;  // (the twelfth: grey)
+  return alive === false ? `hsl(${hue}, ${sat / 4}%, 78%)` : `hsl(${hue}, ${sat}%, 50%)`;
 }
 
 function fmt(n, digits) {
@@ -88,13 +93,16 @@ function renderNfs(nfs, lb) {
   for (const [cluster, members] of byCluster) {
     const rows = members.map((nf) => {
       const before = state.roles.get(nf.id);
-      const role = nf.primary ? "primary" : nf.role;
-      const changed = before !== undefined && before !== role;
-      state.roles.set(nf.id, role);
+      const role = nf.role;  // (the role it holds now: controlplane/live_feed.py, display_role)
+      const changed = before !== undefined && before.role !== role;
+      const now = Date.now() / 1000;
+      if (before === undefined || changed) state.roles.set(nf.id, { role, since: now, first: before === undefined });
+      const fresh = !state.roles.get(nf.id).first && now - state.roles.get(nf.id).since < 5;
       const alive = nf.alive === false ? "down" : nf.alive === null ? "unknown" : "alive";
       return el("tr", {
-        class: `nf nf-${alive}${changed ? " changed" : ""}`, "data-nf": nf.id, "data-role": role,
+        class: `nf nf-${alive}${fresh ? " changed" : ""}`, "data-nf": nf.id, "data-role": role,
         "data-alive": alive, "data-protection": nf.protection || "",
+        "data-role-since": state.roles.get(nf.id).since,
       },
       el("td", {}, el("span", { class: "swatch", bg: nfColor(nf.id, nf.alive) }),
         `${nf.id} ${nf.name}`),
@@ -102,7 +110,7 @@ function renderNfs(nfs, lb) {
       el("td", {}, el("span", { class: `role role-${role}` }, role)),
       el("td", {}, el("span", { class: `dot dot-${alive}`, title: `misses ${nf.misses}` }), alive,
         nf.rtt_ms !== null && nf.alive ? el("span", { class: "muted" }, ` ${fmt(nf.rtt_ms, 1)} ms`) : null),
-      el("td", { class: "num" }, fmt(nf.packet_rate, 0)),
+      el("td", { class: "num", "data-rate": nf.packet_rate }, fmt(nf.packet_rate, 0)),
       el("td", { class: "num" }, fmt(nf.cpu_percent, 0)),
       el("td", { class: "num" }, fmt(nf.queue_depth)),
       el("td", { class: "num" }, fmt(nf.slots_owned)),
@@ -196,12 +204,14 @@ function onSnapshot(msg) {
   state.snapshots += 1;
   document.body.dataset.snapshots = state.snapshots;
   document.body.dataset.snapshotAt = Date.now() / 1000;
+  const liveness = snap.nfs.map((nf) => `${nf.id}:${nf.alive}`).join();
   state.nfs = new Map(snap.nfs.map((nf) => [nf.id, nf]));
   state.stages = snap.controller.stages || [];
   renderSummary(snap.controller);
   renderNfs(snap.nfs, snap.lb);
   renderDrops(snap.drops);
-  renderSlots();
+  if (liveness !== state.liveness) renderSlots();  // (a dead owner's slots are drawn pale)
+  state.liveness = liveness;
   setConn("live", "conn-live");
 }
 

@@ -210,4 +210,13 @@ def test_protection_and_the_timeline_bound() -> None:
     snap = snapshot(ctl)
     assert snap["drops"]["switch"] == {"nf_output_drops/duplicate": 3}
     assert snap["controller"]["nfs"]["total"] == len(snap["nfs"]) == 10
+    roles = {nf["id"]: nf["role"] for nf in snap["nfs"]}
+    assert roles == {1: "primary", 2: "primary", 3: "primary", 4: "primary", 5: "backup",
+                     6: "backup", 7: "backup", 8: "backup", 9: "spare", 10: "spare"}
+    # after NF 1's fail-over (its backup 5 the primary, spare 9 its backup), before NF 1 is
+    # configured again: the roles held now, not the ones last configured
+    ctl.pairs.pop(1)
+    ctl.pairs[5] = 9
+    roles = {nf["id"]: nf["role"] for nf in snapshot(ctl)["nfs"]}
+    assert (roles[1], roles[5], roles[9]) == ("idle", "primary", "backup")
     asyncio.run(ctl.close())
