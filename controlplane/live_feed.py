@@ -7,7 +7,10 @@ reason). `slot_map(view)` is the owner of every slot, by stage (sent only when i
 
 `LiveFeed` is one producer for any number of readers (at most `max_clients`): while at least one
 reader is connected it rebuilds the snapshot every `period` seconds, and at once (at most every
-`min_gap` seconds) when the timeline records an event, and publishes it if it changed. Each reader
+`min_gap` seconds) when the timeline records an event, and publishes it if it changed; the slot
+map only when a slot may have changed owner, at most every `slots_min_gap` seconds. A view that
+offers `brief_status()` and `slot_owners()` (`CheapViews`: the controller does) is read through
+them: no list of every fail-over, no row per slot. Each reader
 (`stream`) sends what it has not sent yet: the newest snapshot, the newest slot map, the timeline
 events after the last one it sent. Nothing is queued per reader: a reader that falls behind skips
 intermediate snapshots (never timeline events still in the timeline's bounded log), and one whose
@@ -25,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
@@ -37,7 +41,8 @@ if TYPE_CHECKING:
 
 MAX_CLIENTS = 16
 PERIOD_S = 1.0        # a snapshot at least this often while someone watches
-MIN_GAP_S = 0.05      # at most this often, however many events come
+MIN_GAP_S = 0.1       # at most this often, however many events come
+SLOTS_MIN_GAP_S = 1.0  # the slot map at most this often (65,536 slots: a list of that many)
 KEEPALIVE_S = 10.0    # a comment line when nothing changed (finds readers that went away)
 WRITE_TIMEOUT_S = 5.0
 BACKLOG = 200         # timeline events a new reader gets
@@ -45,6 +50,15 @@ BACKLOG = 200         # timeline events a new reader gets
 NF_FIELDS = ("id", "name", "node", "cluster", "role", "alive", "misses", "rtt_ms", "stage",
              "packet_rate", "cpu_percent", "queue_depth", "packets", "drops", "slots_owned",
              "backup")
+
+
+@runtime_checkable
+class CheapViews(Protocol):
+    """What a view may offer besides `ControllerView` to be cheaper to watch (the controller
+    does): `status()` without its list of every fail-over, and the slot map as one list."""
+
+    def brief_status(self) -> dict[str, Any]: ...
+    def slot_owners(self) -> tuple[int, list[int]]: ...
 
 
 def protection(nfs: list[dict[str, Any]], pairs: dict[str, Any], orphans: list[int],
@@ -82,7 +96,7 @@ def display_role(nf: dict[str, Any]) -> str:
 
 def snapshot(view: ControllerView) -> dict[str, Any]:
     """What the page shows but the slot map (see the module docstring)."""
-    status = view.status()
+    status = view.brief_status() if isinstance(view, CheapViews) else view.status()
     rows = view.nf_rows()
     prot = protection(rows, status.get("pairs", {}), status.get("orphans", []),
                       status.get("armed", {}))
@@ -107,7 +121,7 @@ def snapshot(view: ControllerView) -> dict[str, Any]:
             "flows": status.get("flows", {}),
             "packets": status.get("packets"),
             "moves": status.get("moves", {}),
-            "failovers": len(status.get("failovers", [])),
+            "failovers": status.get("failover_count", len(status.get("failovers", []))),
             "orphans": status.get("orphans", []),
             "self_takeover": status.get("self_takeover"),
         },
@@ -124,6 +138,10 @@ def snapshot(view: ControllerView) -> dict[str, Any]:
 
 def slot_map(view: ControllerView) -> dict[str, Any]:
     """The owner of every slot, by stage: {"stages": [{"id", "owners": [nf per stage slot]}]}."""
+    if isinstance(view, CheapViews):
+        per_stage, owners = view.slot_owners()
+        return {"stages": [{"id": i // per_stage, "owners": owners[i:i + per_stage]}
+                           for i in range(0, len(owners), per_stage)]}
     stages: dict[int, list[int]] = {}
     for row in view.slot_rows():
         owners = stages.setdefault(int(row.get("stage", 0)), [])
@@ -150,12 +168,12 @@ class LiveFeed:
 
     def __init__(self, view: ControllerView, timeline: Timeline | None = None, *,
                  max_clients: int = MAX_CLIENTS, period: float = PERIOD_S,
-                 min_gap: float = MIN_GAP_S, keepalive: float = KEEPALIVE_S,
-                 write_timeout: float = WRITE_TIMEOUT_S) -> None:
+                 min_gap: float = MIN_GAP_S, slots_min_gap: float = SLOTS_MIN_GAP_S,
+                 keepalive: float = KEEPALIVE_S, write_timeout: float = WRITE_TIMEOUT_S) -> None:
         self.view = view
         self.timeline = timeline
         self.max_clients = max_clients
-        self.period, self.min_gap = period, min_gap
+        self.period, self.min_gap, self.slots_min_gap = period, min_gap, slots_min_gap
         self.keepalive, self.write_timeout = keepalive, write_timeout
         self.clients = 0
         self.refused = 0        # readers refused: `max_clients` were connected
@@ -165,6 +183,7 @@ class LiveFeed:
         self.slots = ""         # the newest slot map (JSON), its version
         self.slots_version = 0
         self._slot_sig = ""
+        self._slots_at = -math.inf  # time.monotonic() of the last slot map built
         self._told = 0          # the timeline's last event when readers were last woken
         self.closed = False
         self._task: asyncio.Task[None] | None = None
@@ -187,8 +206,9 @@ class LiveFeed:
         if changed:
             self.snapshot, self.version = text, self.version + 1
         sig = _slot_signature(snap, self.timeline)
-        if sig != self._slot_sig:
-            self._slot_sig = sig
+        now = time.monotonic()
+        if sig != self._slot_sig and now - self._slots_at >= self.slots_min_gap:
+            self._slot_sig, self._slots_at = sig, now  # (else at a later publish)
             slots = json.dumps(slot_map(self.view), separators=(",", ":"))
             if slots != self.slots:
                 self.slots, self.slots_version, changed = slots, self.slots_version + 1, True

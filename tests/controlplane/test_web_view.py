@@ -13,7 +13,8 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from aiohttp import web
@@ -22,7 +23,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from controlplane.api import make_app
 from controlplane.controller import Controller
 from controlplane.failover import FailoverResult
-from controlplane.live_feed import LiveFeed, protection, snapshot
+from controlplane.live_feed import LiveFeed, protection, slot_map, snapshot
 from controlplane.migration import MoveResult
 from controlplane.nf_registry import NfEvent
 from controlplane.timeline import Timeline
@@ -210,6 +211,12 @@ def test_protection_and_the_timeline_bound() -> None:
     snap = snapshot(ctl)
     assert snap["drops"]["switch"] == {"nf_output_drops/duplicate": 3}
     assert snap["controller"]["nfs"]["total"] == len(snap["nfs"]) == 10
+    # a view without the controller's cheaper reads gives the same
+    plain = SimpleNamespace(status=ctl.status, nf_rows=ctl.nf_rows, lb_view=ctl.lb_view,
+                            slot_rows=ctl.slot_rows)
+    assert snapshot(cast(Any, plain)) == snap
+    assert slot_map(cast(Any, plain)) == slot_map(ctl)
+    assert snap["controller"]["failovers"] == 0
     roles = {nf["id"]: nf["role"] for nf in snap["nfs"]}
     assert roles == {1: "primary", 2: "primary", 3: "primary", 4: "primary", 5: "backup",
                      6: "backup", 7: "backup", 8: "backup", 9: "spare", 10: "spare"}
