@@ -77,11 +77,12 @@ class Timeline:
 
     def failover(self, result: FailoverResult) -> None:
         r = result
+        new = "no NF free" if r.new_backup is None else f"NF {r.new_backup}"
         if r.kind == "primary":
             text = (f"fail-over: NF {r.dead} -> NF {r.promoted} ({r.slots} slots, "
-                    f"{r.seconds * 1000:.0f} ms), new backup {r.new_backup}")
+                    f"{r.seconds * 1000:.0f} ms), new backup: {new}")
         elif r.kind == "backup":
-            text = f"backup NF {r.dead} of NF {r.promoted} replaced by NF {r.new_backup}"
+            text = f"backup NF {r.dead} of NF {r.promoted} replaced by {new}"
         elif r.kind == "protect":
             text = f"NF {r.promoted} given backup NF {r.new_backup}"
         else:
