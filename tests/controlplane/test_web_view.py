@@ -93,6 +93,7 @@ def test_the_page_and_its_files_are_served_with_a_csp_and_nothing_else_is() -> N
         for path in ("/", "/events", "/timeline", "/ui/app.js"):
             assert (await client.post(path, headers={"X-Nfc-Request": "1"})).status == 405
         assert (await client.post("/events", skip_auto_headers=["Content-Type"])).status == 403
+        assert (await client.head("/events")).status == 405  # (it would hold a reader's place)
 
     with_client(body)
 
