@@ -261,6 +261,7 @@ def status_lines(state: UpState, state_path: Path, nf: str) -> list[str]:
         f"nfcluster is up on {state.target} with {state.config} (NFs: {nf})",
         f"  controller API  {state.api}  (metrics {state.api}/metrics; standby "
         f"{state.standby_api}):  nfc{api_flag} nfs",
+        f"  web view        {state.api}/  (live: NFs, slot map, fail-overs, moves; read-only)",
     ]
     if state.switch_metrics:
         lines.append(f"  switch metrics  http://{state.switch_metrics}/metrics")
