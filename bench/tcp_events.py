@@ -1,0 +1,388 @@
+"""Real TCP through the system's events (`make bench-tcp`): goodput, stalls, resets, checksums.
+
+The service chain of `make up UP_ARGS=--chain` (firewall -> NAT -> flow monitor, topo/chain.yaml)
+is brought up in-process (`topo.scenario.system` with `topo.up.services`: the server's HTTP
+server and `iperf3 -s`; `topo.up.Supervisor` starts a killed NF again, idle, as `make up` does).
+Each repeat then runs two phases of the same length, one after the other:
+
+* **baseline**: `iperf3 -R -P 4 -i 0.1` (the server sends; the client's intervals are goodput)
+  and HTTP downloads of `10M.bin` (rate-limited, one after the other, each checked by its sha256),
+  nothing else;
+* **events**: the same traffic while, `--gap` seconds apart,
+  1. `kill`: the NAT primary carrying most of iperf3's connections gets SIGKILL (its backup takes
+     over; the supervisor starts it again and the controller returns it to the spare pool),
+  2. `move`: a NAT slot carrying one of iperf3's live connections moves to the other NAT primary
+     (`POST /slots/{slot}/move?to=NF`),
+  3. `scale-out`: a spare becomes a NAT primary (`POST /lb/scale-out?cluster=nat`, the balancer's
+     scale-out action),
+  4. `drain`: the NAT primary now carrying most of iperf3's connections is drained
+     (`POST /nfs/{nf}/drain`, the balancer's scale-in action): every slot it owns moves to its
+     cluster's peers, live connections with them.
+
+Counted per phase: connections reset (iperf3's exit code and error lines, curl's exit codes, TCP
+segments with RST on the client's wire), downloads and bytes verified. The stall per event, its
+recovery and dip are in `bench/tcp_stalls.py`; the baseline phase is judged at the same offsets
+("none" rows: what the measure reads without an event). Writes `goodput.csv`, `events.csv`,
+`phases.csv` and `goodput.png` to `--out-dir` (results/bench-tcp/) and prints a table.
+
+    .venv/bin/python -m bench.tcp_events [--repeats 3] [--gap 5]
+    .venv/bin/python -m bench.tcp_events --quick            # one repeat, shorter gaps
+
+Needs root (Mininet), iperf3, curl, tcpdump and `make build`. Run it alone on the machine (or in a
+network namespace of its own: `unshare -n`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.tcp_stalls import Stall, mean_mbps, median_mbps, percentile, stalls
+from topo import up
+from topo.disturbances import http_json, http_post
+from topo.procs import process_start, wait_for
+from topo.scenario import CHAIN_CONFIG, REPO, RunOptions, System, system
+from topo.tcp_load import Download, Downloads, Interval, IperfRun, RstWatch
+
+IPERF_PORT = 5201
+NAT_CLUSTER = "nat"
+EVENTS = ("kill", "move", "scale-out", "drain")
+
+
+@dataclass
+class Phase:
+    """One phase of one repeat: its traffic's record and its events (name, time, what it did)."""
+
+    repeat: int
+    name: str
+    start: float
+    intervals: list[Interval] = field(default_factory=list)
+    events: list[tuple[str, float, str]] = field(default_factory=list)
+    iperf_rc: int = 0
+    iperf_errors: list[str] = field(default_factory=list)
+    downloads: list[Download] = field(default_factory=list)
+    rsts: list[str] = field(default_factory=list)
+
+    @property
+    def resets(self) -> int:
+        """Connections reset or cut: iperf3 failed, a download failed, an RST on the wire."""
+        return ((self.iperf_rc != 0) + sum(d.rc != 0 for d in self.downloads) + len(self.rsts))
+
+    @property
+    def verified(self) -> tuple[int, int, int]:
+        """(downloads whose bytes are the file, downloads, bytes verified)."""
+        good = [d for d in self.downloads if d.ok]
+        return len(good), len(self.downloads), sum(d.nbytes for d in good)
+
+
+# -- the running system ----------------------------------------------------------------------------
+
+@contextmanager
+def chain_system(out: Path, console: Console,
+                 target: str = "p4sim") -> Iterator[tuple[System, dict[str, dict[str, Any]]]]:
+    """The chain of `make up UP_ARGS=--chain`: the system, the server's services, a supervisor
+    (in a thread) starting killed NFs again; everything stopped on the way out. Yields the
+    system and the server's files (name -> size, sha256)."""
+    opts = RunOptions(target, CHAIN_CONFIG, flows=0, packets=0, rate=0.0, workers=1,
+                      out_dir=out / "logs", ready_timeout=90.0, chain=True, nf="passthrough")
+    ticks = process_start(os.getpid())
+    assert ticks is not None
+    state = up.UpState(os.getpid(), ticks, target=target, config=str(CHAIN_CONFIG))
+    with system(opts, console) as sys_, up.services(sys_, state):
+        up._record(sys_, state)
+        sup = up.Supervisor(sys_, state, out / "logs" / "up.json", console)
+        done = threading.Event()
+
+        def supervise() -> None:
+            while not done.wait(up.SUPERVISE_EVERY_S):
+                try:
+                    sup.check()
+                except Exception as exc:  # shown; the run goes on
+                    console.print(f"supervisor: {exc!r}")
+
+        worker = threading.Thread(target=supervise, name="supervise", daemon=True)
+        worker.start()
+        try:
+            yield sys_, state.files
+        finally:
+            done.set()
+            worker.join()
+
+
+def nat_nfs(api: str) -> list[dict[str, Any]]:
+    return [r for r in http_json(f"{api}/nfs") if r["cluster"] == NAT_CLUSTER]
+
+
+def settled(api: str) -> bool:
+    """Every NAT primary alive with a live backup: a kill would be taken over at once."""
+    rows = {r["id"]: r for r in http_json(f"{api}/nfs")}
+    prims = [r for r in rows.values() if r["cluster"] == NAT_CLUSTER and r["role"] == "primary"]
+    return bool(prims) and all(r["alive"] and r["backup"] in rows and rows[r["backup"]]["alive"]
+                               for r in prims)
+
+
+def iperf_owners(api: str, since_s: float) -> collections.Counter[int]:
+    """NAT primaries by how many of iperf3's connections (first seen within `since_s`) they own."""
+    nat = {r["id"] for r in nat_nfs(api)}
+    rows = http_json(f"{api}/flows?limit=100000")
+    mine = [f for f in rows if f["owner"] in nat and f["age_s"] <= since_s
+            and (f["dst"].endswith(f":{IPERF_PORT}") or f["src"].endswith(f":{IPERF_PORT}"))]
+    return collections.Counter(int(f["owner"]) for f in mine)
+
+
+def iperf_slots(api: str, since_s: float) -> list[tuple[int, int]]:
+    """(slot, owner) of iperf3's connections at the NAT, most recent first."""
+    nat = {r["id"] for r in nat_nfs(api)}
+    rows = http_json(f"{api}/flows?limit=100000")
+    return [(int(f["slot"]), int(f["owner"])) for f in sorted(rows, key=lambda f: f["age_s"])
+            if f["owner"] in nat and f["age_s"] <= since_s
+            and (f["dst"].endswith(f":{IPERF_PORT}") or f["src"].endswith(f":{IPERF_PORT}"))]
+
+
+# -- the events ------------------------------------------------------------------------------------
+
+def kill_nat_primary(sys_: System, since_s: float) -> str:
+    """SIGKILL to the NAT primary carrying most of iperf3's connections; waits for its fail-over."""
+    api = sys_.api
+    owners = iperf_owners(api, since_s)
+    if not owners:
+        raise RuntimeError("no iperf3 connection seen at the NAT")
+    victim = owners.most_common(1)[0][0]
+    proc = next(p for p in sys_.nf_procs if up._nf_id_of(p) == victim and p.poll() is None)
+    before = len(http_json(f"{api}/status")["failovers"])
+    os.killpg(proc.pid, signal.SIGKILL)
+    done = wait_for(lambda: next((f for f in http_json(f"{api}/status")["failovers"][before:]
+                                  if f["dead"] == victim), None),
+                    timeout=20, interval=0.05, what=f"NF {victim} failed over")
+    return f"NF {victim} killed; fail-over ok={done['ok']}"
+
+
+def move_live_slot(sys_: System, since_s: float) -> str:
+    """A NAT slot carrying an iperf3 connection to another NAT primary."""
+    api = sys_.api
+    prims = [r["id"] for r in nat_nfs(api) if r["role"] == "primary" and r["alive"]]
+    for slot, owner in iperf_slots(api, since_s):
+        to = next((p for p in prims if p != owner), None)
+        if to is None:
+            continue
+        code, body = http_post(f"{api}/slots/{slot}/move?to={to}")
+        if code != 200:
+            raise RuntimeError(f"move of slot {slot} to NF {to}: {code} {body}")
+        return f"slot {slot} NF {owner} -> NF {to}"
+    raise RuntimeError(f"no iperf3 connection at the NAT to move (primaries {prims})")
+
+
+def scale_out(sys_: System, since_s: float) -> str:
+    """A spare becomes a NAT primary (waits for the killed NF to be back in the pool)."""
+    api = sys_.api
+    wait_for(lambda: any(r["role"] == "spare" and r["alive"] for r in http_json(f"{api}/nfs")
+                         if sys_.cfg.stage_of(r["id"]) == sys_.cfg.stage_of_cluster(NAT_CLUSTER)),
+             timeout=30, interval=0.1, what="a spare of the NAT's stage")
+    code, body = http_post(f"{api}/lb/scale-out?cluster={NAT_CLUSTER}")
+    if code != 200:
+        raise RuntimeError(f"scale-out: {code} {body}")
+    return f"NF {body['nf']} a NAT primary (backup {body['backup']})"
+
+
+def drain(sys_: System, since_s: float) -> str:
+    """The NAT primary carrying most of iperf3's connections drained to its peers."""
+    api = sys_.api
+    owners = iperf_owners(api, since_s)
+    if not owners:
+        raise RuntimeError("no iperf3 connection seen at the NAT")
+    nf = owners.most_common(1)[0][0]
+    code, body = http_post(f"{api}/nfs/{nf}/drain", timeout=60)
+    if code != 200:
+        raise RuntimeError(f"drain of NF {nf}: {code} {body}")
+    return f"NF {nf} drained ({body['slots_moved']} slots moved)"
+
+
+ACTIONS: dict[str, Callable[[System, float], str]] = {
+    "kill": kill_nat_primary, "move": move_live_slot, "scale-out": scale_out, "drain": drain}
+
+
+# -- one phase -------------------------------------------------------------------------------------
+
+def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name: str,
+              events: tuple[str, ...], warmup: float, gap: float, console: Console,
+              streams: int = 4, rate: str = "2M") -> Phase:
+    """iperf3 and downloads for warmup + len(events) * gap + gap seconds; `events` in order,
+    the first after `warmup`, then `gap` apart (counted from the previous event's end)."""
+    client, server = sys_.net.get("client"), sys_.net.get("server")
+    seconds = warmup + gap * (len(EVENTS) + 1)
+    rst = RstWatch(client, str(client.defaultIntf())).start()
+    iperf = IperfRun(client, server.IP(), seconds, streams=streams).start()
+    phase = Phase(repeat, name, time.monotonic())
+    dl = Downloads(client, f"http://{server.IP()}/10M.bin", files["10M.bin"]["size"],
+                   files["10M.bin"]["sha256"], rate=rate).start()
+    try:
+        wait_for(lambda: iperf.raw or (iperf.proc is not None and iperf.proc.poll() is not None),
+                 timeout=15, what="iperf3's first interval")
+        next_at = time.monotonic() + warmup
+        for ev in events:
+            wait_for(lambda at=next_at: time.monotonic() >= at, timeout=gap + warmup + 5,  # type: ignore[misc]
+                     interval=0.02, what="the event's time")
+            at = time.monotonic()
+            try:
+                detail = ACTIONS[ev](sys_, at - phase.start + 5)
+            except Exception as exc:  # recorded: the event did not happen
+                detail = f"FAILED: {exc}"
+            console.print(f"  [{name} r{repeat}] {at - phase.start:6.2f} s  {ev}: {detail}")
+            phase.events.append((ev, at, detail))
+            next_at = time.monotonic() + gap
+        phase.iperf_rc = iperf.wait(timeout=seconds + 60)
+    finally:
+        if iperf.proc is not None and iperf.proc.poll() is None:
+            iperf.wait(0)
+        phase.downloads = dl.stop()
+        phase.rsts = rst.stop()
+    phase.intervals = iperf.intervals()
+    phase.iperf_errors = iperf.errors()
+    if phase.iperf_rc != 0:
+        console.print(f"  iperf3 exited {phase.iperf_rc}: {iperf.lines[-5:]}")
+    return phase
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+def phase_stalls(phases: list[Phase]) -> list[tuple[Phase, Stall]]:
+    """Each events phase's stalls; each baseline's at the offsets of its repeat's events."""
+    out: list[tuple[Phase, Stall]] = []
+    by_repeat: dict[int, dict[str, Phase]] = collections.defaultdict(dict)
+    for ph in phases:
+        by_repeat[ph.repeat][ph.name] = ph
+    for pair in by_repeat.values():
+        base, ev = pair.get("baseline"), pair.get("events")
+        if base is None or not base.intervals:
+            continue
+        level = median_mbps(base.intervals)
+        if ev is not None and ev.intervals:
+            done = [(n, t) for n, t, d in ev.events if not d.startswith("FAILED")]
+            out += [(ev, s) for s in stalls(ev.intervals, done, level)]
+            offsets = [("none", base.start + t - ev.start) for _, t in done]
+            out += [(base, s) for s in stalls(base.intervals, offsets, level)]
+    return out
+
+
+def write_csv(out: Path, phases: list[Phase], rows: list[tuple[Phase, Stall]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "goodput.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["repeat", "phase", "start_s", "end_s", "bytes", "mbps"])
+        for ph in phases:
+            for iv in ph.intervals:
+                w.writerow([ph.repeat, ph.name, f"{iv.start - ph.start:.3f}",
+                            f"{iv.end - ph.start:.3f}", iv.nbytes, f"{iv.mbps:.3f}"])
+    details = {(ph.repeat, ph.name, n, t): d for ph in phases for n, t, d in ph.events}
+    with open(out / "events.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["repeat", "phase", "event", "at_s", "stall_s", "recovery_s", "dip", "detail"])
+        for ph, s in rows:
+            w.writerow([ph.repeat, ph.name, s.event, f"{s.at - ph.start:.3f}", f"{s.stall_s:.3f}",
+                        f"{s.recovery_s:.3f}", f"{s.dip:.3f}",
+                        details.get((ph.repeat, ph.name, s.event, s.at), "")])
+    with open(out / "phases.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["repeat", "phase", "median_mbps", "mean_mbps", "iperf_rc", "resets", "rsts",
+                    "downloads_ok", "downloads", "bytes_verified"])
+        for ph in phases:
+            ok, n, nbytes = ph.verified
+            w.writerow([ph.repeat, ph.name, f"{median_mbps(ph.intervals):.3f}",
+                        f"{mean_mbps(ph.intervals):.3f}", ph.iperf_rc, ph.resets, len(ph.rsts),
+                        ok, n, nbytes])
+
+
+def plot(out: Path, phases: list[Phase]) -> Path:
+    """Goodput over time, baseline and events phase of each repeat, each event marked."""
+    from experiments.plots import timeline
+
+    series = [(f"r{ph.repeat} {ph.name}", [iv.end - ph.start for iv in ph.intervals],
+               [iv.mbps for iv in ph.intervals]) for ph in phases]
+    marks = [(t - ph.start, f"{n}" + (f" r{ph.repeat}" if len(phases) > 2 else ""))
+             for ph in phases if ph.name == "events" for n, t, d in ph.events
+             if not d.startswith("FAILED")]
+    return timeline(out / "goodput.png", "iperf3 -R -P 4 goodput through firewall -> NAT -> "
+                    "monitor", "seconds since the phase's start", "goodput (Mbit/s)", series, marks)
+
+
+def table(phases: list[Phase], rows: list[tuple[Phase, Stall]]) -> tuple[Table, Table]:
+    t = Table(title="stall per event (goodput < 10 % of the baseline median), over repeats")
+    for col in ("event", "n", "stall p50 s", "stall p99 s", "recovery p50 s", "recovery p99 s",
+                "lowest dip"):
+        t.add_column(col, justify="right" if col != "event" else "left")
+    for name in (*EVENTS, "none"):
+        got = [s for _, s in rows if s.event == name]
+        if not got:
+            continue
+        st, rc = [s.stall_s for s in got], [s.recovery_s for s in got]
+        dips = [s.dip for s in got if s.dip == s.dip]
+        t.add_row(name if name != "none" else "none (baseline, same offsets)", str(len(got)),
+                  f"{percentile(st, 50):.2f}", f"{percentile(st, 99):.2f}",
+                  f"{percentile(rc, 50):.2f}", f"{percentile(rc, 99):.2f}",
+                  f"{min(dips):.0%}" if dips else "-")
+    p = Table(title="phases: goodput, resets, downloads verified (sha256)")
+    for col in ("repeat", "phase", "median Mbit/s", "mean Mbit/s", "iperf3 rc", "RST seen",
+                "resets", "downloads ok", "MB verified"):
+        p.add_column(col, justify="right")
+    for ph in phases:
+        ok, n, nbytes = ph.verified
+        p.add_row(str(ph.repeat), ph.name, f"{median_mbps(ph.intervals):.1f}",
+                  f"{mean_mbps(ph.intervals):.1f}", str(ph.iperf_rc), str(len(ph.rsts)),
+                  str(ph.resets), f"{ok}/{n}", f"{nbytes / 1e6:.0f}")
+    return t, p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.tcp_events",
+                                 description=__doc__.split("\n\n")[0] if __doc__ else None)
+    ap.add_argument("--repeats", type=int, default=3, help="baseline + events pairs (default 3)")
+    ap.add_argument("--gap", type=float, default=5.0,
+                    help="seconds between events, and after the last (default 5)")
+    ap.add_argument("--warmup", type=float, default=3.0,
+                    help="seconds of traffic before the first event (default 3)")
+    ap.add_argument("--streams", type=int, default=4, help="iperf3 -P (default 4)")
+    ap.add_argument("--rate", default="2M", help="curl --limit-rate of each download (default 2M)")
+    ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim")
+    ap.add_argument("--quick", action="store_true", help="one repeat, 3 s gaps (CI)")
+    ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.repeats, args.gap = 1, 3.0
+    if os.geteuid() != 0:
+        print("bench.tcp_events: needs root (Mininet)", file=sys.stderr)
+        return 1
+    console = Console(width=140)
+    phases: list[Phase] = []
+    with chain_system(args.out_dir, console, args.target) as (sys_, files):
+        for r in range(1, args.repeats + 1):
+            for name, events in (("baseline", ()), ("events", EVENTS)):
+                wait_for(lambda: settled(sys_.api), timeout=60, interval=0.2,
+                         what="every NAT primary protected")
+                console.print(f"repeat {r}/{args.repeats}: {name}")
+                phases.append(run_phase(sys_, files, r, name, events, args.warmup, args.gap, console,
+                                        args.streams, args.rate))
+    rows = phase_stalls(phases)
+    write_csv(args.out_dir, phases, rows)
+    png = plot(args.out_dir, phases)
+    for t in table(phases, rows):
+        console.print(t)
+    console.print(f"written: {args.out_dir}/goodput.csv, events.csv, phases.csv, {png}")
+    return 0 if all(ph.resets == 0 and ph.verified[0] == ph.verified[1] for ph in phases) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
