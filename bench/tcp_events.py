@@ -1,12 +1,12 @@
 """Real TCP through the system's events (`make bench-tcp`): goodput, stalls, resets, checksums.
 
-The service chain of `make up UP_ARGS=--chain` (firewall -> NAT -> flow monitor, topo/chain.yaml)
-is brought up in-process (`topo.scenario.system` with `topo.up.services`: the server's HTTP
+The service chain of `make up UP_ARGS=--chain` (firewall -> NAT -> flow monitor, topo/chain.yaml,
+with one more NAT NF, a spare, for the scale-out) is brought up in-process (`topo.scenario.system` with `topo.up.services`: the server's HTTP
 server and `iperf3 -s`; `topo.up.Supervisor` starts a killed NF again, idle, as `make up` does).
 Each repeat then runs two phases of the same length, one after the other:
 
 * **baseline**: `iperf3 -R -P 4 -i 0.1` (the server sends; the client's intervals are goodput)
-  and HTTP downloads of `10M.bin` (rate-limited, one after the other, each checked by its sha256),
+  and HTTP downloads of `1M.bin` (rate-limited, one after the other, each checked by its sha256),
   nothing else;
 * **events**: the same traffic while, `--gap` seconds apart,
   1. `kill`: the NAT primary carrying most of iperf3's connections gets SIGKILL (its backup takes
@@ -15,9 +15,10 @@ Each repeat then runs two phases of the same length, one after the other:
      (`POST /slots/{slot}/move?to=NF`),
   3. `scale-out`: a spare becomes a NAT primary (`POST /lb/scale-out?cluster=nat`, the balancer's
      scale-out action),
-  4. `drain`: the NAT primary now carrying most of iperf3's connections is drained
-     (`POST /nfs/{nf}/drain`, the balancer's scale-in action): every slot it owns moves to its
-     cluster's peers, live connections with them.
+  4. `rebalance`: what the balancer does after a scale-out, by command: every slot of iperf3's
+     connections owned by the NAT primary carrying most of them moves to the least loaded other
+     NAT primary (the new one), one move after the other. (A drain, `POST /nfs/{nf}/drain`, moves
+     all of a primary's 2,048 slots one by one: over a minute here.)
 
 Counted per phase: connections reset (iperf3's exit code and error lines, curl's exit codes, TCP
 segments with RST on the client's wire), downloads and bytes verified. The stall per event, its
@@ -38,6 +39,7 @@ import argparse
 import collections
 import csv
 import os
+import re
 import signal
 import sys
 import threading
@@ -48,19 +50,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
 from bench.tcp_stalls import Stall, mean_mbps, median_mbps, percentile, stalls
 from topo import up
 from topo.disturbances import http_json, http_post
+from topo.hot import slot_of
 from topo.procs import process_start, wait_for
 from topo.scenario import CHAIN_CONFIG, REPO, RunOptions, System, system
-from topo.tcp_load import Download, Downloads, Interval, IperfRun, RstWatch
+from topo.tcp_load import Download, Downloads, Interval, IperfRun, RstWatch, after_close
 
 IPERF_PORT = 5201
+SPARE_NAT = 11
+TCP = 6
 NAT_CLUSTER = "nat"
-EVENTS = ("kill", "move", "scale-out", "drain")
+EVENTS = ("kill", "move", "scale-out", "rebalance")
 
 
 @dataclass
@@ -75,7 +81,8 @@ class Phase:
     iperf_rc: int = 0
     iperf_errors: list[str] = field(default_factory=list)
     downloads: list[Download] = field(default_factory=list)
-    rsts: list[str] = field(default_factory=list)
+    rsts: list[tuple[float, str]] = field(default_factory=list)        # before iperf3's end
+    rsts_at_end: list[tuple[float, str]] = field(default_factory=list)  # after a close
 
     @property
     def resets(self) -> int:
@@ -91,13 +98,26 @@ class Phase:
 
 # -- the running system ----------------------------------------------------------------------------
 
+def bench_config(out: Path) -> Path:
+    """topo/chain.yaml with one more NAT NF, a spare on the third node: the scale-out's (the
+    killed NAT primary, started again, becomes the promoted backup's new backup at once)."""
+    data = yaml.safe_load(CHAIN_CONFIG.read_text())
+    data["nfs"].append({"id": SPARE_NAT, "name": f"nat{SPARE_NAT}", "node": "n3",
+                        "cluster": NAT_CLUSTER, "role": "spare", "port": 13,
+                        "mac": f"02:00:00:00:01:{SPARE_NAT:02x}", "mgmt": f"10.99.0.13:71{SPARE_NAT}"})
+    path = out / "chain-tcp.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 @contextmanager
 def chain_system(out: Path, console: Console,
                  target: str = "p4sim") -> Iterator[tuple[System, dict[str, dict[str, Any]]]]:
     """The chain of `make up UP_ARGS=--chain`: the system, the server's services, a supervisor
     (in a thread) starting killed NFs again; everything stopped on the way out. Yields the
     system and the server's files (name -> size, sha256)."""
-    opts = RunOptions(target, CHAIN_CONFIG, flows=0, packets=0, rate=0.0, workers=1,
+    opts = RunOptions(target, bench_config(out), flows=0, packets=0, rate=0.0, workers=1,
                       out_dir=out / "logs", ready_timeout=90.0, chain=True, nf="passthrough")
     ticks = process_start(os.getpid())
     assert ticks is not None
@@ -135,33 +155,55 @@ def settled(api: str) -> bool:
                                for r in prims)
 
 
-def iperf_owners(api: str, since_s: float) -> collections.Counter[int]:
-    """NAT primaries by how many of iperf3's connections (first seen within `since_s`) they own."""
-    nat = {r["id"] for r in nat_nfs(api)}
-    rows = http_json(f"{api}/flows?limit=100000")
-    mine = [f for f in rows if f["owner"] in nat and f["age_s"] <= since_s
-            and (f["dst"].endswith(f":{IPERF_PORT}") or f["src"].endswith(f":{IPERF_PORT}"))]
-    return collections.Counter(int(f["owner"]) for f in mine)
+ADDR = re.compile(r"(\d+\.\d+\.\d+\.\d+):(\d+)")
 
 
-def iperf_slots(api: str, since_s: float) -> list[tuple[int, int]]:
-    """(slot, owner) of iperf3's connections at the NAT, most recent first."""
-    nat = {r["id"] for r in nat_nfs(api)}
-    rows = http_json(f"{api}/flows?limit=100000")
-    return [(int(f["slot"]), int(f["owner"])) for f in sorted(rows, key=lambda f: f["age_s"])
-            if f["owner"] in nat and f["age_s"] <= since_s
-            and (f["dst"].endswith(f":{IPERF_PORT}") or f["src"].endswith(f":{IPERF_PORT}"))]
+def connections(host: Any, port_filter: str) -> list[tuple[str, int, str, int]]:
+    """(local address, port, peer address, port) of `host`'s established TCP connections
+    matching the `ss` filter (`sport = :5201`)."""
+    out = host.cmd(f"ss -Htn state established '( {port_filter} )'")
+    conns = []
+    for line in out.splitlines():
+        pairs = ADDR.findall(line)
+        if len(pairs) == 2:
+            (la, lp), (pa, pp) = pairs
+            conns.append((la, int(lp), pa, int(pp)))
+    return conns
+
+
+def iperf_nat_slots(sys_: System) -> list[tuple[int, int, str]]:
+    """(slot, owner, side) of the NAT slots carrying iperf3's connections: the inside 5-tuple's
+    (the client's packets: ACKs) and the outside one's (the server's: the data), the data ones
+    first, the newest connection (highest port) first within each. The slot is the switch's hash
+    (`topo.hot.slot_of`) at the NAT's stage."""
+    cfg, n = sys_.cfg, sys_.cfg.switch.slot_count
+    base = cfg.stage_of_cluster(NAT_CLUSTER) * n
+    client, server = sys_.net.get("client"), sys_.net.get("server")
+    outside = connections(server, f"sport = :{IPERF_PORT}")
+    inside = connections(client, f"dport = :{IPERF_PORT}")
+    found = [(base + slot_of(pa, la, pp, lp, TCP, n), pp, "data")
+             for la, lp, pa, pp in sorted(outside, key=lambda c: -c[3])]
+    found += [(base + slot_of(la, pa, lp, pp, TCP, n), lp, "acks")
+              for la, lp, pa, pp in sorted(inside, key=lambda c: -c[1])]
+    owners = {r["slot"]: r["owner"] for r in http_json(f"{sys_.api}/slots")}
+    return [(slot, int(owners[slot]), side) for slot, _, side in found if slot in owners]
+
+
+def busiest_nat_primary(sys_: System) -> int:
+    """The NAT primary owning most of the slots of iperf3's data."""
+    slots = iperf_nat_slots(sys_)
+    data = [o for _, o, side in slots if side == "data"] or [o for _, o, _ in slots]
+    if not data:
+        raise RuntimeError("no iperf3 connection found at the NAT")
+    return collections.Counter(data).most_common(1)[0][0]
 
 
 # -- the events ------------------------------------------------------------------------------------
 
-def kill_nat_primary(sys_: System, since_s: float) -> str:
-    """SIGKILL to the NAT primary carrying most of iperf3's connections; waits for its fail-over."""
+def kill_nat_primary(sys_: System) -> str:
+    """SIGKILL to the NAT primary carrying most of iperf3's data; waits for its fail-over."""
     api = sys_.api
-    owners = iperf_owners(api, since_s)
-    if not owners:
-        raise RuntimeError("no iperf3 connection seen at the NAT")
-    victim = owners.most_common(1)[0][0]
+    victim = busiest_nat_primary(sys_)
     proc = next(p for p in sys_.nf_procs if up._nf_id_of(p) == victim and p.poll() is None)
     before = len(http_json(f"{api}/status")["failovers"])
     os.killpg(proc.pid, signal.SIGKILL)
@@ -171,11 +213,11 @@ def kill_nat_primary(sys_: System, since_s: float) -> str:
     return f"NF {victim} killed; fail-over ok={done['ok']}"
 
 
-def move_live_slot(sys_: System, since_s: float) -> str:
-    """A NAT slot carrying an iperf3 connection to another NAT primary."""
+def move_live_slot(sys_: System) -> str:
+    """A NAT slot carrying an iperf3 connection's data to another NAT primary."""
     api = sys_.api
     prims = [r["id"] for r in nat_nfs(api) if r["role"] == "primary" and r["alive"]]
-    for slot, owner in iperf_slots(api, since_s):
+    for slot, owner, _ in iperf_nat_slots(sys_):
         to = next((p for p in prims if p != owner), None)
         if to is None:
             continue
@@ -186,7 +228,7 @@ def move_live_slot(sys_: System, since_s: float) -> str:
     raise RuntimeError(f"no iperf3 connection at the NAT to move (primaries {prims})")
 
 
-def scale_out(sys_: System, since_s: float) -> str:
+def scale_out(sys_: System) -> str:
     """A spare becomes a NAT primary (waits for the killed NF to be back in the pool)."""
     api = sys_.api
     wait_for(lambda: any(r["role"] == "spare" and r["alive"] for r in http_json(f"{api}/nfs")
@@ -198,28 +240,35 @@ def scale_out(sys_: System, since_s: float) -> str:
     return f"NF {body['nf']} a NAT primary (backup {body['backup']})"
 
 
-def drain(sys_: System, since_s: float) -> str:
-    """The NAT primary carrying most of iperf3's connections drained to its peers."""
+def rebalance(sys_: System) -> str:
+    """What the balancer does after a scale-out: the slots of iperf3's connections owned by the
+    busiest NAT primary move to the least loaded other NAT primary (the new one), one move after
+    the other (as `BalancerLoop` runs its moves)."""
     api = sys_.api
-    owners = iperf_owners(api, since_s)
-    if not owners:
-        raise RuntimeError("no iperf3 connection seen at the NAT")
-    nf = owners.most_common(1)[0][0]
-    code, body = http_post(f"{api}/nfs/{nf}/drain", timeout=60)
-    if code != 200:
-        raise RuntimeError(f"drain of NF {nf}: {code} {body}")
-    return f"NF {nf} drained ({body['slots_moved']} slots moved)"
+    nf = busiest_nat_primary(sys_)
+    rows = [r for r in nat_nfs(api) if r["role"] == "primary" and r["alive"] and r["id"] != nf]
+    if not rows:
+        raise RuntimeError(f"no other NAT primary than NF {nf}")
+    to = min(rows, key=lambda r: (r["slots_owned"], r["id"]))["id"]
+    slots = sorted({slot for slot, owner, _ in iperf_nat_slots(sys_) if owner == nf})
+    moved: list[int] = []
+    for slot in slots:
+        code, body = http_post(f"{api}/slots/{slot}/move?to={to}")
+        if code != 200:
+            raise RuntimeError(f"move of slot {slot} to NF {to}: {code} {body} (moved {moved})")
+        moved.append(slot)
+    return f"{len(moved)} slots NF {nf} -> NF {to}"
 
 
-ACTIONS: dict[str, Callable[[System, float], str]] = {
-    "kill": kill_nat_primary, "move": move_live_slot, "scale-out": scale_out, "drain": drain}
+ACTIONS: dict[str, Callable[[System], str]] = {
+    "kill": kill_nat_primary, "move": move_live_slot, "scale-out": scale_out, "rebalance": rebalance}
 
 
 # -- one phase -------------------------------------------------------------------------------------
 
 def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name: str,
               events: tuple[str, ...], warmup: float, gap: float, console: Console,
-              streams: int = 4, rate: str = "2M") -> Phase:
+              streams: int = 4, rate: str = "500k") -> Phase:
     """iperf3 and downloads for warmup + len(events) * gap + gap seconds; `events` in order,
     the first after `warmup`, then `gap` apart (counted from the previous event's end)."""
     client, server = sys_.net.get("client"), sys_.net.get("server")
@@ -227,8 +276,8 @@ def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name:
     rst = RstWatch(client, str(client.defaultIntf())).start()
     iperf = IperfRun(client, server.IP(), seconds, streams=streams).start()
     phase = Phase(repeat, name, time.monotonic())
-    dl = Downloads(client, f"http://{server.IP()}/10M.bin", files["10M.bin"]["size"],
-                   files["10M.bin"]["sha256"], rate=rate).start()
+    dl = Downloads(client, f"http://{server.IP()}/1M.bin", files["1M.bin"]["size"],
+                   files["1M.bin"]["sha256"], rate=rate).start()
     try:
         wait_for(lambda: iperf.raw or (iperf.proc is not None and iperf.proc.poll() is not None),
                  timeout=15, what="iperf3's first interval")
@@ -238,7 +287,7 @@ def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name:
                      interval=0.02, what="the event's time")
             at = time.monotonic()
             try:
-                detail = ACTIONS[ev](sys_, at - phase.start + 5)
+                detail = ACTIONS[ev](sys_)
             except Exception as exc:  # recorded: the event did not happen
                 detail = f"FAILED: {exc}"
             console.print(f"  [{name} r{repeat}] {at - phase.start:6.2f} s  {ev}: {detail}")
@@ -249,7 +298,17 @@ def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name:
         if iperf.proc is not None and iperf.proc.poll() is None:
             iperf.wait(0)
         phase.downloads = dl.stop()
-        phase.rsts = rst.stop()
+        seen = rst.stop()
+    # iperf3 -R ends with RSTs of its own: the client closes its data sockets with the
+    # server's last segments unread, and each segment still in flight is answered by an RST.
+    # A download's connection closed with every byte may see the same for a late segment.
+    # Every other RST is a reset.
+    end = iperf.ended_at if iperf.ended_at is not None else float("inf")
+    for t, ln in seen:
+        web = ".80:" in ln or ".80 >" in ln
+        closed = (after_close(ln, t, phase.downloads, client.IP()) if web
+                  else t >= end)
+        (phase.rsts_at_end if closed else phase.rsts).append((t, ln))
     phase.intervals = iperf.intervals()
     phase.iperf_errors = iperf.errors()
     if phase.iperf_rc != 0:
@@ -269,12 +328,12 @@ def phase_stalls(phases: list[Phase]) -> list[tuple[Phase, Stall]]:
         base, ev = pair.get("baseline"), pair.get("events")
         if base is None or not base.intervals:
             continue
-        level = median_mbps(base.intervals)
+        level, mean = median_mbps(base.intervals), mean_mbps(base.intervals)
         if ev is not None and ev.intervals:
             done = [(n, t) for n, t, d in ev.events if not d.startswith("FAILED")]
-            out += [(ev, s) for s in stalls(ev.intervals, done, level)]
+            out += [(ev, s) for s in stalls(ev.intervals, done, level, mean)]
             offsets = [("none", base.start + t - ev.start) for _, t in done]
-            out += [(base, s) for s in stalls(base.intervals, offsets, level)]
+            out += [(base, s) for s in stalls(base.intervals, offsets, level, mean)]
     return out
 
 
@@ -290,20 +349,26 @@ def write_csv(out: Path, phases: list[Phase], rows: list[tuple[Phase, Stall]]) -
     details = {(ph.repeat, ph.name, n, t): d for ph in phases for n, t, d in ph.events}
     with open(out / "events.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["repeat", "phase", "event", "at_s", "stall_s", "recovery_s", "dip", "detail"])
+        w.writerow(["repeat", "phase", "event", "at_s", "stall_s", "recovery_s", "window_goodput",
+                    "detail"])
         for ph, s in rows:
             w.writerow([ph.repeat, ph.name, s.event, f"{s.at - ph.start:.3f}", f"{s.stall_s:.3f}",
-                        f"{s.recovery_s:.3f}", f"{s.dip:.3f}",
+                        f"{s.recovery_s:.3f}", f"{s.window:.3f}",
                         details.get((ph.repeat, ph.name, s.event, s.at), "")])
+    with open(out / "rsts.txt", "w") as f:  # every RST seen, and whether it counted
+        for ph in phases:
+            for kind, seen in (("reset", ph.rsts), ("after-close", ph.rsts_at_end)):
+                f.writelines(f"r{ph.repeat} {ph.name} {t - ph.start:8.3f} {kind} {ln}\n"
+                             for t, ln in seen)
     with open(out / "phases.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["repeat", "phase", "median_mbps", "mean_mbps", "iperf_rc", "resets", "rsts",
-                    "downloads_ok", "downloads", "bytes_verified"])
+                    "rsts_after_close", "downloads_ok", "downloads", "bytes_verified"])
         for ph in phases:
             ok, n, nbytes = ph.verified
             w.writerow([ph.repeat, ph.name, f"{median_mbps(ph.intervals):.3f}",
                         f"{mean_mbps(ph.intervals):.3f}", ph.iperf_rc, ph.resets, len(ph.rsts),
-                        ok, n, nbytes])
+                        len(ph.rsts_at_end), ok, n, nbytes])
 
 
 def plot(out: Path, phases: list[Phase]) -> Path:
@@ -320,20 +385,21 @@ def plot(out: Path, phases: list[Phase]) -> Path:
 
 
 def table(phases: list[Phase], rows: list[tuple[Phase, Stall]]) -> tuple[Table, Table]:
-    t = Table(title="stall per event (goodput < 10 % of the baseline median), over repeats")
+    t = Table(title="stall per event: longest stretch of goodput < 10 % of the baseline median, "
+                    "over repeats")
     for col in ("event", "n", "stall p50 s", "stall p99 s", "recovery p50 s", "recovery p99 s",
-                "lowest dip"):
+                "window goodput p50"):
         t.add_column(col, justify="right" if col != "event" else "left")
     for name in (*EVENTS, "none"):
         got = [s for _, s in rows if s.event == name]
         if not got:
             continue
         st, rc = [s.stall_s for s in got], [s.recovery_s for s in got]
-        dips = [s.dip for s in got if s.dip == s.dip]
+        win = [s.window for s in got]
         t.add_row(name if name != "none" else "none (baseline, same offsets)", str(len(got)),
                   f"{percentile(st, 50):.2f}", f"{percentile(st, 99):.2f}",
                   f"{percentile(rc, 50):.2f}", f"{percentile(rc, 99):.2f}",
-                  f"{min(dips):.0%}" if dips else "-")
+                  f"{percentile(win, 50):.0%}")
     p = Table(title="phases: goodput, resets, downloads verified (sha256)")
     for col in ("repeat", "phase", "median Mbit/s", "mean Mbit/s", "iperf3 rc", "RST seen",
                 "resets", "downloads ok", "MB verified"):
@@ -355,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=3.0,
                     help="seconds of traffic before the first event (default 3)")
     ap.add_argument("--streams", type=int, default=4, help="iperf3 -P (default 4)")
-    ap.add_argument("--rate", default="2M", help="curl --limit-rate of each download (default 2M)")
+    ap.add_argument("--rate", default="500k",
+                    help="curl --limit-rate of each download of 1M.bin (default 500k)")
     ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim")
     ap.add_argument("--quick", action="store_true", help="one repeat, 3 s gaps (CI)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp")

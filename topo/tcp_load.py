@@ -57,6 +57,17 @@ def parse_line(line: str, streams: int) -> tuple[float, float, int] | None:
     return float(m["start"]), float(m["end"]), int(float(m["num"]) * UNITS[m["unit"]])
 
 
+def after_close(line: str, at: float, downloads: list[Download], client_ip: str) -> bool:
+    """The RST tcpdump printed in `line` (seen at `at`) is the client's answer to a late segment
+    of a download that had already ended with every byte: the connection was closed at both
+    ends (a duplicate of the server's last ACK or FIN after the client's socket was gone)."""
+    m = re.search(rf"{re.escape(client_ip)}\.(\d+) > ", line)
+    if m is None:
+        return False
+    port = int(m[1])
+    return any(d.ok and d.local_port == port and d.ended <= at for d in downloads)
+
+
 def place(raw: list[tuple[float, float, float, int]]) -> list[Interval]:
     """Intervals (arrival, start, end, bytes) on the arrival clock: iperf3's time 0 is where the
     line that came soonest after its interval's end puts it (a line never arrives before its
@@ -78,6 +89,7 @@ class IperfRun:
     step: float = 0.1
     raw: list[tuple[float, float, float, int]] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    ended_at: float | None = None   # when its summary began: the data connections are done
     proc: subprocess.Popen[str] | None = None
     _reader: threading.Thread | None = None
 
@@ -99,6 +111,8 @@ class IperfRun:
         for line in self.proc.stdout:
             now = time.monotonic()
             self.lines.append(line.rstrip("\n"))
+            if line.startswith("- - -") and self.ended_at is None:
+                self.ended_at = now
             got = parse_line(line, self.streams)
             if got is not None:
                 self.raw.append((now, *got))
@@ -132,6 +146,7 @@ class Download:
     nbytes: int
     ok: bool
     error: str = ""
+    local_port: int = 0   # the client's port (an RST on it after `ended` hit a closed connection)
 
 
 @dataclass
@@ -155,7 +170,8 @@ class Downloads:
         return self
 
     def _loop(self) -> None:
-        cmd = ["curl", "-sS", "-f", "--max-time", "120", "-o", "-"]
+        cmd = ["curl", "-sS", "-f", "--max-time", "120", "-o", "-",
+               "-w", "%{stderr}local_port=%{local_port}\n"]
         if self.rate:
             cmd += ["--limit-rate", self.rate]
         while not self._stop.is_set():
@@ -165,8 +181,11 @@ class Downloads:
             body, err = self._proc.communicate()
             ok = (self._proc.returncode == 0 and len(body) == self.size
                   and hashlib.sha256(body).hexdigest() == self.sha256)
+            said = err.decode(errors="replace")
+            port = re.search(r"local_port=(\d+)", said)
             self.done.append(Download(t0, time.monotonic(), self._proc.returncode, len(body), ok,
-                                      err.decode(errors="replace").strip()[-300:]))
+                                      re.sub(r"local_port=\d+\n?", "", said).strip()[-300:],
+                                      int(port[1]) if port else 0))
 
     def stop(self) -> list[Download]:
         """Let the download under way finish (it was started inside the measured window), then
@@ -183,7 +202,7 @@ class RstWatch:
 
     host: Any
     intf: str
-    lines: list[str] = field(default_factory=list)
+    seen: list[tuple[float, str]] = field(default_factory=list)  # (arrival, tcpdump's line)
     proc: subprocess.Popen[str] | None = None
     _reader: threading.Thread | None = None
 
@@ -196,9 +215,9 @@ class RstWatch:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         assert self.proc.stderr is not None
         # tcpdump says "listening on ..." once it captures: nothing before that is missed
-        first = self.proc.stderr.readline()
-        if "listening" not in first:
-            raise RuntimeError(f"tcpdump on {self.intf} did not start: {first.strip()}")
+        said = [self.proc.stderr.readline() for _ in range(2)]
+        if not any("listening" in line for line in said):
+            raise RuntimeError(f"tcpdump on {self.intf} did not start: {' '.join(said).strip()}")
         self._reader = threading.Thread(target=self._read, name="rst-watch", daemon=True)
         self._reader.start()
         return self
@@ -206,11 +225,11 @@ class RstWatch:
     def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.lines.append(line.strip())
+            self.seen.append((time.monotonic(), line.strip()))
 
-    def stop(self) -> list[str]:
+    def stop(self) -> list[tuple[float, str]]:
         if self.proc is not None:
             stop_process(self.proc)
         if self._reader is not None:
             self._reader.join(5)
-        return self.lines
+        return self.seen
