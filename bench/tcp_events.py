@@ -64,6 +64,7 @@ from topo.tcp_load import Download, Downloads, Interval, IperfRun, RstWatch, aft
 
 IPERF_PORT = 5201
 SPARE_NAT = 11
+SLACK_S = 8.0  # more traffic than the events' schedule: an event waits for the previous one
 TCP = 6
 NAT_CLUSTER = "nat"
 EVENTS = ("kill", "move", "scale-out", "rebalance")
@@ -269,10 +270,11 @@ ACTIONS: dict[str, Callable[[System], str]] = {
 def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name: str,
               events: tuple[str, ...], warmup: float, gap: float, console: Console,
               streams: int = 4, rate: str = "500k") -> Phase:
-    """iperf3 and downloads for warmup + len(events) * gap + gap seconds; `events` in order,
-    the first after `warmup`, then `gap` apart (counted from the previous event's end)."""
+    """iperf3 and downloads for warmup + (len(EVENTS) + 1) * gap + SLACK_S seconds (both phases
+    alike); `events` in order, the first after `warmup`, then `gap` apart, counted from the
+    previous event's end (a fail-over is waited for; the slack absorbs that)."""
     client, server = sys_.net.get("client"), sys_.net.get("server")
-    seconds = warmup + gap * (len(EVENTS) + 1)
+    seconds = warmup + gap * (len(EVENTS) + 1) + SLACK_S
     rst = RstWatch(client, str(client.defaultIntf())).start()
     iperf = IperfRun(client, server.IP(), seconds, streams=streams).start()
     phase = Phase(repeat, name, time.monotonic())
