@@ -269,12 +269,14 @@ ACTIONS: dict[str, Callable[[System], str]] = {
 
 def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name: str,
               events: tuple[str, ...], warmup: float, gap: float, console: Console,
-              streams: int = 4, rate: str = "500k") -> Phase:
+              streams: int = 4, rate: str = "500k", seconds: float | None = None) -> Phase:
     """iperf3 and downloads for warmup + (len(EVENTS) + 1) * gap + SLACK_S seconds (both phases
     alike); `events` in order, the first after `warmup`, then `gap` apart, counted from the
-    previous event's end (a fail-over is waited for; the slack absorbs that)."""
+    previous event's end (a fail-over is waited for; the slack absorbs that). `seconds`: another
+    length."""
     client, server = sys_.net.get("client"), sys_.net.get("server")
-    seconds = warmup + gap * (len(EVENTS) + 1) + SLACK_S
+    if seconds is None:
+        seconds = warmup + gap * (len(EVENTS) + 1) + SLACK_S
     rst = RstWatch(client, str(client.defaultIntf())).start()
     iperf = IperfRun(client, server.IP(), seconds, streams=streams).start()
     phase = Phase(repeat, name, time.monotonic())
