@@ -1,7 +1,7 @@
 """Real TCP through the system's events (`make bench-tcp`): goodput, stalls, resets, checksums.
 
 The service chain of `make up UP_ARGS=--chain` (firewall -> NAT -> flow monitor, topo/chain.yaml,
-with one more NAT NF, a spare, for the scale-out) is brought up in-process (`topo.scenario.system` with `topo.up.services`: the server's HTTP
+with one more NAT NF, a spare, for the scale-out) is brought up, once per repeat, in-process (`topo.scenario.system` with `topo.up.services`: the server's HTTP
 server and `iperf3 -s`; `topo.up.Supervisor` starts a killed NF again, idle, as `make up` does).
 Each repeat then runs two phases of the same length, one after the other:
 
@@ -106,7 +106,7 @@ def bench_config(out: Path) -> Path:
     data["nfs"].append({"id": SPARE_NAT, "name": f"nat{SPARE_NAT}", "node": "n3",
                         "cluster": NAT_CLUSTER, "role": "spare", "port": 13,
                         "mac": f"02:00:00:00:01:{SPARE_NAT:02x}", "mgmt": f"10.99.0.13:71{SPARE_NAT}"})
-    path = out / "chain-tcp.yaml"
+    path = out / "logs" / "chain-tcp.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -438,14 +438,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     console = Console(width=140)
     phases: list[Phase] = []
-    with chain_system(args.out_dir, console, args.target) as (sys_, files):
-        for r in range(1, args.repeats + 1):
+    for r in range(1, args.repeats + 1):
+        # a system of its own per repeat: the events leave a NAT primary without a backup
+        # (the scale-out took the last spare), which the next kill must not find
+        with chain_system(args.out_dir / f"r{r}", console, args.target) as (sys_, files):
             for name, events in (("baseline", ()), ("events", EVENTS)):
                 wait_for(lambda: settled(sys_.api), timeout=60, interval=0.2,
                          what="every NAT primary protected")
                 console.print(f"repeat {r}/{args.repeats}: {name}")
-                phases.append(run_phase(sys_, files, r, name, events, args.warmup, args.gap, console,
-                                        args.streams, args.rate))
+                phases.append(run_phase(sys_, files, r, name, events, args.warmup, args.gap,
+                                        console, args.streams, args.rate))
     rows = phase_stalls(phases)
     write_csv(args.out_dir, phases, rows)
     png = plot(args.out_dir, phases)
