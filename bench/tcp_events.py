@@ -427,9 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=4, help="iperf3 -P (default 4)")
     ap.add_argument("--rate", default="500k",
                     help="curl --limit-rate of each download of 1M.bin (default 500k)")
-    ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim")
+    ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim",
+                    help="switch target (default p4sim)")
     ap.add_argument("--quick", action="store_true", help="one repeat, 3 s gaps (CI)")
-    ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp")
+    ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp",
+                    help="CSVs, the plot, the systems' logs (default results/bench-tcp)")
     args = ap.parse_args(argv)
     if args.quick:
         args.repeats, args.gap = 1, 3.0
