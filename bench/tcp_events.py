@@ -375,17 +375,50 @@ def write_csv(out: Path, phases: list[Phase], rows: list[tuple[Phase, Stall]]) -
                         len(ph.rsts_at_end), ok, n, nbytes])
 
 
+def smoothed(intervals: list[Interval], start: float, k: int = 5) -> tuple[list[float], list[float]]:
+    """Goodput as the mean of `k` consecutive intervals (0.5 s of 0.1 s ones), at their ends."""
+    xs, ys = [], []
+    for i in range(len(intervals)):
+        window = intervals[max(0, i - k + 1): i + 1]
+        secs = window[-1].end - window[0].start
+        xs.append(intervals[i].end - start)
+        ys.append(sum(iv.nbytes for iv in window) * 8 / 1e6 / max(secs, 1e-9))
+    return xs, ys
+
+
 def plot(out: Path, phases: list[Phase]) -> Path:
-    """Goodput over time, baseline and events phase of each repeat, each event marked."""
+    """Goodput over time (0.5 s means), one panel per repeat: its baseline and events phases,
+    each event marked."""
     from experiments.plots import timeline
 
-    series = [(f"r{ph.repeat} {ph.name}", [iv.end - ph.start for iv in ph.intervals],
-               [iv.mbps for iv in ph.intervals]) for ph in phases]
-    marks = [(t - ph.start, f"{n}" + (f" r{ph.repeat}" if len(phases) > 2 else ""))
-             for ph in phases if ph.name == "events" for n, t, d in ph.events
-             if not d.startswith("FAILED")]
-    return timeline(out / "goodput.png", "iperf3 -R -P 4 goodput through firewall -> NAT -> "
-                    "monitor", "seconds since the phase's start", "goodput (Mbit/s)", series, marks)
+    panels = []
+    for r in sorted({ph.repeat for ph in phases}):
+        mine = [ph for ph in phases if ph.repeat == r]
+        series = [(ph.name, *smoothed(ph.intervals, ph.start)) for ph in mine]
+        marks = [(t - ph.start, n) for ph in mine if ph.name == "events"
+                 for n, t, d in ph.events if not d.startswith("FAILED")]
+        panels.append((f"repeat {r}", series, marks))
+    return timeline(out / "goodput.png", "iperf3 -R -P 4 through firewall -> NAT -> monitor: "
+                    "goodput, without and with events", "seconds since the phase's start",
+                    "Mbit/s (0.5 s mean)", panels)
+
+
+def read_back(out: Path) -> list[Phase]:
+    """The phases of a run from its goodput.csv and events.csv (times from each phase's start):
+    enough to draw the plot again (`--replot`)."""
+    phases: dict[tuple[int, str], Phase] = {}
+    with open(out / "goodput.csv") as f:
+        for row in csv.DictReader(f):
+            key = (int(row["repeat"]), row["phase"])
+            ph = phases.setdefault(key, Phase(key[0], key[1], 0.0))
+            ph.intervals.append(Interval(float(row["start_s"]), float(row["end_s"]),
+                                         int(row["bytes"])))
+    with open(out / "events.csv") as f:
+        for row in csv.DictReader(f):
+            key = (int(row["repeat"]), row["phase"])
+            if row["phase"] == "events" and key in phases:
+                phases[key].events.append((row["event"], float(row["at_s"]), row["detail"]))
+    return [phases[k] for k in sorted(phases, key=lambda k: (k[0], k[1] != "baseline"))]
 
 
 def table(phases: list[Phase], rows: list[tuple[Phase, Stall]]) -> tuple[Table, Table]:
@@ -430,11 +463,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim",
                     help="switch target (default p4sim)")
     ap.add_argument("--quick", action="store_true", help="one repeat, 3 s gaps (CI)")
+    ap.add_argument("--replot", action="store_true",
+                    help="only draw the plot again from --out-dir's CSVs (no run)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp",
                     help="CSVs, the plot, the systems' logs (default results/bench-tcp)")
     args = ap.parse_args(argv)
     if args.quick:
         args.repeats, args.gap = 1, 3.0
+    if args.replot:
+        print(f"written: {plot(args.out_dir, read_back(args.out_dir))}")
+        return 0
     if os.geteuid() != 0:
         print("bench.tcp_events: needs root (Mininet)", file=sys.stderr)
         return 1
