@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,27 @@ def chain_system(out: Path, console: Console,
         finally:
             done.set()
             worker.join()
+
+
+@contextmanager
+def chain_system_retried(out: Path, console: Console, target: str = "p4sim", attempts: int = 2,
+                         ) -> Iterator[tuple[System, dict[str, dict[str, Any]]]]:
+    """`chain_system`, started once more when it does not come up (on a machine at a load
+    average of 20+, the controller has lost its etcd lease while it started); each attempt's logs
+    in a directory of its own, and the retry said."""
+    for attempt in range(1, attempts + 1):
+        where = out if attempt == 1 else out / f"attempt{attempt}"
+        stack = ExitStack()
+        try:
+            got = stack.enter_context(chain_system(where, console, target))
+        except (TimeoutError, RuntimeError) as exc:  # chain_system stopped what it started
+            if attempt == attempts:
+                raise
+            console.print(f"[yellow]the system did not come up ({exc}): starting it again[/]")
+            continue
+        with stack:
+            yield got
+        return
 
 
 def nat_nfs(api: str) -> list[dict[str, Any]]:
@@ -481,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(1, args.repeats + 1):
         # a system of its own per repeat: the events leave a NAT primary without a backup
         # (the scale-out took the last spare), which the next kill must not find
-        with chain_system(args.out_dir / f"r{r}", console, args.target) as (sys_, files):
+        with chain_system_retried(args.out_dir / f"r{r}", console, args.target) as (sys_, files):
             for name, events in (("baseline", ()), ("events", EVENTS)):
                 wait_for(lambda: settled(sys_.api), timeout=60, interval=0.2,
                          what="every NAT primary protected")
