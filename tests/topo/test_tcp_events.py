@@ -30,7 +30,7 @@ def test_tcp_survives_a_nat_kill_and_a_slot_move(tmp_path: Path) -> None:
     console = Console(width=140)
     with chain_system(tmp_path, console) as (sys_, files):
         phase = run_phase(sys_, files, 1, "events", ("kill", "move"), warmup=2.0, gap=3.0,
-                          console=console, seconds=14.0)
+                          console=console, seconds=20.0)
     (kill, t_kill, what_kill), (move, t_move, what_move) = phase.events
     assert (kill, move) == ("kill", "move")
     assert what_kill.endswith("fail-over ok=True"), what_kill
