@@ -11,7 +11,7 @@ counts TCP segments with RST on the client's interface (tcpdump), both direction
 reset by an endpoint or by something in between shows there even when the application retries.
 
 Pure parts (parsing a line, placing intervals) are separate functions, tested without a network
-(tests/topo/test_tcp_load.py).
+(tests/bench/test_tcp_stalls.py).
 """
 
 from __future__ import annotations
