@@ -303,7 +303,7 @@ def up(args: argparse.Namespace) -> int:
             state.write(state_path)  # `down` can stop it while it is still starting
             stack.callback(_remove_state, state_path)  # the last to run
             sys_ = stack.enter_context(system(opts, console))
-            stack.enter_context(_services(sys_, state))
+            stack.enter_context(services(sys_, state))
             _record(sys_, state)
             state.write(state_path)
             sup = Supervisor(sys_, state, state_path, console)
@@ -368,7 +368,7 @@ def _cli(sys_: System, sup: Supervisor) -> None:
 
 
 @contextmanager
-def _services(sys_: System, state: UpState) -> Iterator[None]:
+def services(sys_: System, state: UpState) -> Iterator[None]:
     """The server's HTTP server and iperf3, the hosts' /etc/hosts, the chain's neighbours;
     the services stopped by PID on the way out."""
     net, log_dir = sys_.net, sys_.log_dir
