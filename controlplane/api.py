@@ -14,6 +14,9 @@
                            answers the report (200 updated, 409 refused: slots moved back)
     GET /lb/history?limit=N   the load balancer: knobs, last loads, its decisions (newest last)
     GET /metrics           Prometheus text format
+    GET /  /events  /timeline   the live web view: the page, its server-sent events, the
+                           timeline of NF events, fail-overs, moves and balancer decisions
+                           (controlplane/web_view.py; read-only)
 
 The server binds to loopback unless configured otherwise (`api.listen`).
 
@@ -38,6 +41,7 @@ from aiohttp.typedefs import Handler, Middleware
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
 from controlplane.migration import MoveError, MoveResult, NotPrimaryError
 from controlplane.spare_pool import ScaleError
+from controlplane.web_view import add_web_view
 from nf_host.nf_api import parse_params
 
 MAX_ROWS = 65536
@@ -211,6 +215,7 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app.router.add_post("/nfs/{nf}/drain", drain)
     app.router.add_post("/nfs/{nf}/update", update)
     app.router.add_get("/metrics", metrics)
+    add_web_view(app, view)
     return app
 
 

@@ -126,8 +126,10 @@ class BalancerLoop:
     """The balancer of one controller: its memory, its history and its loop."""
 
     def __init__(self, ctl: BalancedController, executor: ScaleExecutor | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_decision: Callable[[Decision], None] | None = None) -> None:
         self.ctl = ctl
+        self.on_decision = on_decision  # told of every decision as it is taken (the timeline)
         self.cfg = ctl.cfg.load_balancer
         self.knobs = Knobs.from_config(ctl.cfg)
         self.executor = executor
@@ -193,6 +195,8 @@ class BalancerLoop:
         decision = Decision(self._next_id, time.time(), kind, action.to_json(), _inputs(action, snap))
         self._next_id += 1
         self.history.append(decision)
+        if self.on_decision is not None:
+            self.on_decision(decision)
         self.ctl.metrics.lb_actions.labels(kind=kind).inc()
         LOG.info("load balancer #%d %s: %s; inputs %s", decision.id, kind, action.reason,
                  decision.inputs)

@@ -39,7 +39,9 @@ class Controller(NfLifecycle):
     def __init__(self, cfg: ControllerConfig, **kw: Any) -> None:
         super().__init__(cfg, **kw)
         self.pool = SparePool(self)  # scale-out and drain (the balancer's executor, the API's)
-        self.balancer = BalancerLoop(self, executor=self.pool)  # runs when load_balancer.enabled
+        # runs when load_balancer.enabled; its decisions go into the timeline as they are taken
+        self.balancer = BalancerLoop(self, executor=self.pool, on_decision=self.timeline.decision)
+        self.registry.add_listener(self.timeline.nf_event)  # NFs down, up, restarted
 
     async def run(self) -> None:
         """Run until cancelled: switch session, NF configuration, heartbeats, load, counters."""
@@ -76,6 +78,14 @@ class Controller(NfLifecycle):
 
     # -- northbound views -------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
+        out = self.brief_status()
+        del out["failover_count"]
+        out["failovers"] = [f.to_json() for f in self.failovers]
+        return out
+
+    def brief_status(self) -> dict[str, Any]:
+        """`status()` but the list of every fail-over (up to HISTORY: building it takes ms):
+        how many it holds instead (`failover_count`). What the web view polls."""
         alive = sum(1 for s in self.registry.nfs.values() if s.alive)
         return {
             "switch": {
@@ -104,7 +114,7 @@ class Controller(NfLifecycle):
             "switch_port_packets": self.port_packets,
             "nf_drops": {str(r["id"]): r["drops"] for r in self.registry.summaries() if r["drops"]},
             "moves": dict(self.move_counts),
-            "failovers": [f.to_json() for f in self.failovers],
+            "failover_count": len(self.failovers),
             "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
             # backups armed to take over by themselves (docs/protocols.md §4.3), by backup
             "self_takeover": self.cfg.heartbeat.self_takeover,
@@ -112,6 +122,11 @@ class Controller(NfLifecycle):
                       for b, (p, s) in sorted(self.armed.items())},
             "uptime_s": round(time.time() - self.started, 1),
         }
+
+    def slot_owners(self) -> tuple[int, list[int]]:
+        """Slots per stage and the owner of every slot (stage by stage): the web view's slot map
+        without a row per slot."""
+        return self.cfg.switch.slot_count, self.slot_map.owners()
 
     def leadership_view(self) -> dict[str, Any]:
         lead = self.leadership

@@ -43,6 +43,7 @@ from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession
+from controlplane.timeline import Timeline
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.reorder import SEQ_MASK, seq_after
 
@@ -137,6 +138,8 @@ class ControllerCore(ABC):
         self.moves: deque[MoveResult] = deque(maxlen=HISTORY)
         self.move_counts = {"total": 0, "ok": 0, "undone": 0}
         self.failovers: deque[FailoverResult] = deque(maxlen=HISTORY)
+        # what happened, in order (NF events, fail-overs, moves, balancer decisions): the web view
+        self.timeline = Timeline()
         # primaries confirmed dead whose fail-over found no live backup (a double fault, or a
         # backup only suspected then): retried when their backup answers again
         self.orphans: set[int] = set()
@@ -565,9 +568,15 @@ class ControllerCore(ABC):
 
     def record_move(self, result: MoveResult) -> None:
         self.moves.append(result)
+        self.timeline.move(result)
         self.move_counts["total"] += 1
         self.move_counts["ok"] += int(result.ok)
         self.move_counts["undone"] += int(result.undone)
+
+    def record_failover(self, result: FailoverResult) -> None:
+        """A fail-over, a dead backup replaced, a backup given or a double fault's state lost."""
+        self.failovers.append(result)
+        self.timeline.failover(result)
 
     @abstractmethod
     async def _nf_event(self, event: NfEvent) -> None:

@@ -28,6 +28,7 @@ undone. In every case but an undecided one the journal entry is cleared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -214,7 +215,7 @@ async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: 
         await ctl.close_move(slot)
         return result(True, intent.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
                       flows_shipped=reply.flows_shipped, last_seq=reply.last_seq)
-    decision = await fence(ctl, slot, to_nf, intent.epoch)
+    decision = await fence(ctl, slot, to_nf, intent.epoch, src)
     if decision == "started":  # the reply was lost, or A gave up first: B holds the slot
         LOG.warning("slot %d: the release by NF %d failed (%s) but NF %d had started it: the "
                     "move is complete", slot, src, error, to_nf)
@@ -237,18 +238,24 @@ async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: 
     return await _undo(ctl, intent, error, result)
 
 
-async def fence(ctl: ControllerCore, slot: int, to_nf: int, epoch: int) -> str:
+async def fence(ctl: ControllerCore, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
     """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
     "started", "cancelled", "down" (declared down before it answered) or "unknown" (no answer
-    within `ctl.fence_patience`). Asked again while it does not answer."""
+    within `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
+    gives what it buffered back to the old owner `src` (M10)."""
     reg = ctl.registry
+    back_to = ""
+    if src:
+        with contextlib.suppress(KeyError):
+            back_to = ctl.cfg.nf(src).replication_address()
     deadline = time.monotonic() + ctl.fence_patience
     while True:
         if reg.nfs[to_nf].declared_down:
             return "down"
         try:
-            reply = await reg.call(to_nf, "CancelAdopt", pb.AdoptRequest(slot=slot, epoch=epoch),
-                                   timeout=ADOPT_TIMEOUT)
+            reply = await reg.call(to_nf, "CancelAdopt", pb.AdoptRequest(
+                slot=slot, epoch=epoch, from_nf_id=src if back_to else 0, from_address=back_to),
+                timeout=ADOPT_TIMEOUT)
             return "started" if reply.started else "cancelled"
         except NfControlError as exc:
             LOG.warning("fence of slot %d at NF %d: %s", slot, to_nf, exc)

@@ -98,7 +98,7 @@ class NfLifecycle(ControllerCore):
                     self.orphans.discard(dead)
                     self._acted_on(dead)
                 if result.ok or result.promoted is not None:
-                    self.failovers.append(result)
+                    self.record_failover(result)
                     self._new_backup_down(result)
                 else:
                     # no live backup: its slots stay with it (status "orphans"), tried again when
@@ -118,7 +118,7 @@ class NfLifecycle(ControllerCore):
                 return False
             self.orphans.discard(nf_id)
             result = await fail_over(self, nf_id)
-            self.failovers.append(result if result.ok else state_lost(self, nf_id))
+            self.record_failover(result if result.ok else state_lost(self, nf_id))
             self._new_backup_down(result)
             if result.ok:
                 self._acted_on(nf_id)
@@ -160,10 +160,10 @@ class NfLifecycle(ControllerCore):
             result = await fail_over(self, nf_id)
             if result.ok:
                 self._acted_on(nf_id)
-                self.failovers.append(result)
+                self.record_failover(result)
                 self._new_backup_down(result)
             elif result.promoted is None:  # no live backup: its slots' state is gone
-                self.failovers.append(state_lost(self, nf_id))
+                self.record_failover(state_lost(self, nf_id))
 
     def _acted_on(self, nf_id: int) -> None:
         """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
@@ -199,7 +199,7 @@ class NfLifecycle(ControllerCore):
                 return
             result = await replace_backup(self, dead)
             if result is not None:
-                self.failovers.append(result)
+                self.record_failover(result)
                 self._acted_on(dead)
                 self._new_backup_down(result)
         await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
@@ -267,5 +267,5 @@ class NfLifecycle(ControllerCore):
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
             async with self.move_lock:
                 for given in await protect(self):
-                    self.failovers.append(given)
+                    self.record_failover(given)
                     self._new_backup_down(given)

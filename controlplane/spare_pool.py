@@ -122,6 +122,7 @@ class SparePool:
                 except NfControlError as exc:
                     LOG.warning("NF %d not reset to idle: %s", idle, exc)
                 ctl.registry.nfs[idle].role = "spare"
-            ctl.failovers.extend(await protect(ctl))
+            for given in await protect(ctl):
+                ctl.record_failover(given)
         LOG.warning("scale-in: NF %d drained (%d slots) and back in the pool with its backup %s",
                     nf, len(slots), backup)

@@ -54,3 +54,33 @@ def bars(path: Path, title: str, xlabel: str, ylabel: str, categories: Sequence[
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+Panel = tuple[str, Sequence[Series], Sequence[tuple[float, str]]]
+
+
+def timeline(path: Path, title: str, xlabel: str, ylabel: str, panels: Sequence[Panel]) -> Path:
+    """One panel per (title, series, marks), stacked, sharing the x axis: one line per (label,
+    xs, ys) over time, and a dashed vertical line with its label at each (x, label) of the marks
+    (the events)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.6 * len(panels) + 0.8), dpi=110,
+                             sharex=True, squeeze=False)
+    for ax, (name, series, marks) in zip(axes[:, 0], panels, strict=True):
+        for label, xs, ys in series:
+            ax.plot(list(xs), list(ys), label=label, linewidth=1)
+        top = max((max(ys) for _, _, ys in series if len(ys)), default=1.0)
+        for x, label in marks:
+            ax.axvline(x, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
+            ax.text(x, top * 1.02, f" {label}", va="bottom", ha="left", fontsize="small")
+        ax.set_title(name, fontsize="medium")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0, top=top * 1.2)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="lower right")
+    axes[-1, 0].set_xlabel(xlabel)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -33,3 +33,10 @@ bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; LB_BE
 .PHONY: bench-chain
 bench-chain: setup build ## service chains: RTT p50/p99 and delivered pkt/s of 1, 2 and 3 stages (BENCH_ARGS="--quick")
 	$(PY) -m bench.chain $(BENCH_ARGS)
+
+.PHONY: web-view-test web-view-screenshot
+web-view-test: setup build ## the live web view in headless Chromium on `nfc-topo up`: the NFs shown, a fail-over on the page within 1 s (root)
+	$(PY) -m pytest -q -s tests/topo/test_web_view_browser.py
+
+web-view-screenshot: setup build ## the same test, keeping its screenshot as docs/results/web-view.png (shown in docs/getting-started.md)
+	NFC_WEB_SCREENSHOT=docs/results/web-view.png $(PY) -m pytest -q -s tests/topo/test_web_view_browser.py

@@ -222,8 +222,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.CancelAdoptReply:
             _check16("slot", request.slot)
             _check16("epoch", request.epoch)
-            res = self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt",
-                                    {"slot": request.slot, "epoch": request.epoch})
+            res = self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt", {
+                "slot": request.slot, "epoch": request.epoch, "from_nf": request.from_nf_id,
+                "from_address": request.from_address})
             return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
 
         return self._guard(lambda e: pb.CancelAdoptReply(ok=False, error=e), run)

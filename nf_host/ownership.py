@@ -11,7 +11,7 @@ from typing import Any
 
 from nf_host.move_marker import marker_frame
 from nf_host.reorder import seq_next
-from nf_host.replication import Message, worker_address
+from nf_host.replication import Link, Message, worker_address
 from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.state_store import Replica
 from nf_host.worker_core import WorkerCore
@@ -50,31 +50,62 @@ class Ownership(WorkerCore):
         self.backed_up.discard(slot)
         self.markers.forget(slot)
 
-    def cancel_adopt(self, slot: int, epoch: int) -> dict[str, Any]:
+    def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0,
+                     from_address: str = "") -> dict[str, Any]:
         """The fence that decides a move whose `Release` did not answer (docs/protocols.md §5),
         at a packet boundary of this worker: `started` if this NF accepted the old owner's
         transfer (the slot is owned here at `epoch` or later, or waits only for its marker):
         the move is complete and nothing changes. Otherwise the adoption of `slot` at `epoch`
-        (if any) is forgotten with what it buffered (counted in `cancelled`), and a transfer
-        arriving later is refused, so the old owner keeps the slot: `started` is False."""
+        (if any) is cancelled, and a transfer arriving later is refused, so the old owner keeps
+        the slot: `started` is False. What the adoption buffered is given back to the old owner
+        (`from_nf` at `from_address`), and what still arrives at its epoch is forwarded there
+        until the switch points at the old owner again (M10); without an old owner to give it
+        to, it is dropped, counted in `cancelled`. Asked again, it answers the same."""
         rt = self.slots.get(slot)
         if rt is None:
             return {"started": False}  # nothing here: a transfer would be refused
         later = bool(epoch) and rt.epoch != epoch and older_owner((epoch, 0), (rt.epoch, 0))
+        if rt.given_back:
+            return {"started": False}  # cancelled already (the fence asked again)
         if rt.role == SlotRole.ADOPTING:
             if rt.adopted_from is not None:
                 return {"started": True}  # the transfer is in, the marker not yet
             if later:
                 return {"started": False}  # a later adoption: not the one asked about
-            self.c.cancelled += len(rt.pending)
-            del self.slots[slot]
             self.markers.forget(slot)
             self._unprotect(slot)
+            if not from_nf or not from_address:
+                self.c.cancelled += len(rt.pending)
+                del self.slots[slot]
+                return {"started": False}
+            rt.role, rt.given_back = SlotRole.RELEASED, True  # arriving packets wait in pending
+            link = self._link(from_nf, from_address)
+            asyncio.get_running_loop().create_task(self._give_back(rt, link))
             return {"started": False}
         if epoch and rt.epoch != epoch and not later:
             raise CommandError(f"slot {slot} is owned here at epoch {rt.epoch}, before the "
                                f"adoption's epoch {epoch}: not that move")
         return {"started": True}
+
+    async def _give_back(self, rt: SlotRuntime, link: Link) -> None:
+        """Send a cancelled adoption's packets to the old owner once the link to it is up, then
+        forward there what still arrives; if it cannot be reached, they are counted in
+        `cancelled` (the old owner is down: its fail-over replays the switch's copies)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+        if self.slots.get(rt.slot) is not rt or not rt.given_back:
+            return  # adopted again, or assigned, meanwhile
+        held, rt.pending = rt.pending, []
+        if not link.connected.is_set():
+            log.warning("slot %d: the old owner is unreachable at %s: %d packets of the cancelled "
+                        "adoption dropped", rt.slot, link.address, len(held))
+            self.c.cancelled += len(held)
+            del self.slots[rt.slot]
+            return
+        for _shim, frame in held:
+            link.send({"t": "f", "f": frame})
+        self.c.forwarded += len(held)
+        rt.forward = link
 
     def _unprotect(self, slot: int) -> None:
         """Our backup was told to back up `slot` for a move that did not happen: it stops (the
@@ -136,6 +167,14 @@ class Ownership(WorkerCore):
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
         # switch accepts both epochs, so their order at the sink is the order they reach it
         await self._released(last_batch, self.cfg.transfer_timeout)
+        if self._held_upto(last_batch):
+            # our backup holds that output past the timeout (hung, not yet replaced): the adopter
+            # must not start ahead of it, so nothing was sent and the slot is owned here again
+            # (the controller's fence cancels the adoption and undoes the move; chaos finding 1)
+            self.take_back(rt, rt.epoch)
+            raise CommandError(f"the output of slot {slot} is still held (its backup has not "
+                               f"acknowledged within {self.cfg.transfer_timeout:.1f} s): nothing "
+                               "was sent, the slot stays owned here")
         # then the marker, on the same port after that output: the adopter starts on the slot
         # once the switch has passed it, so after everything we sent (nf_host/move_marker.py)
         self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))

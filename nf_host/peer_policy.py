@@ -104,6 +104,9 @@ class PeerPolicy:
         self.primaries: set[int] = set()  # NFs whose slots this NF backs up
         self.adopting: dict[int, tuple[int, str]] = {}  # slot -> (nf, host) it is adopted from
         self._sources: dict[int, int] = {}  # nf -> how many slots of `adopting` name it
+        # slot -> the NF it was last released to: that NF may give back the packets it buffered
+        # for an adoption the move's fence cancelled (forwarded packets of that slot only)
+        self.released_to: dict[int, int] = {}
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
 
@@ -125,9 +128,12 @@ class PeerPolicy:
                     del self._sources[old[0]]
             self.adopting[slot] = (src, _host(str(args.get("from_address") or "")))
             self._sources[src] = self._sources.get(src, 0) + 1
+        elif command == "release":
+            self.released_to[int(args["slot"])] = int(args["to_nf"])
 
     def known(self, nf: int) -> bool:
-        return nf in self.peers or nf in self.primaries or nf in self._sources
+        return (nf in self.peers or nf in self.primaries or nf in self._sources
+                or nf in self.released_to.values())
 
     def _trusted(self, nf: int | None) -> bool:
         """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
@@ -187,7 +193,8 @@ class PeerPolicy:
             slot = self._slot_of(msg)
             if slot is None:
                 return msg  # malformed: the worker's handler counts it and closes the connection
-            if slot % self.workers != self.index or not self._adopted_from(slot, sender):
+            given_back = t == "f" and sender is not None and self.released_to.get(slot) == sender
+            if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
                 self.refuse("slot", sender, f"{'transfer' if t == 'x' else 'forwarded packet'} "
                                             f"of slot {slot} from NF {sender}, not adopted from it")
                 return None

@@ -63,6 +63,9 @@ class Worker(Ownership):
                     self.backup_next_seq[slot] = next_seq
                 continue
             rt = self.slots.get(slot)
+            if rt is not None and rt.given_back:  # an adoption given back: not held here
+                del self.slots[slot]
+                rt = None
             if rt is not None:
                 self._assign_held(rt, epoch)
                 continue
@@ -351,7 +354,8 @@ class Worker(Ownership):
             self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]))
             return {}
         if name == "cancel_adopt":
-            return self.cancel_adopt(int(args["slot"]), int(args["epoch"]))
+            return self.cancel_adopt(int(args["slot"]), int(args["epoch"]),
+                                     int(args.get("from_nf") or 0), str(args.get("from_address") or ""))
         if name == "adopt":
             self.adopt(int(args["slot"]), int(args["epoch"]))
             return {}

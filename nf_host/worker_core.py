@@ -520,8 +520,8 @@ class WorkerCore:
             # its last batches' output waits for this link's ack: its state is in the snapshot
             if rt.role == SlotRole.PRIMARY:
                 rt.state.seal()  # new flows since the last batch get a version too
-            elif rt.role != SlotRole.RELEASED or rt.forward is not None:
-                continue
+            elif rt.role != SlotRole.RELEASED or rt.forward is not None or rt.given_back:
+                continue  # (given back: never owned here, nothing to sync)
             elif rt.release is not None and rt.release.to_nf == link.nf_id:
                 continue  # not to the adopter: one that started the slot refuses it (StaleSender)
             versions[slot] = rt.state.version

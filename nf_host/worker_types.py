@@ -110,6 +110,9 @@ class SlotRuntime:
     # (nf_host/watermark.py: when a dropped input sends a watermark frame instead)
     out_mark: int | None = None
     out_from: int | None = None
+    # an adoption cancelled by the move's fence whose buffered packets were given back to the
+    # old owner: RELEASED, forwarding there what still arrives at the adoption's epoch
+    given_back: bool = False
 
 
 @dataclass

@@ -623,7 +623,7 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
                 assert copy is not None
                 a.w.on_frame(prim)
                 b.w.on_frame(copy)
-            await until(lambda: len(held) == 1, "the backup's ack (held)")
+            await until(lambda: len(held) >= 1, "the backup's ack (held)")
             p.w.adopt(SLOT, 2)
             sw.epochs[SLOT] = 2
             for no in range(5, 7):  # the new owner's first packets: buffered until the transfer

@@ -1,6 +1,6 @@
 """Every engine test of tests/p4sim runs on both engines: the Python engine (the reference) and
 the native one (the program compiled to C). ``p4sim_engine`` (module-scoped, so module-scoped
-switches are built once per engine) sets ``P4SIM_ENGINE``, the engine `Switch.load` uses when
+switches are built once per engine) sets ``P4SIM_ENGINE``, the engine `load_switch` uses when
 none is named; `tests.p4sim.harness.load` skips a native run whose program falls back to the
 Python engine, with the reason. The server tests (tests/p4sim/server) run once, on the default
 engine."""

@@ -263,6 +263,7 @@ def status_lines(state: UpState, state_path: Path, nf: str) -> list[str]:
         f"nfcluster is up on {state.target} with {state.config} (NFs: {nf})",
         f"  controller API  {state.api}  (metrics {state.api}/metrics; standby "
         f"{state.standby_api}):  nfc{api_flag} nfs",
+        f"  web view        {state.api}/  (live: NFs, slot map, fail-overs, moves; read-only)",
     ]
     if state.switch_metrics:
         lines.append(f"  switch metrics  http://{state.switch_metrics}/metrics")
@@ -304,7 +305,7 @@ def up(args: argparse.Namespace) -> int:
             state.write(state_path)  # `down` can stop it while it is still starting
             stack.callback(_remove_state, state_path)  # the last to run
             sys_ = stack.enter_context(system(opts, console))
-            stack.enter_context(_services(sys_, state))
+            stack.enter_context(services(sys_, state))
             _record(sys_, state)
             state.write(state_path)
             sup = Supervisor(sys_, state, state_path, console)
@@ -369,7 +370,7 @@ def _cli(sys_: System, sup: Supervisor) -> None:
 
 
 @contextmanager
-def _services(sys_: System, state: UpState) -> Iterator[None]:
+def services(sys_: System, state: UpState) -> Iterator[None]:
     """The server's HTTP server and iperf3, the hosts' /etc/hosts, the chain's neighbours;
     the services stopped by PID on the way out."""
     net, log_dir = sys_.net, sys_.log_dir
