@@ -27,6 +27,7 @@ from nf_host.nf_api import parse_params
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.timing import CONTROL_REPLY_TIMEOUT
+from nf_host.tls import nf_identity
 from nf_host.worker import CommandError
 from nf_host.worker_process import WorkerPool
 
@@ -324,7 +325,11 @@ def serve(cfg: NfHostConfig, pool: WorkerPool) -> grpc.Server:
     """Start the control server on `cfg.control`; the caller waits on it and stops it."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     pb_grpc.add_NfControlServicer_to_server(NfControlServicer(cfg, pool), server)  # type: ignore[no-untyped-call]
-    if server.add_insecure_port(cfg.control) == 0 and not cfg.control.startswith("unix:"):
+    # mutual TLS unless `tls: false` (docs/security.md): a caller without a certificate of the CA
+    # is refused in the handshake, before any servicer code runs
+    port = (server.add_secure_port(cfg.control, nf_identity(cfg.pki_dir, cfg.nf_id).grpc_server())
+            if cfg.tls else server.add_insecure_port(cfg.control))
+    if port == 0 and not cfg.control.startswith("unix:"):
         raise OSError(f"cannot listen on control address {cfg.control}")
     server.start()
     return server
