@@ -29,9 +29,9 @@ from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
 from controlplane.slot_store import MoveIntent
 from nf_host.pki import SECRET, derive_heartbeat_key, nf_name
-from nf_host.tls import Identity, channel_options
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from nf_host.tls import Identity, channel_options
 
 LOG = logging.getLogger(__name__)
 
