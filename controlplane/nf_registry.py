@@ -41,6 +41,12 @@ CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 500),
 ]
+# with TLS, a connection attempt includes the handshake: gRPC's "min reconnect backoff" is the
+# shortest time one attempt may take (its connect timeout), and 50 ms timed handshakes out on a
+# loaded 2-core host ("timed out before receiving SETTINGS frame"). Refused connections (an NF
+# gone) still fail at once, and the first retry still comes after 50 ms.
+TLS_CHANNEL_OPTIONS = [(k, 1000 if k == "grpc.min_reconnect_backoff_ms" else v)
+                       for k, v in CHANNEL_OPTIONS]
 ROLE_TO_PB = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "spare": pb.IDLE}
 
 
@@ -195,7 +201,7 @@ class NfRegistry:
         if self._credentials is None:
             self._credentials = Identity(sec.pki_dir, sec.name).grpc_channel()
         return grpc.aio.secure_channel(address, self._credentials,
-                                       options=CHANNEL_OPTIONS + channel_options(nf_name(nf_id)))
+                                       options=TLS_CHANNEL_OPTIONS + channel_options(nf_name(nf_id)))
 
     def _conn(self, nf_id: int) -> _Conn:
         conn = self._conns.get(nf_id)

@@ -52,6 +52,7 @@ from rich.console import Console
 from rich.live import Live
 
 from controlplane.config import ControllerConfig, load_config
+from nf_host.pki import local_pki
 from nf_host.shim import SHIM_LEN
 from topo import chain_run, chaos, chaos_modes, hogs, mgmt_cut
 from topo import hot as hot_run
@@ -357,6 +358,9 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            "--cluster", str(cfg.cluster_numbers()[nf.cluster]),
            "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
            "--replication", nf.replication_address(), "--role", role,
+           # its certificate and heartbeat key (docs/security.md), or plaintext if the
+           # controller's configuration says `security.tls: false`
+           *(["--pki-dir", str(local_pki())] if cfg.security.tls else ["--insecure"]),
            *program, "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
@@ -403,6 +407,13 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
             data["switch"][key] = str(REPO / data["switch"][key])
     data["switch"].setdefault("p4info", str(REPO / "build" / "nfcluster.p4info.txtpb"))
     data.setdefault("etcd", {})["endpoints"] = list(etcd_endpoints)
+    # the repository's PKI (nf_host/pki.py), created if missing: the NFs' certificates and
+    # heartbeat keys come from it too (start_nf)
+    security = data.setdefault("security", {})
+    if security.get("tls", True):
+        security.setdefault("pki_dir", str(local_pki()))
+    if target != "p4sim":  # (p4sim serves TLS when the launcher asks; BMv2 here does not)
+        security["switch_tls"] = False
     data.setdefault("api", {})["listen"] = api
     if hot:
         hot_run.apply_config(data)
@@ -460,6 +471,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
     stats_addr: str | None = None
     if opts.target == "p4sim":  # its counters: the controller shows the switch's port losses
         switch_opts = {"io": opts.io, "engine": opts.engine, "metrics_port": free_port()}
+        if cfg.security.tls and cfg.security.switch_tls:  # P4Runtime over mutual TLS
+            switch_opts["tls_dir"] = str(local_pki())
         stats_addr = f"127.0.0.1:{switch_opts['metrics_port']}"
     elif opts.target == "bmv2":  # deeper egress queues than BMv2's 64 (docs/bmv2.md)
         switch_opts = {"queue_depth": opts.bmv2_queue_depth}
