@@ -16,8 +16,7 @@ from multiprocessing.process import BaseProcess
 
 import pytest
 
-from nf_host import liveness
-from nf_host import replication
+from nf_host import liveness, replication
 from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
 from nf_host.replication import ReplicationServer, encode
