@@ -250,6 +250,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             for s in request.slots:
                 _check16("slot", s)
             _check16("backup_nf_id", request.backup_nf_id)
+            _check16("dead_nf_id", request.dead_nf_id)  # (found by tests/nf_host/test_fuzz_mgmt.py)
             if request.backup_nf_id == self.cfg.nf_id:
                 raise BadRequest("an NF cannot be its own backup")
             if request.backup_nf_id and not request.backup_address:

@@ -173,6 +173,7 @@ class _TlsAccept(asyncio.StreamReaderProtocol):
         if secured is None:  # (the connection closed meanwhile)
             return
         super().connection_made(secured)
+        self._over_ssl = True  # (an end of stream closes the TLS connection: no half-close)
         await self.callback(self.reader, asyncio.StreamWriter(secured, self, self.reader, loop))
 
 
