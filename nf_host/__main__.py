@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
     run.add_argument("--pki-dir", help="CA, this NF's certificate and heartbeat key: ca.crt, "
                                        "nf-<id>.crt/.key/.hbkey (default build/pki; docs/security.md)")
+    run.add_argument("--control-client", action="append", dest="control_clients", metavar="NAME",
+                     help="common name of a client certificate allowed to call the control API "
+                          "(repeatable; default: controller)")
     run.add_argument("--insecure", action="store_const", const=False, dest="tls",
                      help="plaintext control API and replication, unauthenticated heartbeats "
                           "(debugging only; never the default)")

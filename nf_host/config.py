@@ -62,6 +62,8 @@ class NfHostConfig(BaseModel):
     # and unauthenticated heartbeats, for debugging only
     tls: bool = True
     pki_dir: str = "build/pki"
+    # who may call the control API: client certificates with these common names (the controller's)
+    control_clients: list[str] = Field(default_factory=lambda: ["controller"], min_length=1)
 
     def worker_config(self, index: int) -> WorkerConfig:
         host, _, port = self.replication.rpartition(":")

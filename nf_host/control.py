@@ -322,9 +322,41 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
 
+class ClientNames(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Authorisation on top of mutual TLS (docs/security.md): only a client whose certificate
+    names one of `allowed` (its common name, "controller" by default) may call; any other
+    certificate of the CA (an NF's) is refused with PERMISSION_DENIED and counted (`denied`)."""
+
+    def __init__(self, allowed: list[str]) -> None:
+        self.allowed = {n.encode() for n in allowed}
+        self.denied = 0
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        inner = handler.unary_unary
+
+        def checked(request: Any, context: grpc.ServicerContext) -> Any:
+            names = context.auth_context().get("x509_common_name", [])
+            if not self.allowed.intersection(names):
+                self.denied += 1
+                log.warning("control call %s refused: client certificate %s is not one of %s "
+                            "(%d refused)", details.method, names, sorted(self.allowed),
+                            self.denied)
+                context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                              "this client may not call the NF control API")
+            return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            checked, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+
+
 def serve(cfg: NfHostConfig, pool: WorkerPool) -> grpc.Server:
     """Start the control server on `cfg.control`; the caller waits on it and stops it."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    interceptors = [ClientNames(cfg.control_clients)] if cfg.tls else []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), interceptors=interceptors)
     pb_grpc.add_NfControlServicer_to_server(NfControlServicer(cfg, pool), server)  # type: ignore[no-untyped-call]
     # mutual TLS unless `tls: false` (docs/security.md): a caller without a certificate of the CA
     # is refused in the handshake, before any servicer code runs

@@ -113,3 +113,15 @@ def test_a_controller_refuses_a_server_that_is_not_the_nf_it_calls(
     address, pool = nf1
     assert refused(control_channel(address, 2, local_pki()))
     assert pool.commands == []
+
+
+def test_an_nfs_certificate_may_not_call_another_nfs_control_api(
+        nf1: tuple[str, StubPool]) -> None:
+    """Mutual TLS lets every certificate of the CA in; only the controller's may call: NF 2's
+    key (stolen, or a compromised NF) is refused with PERMISSION_DENIED."""
+    address, pool = nf1
+    with control_channel(address, 1, local_pki(), name="nf-2") as channel, \
+            pytest.raises(grpc.RpcError) as err:
+        set_role(channel)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert pool.commands == []
