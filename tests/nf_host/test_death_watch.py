@@ -87,13 +87,14 @@ def test_over_tls_a_killed_responder_still_makes_the_armed_backup_take_over() ->
     the responder's selector loop, and its end without a goodbye is still a loss."""
     async def body() -> None:
         saved = replication.TRANSPORT
-        replication.TRANSPORT = TlsStreams(nf_identity(local_pki(), 2))
+        tls = TlsStreams(nf_identity(local_pki(), 2))
+        replication.TRANSPORT = tls
         try:
             async with armed() as (_a, b, _c, _sw), \
                     responder(nf_identity(local_pki(), 1)) as (proc, named):
                 named.send((2, b.addr))
                 await until(watched(b), "the watch on B (TLS)", timeout=10)
-                assert replication.TRANSPORT.refused == 0  # type: ignore[attr-defined]
+                assert tls.refused == 0
                 proc.kill()  # SIGKILL
                 await until(lambda: SLOT in b.w.slots and b.w.slots[SLOT].role == SlotRole.PRIMARY,
                             "B promoted itself")
