@@ -9,3 +9,8 @@ pki: setup ## the local CA, certificates of the controller, the switch and every
 
 # `make build` creates it too (what `make run`, `make up` and the tests use)
 build: pki
+
+.PHONY: bench-tls
+
+bench-tls: setup ## what mutual TLS costs a replication link: set-up and stream throughput, plaintext against TLS (BENCH_ARGS="--repeats 9 --mib 128")
+	$(PY) -m bench.tls_overhead $(BENCH_ARGS)

@@ -154,6 +154,9 @@ class _TlsAccept(asyncio.StreamReaderProtocol):
     def __init__(self, streams: TlsStreams, callback: Accept) -> None:
         self.reader = asyncio.StreamReader(limit=2 ** 16)  # (the protocol keeps a weak reference)
         super().__init__(self.reader)
+        # always over TLS (an end of stream closes the connection: no half-close), also for an
+        # end that comes between the handshake and `connection_made`
+        self._over_ssl = True
         self.streams, self.callback = streams, callback
         self.task: asyncio.Task[None] | None = None
 
@@ -173,7 +176,6 @@ class _TlsAccept(asyncio.StreamReaderProtocol):
         if secured is None:  # (the connection closed meanwhile)
             return
         super().connection_made(secured)
-        self._over_ssl = True  # (an end of stream closes the TLS connection: no half-close)
         await self.callback(self.reader, asyncio.StreamWriter(secured, self, self.reader, loop))
 
 
