@@ -22,8 +22,9 @@ from typing import Any, Protocol
 
 import grpc
 
+from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME
 from nf_host.pki import nf_name
-from nf_host.replication import Accept
+from nf_host.replication import Accept, ProtocolError, decode
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,11 @@ class TlsStreams:
     fails the handshake, is counted (`refused`, part of the NF's Status `repl_refused`) and
     never reaches the replication server's code."""
 
-    def __init__(self, identity: Identity, handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
+    def __init__(self, identity: Identity, handshake_timeout: float = HANDSHAKE_TIMEOUT,
+                 check_hello: bool = True) -> None:
+        """`check_hello`: refuse a hello that names another NF than the peer's certificate (off
+        only where several NFs share one process and so one certificate: in-process tests)."""
+        self.check_hello = check_hello
         self.server_ctx = identity.server_context()
         self.client_ctx = identity.client_context()
         self.handshake_timeout = handshake_timeout
@@ -127,13 +132,13 @@ class TlsStreams:
         return await loop.create_server(lambda: _TlsAccept(self, callback), host, port)
 
     def refuse(self, transport: asyncio.BaseTransport, exc: BaseException) -> None:
-        """A connection whose handshake failed: counted, logged at most once a second, closed."""
+        """A connection whose handshake failed, or whose hello claims another NF than its
+        certificate: counted, logged at most once a second, closed."""
         self.refused += 1
         now = time.monotonic()
         if now - self._logged >= 1.0:
             self._logged = now
-            log.warning("replication connection from %s refused: TLS handshake failed: %r "
-                        "(%d refused so far)", transport.get_extra_info("peername"), exc,
+            log.warning("replication connection from %s refused: %r (%d refused so far)", transport.get_extra_info("peername"), exc,
                         self.refused)
         transport.abort()  # type: ignore[attr-defined]
 
@@ -159,6 +164,12 @@ class _TlsAccept(asyncio.StreamReaderProtocol):
         self._over_ssl = True
         self.streams, self.callback = streams, callback
         self.task: asyncio.Task[None] | None = None
+        self.transport_: asyncio.Transport | None = None  # (the TLS one)
+        self.peer_name = ""  # the common name of the peer's certificate
+        self.first = bytearray()  # the first frame, until checked
+        self.checked = False
+        self.refused = False  # (its hello named another NF than its certificate)
+        self.ended: object = None  # an end that came before `_upgrade` resumed
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -175,8 +186,89 @@ class _TlsAccept(asyncio.StreamReaderProtocol):
             return
         if secured is None:  # (the connection closed meanwhile)
             return
+        cert = secured.get_extra_info("peercert") or {}
+        names = [v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
+        self.peer_name = names[0] if names else ""
+        self.transport_ = secured
         super().connection_made(secured)
-        await self.callback(self.reader, asyncio.StreamWriter(secured, self, self.reader, loop))
+        self._check()  # (what arrived with the handshake)
+        if self.ended is not None:  # (and its end: after the data, as it came)
+            self._flush()
+            if self.ended is not _EOF:
+                super().connection_lost(self.ended if isinstance(self.ended, Exception) else None)
+            else:
+                super().eof_received()
+        if not self.refused:
+            await self.callback(self.reader, asyncio.StreamWriter(secured, self, self.reader, loop))
+
+    def data_received(self, data: bytes) -> None:
+        """Hold the first frame until it is checked: a hello must name the NF of the peer's
+        certificate ("nf-<id>"), else the connection is refused before the replication code
+        reads it (an NF's key cannot claim another NF's links). (Data can come before `_upgrade`
+        resumes after the handshake: it waits for the certificate's name.)"""
+        if self.checked or not self.streams.check_hello:
+            super().data_received(data)
+            return
+        self.first += data
+        if self.transport_ is not None:
+            self._check()
+
+    def eof_received(self) -> bool | None:
+        if self._holding():
+            if self.ended is None:
+                self.ended = _EOF
+            return None
+        self._flush()
+        return super().eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._holding():
+            self.ended = exc if exc is not None else _LOST
+            return
+        self._flush()
+        super().connection_lost(exc)
+
+    def _holding(self) -> bool:
+        """Whether the end of the connection must wait: `_upgrade` has not resumed yet."""
+        return self.streams.check_hello and not self.refused and self.transport_ is None
+
+    def _flush(self) -> None:
+        """Pass on what is held unchecked (an incomplete first frame at the end: no hello)."""
+        if not self.checked and not self.refused:
+            self.checked = True
+            held, self.first = bytes(self.first), bytearray()
+            if held:
+                super().data_received(held)
+
+    def _check(self) -> None:
+        if self.checked or not self.streams.check_hello or len(self.first) < 4:
+            return
+        size = int.from_bytes(self.first[:4], "big")
+        if size <= HELLO_MAX_FRAME and len(self.first) < 4 + size:
+            return  # (wait for the whole frame)
+        self.checked = True
+        held, self.first = bytes(self.first), bytearray()
+        claim = _hello_nf(held[4:4 + size]) if size <= HELLO_MAX_FRAME else None
+        if claim is not None and self.peer_name != nf_name(claim):
+            assert self.transport_ is not None
+            self.refused = True
+            self.streams.refuse(self.transport_, ValueError(
+                f"a hello from NF {claim} with the certificate of {self.peer_name!r}"))
+            return
+        super().data_received(held)
+
+
+_EOF, _LOST = object(), object()  # how a connection ended before `_upgrade` resumed
+
+
+def _hello_nf(body: bytes) -> int | None:
+    """The NF id a hello claims, None if the frame is no hello (the peer policy judges it)."""
+    try:
+        msg = decode(body)
+    except ProtocolError:
+        return None
+    nf = msg.get("nf") if msg.get("t") == HELLO else None
+    return nf if isinstance(nf, int) and not isinstance(nf, bool) else None
 
 
 class _NfSecurity(Protocol):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from nf_host import pki
+from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
 from nf_host.replication import encode, read_message
 from nf_host.tls import Identity, TlsStreams, nf_identity
@@ -107,6 +108,32 @@ def test_peers_without_a_valid_certificate_are_refused_and_counted(tmp_path: Pat
                 pass  # (refused already in the handshake)
             await until(lambda: server_side.refused == 3, "the peer of another CA")
             assert echo.connections == 0  # none reached the replication server
+        finally:
+            server.close()
+
+    run(body)
+
+
+def test_a_hello_that_names_another_nf_than_the_certificate_is_refused() -> None:
+    """NF 1's key cannot open NF 9's links: its hello claiming NF 9 is refused before the
+    replication code reads it, and counted; its own hello goes through."""
+    async def body() -> None:
+        port, echo = free_port(), Echo()
+        server_side = TlsStreams(nf_identity(local_pki(), 2))
+        server = await server_side.start_server(echo, "127.0.0.1", port)
+        nf1 = TlsStreams(nf_identity(local_pki(), 1))
+        try:
+            reader, writer = await nf1.open_connection("127.0.0.1", port)
+            writer.write(encode(hello(9, 0, 1)))
+            with pytest.raises((asyncio.IncompleteReadError, ConnectionError, ssl.SSLError)):
+                await reader.readexactly(1)
+            writer.close()
+            await until(lambda: server_side.refused == 1, "the impostor's hello refused")
+            reader, writer = await nf1.open_connection("127.0.0.1", port)
+            writer.write(encode(hello(1, 0, 1)))
+            assert (await read_message(reader))["nf"] == 1  # (echoed: it got through)
+            writer.close()
+            assert server_side.refused == 1
         finally:
             server.close()
 
