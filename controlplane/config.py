@@ -296,8 +296,8 @@ class ApiConfig(_Model):
 
 
 class SecurityConfig(_Model):
-    """The management plane's security (docs/security.md): mutual TLS to every NF's control API,
-    to the switch's P4Runtime server (when `switch_tls`) and to etcd (when `etcd_tls`), with
+    """The management plane's security (docs/security.md): mutual TLS to every NF's control API
+    and to the switch's P4Runtime server (when `switch_tls`), with
     `<name>.crt/.key` and `ca.crt` of `pki_dir`, and heartbeats authenticated with keys derived
     from `pki_dir/heartbeat.secret`. `tls: false` is plaintext everywhere: debugging only."""
 
@@ -306,8 +306,6 @@ class SecurityConfig(_Model):
     name: str = "controller"  # this controller's certificate (`<name>.crt`, `<name>.key`)
     # P4Runtime over TLS (p4sim serves it with `--tls-dir`; a real switch if configured so)
     switch_tls: bool = True
-    # etcd over TLS: etcd started with --client-cert-auth and certificates of this CA
-    etcd_tls: bool = False
 
 
 class ControllerConfig(_Model):
