@@ -29,6 +29,7 @@ from controlplane.config import ConfigError, ControllerConfig, load_config, spli
 from controlplane.controller import Controller
 from controlplane.leader import Leadership, LeadershipLost
 from controlplane.switch_session import DeviceConfigError, SlotBitsError, check_slot_bits
+from nf_host.pki import SECRET
 
 LOG = logging.getLogger("nfc-controller")
 
@@ -145,6 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not p4info.exists():
         print(f"no P4Info at {p4info}: run `make build` first, or pass --p4info", file=sys.stderr)
         return 2
+    sec = cfg.security
+    if sec.tls:  # its certificate and the heartbeat secret (docs/security.md), before anything
+        missing = [p for p in (sec.pki_dir / "ca.crt", sec.pki_dir / f"{sec.name}.crt",
+                               sec.pki_dir / f"{sec.name}.key", sec.pki_dir / SECRET)
+                   if not p.is_file()]
+        if missing:
+            print(f"missing {', '.join(map(str, missing))}: create the PKI (`make pki`, "
+                  f"docs/security.md) or set security.tls: false (plaintext, debugging only)",
+                  file=sys.stderr)
+            return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return asyncio.run(run(cfg, args))

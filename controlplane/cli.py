@@ -106,6 +106,10 @@ def status_table(data: dict[str, Any]) -> RenderableType:
     t.add_row("switch drops", drops_line(data))
     nf_drops = data.get("nf_drops") or {}
     t.add_row("NF drops", ", ".join(f"NF {k}: {v}" for k, v in nf_drops.items()) or "none")
+    sec = data.get("security") or {}
+    if sec:
+        t.add_row("security", ("mutual TLS" if sec.get("tls") else "PLAINTEXT (insecure)")
+                  + f", heartbeats rejected {sec.get('heartbeats_rejected', 0)}")
     t.add_row("uptime", f"{data['uptime_s']} s")
     return t
 

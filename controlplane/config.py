@@ -295,6 +295,19 @@ class ApiConfig(_Model):
         return _check_hostport(value)
 
 
+class SecurityConfig(_Model):
+    """The management plane's security (docs/security.md): mutual TLS to every NF's control API
+    and to the switch's P4Runtime server (when `switch_tls`), with
+    `<name>.crt/.key` and `ca.crt` of `pki_dir`, and heartbeats authenticated with keys derived
+    from `pki_dir/heartbeat.secret`. `tls: false` is plaintext everywhere: debugging only."""
+
+    tls: bool = True
+    pki_dir: Path = Path("build/pki")
+    name: str = "controller"  # this controller's certificate (`<name>.crt`, `<name>.key`)
+    # P4Runtime over TLS (p4sim serves it with `--tls-dir`; a real switch if configured so)
+    switch_tls: bool = True
+
+
 class ControllerConfig(_Model):
     """The whole file."""
 
@@ -309,6 +322,7 @@ class ControllerConfig(_Model):
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     etcd: EtcdConfig = Field(default_factory=EtcdConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
 
     # -- views used by the rest of the controller -------------------------------------------------
     def nf(self, nf_id: int) -> NfConfig:

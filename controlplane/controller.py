@@ -120,6 +120,7 @@ class Controller(NfLifecycle):
             "self_takeover": self.cfg.heartbeat.self_takeover,
             "armed": {str(b): {"primary": p, "successor": s}
                       for b, (p, s) in sorted(self.armed.items())},
+            "security": self.registry.security(),
             "uptime_s": round(time.time() - self.started, 1),
         }
 

@@ -42,7 +42,7 @@ from controlplane.p4names import P4NameError
 from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
-from controlplane.switch_session import SwitchSession
+from controlplane.switch_session import SwitchSession, switch_credentials
 from controlplane.timeline import Timeline
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.reorder import SEQ_MASK, seq_after
@@ -97,6 +97,7 @@ class ControllerCore(ABC):
             device_config=device_config,
             on_primary=self._on_primary,
             on_write=self.metrics.count_write,
+            credentials=switch_credentials(cfg.security),
         )
         self.slot_counters: dict[int, tuple[int, int]] = {}
         self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round

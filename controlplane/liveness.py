@@ -4,15 +4,26 @@ One UDP socket for every NF: `ping` sends a numbered datagram to each worker of 
 replication host, base port + worker index) and returns the NF's uptime once every worker has
 answered, or None when the deadline passes first. A datagram costs microseconds where a gRPC
 heartbeat costs a unary call and the NF's pipe to its workers, so heartbeats can run every few
-milliseconds without loading the machine they watch. Replies that come late, twice, or from an
-unexpected sender are ignored.
+milliseconds without loading the machine they watch. Replies that come late or twice are
+ignored (`stray`).
+
+Heartbeats are authenticated (docs/security.md) unless the controller runs with `tls: false`:
+each request and reply carries an HMAC-SHA256 tag with the NF's key (derived from the heartbeat
+secret, nf_host/pki.py) and this socket's random session number, and a reply counts only if its
+tag is right, its session is this one and it comes from the address the request went to (the
+worker's replication host and port). Anything else is `rejected`, counted and logged at most once
+a second: a forged reply never keeps a dead NF alive, a recorded one never answers a later
+request (new counter) or another controller's (new session).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -25,6 +36,7 @@ LOG = logging.getLogger(__name__)
 class _Pending:
     workers: set[int]
     future: asyncio.Future[int]
+    source: tuple[str, int]  # worker 0's address: worker i answers from port + i
     uptime: int | None = None
     answered: set[int] = field(default_factory=set)
 
@@ -32,16 +44,25 @@ class _Pending:
 class UdpHeartbeats(asyncio.DatagramProtocol):
     """See the module docstring. `start()` before the first `ping`, `close()` at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Callable[[int], bytes | None] | None = None,
+                 bind: str = "0.0.0.0") -> None:
+        """`keys`: each NF's heartbeat key (None for an NF unknown); None: unauthenticated
+        heartbeats (`tls: false`). `bind`: the controller's management address."""
         self.transport: asyncio.DatagramTransport | None = None
+        self.keys, self.bind = keys, bind
+        self.session = secrets.randbits(64) if keys is not None else 0
         self._pending: dict[tuple[int, int], _Pending] = {}  # (nf id, counter)
         self._resolved: dict[str, str] = {}  # host -> IP address
         self.stray = 0  # replies nobody waited for (late, duplicated, unknown)
+        # replies refused: a wrong tag, session or sender address, or an NF unknown
+        self.rejected = 0
+        self.rejected_by_nf: dict[int, int] = {}
+        self._logged = 0.0
 
     async def start(self) -> None:
         if self.transport is None:
             loop = asyncio.get_running_loop()
-            await loop.create_datagram_endpoint(lambda: self, local_addr=("0.0.0.0", 0),
+            await loop.create_datagram_endpoint(lambda: self, local_addr=(self.bind, 0),
                                                 family=socket.AF_INET)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -68,11 +89,15 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         key = (nf_id, counter)
-        pending = _Pending(set(range(workers)), loop.create_future())
-        self._pending[key] = pending
         try:
             ip = self._ip(host)
-            data = liveness.request(counter)
+        except OSError:
+            return None
+        pending = _Pending(set(range(workers)), loop.create_future(), (ip, port))
+        self._pending[key] = pending
+        try:
+            mac_key = self.keys(nf_id) if self.keys is not None else None
+            data = liveness.request(counter, mac_key, self.session)
             deadline = loop.time() + timeout
             for n in range(max(1, sends)):
                 for w in range(workers):
@@ -88,15 +113,39 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
         finally:
             self._pending.pop(key, None)
 
+    def _reject(self, nf_id: int, why: str, addr: Any) -> None:
+        self.rejected += 1
+        self.rejected_by_nf[nf_id] = self.rejected_by_nf.get(nf_id, 0) + 1
+        now = time.monotonic()
+        if now - self._logged >= 1.0:
+            self._logged = now
+            LOG.warning("heartbeat reply for NF %d from %s rejected: %s (%d rejected so far)",
+                        nf_id, addr, why, self.rejected)
+
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        parsed = liveness.parse_reply(data)
+        parsed = liveness.reply_fields(data)
         if parsed is None:
-            self.stray += 1
+            self._reject(0, "not a heartbeat reply", addr)
             return
-        counter, nf_id, index, uptime = parsed
+        (session, counter, nf_id, index, uptime), body, tag = parsed
+        if self.keys is not None:
+            key = self.keys(nf_id)
+            if key is None:
+                self._reject(nf_id, "no such NF", addr)
+                return
+            if not liveness.authentic(key, body, tag):
+                self._reject(nf_id, "wrong MAC", addr)
+                return
+        if session != self.session:
+            self._reject(nf_id, "another session's reply", addr)
+            return
         pending = self._pending.get((nf_id, counter))
         if pending is None or index not in pending.workers or index in pending.answered:
             self.stray += 1
+            return
+        ip, port = pending.source
+        if (str(addr[0]), int(addr[1])) != (ip, port + index):
+            self._reject(nf_id, f"not from its worker's address {ip}:{port + index}", addr)
             return
         pending.answered.add(index)
         pending.uptime = uptime if pending.uptime is None else min(pending.uptime, uptime)

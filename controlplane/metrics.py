@@ -34,6 +34,9 @@ class ControllerMetrics:
         self.nf_queue = Gauge("nfc_nf_queue_depth", "Packets waiting in an NF", ["nf"], registry=r)
         self.nf_cpu = Gauge("nfc_nf_cpu_percent", "CPU of an NF (100 = one core)", ["nf"], registry=r)
         self.nf_drops = Gauge("nfc_nf_drops", "Packets an NF dropped since start", ["nf"], registry=r)
+        self.nf_hb_rejected = Gauge(
+            "nfc_nf_heartbeats_rejected", "Heartbeat replies naming an NF that were refused: wrong "
+            "MAC, session or sender address (forged, docs/security.md)", ["nf"], registry=r)
         self.nf_gaps = Gauge("nfc_nf_gaps", "Sequence gaps an NF skipped since start", ["nf"], registry=r)
         self.slot_packets = Gauge("nfc_slot_packets", "Packets the switch counted per slot", ["slot"], registry=r)
         self.nf_load = Gauge("nfc_nf_load", "Load of a primary NF as the balancer sees it (1 = capacity)",
@@ -74,6 +77,7 @@ class ControllerMetrics:
             self.nf_cpu.labels(nf=nf).set(s.get("cpu_percent", 0.0))
             self.nf_drops.labels(nf=nf).set(s.get("drops", 0))
             self.nf_gaps.labels(nf=nf).set(s.get("gaps", 0))
+            self.nf_hb_rejected.labels(nf=nf).set(s.get("heartbeats_rejected", 0))
             for reason, packets in s.get("losses", {}).items():
                 self.nf_losses.labels(nf=nf, reason=reason).set(packets)
 

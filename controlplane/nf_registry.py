@@ -28,8 +28,10 @@ from controlplane.config import ControllerConfig, NfConfig, split_hostport
 from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
 from controlplane.slot_store import MoveIntent
+from nf_host.pki import SECRET, derive_heartbeat_key, nf_name
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from nf_host.tls import Identity, channel_options
 
 LOG = logging.getLogger(__name__)
 
@@ -39,6 +41,12 @@ CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 500),
 ]
+# with TLS, a connection attempt includes the handshake: gRPC's "min reconnect backoff" is the
+# shortest time one attempt may take (its connect timeout), and 50 ms timed handshakes out on a
+# loaded 2-core host ("timed out before receiving SETTINGS frame"). Refused connections (an NF
+# gone) still fail at once, and the first retry still comes after 50 ms.
+TLS_CHANNEL_OPTIONS = [(k, 1000 if k == "grpc.min_reconnect_backoff_ms" else v)
+                       for k, v in CHANNEL_OPTIONS]
 ROLE_TO_PB = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "spare": pb.IDLE}
 
 
@@ -162,7 +170,11 @@ class NfRegistry:
         self._conns: dict[int, _Conn] = {}
         self._listeners: list[EventListener] = []
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
-        self.udp = UdpHeartbeats() if cfg.heartbeat.transport == "udp" else None
+        sec = cfg.security
+        self.udp = (UdpHeartbeats(self._heartbeat_key if sec.tls else None)
+                    if cfg.heartbeat.transport == "udp" else None)
+        self._hb_keys: dict[int, bytes] = {}
+        self._credentials: grpc.ChannelCredentials | None = None
         self.inconclusive_rounds = 0  # heartbeat rounds most NFs missed: not counted as misses
         # ...for this long at most (a stall is short; many NFs hung at once are not)
         self.stall_limit = 1.0
@@ -172,10 +184,29 @@ class NfRegistry:
         self.left_out: dict[int, str] = {}
 
     # -- connections ------------------------------------------------------------------------------
+    def _heartbeat_key(self, nf_id: int) -> bytes | None:
+        """NF `nf_id`'s heartbeat key (derived from the secret), None for an NF not configured."""
+        key = self._hb_keys.get(nf_id)
+        if key is None and nf_id in self.nfs:
+            secret = (self.cfg.security.pki_dir / SECRET).read_bytes()
+            key = self._hb_keys[nf_id] = derive_heartbeat_key(secret, nf_id)
+        return key
+
+    def _channel(self, nf_id: int) -> Any:
+        """A channel to NF `nf_id`'s control API: mutual TLS, the NF's certificate checked
+        against its name "nf-<id>" (plaintext with `security.tls: false`)."""
+        sec, address = self.cfg.security, self.nfs[nf_id].cfg.mgmt
+        if not sec.tls:
+            return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        if self._credentials is None:
+            self._credentials = Identity(sec.pki_dir, sec.name).grpc_channel()
+        return grpc.aio.secure_channel(address, self._credentials,
+                                       options=TLS_CHANNEL_OPTIONS + channel_options(nf_name(nf_id)))
+
     def _conn(self, nf_id: int) -> _Conn:
         conn = self._conns.get(nf_id)
         if conn is None:
-            channel = grpc.aio.insecure_channel(self.nfs[nf_id].cfg.mgmt, options=CHANNEL_OPTIONS)
+            channel = self._channel(nf_id)
             conn = _Conn(channel, pb_grpc.NfControlStub(channel))  # type: ignore[no-untyped-call]
             self._conns[nf_id] = conn
         return conn
@@ -505,7 +536,15 @@ class NfRegistry:
             await asyncio.sleep(interval)
 
     def summaries(self) -> list[dict[str, Any]]:
-        return [self.nfs[i].summary() for i in sorted(self.nfs)]
+        rejected = self.udp.rejected_by_nf if self.udp is not None else {}
+        return [{**self.nfs[i].summary(), "heartbeats_rejected": rejected.get(i, 0)}
+                for i in sorted(self.nfs)]
+
+    def security(self) -> dict[str, Any]:
+        """What /status shows of the management plane's security (docs/security.md)."""
+        sec = self.cfg.security
+        return {"tls": sec.tls, "heartbeats_authenticated": sec.tls and self.udp is not None,
+                "heartbeats_rejected": self.udp.rejected if self.udp is not None else 0}
 
 
 def _slot_epochs(slot_map: SlotMap, slots: Iterable[int],

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from finsy import (
+    GRPCCredentialsTLS,
     P4CounterEntry,
     P4DigestEntry,
     P4MulticastGroupEntry,
@@ -37,7 +38,7 @@ from finsy import (
 )
 from finsy.p4client import P4ClientError
 
-from controlplane.config import CHAIN_STAGES, SwitchConfig
+from controlplane.config import CHAIN_STAGES, SecurityConfig, SwitchConfig
 from controlplane.p4names import P4Names
 from controlplane.pipeline_state import (
     MANAGED_TABLES,
@@ -117,6 +118,21 @@ def check_slot_bits(cfg: SwitchConfig, p4info: Path) -> None:
             f"{cfg.slot_count * CHAIN_STAGES} for {CHAIN_STAGES} stages) but the program in "
             f"{p4info} holds {table.size} in slot_owner (its SLOT_BITS): make them agree")
 
+def switch_credentials(sec: SecurityConfig) -> GRPCCredentialsTLS | None:
+    """The controller's P4Runtime credentials (docs/security.md): its certificate, the CA, and
+    the switch's certificate checked against the name "switch"; None (plaintext) unless
+    `security.tls` and `security.switch_tls`."""
+    if not (sec.tls and sec.switch_tls):
+        return None
+    d = sec.pki_dir
+    for path in (d / "ca.crt", d / f"{sec.name}.crt", d / f"{sec.name}.key"):
+        if not path.is_file():
+            raise DeviceConfigError(f"{path} is missing: create the PKI (`make pki`) or set "
+                                    f"security.switch_tls: false (plaintext P4Runtime)")
+    return GRPCCredentialsTLS(cacert=d / "ca.crt", cert=d / f"{sec.name}.crt",
+                              private_key=d / f"{sec.name}.key", target_name_override="switch")
+
+
 class SwitchSession:
     """One controller's P4Runtime connection to one switch."""
 
@@ -131,7 +147,9 @@ class SwitchSession:
         on_primary: Callable[[SwitchSession], Awaitable[None]] | None = None,
         on_write: WriteHook | None = None,
         p4force: bool = False,
+        credentials: GRPCCredentialsTLS | None = None,
     ) -> None:
+        """`credentials`: P4Runtime over mutual TLS (`switch_credentials`), else plaintext."""
         self.cfg = cfg
         p4info = p4info if p4info is not None else cfg.p4info
         blob: Path | bytes | None = device_config
@@ -157,6 +175,7 @@ class SwitchSession:
             device_id=cfg.device_id,
             initial_election_id=election_id if election_id is not None else cfg.election_id,
             ready_handler=self._ready,
+            channel_credentials=credentials,
         )
         self.switch = Switch(name, cfg.address, options)
         self.switch.ee.on(SwitchEvent.BECOME_BACKUP, self._lost_primary)

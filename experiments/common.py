@@ -198,13 +198,13 @@ class Bench:
 
     def nf_status(self, nf_id: int) -> Any:
         """NF `nf_id`'s Status over its control API (gRPC, through the management network)."""
-        import grpc
-
         from nf_host.proto import nf_control_pb2 as pb
         from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+        from nf_host.tls import control_channel
 
-        mgmt = self.system.cfg.nf(nf_id).mgmt
-        with grpc.insecure_channel(mgmt) as ch:
+        cfg = self.system.cfg
+        sec = cfg.security
+        with control_channel(cfg.nf(nf_id).mgmt, nf_id, sec.pki_dir, sec.tls, sec.name) as ch:
             stub = pb_grpc.NfControlStub(ch)  # type: ignore[no-untyped-call]
             return stub.Status(pb.StatusRequest(), timeout=5)
 

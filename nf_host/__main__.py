@@ -73,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "long (default 250)")
     run.add_argument("--global-store", help="'memory' or etcd://host:port[/prefix]")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
+    run.add_argument("--pki-dir", help="CA, this NF's certificate and heartbeat key: ca.crt, "
+                                       "nf-<id>.crt/.key/.hbkey (default build/pki; docs/security.md)")
+    run.add_argument("--control-client", action="append", dest="control_clients", metavar="NAME",
+                     help="common name of a client certificate allowed to call the control API "
+                          "(repeatable; default: controller)")
+    run.add_argument("--insecure", action="store_const", const=False, dest="tls",
+                     help="plaintext control API and replication, unauthenticated heartbeats "
+                          "(debugging only; never the default)")
     return parser
 
 
@@ -84,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"nf-host: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s nf{cfg.nf_id} %(levelname)s %(message)s")
+    from nf_host.tls import TlsConfigError, check_nf_files
+    try:
+        check_nf_files(cfg)
+    except TlsConfigError as exc:
+        print(f"nf-host: {exc}", file=sys.stderr)
+        return 2
     from nf_host.child_process import freeze_startup
     from nf_host.control import serve
     from nf_host.worker_process import WorkerPool

@@ -27,6 +27,7 @@ from nf_host.nf_api import parse_params
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.timing import CONTROL_REPLY_TIMEOUT
+from nf_host.tls import nf_identity
 from nf_host.worker import CommandError
 from nf_host.worker_process import WorkerPool
 
@@ -250,6 +251,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             for s in request.slots:
                 _check16("slot", s)
             _check16("backup_nf_id", request.backup_nf_id)
+            _check16("dead_nf_id", request.dead_nf_id)  # (found by tests/nf_host/test_fuzz_mgmt.py)
             if request.backup_nf_id == self.cfg.nf_id:
                 raise BadRequest("an NF cannot be its own backup")
             if request.backup_nf_id and not request.backup_address:
@@ -321,11 +323,47 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
 
+class ClientNames(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Authorisation on top of mutual TLS (docs/security.md): only a client whose certificate
+    names one of `allowed` (its common name, "controller" by default) may call; any other
+    certificate of the CA (an NF's) is refused with PERMISSION_DENIED and counted (`denied`)."""
+
+    def __init__(self, allowed: list[str]) -> None:
+        self.allowed = {n.encode() for n in allowed}
+        self.denied = 0
+
+    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        inner = handler.unary_unary
+
+        def checked(request: Any, context: grpc.ServicerContext) -> Any:
+            names = context.auth_context().get("x509_common_name", [])
+            if not self.allowed.intersection(names):
+                self.denied += 1
+                log.warning("control call %s refused: client certificate %s is not one of %s "
+                            "(%d refused)", details.method, names, sorted(self.allowed),
+                            self.denied)
+                context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                              "this client may not call the NF control API")
+            return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            checked, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+
+
 def serve(cfg: NfHostConfig, pool: WorkerPool) -> grpc.Server:
     """Start the control server on `cfg.control`; the caller waits on it and stops it."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    interceptors = [ClientNames(cfg.control_clients)] if cfg.tls else []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), interceptors=interceptors)
     pb_grpc.add_NfControlServicer_to_server(NfControlServicer(cfg, pool), server)  # type: ignore[no-untyped-call]
-    if server.add_insecure_port(cfg.control) == 0 and not cfg.control.startswith("unix:"):
+    # mutual TLS unless `tls: false` (docs/security.md): a caller without a certificate of the CA
+    # is refused in the handshake, before any servicer code runs
+    port = (server.add_secure_port(cfg.control, nf_identity(cfg.pki_dir, cfg.nf_id).grpc_server())
+            if cfg.tls else server.add_insecure_port(cfg.control))
+    if port == 0 and not cfg.control.startswith("unix:"):
         raise OSError(f"cannot listen on control address {cfg.control}")
     server.start()
     return server

@@ -15,7 +15,8 @@ acknowledged so never released, are refused afterwards and their input replayed.
 Each worker tells the responder its backup through a one-way pipe (`(nf id, worker address)`,
 `(0, "")`: none); `DeathWatch` runs inside the responder's selector loop (`HeartbeatResponder`):
 non-blocking connects, retried with a growing delay while the backup refuses (it may not know
-this NF as its primary yet).
+this NF as its primary yet). With TLS (the default, nf_host/tls.py), each watch is a TLS
+connection like the replication links, its handshake driven by the same selector.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import errno
 import logging
 import selectors
 import socket
+import ssl
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -46,6 +48,7 @@ class _Watch:
         self.index = index
         self.address = ""
         self.sock: socket.socket | None = None
+        self.handshaking = False  # (TLS) connected, handshake under way
         self.connected = False
         self.since = 0.0
         self.retry_at: float | None = None
@@ -56,8 +59,8 @@ class DeathWatch:
     """Every worker's watch on its backup, driven by `selector` (the responder's)."""
 
     def __init__(self, selector: selectors.BaseSelector, nf_id: int,
-                 updates: Sequence[Connection]) -> None:
-        self.selector, self.nf_id, self.updates = selector, nf_id, list(updates)
+                 updates: Sequence[Connection], tls: ssl.SSLContext | None = None) -> None:
+        self.selector, self.nf_id, self.updates, self.tls = selector, nf_id, list(updates), tls
         self.watches = [_Watch(i) for i in range(len(self.updates))]
         for i, conn in enumerate(self.updates):
             selector.register(conn, selectors.EVENT_READ, lambda _m, i=i: self._update(i))
@@ -110,9 +113,11 @@ class DeathWatch:
     def _writable(self, w: _Watch) -> None:
         sock = w.sock
         assert sock is not None
-        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+        if not w.handshaking and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
             self._drop(w, goodbye=False)
             self._retry(w)
+            return
+        if self.tls is not None and not self._handshake(w):
             return
         msg = hello(self.nf_id, w.index, len(self.watches))
         try:
@@ -124,13 +129,47 @@ class DeathWatch:
         w.connected = True
         self.selector.modify(sock, selectors.EVENT_READ, lambda _m, w=w: self._readable(w))
 
+    def _handshake(self, w: _Watch) -> bool:
+        """Drive the TLS handshake of `w` one step; True once it is done (False: wait for the
+        selector, or it failed and a retry is due)."""
+        assert self.tls is not None and w.sock is not None
+        if not w.handshaking:
+            try:
+                self.selector.unregister(w.sock)
+                w.sock = self.tls.wrap_socket(w.sock, do_handshake_on_connect=False)
+            except (OSError, ValueError) as exc:
+                log.warning("worker %d: watch of %s: %s", w.index, w.address, exc)
+                self._drop(w, goodbye=False)
+                self._retry(w)
+                return False
+            w.handshaking = True
+            self.selector.register(w.sock, selectors.EVENT_WRITE,
+                                   lambda _m, w=w: self._writable(w))
+        sock = w.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.selector.modify(sock, selectors.EVENT_READ, lambda _m, w=w: self._writable(w))
+            return False
+        except ssl.SSLWantWriteError:
+            self.selector.modify(sock, selectors.EVENT_WRITE, lambda _m, w=w: self._writable(w))
+            return False
+        except OSError as exc:  # (ssl.SSLError too: a certificate the backup refused)
+            log.info("worker %d: TLS handshake of the watch of %s: %s", w.index, w.address, exc)
+            self._drop(w, goodbye=False)
+            self._retry(w)
+            return False
+        w.handshaking = False
+        return True
+
     def _readable(self, w: _Watch) -> None:
         """The backup closed the watch (it refused it, or it stopped): connect again later."""
         sock = w.sock
         assert sock is not None
         try:
             data = sock.recv(4096)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError:
             data = b""
@@ -153,7 +192,7 @@ class DeathWatch:
         if goodbye and w.connected:
             with contextlib.suppress(OSError):
                 sock.send(BYE_FRAME)
-        w.connected = False
+        w.connected = w.handshaking = False
         sock.close()
 
     def close(self) -> None:

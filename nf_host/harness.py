@@ -42,10 +42,12 @@ from typing import Any
 
 import grpc
 
+from nf_host.pki import local_pki
 from nf_host.port import in_netns
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError, encap
+from nf_host.tls import control_channel
 from nf_host.watermark import FLAG_WATERMARK
 
 RECORD = struct.Struct("!IIQ")
@@ -333,6 +335,7 @@ class NfProcess:
     ) -> None:
         self.nf_id = nf_id
         self.repl = f"127.0.0.1:{repl_port}"
+        pki_dir = local_pki()
         self._dir = tempfile.mkdtemp(prefix=f"nfh{nf_id}-")
         self.control_path = os.path.join(self._dir, "control.sock")
         self.log_path = Path(log_dir or self._dir) / f"nf{nf_id}.log"
@@ -341,7 +344,7 @@ class NfProcess:
             "--nf-id", str(nf_id), "--interface", interface, "--nf", nf,
             "--control", f"unix:{self.control_path}", "--replication", self.repl,
             "--workers", str(workers), "--batch-size", str(batch_size),
-            "--batch-time-us", str(batch_time_us), *(extra or []),
+            "--batch-time-us", str(batch_time_us), "--pki-dir", str(pki_dir), *(extra or []),
         ]
         self._log = open(self.log_path, "wb")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen(
@@ -349,7 +352,7 @@ class NfProcess:
             cwd=str(Path(__file__).resolve().parent.parent),
         )
         self.last_log: str | None = None
-        self.channel = grpc.insecure_channel(f"unix:{self.control_path}")
+        self.channel = control_channel(f"unix:{self.control_path}", nf_id, pki_dir)
         self.stub = pb_grpc.NfControlStub(self.channel)  # type: ignore[no-untyped-call]
 
     def wait_ready(self, timeout: float = 30.0) -> None:

@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
 import selectors
 import signal
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -51,43 +54,78 @@ from typing import Any, Protocol, cast
 
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.death_watch import DeathWatch
+from nf_host.tls import Identity
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"NFHB"
-REQUEST = struct.Struct("!4sQ")
-REPLY = struct.Struct("!4sQHHQ")
+TAG = 16  # bytes of HMAC-SHA256 kept
+REQUEST = struct.Struct("!4sQQ")  # magic, session, counter (+ tag)
+REPLY = struct.Struct("!4sQQHHQ")  # magic, session, counter, NF id, worker, uptime ms (+ tag)
+NO_TAG = bytes(TAG)
 
 
-def request(counter: int) -> bytes:
-    return REQUEST.pack(MAGIC, counter & 0xFFFFFFFFFFFFFFFF)
+def mac(key: bytes | None, body: bytes) -> bytes:
+    """The tag of a heartbeat datagram: HMAC-SHA256 with the NF's key, truncated to TAG bytes;
+    zeros without a key (`tls: false`: heartbeats unauthenticated, docs/security.md)."""
+    return hmac.new(key, body, hashlib.sha256).digest()[:TAG] if key is not None else NO_TAG
 
 
-def parse_request(data: bytes) -> int | None:
-    """The counter of a heartbeat request, or None if `data` is not one."""
-    if len(data) != REQUEST.size:
+def authentic(key: bytes | None, body: bytes, tag: bytes) -> bool:
+    return key is None or hmac.compare_digest(mac(key, body), tag)
+
+
+def request(counter: int, key: bytes | None = None, session: int = 0) -> bytes:
+    """A heartbeat request: the controller's `session` (random per controller run: a reply
+    recorded in another run does not answer this one) and its counter, tagged with the NF's key."""
+    body = REQUEST.pack(MAGIC, session & 0xFFFFFFFFFFFFFFFF, counter & 0xFFFFFFFFFFFFFFFF)
+    return body + mac(key, body)
+
+
+def parse_request(data: bytes, key: bytes | None = None) -> tuple[int, int] | None:
+    """(session, counter) of a heartbeat request, or None if `data` is not one or its tag is
+    not `key`'s."""
+    if len(data) != REQUEST.size + TAG:
         return None
-    magic, counter = REQUEST.unpack(data)
-    return int(counter) if magic == MAGIC else None
-
-
-def reply(counter: int, nf_id: int, index: int, uptime_ms: int) -> bytes:
-    return REPLY.pack(MAGIC, counter, nf_id, index, uptime_ms)
-
-
-def parse_reply(data: bytes) -> tuple[int, int, int, int] | None:
-    """(counter, NF id, worker index, uptime ms) of a heartbeat reply, or None."""
-    if len(data) != REPLY.size:
+    body, tag = data[:REQUEST.size], data[REQUEST.size:]
+    magic, session, counter = REQUEST.unpack(body)
+    if magic != MAGIC or not authentic(key, body, tag):
         return None
-    magic, counter, nf_id, index, uptime = REPLY.unpack(data)
-    return (int(counter), int(nf_id), int(index), int(uptime)) if magic == MAGIC else None
+    return int(session), int(counter)
+
+
+def reply(counter: int, nf_id: int, index: int, uptime_ms: int, key: bytes | None = None,
+          session: int = 0) -> bytes:
+    body = REPLY.pack(MAGIC, session, counter, nf_id, index, uptime_ms)
+    return body + mac(key, body)
+
+
+def reply_fields(data: bytes) -> tuple[tuple[int, int, int, int, int], bytes, bytes] | None:
+    """((session, counter, NF id, worker, uptime ms), body, tag) of a heartbeat reply, its tag not
+    yet checked (the key is the NF's, named inside), or None if `data` is not one."""
+    if len(data) != REPLY.size + TAG:
+        return None
+    body, tag = data[:REPLY.size], data[REPLY.size:]
+    magic, session, counter, nf_id, index, uptime = REPLY.unpack(body)
+    if magic != MAGIC:
+        return None
+    return (int(session), int(counter), int(nf_id), int(index), int(uptime)), body, tag
+
+
+def parse_reply(data: bytes, key: bytes | None = None) -> tuple[int, int, int, int] | None:
+    """(counter, NF id, worker index, uptime ms) of a heartbeat reply tagged with `key`, or None."""
+    parsed = reply_fields(data)
+    if parsed is None or not authentic(key, parsed[1], parsed[2]):
+        return None
+    _session, counter, nf_id, index, uptime = parsed[0]
+    return counter, nf_id, index, uptime
 
 
 class HeartbeatEcho(asyncio.DatagramProtocol):
     """Answers heartbeat datagrams from the worker's event loop."""
 
-    def __init__(self, nf_id: int, index: int, started: float) -> None:
-        self.nf_id, self.index, self.started = nf_id, index, started
+    def __init__(self, nf_id: int, index: int, started: float, key: bytes | None = None) -> None:
+        self.nf_id, self.index, self.started, self.key = nf_id, index, started, key
         self.transport: asyncio.DatagramTransport | None = None
         self.answered = 0
         self.ignored = 0
@@ -96,24 +134,26 @@ class HeartbeatEcho(asyncio.DatagramProtocol):
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        counter = parse_request(data)
-        if counter is None or self.transport is None:
-            self.ignored += 1
+        parsed = parse_request(data, self.key)
+        if parsed is None or self.transport is None:
+            self.ignored += 1  # (not a heartbeat, or not the controller's: its tag is wrong)
             return
+        session, counter = parsed
         uptime = int((time.monotonic() - self.started) * 1000)
-        self.transport.sendto(reply(counter, self.nf_id, self.index, uptime), addr)
+        self.transport.sendto(reply(counter, self.nf_id, self.index, uptime, self.key, session),
+                              addr)
         self.answered += 1
 
     def error_received(self, exc: Exception) -> None:  # e.g. ICMP from a controller gone
         log.debug("heartbeat echo: %s", exc)
 
 
-async def serve(host: str, port: int, nf_id: int, index: int,
-                started: float) -> tuple[asyncio.DatagramTransport, HeartbeatEcho]:
+async def serve(host: str, port: int, nf_id: int, index: int, started: float,
+                key: bytes | None = None) -> tuple[asyncio.DatagramTransport, HeartbeatEcho]:
     """Bind the echo on UDP host:port; close the transport to stop it."""
     loop = asyncio.get_running_loop()
     transport, proto = await loop.create_datagram_endpoint(
-        lambda: HeartbeatEcho(nf_id, index, started), local_addr=(host, port))
+        lambda: HeartbeatEcho(nf_id, index, started, key), local_addr=(host, port))
     return transport, proto
 
 
@@ -168,11 +208,12 @@ class HeartbeatResponder:
     def __init__(self, host: str, base_port: int, nf_id: int, workers: Sequence[WatchedWorker],
                  started: float, stall_limit: float, watch_also: Sequence[int] = (),
                  shared: MutableSequence[int] | None = None,
-                 backups: Sequence[Connection] = ()) -> None:
-        self.nf_id, self.workers, self.started = nf_id, list(workers), started
+                 backups: Sequence[Connection] = (), key: bytes | None = None,
+                 watch_tls: ssl.SSLContext | None = None) -> None:
+        self.nf_id, self.workers, self.started, self.key = nf_id, list(workers), started, key
         self.stall_limit, self.watch_also, self.shared = stall_limit, list(watch_also), shared
         self.answered = 0
-        self.ignored = 0
+        self.ignored = 0  # datagrams that are no heartbeat request, or whose tag is wrong
         self.withheld = 0  # requests not answered: the worker was stopped, gone or stuck
         self._silent: dict[int, str] = {}  # worker index -> why it is not answered (logged once)
         self.death_watch: DeathWatch | None = None
@@ -192,7 +233,7 @@ class HeartbeatResponder:
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         # each worker's watch on its backup, named through `backups` (nf_host/death_watch.py)
-        self.death_watch = DeathWatch(self._selector, nf_id, backups) if backups else None
+        self.death_watch = DeathWatch(self._selector, nf_id, backups, watch_tls) if backups else None
         self._closed = False
         self._thread = threading.Thread(target=self.serve, name="heartbeat-echo", daemon=True)
 
@@ -226,19 +267,22 @@ class HeartbeatResponder:
                 self._answer(key.data, self._socks[key.data])
                 if self.shared is not None:
                     self.shared[0], self.shared[1] = self.answered, self.withheld
+                    if len(self.shared) > 2:
+                        self.shared[2] = self.ignored
             if watch is not None:
                 watch.run_due(time.monotonic())
 
     def _answer(self, index: int, sock: socket.socket) -> None:
         while True:
             try:
-                data, addr = sock.recvfrom(64)
+                data, addr = sock.recvfrom(128)
             except OSError:  # (nothing more to read, or closed)
                 return
-            counter = parse_request(data)
-            if counter is None:
+            parsed = parse_request(data, self.key)
+            if parsed is None:
                 self.ignored += 1
                 continue
+            session, counter = parsed
             now = time.monotonic()
             why = self.why_silent(index, now)
             if why:
@@ -251,7 +295,7 @@ class HeartbeatResponder:
                 log.warning("heartbeats of worker %d answered again", index)
             uptime = int((now - self.started) * 1000)
             try:
-                sock.sendto(reply(counter, self.nf_id, index, uptime), addr)
+                sock.sendto(reply(counter, self.nf_id, index, uptime, self.key, session), addr)
             except OSError as exc:  # e.g. no route back: the controller sends again
                 log.debug("heartbeat echo: %s", exc)
                 continue
@@ -289,7 +333,8 @@ def prioritise(realtime: bool) -> str:
 def responder_main(host: str, base_port: int, nf_id: int, workers: list[tuple[int, LoopClock]],
                    parent: int, started: float, stall_limit: float, realtime: bool,
                    shared: MutableSequence[int], conn: Connection,
-                   backups: Sequence[Connection] = ()) -> None:
+                   backups: Sequence[Connection] = (), key: bytes | None = None,
+                   watch_tls: Identity | None = None) -> None:
     """Entry point of the `nf-host`'s heartbeat responder process: it exits with its parent
     (killed with it, its watches end without a goodbye: that is their point), and on SIGTERM
     (`nf-host` stopping on purpose) it says goodbye on every watch first."""
@@ -298,7 +343,8 @@ def responder_main(host: str, base_port: int, nf_id: int, workers: list[tuple[in
         responder = HeartbeatResponder(host, base_port, nf_id,
                                        [WatchedWorker(pid, clock) for pid, clock in workers],
                                        started, stall_limit, watch_also=[parent], shared=shared,
-                                       backups=backups)
+                                       backups=backups, key=key,
+                                       watch_tls=watch_tls.client_context() if watch_tls else None)
     except OSError as exc:
         conn.send(f"heartbeat responder: UDP {host}:{base_port}: {exc}")
         return

@@ -26,11 +26,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
-from nf_host import liveness
+from nf_host import liveness, replication
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore, make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
+from nf_host.tls import TlsStreams, nf_heartbeat_key, nf_identity
 from nf_host.worker import CommandError, Worker
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,10 @@ def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
 
 async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
                         clock: liveness.LoopClock | None, backup_to: Connection | None) -> None:
+    tls: TlsStreams | None = None
+    if cfg.tls:  # every replication server and link of this worker over mutual TLS
+        tls = TlsStreams(nf_identity(cfg.pki_dir, cfg.nf_id))
+        replication.TRANSPORT = tls
     for mod in cfg.nf_modules:
         importlib.import_module(mod)
     nf = make_nf(cfg.nf, cfg.params)
@@ -145,7 +150,7 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
     turning: asyncio.Task[None] | None = None
     if clock is None:
         echo, _ = await liveness.serve(wcfg.repl_host, wcfg.repl_port, cfg.nf_id, index,
-                                       worker.started)
+                                       worker.started, nf_heartbeat_key(cfg))
     else:
         turning = loop.create_task(liveness.keep_turning(clock, cfg.loop_stall_ms / 4000))
     done = loop.create_future()
@@ -178,6 +183,8 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
                 result["repl_errors"] = result.get("repl_errors", 0) + sum(
                     link.errors for link in worker.links.values()
                 )
+                if tls is not None:  # peers refused in the TLS handshake (nf_host/tls.py)
+                    result["repl_refused"] = result.get("repl_refused", 0) + tls.refused
             conn.send((rid, True, result))
         except (CommandError, ValueError, KeyError, TypeError) as exc:
             conn.send((rid, False, str(exc)))
@@ -232,7 +239,7 @@ class WorkerPool:
         self.clocks = [ctx.RawValue("d", time.monotonic())
                        for _ in range(cfg.workers if responder else 0)]
         self.responder: BaseProcess | None = None
-        self.responder_counts = ctx.RawArray("Q", 2)  # its answered, withheld
+        self.responder_counts = ctx.RawArray("Q", 3)  # its answered, withheld, ignored
         # each worker names its backup to the responder (its watch: nf_host/death_watch.py)
         watch_pipes = [ctx.Pipe(duplex=False) for _ in range(cfg.workers if responder else 0)]
         for i in range(cfg.workers):
@@ -271,7 +278,9 @@ class WorkerPool:
             args=(wcfg.repl_host, wcfg.repl_port, self.cfg.nf_id,
                   [(p.pid, c) for p, c in zip(self.procs, self.clocks, strict=True)],
                   os.getpid(), time.monotonic(), self.cfg.loop_stall_ms / 1000,
-                  self.cfg.heartbeat_echo == "realtime", self.responder_counts, child, backups))
+                  self.cfg.heartbeat_echo == "realtime", self.responder_counts, child, backups,
+                  nf_heartbeat_key(self.cfg),
+                  nf_identity(self.cfg.pki_dir, self.cfg.nf_id) if self.cfg.tls else None))
         self.responder.start()
         child.close()
         for conn in backups:

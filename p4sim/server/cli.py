@@ -71,6 +71,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--device-id", type=int, default=1, help="P4Runtime device id (default 1)")
     p.add_argument(
+        "--tls-dir", metavar="DIR",
+        help="serve P4Runtime over mutual TLS with DIR/ca.crt, DIR/switch.crt and DIR/switch.key "
+             "(clients need a certificate of that CA; `make pki` creates build/pki)")
+    p.add_argument(
         "-i",
         "--interface",
         type=_interface,
@@ -285,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     from p4sim.server.device import Device
     from p4sim.server.pcap import PcapTap
     from p4sim.server.pipeline import Pipeline
-    from p4sim.server.service import serve
+    from p4sim.server.service import serve, tls_credentials
 
     logging.addLevelName(TRACE, "TRACE")
     logging.basicConfig(
@@ -343,7 +347,8 @@ def run(args: argparse.Namespace) -> int:
     device.tap = tap
     device.port_sender = port_set.send
     try:
-        server = serve(device, args.grpc_addr)
+        server = serve(device, args.grpc_addr,
+                       tls=tls_credentials(args.tls_dir) if args.tls_dir else None)
     except Exception as exc:
         log.error("cannot serve P4Runtime on %s: %s", args.grpc_addr, exc)
         port_set.close()

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc
@@ -281,8 +282,22 @@ class Server:
         self.device.close()
 
 
-def serve(device: Device, address: str = "127.0.0.1:9559", max_workers: int = 32) -> Server:
-    """Start the P4Runtime service for `device` on `address` (host:port; port 0 picks one)."""
+def tls_credentials(directory: str | Path, name: str = "switch") -> grpc.ServerCredentials:
+    """Mutual TLS from a PKI directory (`ca.crt`, `<name>.crt`, `<name>.key`: nf_host/pki.py's
+    layout): the server's certificate, and clients must show one signed by the CA."""
+    d = Path(directory)
+    try:
+        ca, cert, key = ((d / f).read_bytes() for f in ("ca.crt", f"{name}.crt", f"{name}.key"))
+    except OSError as exc:
+        raise OSError(f"TLS: {exc}") from exc
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                       require_client_auth=True)
+
+
+def serve(device: Device, address: str = "127.0.0.1:9559", max_workers: int = 32,
+          tls: grpc.ServerCredentials | None = None) -> Server:
+    """Start the P4Runtime service for `device` on `address` (host:port; port 0 picks one); over
+    mutual TLS with `tls` (`tls_credentials`), else plaintext."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
         options=[
@@ -292,7 +307,7 @@ def serve(device: Device, address: str = "127.0.0.1:9559", max_workers: int = 32
         ],
     )
     p4r_grpc.add_P4RuntimeServicer_to_server(P4RuntimeService(device), server)
-    port = server.add_insecure_port(address)
+    port = server.add_secure_port(address, tls) if tls else server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     server.start()

@@ -9,8 +9,10 @@ from typing import Any
 
 import grpc
 
+from nf_host.pki import local_pki
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from nf_host.tls import nf_identity
 
 
 @dataclass
@@ -188,7 +190,9 @@ class FakeNfServer:
     async def start(self) -> None:
         self.server = grpc.aio.server()
         pb_grpc.add_NfControlServicer_to_server(self.nf, self.server)  # type: ignore[no-untyped-call]
-        self.server.add_insecure_port(f"127.0.0.1:{self.port}")
+        # mutual TLS with NF n's certificate, as `nf-host` serves by default (docs/security.md)
+        creds = nf_identity(local_pki(), self.nf.nf_id).grpc_server()
+        self.server.add_secure_port(f"127.0.0.1:{self.port}", creds)
         await self.server.start()
 
     async def stop(self) -> None:

@@ -16,12 +16,16 @@ import yaml
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.pipeline_state import entry_args
+from nf_host.pki import local_pki
 from nf_host.proto import nf_control_pb2 as pb
 from p4sim.server.device import Device
-from p4sim.server.service import Server, serve
+from p4sim.server.service import Server, serve, tls_credentials
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.support.procs import free_port
+
+# P4Runtime over mutual TLS, as the controller connects by default (docs/security.md)
+SWITCH_TLS = tls_credentials(local_pki())
 
 pytestmark = pytest.mark.etcd
 
@@ -93,7 +97,7 @@ async def controller_running(cfg: Any, fakes: dict[int, FakeNf], ports: dict[int
 def test_controller_installs_configures_and_resumes(etcd_server):
     engines: list[FakeEngine] = []
     server = serve(Device(device_id=1, cpu_port=510, engine_factory=fake_engine_factory(engines)),
-                   "127.0.0.1:0")
+                   "127.0.0.1:0", tls=SWITCH_TLS)
     cfg, ports = loopback_config(server.port, etcd_server.endpoint, slot_bits=8)
     fakes = {i: FakeNf(i) for i in ports}
 
@@ -183,7 +187,7 @@ def with_leader_and_standby(etcd_server: Any, body: Callable[
     cfg)` runs, then everything is stopped."""
     engines: list[FakeEngine] = []
     server = serve(Device(device_id=1, cpu_port=510, engine_factory=fake_engine_factory(engines)),
-                   "127.0.0.1:0")
+                   "127.0.0.1:0", tls=SWITCH_TLS)
     cfg, ports = loopback_config(server.port, etcd_server.endpoint, slot_bits=6)
     fakes = {i: FakeNf(i) for i in ports}
 
@@ -242,7 +246,7 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
     from topo.launch.hot import slot_of
 
     p4info, blob = compile_program(tmp_path)
-    server = serve(Device(device_id=1, cpu_port=510), "127.0.0.1:0")
+    server = serve(Device(device_id=1, cpu_port=510), "127.0.0.1:0", tls=SWITCH_TLS)
     cfg, ports = loopback_config(server.port, etcd_server.endpoint, slot_bits=12)
     out: list[tuple[int, bytes]] = []
     server.device.port_sender = lambda port, data: out.append((port, data))

@@ -14,13 +14,17 @@ import pytest
 from controlplane.__main__ import lead_then_run
 from controlplane.controller import Controller
 from controlplane.leader import Leadership, LeadershipLost
+from nf_host.pki import local_pki
 from p4sim.server.device import Device
-from p4sim.server.service import serve
+from p4sim.server.service import serve, tls_credentials
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.controlplane.test_controller_p4sim import P4INFO, loopback_config, wait_until
 from tests.support.etcd import EtcdCluster, EtcdServer
 from tests.support.procs import free_port
+
+# P4Runtime over mutual TLS, as the controller connects by default (docs/security.md)
+SWITCH_TLS = tls_credentials(local_pki())
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 
@@ -67,7 +71,7 @@ def test_standby_controller_leads_when_the_leader_goes_and_fails_over_what_died_
         etcd_server: EtcdServer) -> None:
     engines: list[FakeEngine] = []
     server = serve(Device(device_id=1, cpu_port=510, engine_factory=fake_engine_factory(engines)),
-                   "127.0.0.1:0")
+                   "127.0.0.1:0", tls=SWITCH_TLS)
     cfg, ports = loopback_config(server.port, etcd_server.endpoint, slot_bits=6)
     fakes = {i: FakeNf(i) for i in ports}
 

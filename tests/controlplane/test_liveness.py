@@ -15,6 +15,8 @@ from controlplane.config import parse_config
 from controlplane.liveness import UdpHeartbeats
 from controlplane.nf_registry import NfEvent, NfLoad, NfRegistry
 from nf_host import liveness
+from nf_host.pki import local_pki
+from nf_host.tls import heartbeat_key_path
 from tests.support.procs import free_port, free_udp_pair
 
 pytestmark = pytest.mark.unit
@@ -59,13 +61,15 @@ def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> 
                     {"id": 2, "name": "nf2", "node": "b", "cluster": "c1", "role": "backup",
                      "port": 4, "mac": "02:00:00:00:01:02", "mgmt": f"127.0.0.1:{free_port()}"}],
             "heartbeat": {"interval_ms": 50, "misses": 2, "timeout_ms": 50, "transport": "udp"},
+            "security": {"pki_dir": str(local_pki())},
         })
         reg = NfRegistry(cfg)
+        key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (what NF 1 holds)
         events: list[NfEvent] = []
         reg.add_listener(events.append)
         reg.nfs[1].load = NfLoad(workers=2)  # from its Status: two workers to hear from
-        w0, _ = await liveness.serve("127.0.0.1", port, 1, 0, time.monotonic() - 60)
-        w1, _ = await liveness.serve("127.0.0.1", port + 1, 1, 1, time.monotonic() - 60)
+        w0, _ = await liveness.serve("127.0.0.1", port, 1, 0, time.monotonic() - 60, key)
+        w1, _ = await liveness.serve("127.0.0.1", port + 1, 1, 1, time.monotonic() - 60, key)
         try:
             assert await reg.heartbeat(1) and (reg.nfs[1].uptime_ms or 0) >= 60_000
             w1.close()  # worker 1 silent: the NF misses even though worker 0 answers
@@ -76,8 +80,8 @@ def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> 
             assert events[0].since > 0
             assert not await reg.probe_hang(1, 0.1)
             # a new process: its workers have just started
-            w0, _ = await liveness.serve("127.0.0.1", port, 1, 0, time.monotonic())
-            w1, _ = await liveness.serve("127.0.0.1", port + 1, 1, 1, time.monotonic())
+            w0, _ = await liveness.serve("127.0.0.1", port, 1, 0, time.monotonic(), key)
+            w1, _ = await liveness.serve("127.0.0.1", port + 1, 1, 1, time.monotonic(), key)
             assert await reg.heartbeat(1)
             assert events[-1] == NfEvent("up", 1, restarted=True)
             assert await reg.probe_hang(1, 1.0)

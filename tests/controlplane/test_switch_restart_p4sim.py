@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from nf_host.pki import local_pki
 from nf_host.shim import Kind
 from p4sim.server.device import Device
-from p4sim.server.service import Server, serve
+from p4sim.server.service import Server, serve, tls_credentials
 from tests.controlplane.fake_nf import FakeNf
 from tests.controlplane.test_controller_p4sim import (
     controller_running,
@@ -24,12 +25,16 @@ from tests.controlplane.test_controller_p4sim import (
 )
 from tests.controlplane.test_switch_session import compile_program
 
+# P4Runtime over mutual TLS, as the controller connects by default (docs/security.md)
+SWITCH_TLS = tls_credentials(local_pki())
+
 pytestmark = pytest.mark.etcd
 
 
 def switch(address: str, out: list[tuple[int, bytes]]) -> Server:
     """A p4sim P4Runtime server without a program and without register access."""
-    server = serve(Device(device_id=1, cpu_port=510, serve_registers=False), address)
+    server = serve(Device(device_id=1, cpu_port=510, serve_registers=False), address,
+                   tls=SWITCH_TLS)
     server.device.port_sender = lambda port, data: out.append((port, data))
     return server
 

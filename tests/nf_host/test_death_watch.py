@@ -16,9 +16,11 @@ from multiprocessing.process import BaseProcess
 
 import pytest
 
-from nf_host import liveness
+from nf_host import liveness, replication
 from nf_host.peer_policy import hello
+from nf_host.pki import local_pki
 from nf_host.replication import ReplicationServer, encode
+from nf_host.tls import Identity, TlsStreams, nf_identity
 from nf_host.worker import SlotRole
 from tests.nf_host.test_takeover_inprocess import _delivered, _feed, armed
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
@@ -28,16 +30,16 @@ pytestmark = pytest.mark.unit
 
 
 @asynccontextmanager
-async def responder() -> AsyncIterator[tuple[BaseProcess, Connection]]:
+async def responder(tls: Identity | None = None) -> AsyncIterator[tuple[BaseProcess, Connection]]:
     """NF 1's heartbeat responder (one worker: this process) as `nf-host` starts it, and the pipe
-    through which its worker names its backup."""
+    through which its worker names its backup (its watches over TLS with `tls`)."""
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     names, named = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=liveness.responder_main,
                        args=("127.0.0.1", free_port(), 1, [(os.getpid(), ctx.RawValue("d", 0.0))],
                              os.getpid(), time.monotonic(), 1e9, False, ctx.RawArray("Q", 2),
-                             there, [names]))
+                             there, [names], None, tls))
     proc.start()
     there.close()
     names.close()
@@ -76,6 +78,31 @@ def test_a_killed_responder_makes_the_armed_backup_take_over_before_the_data_lin
             await until(lambda: _delivered(a, b).received == 12, "every packet delivered")
             sink = _delivered(a, b)
             assert sink.errors == [] and sink.last_count == {1: 12}
+
+    run(body)
+
+
+def test_over_tls_a_killed_responder_still_makes_the_armed_backup_take_over() -> None:
+    """The watch is a TLS connection like the data links (the default): its handshake runs in
+    the responder's selector loop, and its end without a goodbye is still a loss."""
+    async def body() -> None:
+        saved = replication.TRANSPORT
+        # (every in-process NF shares this process's transport, so one certificate: the hello's
+        # NF id cannot match it)
+        tls = TlsStreams(nf_identity(local_pki(), 2), check_hello=False)
+        replication.TRANSPORT = tls
+        try:
+            async with armed() as (_a, b, _c, _sw), \
+                    responder(nf_identity(local_pki(), 1)) as (proc, named):
+                named.send((2, b.addr))
+                await until(watched(b), "the watch on B (TLS)", timeout=10)
+                assert tls.refused == 0
+                proc.kill()  # SIGKILL
+                await until(lambda: SLOT in b.w.slots and b.w.slots[SLOT].role == SlotRole.PRIMARY,
+                            "B promoted itself")
+                assert server(b).watch_losses == 1
+        finally:
+            replication.TRANSPORT = saved
 
     run(body)
 

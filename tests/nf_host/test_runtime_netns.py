@@ -393,17 +393,20 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
     ]
     assert len(workers) == 2
     from nf_host import liveness
+    from nf_host.pki import local_pki
     from nf_host.port import in_netns
+    from nf_host.tls import heartbeat_key_path
 
     host, port = a.nf.repl.rsplit(":", 1)
+    key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (NF 1's: the controller's MAC)
 
     def udp_heartbeat(worker: int) -> tuple[int, int, int, int] | None:
         """A UDP heartbeat to `worker`, answered by the nf-host's responder (None: no answer)."""
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.settimeout(0.5)
-            s.sendto(liveness.request(7), (host, int(port) + worker))
+            s.sendto(liveness.request(7, key), (host, int(port) + worker))
             try:
-                return liveness.parse_reply(s.recv(64))
+                return liveness.parse_reply(s.recv(64), key)
             except TimeoutError:
                 return None
 
@@ -428,7 +431,9 @@ def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
     worker answers a UDP heartbeat while most of the backlog is still waiting, because one turn of
     its loop reads frames for a bounded time (`worker_process.TURN_BUDGET_S`)."""
     from nf_host import liveness
+    from nf_host.pki import local_pki
     from nf_host.port import in_netns
+    from nf_host.tls import heartbeat_key_path
 
     a = lab.start(1, extra=["--params", '{"work_us": 2000}'])
     assign(a.nf, [SLOT])
@@ -437,14 +442,15 @@ def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
     send(sw, SLOT, 1, range(1, backlog + 1), a, None)
     wait_for(lambda: a.port.count() > 0, 10, what="the first output")
     host, port = a.nf.repl.rsplit(":", 1)
+    key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (NF 1's: the controller's MAC)
 
     def heartbeat() -> bytes:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.settimeout(5)
-            s.sendto(liveness.request(7), (host, int(port)))
+            s.sendto(liveness.request(7, key), (host, int(port)))
             return s.recv(64)
 
-    answer = liveness.parse_reply(in_netns(lab.ns.name, heartbeat))
+    answer = liveness.parse_reply(in_netns(lab.ns.name, heartbeat), key)
     assert answer is not None and answer[0] == 7 and answer[1] == 1
     answered_after = a.port.count()
     assert answered_after < backlog // 2, f"answered only after {answered_after} of {backlog} packets"

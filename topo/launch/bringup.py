@@ -16,6 +16,7 @@ import yaml
 from rich.console import Console
 
 from controlplane.config import load_config
+from nf_host.pki import local_pki
 from topo.etcd import run_etcd_cluster
 from topo.faults.mgmt_cut import MgmtCuts
 from topo.http_api import http_json
@@ -58,6 +59,13 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
             data["switch"][key] = str(REPO / data["switch"][key])
     data["switch"].setdefault("p4info", str(REPO / "build" / "nfcluster.p4info.txtpb"))
     data.setdefault("etcd", {})["endpoints"] = list(etcd_endpoints)
+    # the repository's PKI (nf_host/pki.py), created if missing: the NFs' certificates and
+    # heartbeat keys come from it too (topo/launch/nfs.py)
+    security = data.setdefault("security", {})
+    if security.get("tls", True):
+        security.setdefault("pki_dir", str(local_pki()))
+    if target != "p4sim":  # (p4sim serves TLS when the launcher asks; BMv2 here does not)
+        security["switch_tls"] = False
     data.setdefault("api", {})["listen"] = api
     if hot:
         hot_run.apply_config(data)
@@ -87,6 +95,8 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
     stats_addr: str | None = None
     if opts.target == "p4sim":  # its counters: the controller shows the switch's port losses
         switch_opts = {"io": opts.io, "engine": opts.engine, "metrics_port": free_port()}
+        if cfg.security.tls and cfg.security.switch_tls:  # P4Runtime over mutual TLS
+            switch_opts["tls_dir"] = str(local_pki())
         stats_addr = f"127.0.0.1:{switch_opts['metrics_port']}"
     elif opts.target == "bmv2":  # deeper egress queues than BMv2's 64 (docs/bmv2.md)
         switch_opts = {"queue_depth": opts.bmv2_queue_depth}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.config import ControllerConfig
+from nf_host.pki import local_pki
 from topo.faults.mgmt_cut import MgmtCuts
 from topo.launch import chain_run
 from topo.launch import hot as hot_run
@@ -50,6 +51,9 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            "--cluster", str(cfg.cluster_numbers()[nf.cluster]),
            "--interface", topo.link_of(nf.id).intf, "--control", nf.mgmt,
            "--replication", nf.replication_address(), "--role", role,
+           # its certificate and heartbeat key (docs/security.md), or plaintext if the
+           # controller's configuration says `security.tls: false`
+           *(["--pki-dir", str(local_pki())] if cfg.security.tls else ["--insecure"]),
            *program, "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number

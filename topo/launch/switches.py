@@ -131,14 +131,17 @@ class P4simSwitch(_GrpcSwitch):
 
     `io` picks the port I/O (`ring` or `socket`; None: p4sim's default), `engine` the packet
     engine (passed as `--engine` when not None: only p4sims that have the option), and
-    `metrics_port` serves p4sim's counters on 127.0.0.1 (`--metrics-addr`). Register entries
+    `metrics_port` serves p4sim's counters on 127.0.0.1 (`--metrics-addr`), `tls_dir` is the PKI
+    of P4Runtime over mutual TLS (`--tls-dir`). Register entries
     are refused (`--no-register-access`) unless `registers`: BMv2's P4Runtime server serves
     none, so every run on p4sim also shows that the system needs none."""
 
     def __init__(self, name: str, io: str | None = None, engine: str | None = None,
-                 metrics_port: int | None = None, registers: bool = False, **kwargs: Any) -> None:
+                 metrics_port: int | None = None, registers: bool = False,
+                 tls_dir: str | None = None, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         self.io, self.engine, self.metrics_port = io, engine, metrics_port
+        self.tls_dir = tls_dir  # P4Runtime over mutual TLS with this PKI (docs/security.md)
         self.registers = registers
 
     @property
@@ -169,6 +172,8 @@ class P4simSwitch(_GrpcSwitch):
             cmd += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
         if not self.registers:
             cmd += ["--no-register-access"]
+        if self.tls_dir is not None:
+            cmd += ["--tls-dir", self.tls_dir]
         cmd += self.port_args()
         cmd += [self.program] if self.program else ["--no-p4"]
         return cmd
