@@ -26,6 +26,7 @@ from nf_host.config import NfHostConfig
 from nf_host.nf_api import parse_params
 from nf_host.proto import nf_control_pb2 as pb
 from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+from nf_host.replication import split_address
 from nf_host.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.tls import nf_identity
 from nf_host.worker import CommandError
@@ -223,6 +224,12 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.CancelAdoptReply:
             _check16("slot", request.slot)
             _check16("epoch", request.epoch)
+            _check16("from_nf_id", request.from_nf_id)
+            if request.from_address:
+                try:
+                    split_address(request.from_address)
+                except ValueError as exc:
+                    raise BadRequest(f"from_address: {exc}") from None
             res = self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt", {
                 "slot": request.slot, "epoch": request.epoch, "from_nf": request.from_nf_id,
                 "from_address": request.from_address})
