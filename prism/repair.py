@@ -124,6 +124,11 @@ def _ioctl_int(sock: socket.socket, request: int) -> int:
     return int(struct.unpack("i", buf)[0])
 
 
+def unacknowledged_bytes(sock: socket.socket) -> int:
+    """Bytes in the socket's send queue (sent and not acknowledged, or not sent yet)."""
+    return _ioctl_int(sock, SIOCOUTQ)
+
+
 def _getint(sock: socket.socket, opt: int) -> int:
     return int(sock.getsockopt(socket.IPPROTO_TCP, opt))
 

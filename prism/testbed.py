@@ -1,0 +1,252 @@
+"""The Prism testbed: a client, a frontend and N backends, each in a network namespace of its
+own, on ports of one p4sim switch, with the hand-off controller on a management bridge.
+
+    switch port 1: client 10.0.1.1     port 2: frontend 10.0.2.1     port 2+k: backend 10.0.3.k
+    management bridge 192.168.77.0/24 (controller 192.168.77.254:8700), not through the switch
+
+Run it inside a private network namespace (`unshare -n`, as the make targets and tests do):
+the switch-side interfaces, the bridge and the switch's gRPC port live there. Hosts are
+unnamed namespaces held by a `sleep` process each (like Mininet's), so nothing is named in
+/run/netns. Hosts resolve each other by static neighbour entries (the switch punts ARP).
+Offloads are off on every veth: p4sim reads frames before the kernel fills in checksums.
+Every process is started here and stopped by its PID (`close`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+REPO = Path(__file__).resolve().parent.parent
+MGMT_NET = "192.168.77"
+CONTROLLER_PORT = 8700
+GRPC = "127.0.0.1:9559"
+FRONTEND_PORT = 8080
+READY_TIMEOUT_S = 30.0
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(list(cmd), check=True, capture_output=True, text=True)
+
+
+@dataclass
+class Host:
+    name: str
+    index: int       # switch port, and the last byte of the MAC and management address
+    addr: str
+    holder: subprocess.Popen[bytes]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.holder.pid
+
+    @property
+    def mac(self) -> str:
+        return f"02:00:00:00:00:{self.index:02x}"
+
+    @property
+    def mgmt(self) -> str:
+        return f"{MGMT_NET}.{self.index}"
+
+    def run(self, *cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["nsenter", "-t", str(self.pid), "-n", *cmd], check=True,
+                              capture_output=True, text=True)
+
+    def popen(self, cmd: list[str], log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen(["nsenter", "-t", str(self.pid), "-n", *cmd], cwd=REPO,
+                             stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def listening(self, port: int) -> bool:
+        return f":{port} " in self.run("ss", "-Hltn").stdout
+
+
+def wait_until(what: str, check: object, timeout: float = READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"testbed: {what} not ready after {timeout} s")
+        time.sleep(0.05)
+
+
+def _offloads_off(run: object, dev: str) -> None:
+    for feature in ("rx", "tx", "sg", "tso", "gso", "gro"):
+        subprocess.run([*run, "ethtool", "-K", dev, feature, "off"],  # type: ignore[misc]
+                       capture_output=True)
+
+
+class Testbed:
+    """Build with `Testbed(backends=2, logdir=...)`; `close()` undoes everything."""
+
+    def __init__(self, backends: int, logdir: Path, build: Path = REPO / "build",
+                 rate_mbit: float | None = None) -> None:
+        self.logdir = logdir
+        logdir.mkdir(parents=True, exist_ok=True)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.hosts: list[Host] = []
+        try:
+            self._build(backends, build, rate_mbit)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def client(self) -> Host:
+        return self.hosts[0]
+
+    @property
+    def frontend(self) -> Host:
+        return self.hosts[1]
+
+    @property
+    def backends(self) -> list[Host]:
+        return self.hosts[2:]
+
+    @property
+    def controller_url(self) -> str:
+        return f"http://{MGMT_NET}.254:{CONTROLLER_PORT}"
+
+    def log(self, name: str) -> IO[bytes]:
+        return (self.logdir / f"{name}.log").open("ab")
+
+    def _host(self, name: str, index: int, addr: str) -> Host:
+        holder = subprocess.Popen(["unshare", "-n", "sleep", "1000000"])
+        host = Host(name, index, addr, holder)
+        self.hosts.append(host)
+        pid = str(holder.pid)
+        wait_until(f"{name} namespace", lambda: os.readlink(f"/proc/{pid}/ns/net")
+                   != os.readlink("/proc/self/ns/net"))
+        dev, sw, mdev, msw = f"h{index}-eth0", f"s1-eth{index}", f"h{index}-mgmt", f"m{index}"
+        sh("ip", "link", "add", dev, "type", "veth", "peer", "name", sw)
+        sh("ip", "link", "add", mdev, "type", "veth", "peer", "name", msw)
+        sh("ip", "link", "set", dev, "netns", pid)
+        sh("ip", "link", "set", mdev, "netns", pid)
+        sh("ip", "link", "set", sw, "up")
+        sh("ip", "link", "set", msw, "master", "pmgmt0", "up")
+        _offloads_off([], sw)
+        host.run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        host.run("ip", "link", "set", "lo", "up")
+        host.run("ip", "link", "set", dev, "address", host.mac, "up")
+        host.run("ip", "addr", "add", f"{addr}/16", "dev", dev)
+        host.run("ip", "link", "set", mdev, "up")
+        host.run("ip", "addr", "add", f"{host.mgmt}/24", "dev", mdev)
+        _offloads_off(["nsenter", "-t", pid, "-n"], dev)
+        return host
+
+    def _build(self, backends: int, build: Path, rate_mbit: float | None) -> None:
+        subprocess.run(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], capture_output=True)
+        sh("ip", "link", "set", "lo", "up")
+        sh("ip", "link", "add", "pmgmt0", "type", "bridge")
+        sh("ip", "addr", "add", f"{MGMT_NET}.254/24", "dev", "pmgmt0")
+        sh("ip", "link", "set", "pmgmt0", "up")
+        self._host("client", 1, "10.0.1.1")
+        self._host("frontend", 2, "10.0.2.1")
+        for k in range(1, backends + 1):
+            self._host(f"backend{k}", 2 + k, f"10.0.3.{k}")
+        for h in self.hosts:
+            for other in self.hosts:
+                if other is not h:
+                    h.run("ip", "neigh", "replace", other.addr, "lladdr", other.mac,
+                          "dev", f"h{h.index}-eth0", "nud", "permanent")
+        if rate_mbit is not None:
+            self.set_rate(rate_mbit)
+        ports = [arg for h in self.hosts for arg in ("-i", f"{h.index}@s1-eth{h.index}")]
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "p4sim.server.cli", "--grpc-addr", GRPC, "--device-id", "1",
+             "--cpu-port", "510", "--log-level", "warn", *ports, "--no-p4"],
+            cwd=REPO, stdout=self.log("p4sim"), stderr=subprocess.STDOUT))
+        hosts_file = self.logdir / "hosts.json"
+        hosts_file.write_text(json.dumps({h.name: {"addr": h.addr, "mac": h.mac, "port": h.index}
+                                          for h in self.hosts}))
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "prism.controller", "--hosts", str(hosts_file),
+             "--p4info", str(build / "nfcluster.p4info.txtpb"),
+             "--device-config", str(build / "nfcluster.p4sim"), "--switch", GRPC,
+             "--listen", f"{MGMT_NET}.254:{CONTROLLER_PORT}"],
+            cwd=REPO, stdout=self.log("controller"), stderr=subprocess.STDOUT))
+        wait_until("controller", self._controller_ready, timeout=60)
+
+    def _controller_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.controller_url + "/status", timeout=2) as resp:
+                return bool(json.loads(resp.read())["ready"])
+        except OSError:
+            return False
+
+    def controller_status(self) -> dict[str, int]:
+        with urllib.request.urlopen(self.controller_url + "/status", timeout=5) as resp:
+            out: dict[str, int] = json.loads(resp.read())
+            return out
+
+    def set_rate(self, rate_mbit: float) -> None:
+        """tbf at `rate_mbit` on the frontend's and every backend's link, both directions (the
+        client's link stays unlimited: the servers' links are what the thesis varies)."""
+        burst = max(32000, int(rate_mbit * 1e6 / 8 / 250))
+        for h in self.hosts[1:]:
+            spec = ["root", "tbf", "rate", f"{rate_mbit}mbit", "burst", str(burst),
+                    "latency", "50ms"]
+            h.run("tc", "qdisc", "replace", "dev", f"h{h.index}-eth0", *spec)
+            sh("tc", "qdisc", "replace", "dev", f"s1-eth{h.index}", *spec)
+
+    def start_servers(self, mode: str, stats: Path | None = None) -> None:
+        """Backends, then the frontend in `mode` (once, every, proxy); waits until they listen."""
+        py = sys.executable
+        for b in self.backends:
+            b.popen([py, "-m", "prism.backend", "--addr", b.addr, "--controller",
+                     self.controller_url], self.log(b.name))
+        for b in self.backends:
+            wait_until(f"{b.name}", lambda b=b: b.listening(9091))  # type: ignore[misc]
+        cmd = [py, "-m", "prism.frontend", "--addr", self.frontend.addr, "--mode", mode,
+               "--backends", ",".join(b.addr for b in self.backends),
+               "--controller", self.controller_url]
+        if stats is not None:
+            cmd += ["--stats", str(stats)]
+        self.frontend.popen(cmd, self.log("frontend"))
+        wait_until("frontend", lambda: self.frontend.listening(FRONTEND_PORT))
+
+    def stop_servers(self) -> None:
+        for h in self.hosts:
+            _stop(h.procs)
+            h.procs.clear()
+
+    def run_client(self, *args: str) -> dict[str, object]:
+        """One prism.client run from the client host; its JSON summary."""
+        proc = subprocess.run(
+            ["nsenter", "-t", str(self.client.pid), "-n", sys.executable, "-m", "prism.client",
+             "--server", f"{self.frontend.addr}:{FRONTEND_PORT}", *args],
+            cwd=REPO, capture_output=True, text=True, timeout=600)
+        if not proc.stdout.strip():
+            raise RuntimeError(f"client printed nothing: {proc.stderr[-2000:]}")
+        out: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return out
+
+    def close(self) -> None:
+        self.stop_servers()
+        _stop(self.procs)
+        _stop([h.holder for h in self.hosts])
+        subprocess.run(["ip", "link", "del", "pmgmt0"], capture_output=True)
+        for h in self.hosts:
+            subprocess.run(["ip", "link", "del", f"s1-eth{h.index}"], capture_output=True)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
