@@ -10,7 +10,9 @@ commit the hand-off at the controller (the client's segments now come here), ans
 the restore and commit times, then send the never-sent bytes and serve: the pending request,
 then (mode "once") every later request until the client closes, after which the switch
 entries are released; or (mode "every") hand the connection back to the frontend once the
-response is acknowledged (lock, dump, close silently, HANDBACK).
+response is acknowledged (lock, dump, close silently, HANDBACK) -- unless the client has closed
+the connection by then (it is no longer ESTABLISHED): then the backend closes it and releases
+the entries itself.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from prism.protocol import (
     read_request,
     send_frame,
 )
-from prism.repair import TcpState, close_silently, dump, restore, unacknowledged_bytes
+from prism.repair import RepairError, TcpState, close_silently, dump, restore, unacknowledged_bytes
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.backend")
@@ -121,7 +123,12 @@ class Backend:
             if mode == MODE_EVERY:
                 wait_acknowledged(sock)
                 self.api.step("lock", client, frontend, self.me)
-                back = dump(sock)
+                try:
+                    back = dump(sock)
+                except RepairError:  # the client closed after its last response: end here
+                    sock.close()
+                    self.api.step("release", client, frontend, self.me)
+                    return
                 close_silently(sock)
                 with lock:
                     send_frame(ctrl, KIND_HANDBACK, back.encode())

@@ -21,7 +21,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -71,22 +73,23 @@ class Host:
         return f":{port} " in self.run("ss", "-Hltn").stdout
 
 
-def wait_until(what: str, check: object, timeout: float = READY_TIMEOUT_S) -> None:
+def wait_until(what: str, check: Callable[[], bool], timeout: float = READY_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while not check():
         if time.monotonic() > deadline:
             raise TimeoutError(f"testbed: {what} not ready after {timeout} s")
         time.sleep(0.05)
 
 
-def _offloads_off(run: object, dev: str) -> None:
+def _offloads_off(prefix: list[str], dev: str) -> None:
     for feature in ("rx", "tx", "sg", "tso", "gso", "gro"):
-        subprocess.run([*run, "ethtool", "-K", dev, feature, "off"],  # type: ignore[misc]
-                       capture_output=True)
+        subprocess.run([*prefix, "ethtool", "-K", dev, feature, "off"], capture_output=True)
 
 
 class Testbed:
     """Build with `Testbed(backends=2, logdir=...)`; `close()` undoes everything."""
+
+    __test__ = False  # not a pytest class
 
     def __init__(self, backends: int, logdir: Path, build: Path = REPO / "build",
                  rate_mbit: float | None = None) -> None:
@@ -205,7 +208,7 @@ class Testbed:
             b.popen([py, "-m", "prism.backend", "--addr", b.addr, "--controller",
                      self.controller_url], self.log(b.name))
         for b in self.backends:
-            wait_until(f"{b.name}", lambda b=b: b.listening(9091))  # type: ignore[misc]
+            wait_until(b.name, partial(b.listening, 9091))
         cmd = [py, "-m", "prism.frontend", "--addr", self.frontend.addr, "--mode", mode,
                "--backends", ",".join(b.addr for b in self.backends),
                "--controller", self.controller_url]
