@@ -40,7 +40,8 @@ def three_modes(logdir: Path) -> dict[str, Any]:
             # the servers finish each connection after the client has all its bytes (the
             # last release): wait for the controller to have written every step
             steps += STEPS_PER_MODE[mode]
-            wait_until(f"{mode}: {steps} steps", lambda: tb.controller_status()["steps"] >= steps)
+            wait_until(f"{mode}: {steps} steps",
+                       lambda n=steps: tb.controller_status()["steps"] >= n)  # type: ignore[misc]
             tb.stop_servers()
             out[mode] = {"client": result, "handoffs": rows(stats, "handoff"),
                          "handbacks": rows(stats, "handback")}
