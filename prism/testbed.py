@@ -191,13 +191,13 @@ class Testbed:
             out: dict[str, int] = json.loads(resp.read())
             return out
 
-    def set_rate(self, rate_mbit: float) -> None:
-        """tbf at `rate_mbit` on the frontend's and every backend's link, both directions (the
-        client's link stays unlimited: the servers' links are what the thesis varies)."""
-        burst = max(32000, int(rate_mbit * 1e6 / 8 / 250))
-        for h in self.hosts[1:]:
-            spec = ["root", "tbf", "rate", f"{rate_mbit}mbit", "burst", str(burst),
-                    "latency", "50ms"]
+    def set_rate(self, rate_mbit: float, client_factor: float = 5.0) -> None:
+        """tbf at `rate_mbit` on the frontend's and every backend's link and `client_factor`
+        times that on the client's, both directions (the thesis's 5.2: 1 and 5 Gbit/s)."""
+        for h in self.hosts:
+            rate = rate_mbit * (client_factor if h is self.client else 1.0)
+            burst = max(32000, int(rate * 1e6 / 8 / 250))
+            spec = ["root", "tbf", "rate", f"{rate}mbit", "burst", str(burst), "latency", "50ms"]
             h.run("tc", "qdisc", "replace", "dev", f"h{h.index}-eth0", *spec)
             sh("tc", "qdisc", "replace", "dev", f"s1-eth{h.index}", *spec)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from prism.private_netns import run_in_private_netns
 from prism.testbed import REPO, Testbed, wait_until
-from tests.support.private_netns import run_in_private_netns
 
 pytestmark = pytest.mark.netns
 

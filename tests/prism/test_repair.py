@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from prism.private_netns import run_in_private_netns
 from prism.protocol import object_bytes, recv_exact
 from prism.repair import RepairError, TcpState, close_silently, dump, restore
-from tests.support.private_netns import run_in_private_netns
 
 pytestmark = pytest.mark.netns
 
