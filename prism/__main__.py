@@ -23,11 +23,11 @@ from prism.testbed import Testbed
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m prism", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backends", type=int, default=2)
-    p.add_argument("--modes", default="proxy,once,every")
-    p.add_argument("--size", type=int, default=65536)
-    p.add_argument("--connections", type=int, default=4)
-    p.add_argument("--duration", type=float, default=3.0)
+    p.add_argument("--backends", type=int, default=2, help="number of backends")
+    p.add_argument("--modes", default="proxy,once,every", help="comma-separated modes to run")
+    p.add_argument("--size", type=int, default=65536, help="object size in bytes")
+    p.add_argument("--connections", type=int, default=4, help="client connections")
+    p.add_argument("--duration", type=float, default=3.0, help="seconds per mode")
     p.add_argument("--rate-mbit", type=float, help="servers' link rate (tc tbf); client's is 5x")
     p.add_argument("--log-dir", type=Path, help="logs and hand-off records (default: a temp dir)")
     args = p.parse_args(argv)

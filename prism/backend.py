@@ -144,8 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prism-backend", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--addr", required=True, help="this backend's data address")
-    parser.add_argument("--data-port", type=int, default=9090)
-    parser.add_argument("--control-port", type=int, default=9091)
+    parser.add_argument("--data-port", type=int, default=9090,
+                        help="plain connections, and the local port of restored ones")
+    parser.add_argument("--control-port", type=int, default=9091,
+                        help="the frontend's hand-off channel")
     parser.add_argument("--controller", default="http://127.0.0.1:8700", help="hand-off API URL")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -80,11 +80,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prism-client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", required=True, help="frontend address:port")
-    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--connections", type=int, default=4, help="persistent connections")
     parser.add_argument("--size", type=int, default=65536, help="object size in bytes")
     parser.add_argument("--requests", type=int, help="requests per connection (else --duration)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds, without --requests")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the objects' content")
     args = parser.parse_args(argv)
     host, port = args.server.rsplit(":", 1)
     out = run((host, int(port)), args.connections, args.size, args.requests, args.duration,

@@ -129,11 +129,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prism-controller", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=Path, required=True, help="JSON: name -> {addr, mac, port}")
-    parser.add_argument("--p4info", type=Path, default=Path("build/nfcluster.p4info.txtpb"))
-    parser.add_argument("--device-config", type=Path, default=Path("build/nfcluster.p4sim"))
+    parser.add_argument("--p4info", type=Path, default=Path("build/nfcluster.p4info.txtpb"),
+                        help="the P4Info make build wrote")
+    parser.add_argument("--device-config", type=Path, default=Path("build/nfcluster.p4sim"),
+                        help="the device config pushed with it")
     parser.add_argument("--switch", default="127.0.0.1:9559", help="P4Runtime address")
-    parser.add_argument("--device-id", type=int, default=1)
-    parser.add_argument("--election-id", type=int, default=10)
+    parser.add_argument("--device-id", type=int, default=1, help="P4Runtime device id")
+    parser.add_argument("--election-id", type=int, default=10, help="P4Runtime election id")
     parser.add_argument("--listen", default="127.0.0.1:8700", help="API address (management)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -203,11 +203,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="prism-frontend", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--addr", required=True, help="the service address clients connect to")
-    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--port", type=int, default=8080, help="the service port")
     parser.add_argument("--backends", required=True, help="comma-separated backend addresses")
-    parser.add_argument("--backend-data-port", type=int, default=9090)
-    parser.add_argument("--backend-control-port", type=int, default=9091)
-    parser.add_argument("--mode", choices=("once", "every", "proxy"), default="once")
+    parser.add_argument("--backend-data-port", type=int, default=9090,
+                        help="backends' data port (restored connections are bound to it)")
+    parser.add_argument("--backend-control-port", type=int, default=9091,
+                        help="backends' hand-off channel port")
+    parser.add_argument("--mode", choices=("once", "every", "proxy"), default="once",
+                        help="hand off once per connection, at every request, or relay")
     parser.add_argument("--controller", default="http://127.0.0.1:8700", help="hand-off API URL")
     parser.add_argument("--stats", type=Path, help="append one JSON line per hand-off here")
     args = parser.parse_args(argv)
