@@ -78,7 +78,8 @@ def run(ctx: Context) -> Outcome:
     if not (REPO / "build" / "nfcluster.p4sim").exists():
         return Outcome(NAME, error="no build/nfcluster.p4sim: run `make build`")
     logdir = ctx.out_dir / "prism-logs"
-    rows, handoffs = run_in_private_netns(lambda: measure(ctx, logdir), timeout=3600)
+    rows, handoffs = run_in_private_netns(lambda: measure(ctx, logdir), timeout=3600,
+                                           on_interrupt=Testbed.close_all)
     out = Outcome(NAME)
     out.csvs.append(write_csv(ctx.out_dir / "prism-throughput.csv", rows))
     out.csvs.append(write_csv(ctx.out_dir / "prism-handoff-latency.csv", handoffs))

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             tb.close()
         return out
 
-    results = run_in_private_netns(body, timeout=600)
+    results = run_in_private_netns(body, timeout=600, on_interrupt=Testbed.close_all)
     for r in results:
         print(json.dumps(r))
     print(f"logs: {logdir}", file=sys.stderr)

@@ -10,9 +10,9 @@ commit the hand-off at the controller (the client's segments now come here), ans
 the restore and commit times, then send the never-sent bytes and serve: the pending request,
 then (mode "once") every later request until the client closes, after which the switch
 entries are released; or (mode "every") hand the connection back to the frontend once the
-response is acknowledged (lock, dump, close silently, HANDBACK) -- unless the client has closed
-the connection by then (it is no longer ESTABLISHED): then the backend closes it and releases
-the entries itself.
+response is acknowledged and the client's next request has arrived whole (lock, dump with the
+request in the receive queue, close silently, HANDBACK) -- unless the client closes the
+connection instead: then the backend closes it and releases the entries itself.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from prism.protocol import (
     read_request,
     send_frame,
 )
-from prism.repair import RepairError, TcpState, close_silently, dump, restore, unacknowledged_bytes
+from prism.repair import TcpState, close_silently, dump, restore, unacknowledged_bytes
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.backend")
@@ -54,6 +54,12 @@ def serve_requests(sock: socket.socket) -> None:
     with sock:
         while (req := read_request(sock)) is not None:
             respond(sock, req)
+
+
+def request_waiting(sock: socket.socket) -> bool:
+    """Block until a whole request is in the receive queue (True) or the client closed (False);
+    nothing is consumed: the request travels in the dumped receive queue."""
+    return len(sock.recv(REQUEST_SIZE, socket.MSG_PEEK | socket.MSG_WAITALL)) == REQUEST_SIZE
 
 
 def wait_acknowledged(sock: socket.socket, timeout: float = DRAIN_TIMEOUT_S) -> None:
@@ -121,14 +127,16 @@ class Backend:
             sock.sendall(state.unsent_bytes)
             respond(sock, req)
             if mode == MODE_EVERY:
-                wait_acknowledged(sock)
-                self.api.step("lock", client, frontend, self.me)
-                try:
-                    back = dump(sock)
-                except RepairError:  # the client closed after its last response: end here
-                    sock.close()
+                # the hand-back point: the client's next request has arrived whole (so every
+                # segment it sent before has too, and it sends nothing more until answered)
+                # and our response is acknowledged: nothing of this connection is in flight
+                if not request_waiting(sock):
+                    sock.close()  # the client closed after its last response: end here
                     self.api.step("release", client, frontend, self.me)
                     return
+                wait_acknowledged(sock)
+                self.api.step("lock", client, frontend, self.me)
+                back = dump(sock)
                 close_silently(sock)
                 with lock:
                     send_frame(ctrl, KIND_HANDBACK, back.encode())

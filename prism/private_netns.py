@@ -19,8 +19,11 @@ CLONE_NEWNET = 0x40000000
 T = TypeVar("T")
 
 
-def run_in_private_netns(fn: Callable[[], T], timeout: float = 60.0) -> T:
-    """`fn()` in a new thread in a new network namespace with `lo` up; its result or its error."""
+def run_in_private_netns(fn: Callable[[], T], timeout: float = 60.0,
+                         on_interrupt: Callable[[], None] | None = None) -> T:
+    """`fn()` in a new thread in a new network namespace with `lo` up; its result or its error.
+    Interrupted (Ctrl-C, or SIGTERM turned into KeyboardInterrupt) while waiting, it calls
+    `on_interrupt` (stop what `fn` started, by PID) before passing the interruption on."""
     result: list[T] = []
     error: list[BaseException] = []
 
@@ -36,7 +39,12 @@ def run_in_private_netns(fn: Callable[[], T], timeout: float = 60.0) -> T:
 
     thread = threading.Thread(target=body, name="private-netns", daemon=True)
     thread.start()
-    thread.join(timeout)
+    try:
+        thread.join(timeout)
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+        raise
     if thread.is_alive():
         raise TimeoutError(f"private-netns function still running after {timeout} s")
     if error:

@@ -15,7 +15,8 @@ restore (a new socket, maybe on another host, bound to the new owner's address):
     scales, SACK, timestamps); TCP_TIMESTAMP (the peer sees no timestamp going back: PAWS);
     the receive queue written in repair mode, then TCP_REPAIR_WINDOW (its rcv_wup must not
     be beyond rcv_nxt); the sent-but-unacknowledged part of the send
-    queue written in repair mode; TCP_REPAIR off (a window probe tells the peer). The never-sent
+    queue written in repair mode; TCP_REPAIR off without a window probe (the restored socket sends
+    nothing until it has something to send: docs/prism.md, invariant 1). The never-sent
     part of the send queue is the caller's to write normally once the peer's segments reach the
     new socket (`TcpState.unsent_bytes`).
 Needs CAP_NET_ADMIN. IPv4 only.
@@ -38,6 +39,7 @@ TCP_RECV_QUEUE = 1
 TCP_SEND_QUEUE = 2
 TCP_REPAIR_ON = 1
 TCP_REPAIR_OFF = 0
+TCP_REPAIR_OFF_NO_WP = -1  # off without the window probe: the restored socket sends nothing
 
 TCPOPT_MAXSEG = 2
 TCPOPT_WINDOW = 3
@@ -224,7 +226,7 @@ def restore(state: TcpState) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, _WINDOW.pack(*state.window))
         sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE)
         _write_queue(sock, state.send_queue[:sent])
-        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF)
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)
     except OSError:
         close_silently(sock)
         raise

@@ -90,13 +90,18 @@ class Testbed:
     """Build with `Testbed(backends=2, logdir=...)`; `close()` undoes everything."""
 
     __test__ = False  # not a pytest class
+    open_testbeds: set[Testbed] = set()
 
     def __init__(self, backends: int, logdir: Path, build: Path = REPO / "build",
                  rate_mbit: float | None = None) -> None:
+        self.netns = os.readlink("/proc/thread-self/ns/net")
+        Testbed.open_testbeds.add(self)
         self.logdir = logdir
         logdir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.hosts: list[Host] = []
+        self.runs = 0
+        self.frontend_port = FRONTEND_PORT
         try:
             self._build(backends, build, rate_mbit)
         except BaseException:
@@ -202,20 +207,30 @@ class Testbed:
             sh("tc", "qdisc", "replace", "dev", f"s1-eth{h.index}", *spec)
 
     def start_servers(self, mode: str, stats: Path | None = None) -> None:
-        """Backends, then the frontend in `mode` (once, every, proxy); waits until they listen."""
+        """Backends, then the frontend in `mode` (once, every, proxy); waits until they listen.
+
+        Each start uses ports of its own (8080/9090/9091 + 10 per earlier start): connections
+        a stopped server had restored stay bound to its ports until the kernel lets them go,
+        and a restored socket's forced reuse does not extend to a new listener."""
         py = sys.executable
+        shift = 10 * self.runs
+        self.runs += 1
+        self.frontend_port = FRONTEND_PORT + shift
+        data, control = str(9090 + shift), str(9091 + shift)
         for b in self.backends:
             b.popen([py, "-m", "prism.backend", "--addr", b.addr, "--controller",
-                     self.controller_url], self.log(b.name))
+                     self.controller_url, "--data-port", data, "--control-port", control],
+                    self.log(b.name))
         for b in self.backends:
-            wait_until(b.name, partial(b.listening, 9091))
+            wait_until(b.name, partial(b.listening, int(control)))
         cmd = [py, "-m", "prism.frontend", "--addr", self.frontend.addr, "--mode", mode,
-               "--backends", ",".join(b.addr for b in self.backends),
-               "--controller", self.controller_url]
+               "--port", str(self.frontend_port), "--backends",
+               ",".join(b.addr for b in self.backends), "--controller", self.controller_url,
+               "--backend-data-port", data, "--backend-control-port", control]
         if stats is not None:
             cmd += ["--stats", str(stats)]
         self.frontend.popen(cmd, self.log("frontend"))
-        wait_until("frontend", lambda: self.frontend.listening(FRONTEND_PORT))
+        wait_until("frontend", partial(self.frontend.listening, self.frontend_port))
 
     def stop_servers(self) -> None:
         for h in self.hosts:
@@ -226,7 +241,7 @@ class Testbed:
         """One prism.client run from the client host; its JSON summary."""
         proc = subprocess.run(
             ["nsenter", "-t", str(self.client.pid), "-n", sys.executable, "-m", "prism.client",
-             "--server", f"{self.frontend.addr}:{FRONTEND_PORT}", *args],
+             "--server", f"{self.frontend.addr}:{self.frontend_port}", *args],
             cwd=REPO, capture_output=True, text=True, timeout=600)
         if not proc.stdout.strip():
             raise RuntimeError(f"client printed nothing: {proc.stderr[-2000:]}")
@@ -234,12 +249,24 @@ class Testbed:
         return out
 
     def close(self) -> None:
+        """Stop every process by PID; delete the links, but only from the testbed's own network
+        namespace (a caller in another namespace would delete someone else's `s1-eth1`): from
+        elsewhere they go with the namespace, once its last process is gone."""
+        Testbed.open_testbeds.discard(self)
         self.stop_servers()
         _stop(self.procs)
         _stop([h.holder for h in self.hosts])
+        if os.readlink("/proc/thread-self/ns/net") != self.netns:
+            return
         subprocess.run(["ip", "link", "del", "pmgmt0"], capture_output=True)
         for h in self.hosts:
             subprocess.run(["ip", "link", "del", f"s1-eth{h.index}"], capture_output=True)
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every testbed still open (an interrupted run, from the main thread)."""
+        for tb in list(cls.open_testbeds):
+            tb.close()
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
