@@ -20,7 +20,7 @@ from typing import Any
 from experiments import plots
 from experiments.common import Check, Comparison, Context, Outcome, write_csv
 from prism.private_netns import run_in_private_netns
-from prism.testbed import REPO, Testbed
+from prism.testbed import REPO, Testbed, target_missing
 
 NAME = "prism"
 LINK_MBIT = 8.0
@@ -45,7 +45,7 @@ def measure(ctx: Context, logdir: Path) -> tuple[list[dict[str, Any]], list[dict
     total = len(sizes) * len(backend_counts) * len(MODES)
     done = 0
     for n in backend_counts:
-        tb = Testbed(backends=n, logdir=logdir / f"b{n}", rate_mbit=LINK_MBIT)
+        tb = Testbed(backends=n, logdir=logdir / f"b{n}", rate_mbit=LINK_MBIT, target=ctx.target)
         try:
             for mode in MODES:
                 for size in sizes:
@@ -75,8 +75,10 @@ def measure(ctx: Context, logdir: Path) -> tuple[list[dict[str, Any]], list[dict
 
 
 def run(ctx: Context) -> Outcome:
-    if not (REPO / "build" / "nfcluster.p4sim").exists():
-        return Outcome(NAME, error="no build/nfcluster.p4sim: run `make build`")
+    if missing := target_missing(ctx.target, REPO / "build"):
+        if ctx.target == "bmv2":  # the BMv2 leg, skipped cleanly where BMv2 is not installed
+            return Outcome(NAME, notes=[f"skipped on bmv2: {missing}"])
+        return Outcome(NAME, error=missing)
     logdir = ctx.out_dir / "prism-logs"
     rows, handoffs = run_in_private_netns(lambda: measure(ctx, logdir), timeout=3600,
                                            on_interrupt=Testbed.close_all)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from prism.private_netns import run_in_private_netns
-from prism.testbed import Testbed
+from prism.testbed import TARGETS, Testbed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,12 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=4, help="client connections")
     p.add_argument("--duration", type=float, default=3.0, help="seconds per mode")
     p.add_argument("--rate-mbit", type=float, help="servers' link rate (tc tbf); client's is 5x")
+    p.add_argument("--target", choices=TARGETS, default="p4sim", help="switch target")
     p.add_argument("--log-dir", type=Path, help="logs and hand-off records (default: a temp dir)")
     args = p.parse_args(argv)
     logdir = args.log_dir or Path(tempfile.mkdtemp(prefix="prism-"))
 
     def body() -> list[dict[str, object]]:
-        tb = Testbed(backends=args.backends, logdir=logdir, rate_mbit=args.rate_mbit)
+        tb = Testbed(backends=args.backends, logdir=logdir, rate_mbit=args.rate_mbit,
+                     target=args.target)
         out = []
         try:
             for mode in args.modes.split(","):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,38 @@ CONTROLLER_PORT = 8700
 GRPC = "127.0.0.1:9559"
 FRONTEND_PORT = 8080
 READY_TIMEOUT_S = 30.0
+
+
+TARGETS = ("p4sim", "bmv2")
+BMV2_BINARY = "simple_switch_grpc"
+
+
+class TargetMissing(RuntimeError):
+    """The switch target or its built files are not there (a test skips on it)."""
+
+
+def target_files(target: str, build: Path) -> tuple[Path, Path]:
+    """(P4Info, device config) `make build` writes for the target (mk/dataplane.mk)."""
+    if target == "bmv2":
+        return build / "bmv2" / "nfcluster.p4info.txtpb", build / "bmv2" / "nfcluster.json"
+    return build / "nfcluster.p4info.txtpb", build / "nfcluster.p4sim"
+
+
+def target_missing(target: str, build: Path) -> str | None:
+    """Why the target cannot run here, or None."""
+    if target == "bmv2" and shutil.which(BMV2_BINARY) is None:
+        return f"{BMV2_BINARY} is not on PATH (install BMv2 for the bmv2 leg)"
+    missing = [str(p) for p in target_files(target, build) if not p.exists()]
+    return f"not built: {', '.join(missing)} (run `make build`)" if missing else None
+
+
+def switch_command(target: str, ports: list[str]) -> list[str]:
+    """`p4sim run` or `simple_switch_grpc` on the ports, waiting for the pipeline push."""
+    if target == "bmv2":
+        return [BMV2_BINARY, "--device-id", "1", *ports, "--no-p4", "--",
+                "--grpc-server-addr", GRPC, "--cpu-port", "510"]
+    return [sys.executable, "-m", "p4sim.server.cli", "--grpc-addr", GRPC, "--device-id", "1",
+            "--cpu-port", "510", "--log-level", "warn", *ports, "--no-p4"]
 
 
 def sh(*cmd: str) -> None:
@@ -93,7 +126,12 @@ class Testbed:
     open_testbeds: set[Testbed] = set()
 
     def __init__(self, backends: int, logdir: Path, build: Path = REPO / "build",
-                 rate_mbit: float | None = None) -> None:
+                 rate_mbit: float | None = None, target: str = "p4sim") -> None:
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r} ({', '.join(TARGETS)})")
+        if missing := target_missing(target, build):
+            raise TargetMissing(missing)
+        self.target = target
         self.netns = os.readlink("/proc/thread-self/ns/net")
         Testbed.open_testbeds.add(self)
         self.logdir = logdir
@@ -169,17 +207,15 @@ class Testbed:
         if rate_mbit is not None:
             self.set_rate(rate_mbit)
         ports = [arg for h in self.hosts for arg in ("-i", f"{h.index}@s1-eth{h.index}")]
-        self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "p4sim.server.cli", "--grpc-addr", GRPC, "--device-id", "1",
-             "--cpu-port", "510", "--log-level", "warn", *ports, "--no-p4"],
-            cwd=REPO, stdout=self.log("p4sim"), stderr=subprocess.STDOUT))
+        self.procs.append(subprocess.Popen(switch_command(self.target, ports), cwd=REPO,
+                                           stdout=self.log(self.target), stderr=subprocess.STDOUT))
+        p4info, config = target_files(self.target, build)
         hosts_file = self.logdir / "hosts.json"
         hosts_file.write_text(json.dumps({h.name: {"addr": h.addr, "mac": h.mac, "port": h.index}
                                           for h in self.hosts}))
         self.procs.append(subprocess.Popen(
             [sys.executable, "-m", "prism.controller", "--hosts", str(hosts_file),
-             "--p4info", str(build / "nfcluster.p4info.txtpb"),
-             "--device-config", str(build / "nfcluster.p4sim"), "--switch", GRPC,
+             "--p4info", str(p4info), "--device-config", str(config), "--switch", GRPC,
              "--listen", f"{MGMT_NET}.254:{CONTROLLER_PORT}"],
             cwd=REPO, stdout=self.log("controller"), stderr=subprocess.STDOUT))
         wait_until("controller", self._controller_ready, timeout=60)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from prism.private_netns import run_in_private_netns
-from prism.testbed import REPO, Testbed, wait_until
+from prism.testbed import REPO, TARGETS, Testbed, target_missing, wait_until
 
 pytestmark = pytest.mark.netns
 
@@ -29,10 +29,10 @@ def rows(path: Path, kind: str) -> list[dict[str, Any]]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == kind]
 
 
-def three_modes(logdir: Path) -> dict[str, Any]:
+def three_modes(logdir: Path, target: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     steps = 0
-    tb = Testbed(backends=2, logdir=logdir)
+    tb = Testbed(backends=2, logdir=logdir, target=target)
     try:
         for mode in ("proxy", "once", "every"):
             stats = logdir / f"{mode}.jsonl"
@@ -53,12 +53,15 @@ def three_modes(logdir: Path) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if not (REPO / "build" / "nfcluster.p4sim").exists():
-        pytest.skip("no build/nfcluster.p4sim: run `make build`")
-    logdir = tmp_path_factory.mktemp("prism")
-    return run_in_private_netns(lambda: three_modes(logdir), timeout=240)
+@pytest.fixture(scope="module", params=TARGETS)
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The three modes on p4sim, and on BMv2 where it is installed (skipped cleanly if not)."""
+    target = str(request.param)
+    if missing := target_missing(target, REPO / "build"):
+        pytest.skip(f"{target}: {missing}")
+    logdir = tmp_path_factory.mktemp(f"prism-{target}")
+    return run_in_private_netns(lambda: three_modes(logdir, target), timeout=240,
+                                on_interrupt=Testbed.close_all)
 
 
 @pytest.mark.parametrize("mode", ["proxy", "once", "every"])
