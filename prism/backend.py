@@ -107,23 +107,24 @@ class Backend:
                 mode = body[0]
                 req = Request.decode(body[1:1 + REQUEST_SIZE])
                 state = TcpState.decode(body[1 + REQUEST_SIZE:])
-                frontend, client = Endpoint(*state.local), Endpoint(*state.remote)
-                t0 = time.perf_counter()
-                sock = restore(state.moved_to((self.me.addr, self.me.port)))
-                t1 = time.perf_counter()
-                write_ms = self.api.step("commit", client, frontend, self.me)
-                t2 = time.perf_counter()
-                ack = {"client_port": client.port, "restore_ms": (t1 - t0) * 1e3,
-                       "commit_ms": (t2 - t1) * 1e3, "commit_write_ms": write_ms}
-                with lock:
-                    send_frame(ctrl, KIND_ACK, json.dumps(ack).encode())
+                # one thread per connection from here: the channel's next frame does not wait
+                # for this one's commit
                 threading.Thread(target=self.serve_handed, daemon=True,
-                                 args=(sock, state, req, mode, frontend, client, ctrl, lock)).start()
+                                 args=(state, req, mode, ctrl, lock)).start()
 
-    def serve_handed(self, sock: socket.socket, state: TcpState, req: Request, mode: int,
-                     frontend: Endpoint, client: Endpoint, ctrl: socket.socket,
+    def serve_handed(self, state: TcpState, req: Request, mode: int, ctrl: socket.socket,
                      lock: threading.Lock) -> None:
+        frontend, client = Endpoint(*state.local), Endpoint(*state.remote)
+        t0 = time.perf_counter()
+        sock = restore(state.moved_to((self.me.addr, self.me.port)))
+        t1 = time.perf_counter()
         try:
+            write_ms = self.api.step("commit", client, frontend, self.me)
+            t2 = time.perf_counter()
+            ack = {"client_port": client.port, "restore_ms": (t1 - t0) * 1e3,
+                   "commit_ms": (t2 - t1) * 1e3, "commit_write_ms": write_ms}
+            with lock:
+                send_frame(ctrl, KIND_ACK, json.dumps(ack).encode())
             sock.sendall(state.unsent_bytes)
             respond(sock, req)
             if mode == MODE_EVERY:

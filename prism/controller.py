@@ -2,7 +2,8 @@
 frontend and backends (docs/prism.md).
 
     POST /handoff   body {"steps": [step, ...]}; every step of the body in ONE P4Runtime Write
-                    (a batch: a frontend with many hand-offs in flight sends them together).
+                    (with the steps of other requests that arrived while the previous Write
+                    was in flight: batching, for frequent hand-offs).
                     Step: {"step": begin|commit|lock|release, "client": [addr, port],
                     "frontend": [addr, port], "backend": [addr, port]}.
                     Answers {"write_ms": ...} (200), 400 for a malformed body, 409 when the
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 from aiohttp import web
-from finsy import Switch, SwitchOptions
+from finsy import P4TableEntry, Switch, SwitchOptions
 from finsy.p4client import P4ClientError
 
 from prism.switch_entries import HandOffEntries, HandOffStep, HostPort
@@ -50,6 +51,8 @@ class HandOffController:
         self.entries: HandOffEntries | None = None
         self.ready = asyncio.Event()
         self.writes = self.steps = self.failures = 0
+        self._pending: list[tuple[list[P4TableEntry], int, asyncio.Future[float]]] = []
+        self._writer: asyncio.Task[None] | None = None
 
     async def on_ready(self, sw: Switch) -> None:
         if not sw.is_primary:
@@ -61,19 +64,39 @@ class HandOffController:
         LOG.info("primary: %d Prism hosts routed", len(self.hosts))
 
     async def apply(self, steps: list[HandOffStep]) -> float:
-        """Write the steps' updates in one Write; returns its duration in ms."""
+        """Write the steps' updates; returns the duration of the Write that carried them, in ms.
+
+        Batching: steps that arrive while a Write is in flight wait and go together in the next
+        one (one Write for every request that came meanwhile), so a busy frontend's hand-offs
+        cost one switch round trip per batch, not per step. Steps of one connection are never
+        in one batch (each waits for its own answer before the next), and no step depends on an
+        order among the updates of a Write. A Write the switch refuses fails every request it
+        carried (409); the failure is counted."""
         await self.ready.wait()
         assert self.entries is not None
-        updates = [u for s in steps for u in self.entries.updates(s)]
-        start = time.perf_counter()
-        try:
-            await self.switch.write(updates)
-        except P4ClientError:
-            self.failures += 1
-            raise
-        self.writes += 1
-        self.steps += len(steps)
-        return (time.perf_counter() - start) * 1000.0
+        updates = [u for s in steps for u in self.entries.updates(s)]  # ValueError: bad host
+        done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._pending.append((updates, len(steps), done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        return await done
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            start = time.perf_counter()
+            try:
+                await self.switch.write([u for updates, _, _ in batch for u in updates])
+            except P4ClientError as exc:
+                self.failures += 1
+                for _, _, done in batch:
+                    done.set_exception(exc)
+                continue
+            ms = (time.perf_counter() - start) * 1000.0
+            self.writes += 1
+            for _, n, done in batch:
+                self.steps += n
+                done.set_result(ms)
 
 
 def make_app(ctl: HandOffController) -> web.Application:
