@@ -28,7 +28,7 @@ MODES = ("proxy", "every", "once")
 LABELS = {"proxy": "proxy", "every": "Prism", "once": "Prism (one hand-off)"}
 # thesis 5.2 with 4 backends, in link rates (its text; the figure has no table)
 THESIS_4_BACKENDS = {"proxy": 1.0, "every": 3.23, "once": 4.0}
-LATENCY_PARTS = ("begin_write_ms", "dump_ms", "restore_ms", "commit_ms", "handoff_ms", "total_ms")
+LATENCY_PARTS = ("begin_ms", "begin_write_ms", "dump_ms", "restore_ms", "commit_ms", "handoff_ms", "total_ms")
 
 
 def points(quick: bool) -> tuple[list[int], list[int], int, float]:

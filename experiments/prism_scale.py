@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -158,7 +159,7 @@ def simulate(s: Setup, costs: Costs, duration: float) -> float:
     return run_virtual(simulate_async(s, costs, duration))
 
 
-def measured_costs(rows: list[dict[str, str]]) -> Costs:
+def measured_costs(rows: list[dict[str, Any]]) -> Costs:
     def med(key: str) -> float:
         return statistics.median(float(r[key]) for r in rows) / 1000.0
 
@@ -167,11 +168,17 @@ def measured_costs(rows: list[dict[str, str]]) -> Costs:
 
 
 def run(ctx: Context) -> Outcome:
-    thr, lat = ctx.out_dir / "prism-throughput.csv", ctx.out_dir / "prism-handoff-latency.csv"
-    if not thr.exists() or not lat.exists() or not thr.read_text():
+    thr = ctx.out_dir / "prism-throughput.csv"
+    if not thr.exists() or not thr.read_text():
         return Outcome(NAME, error="no prism-throughput.csv: run `make experiments EXP=prism` first")
-    measured, latency = read_csv(thr), read_csv(lat)
-    costs = measured_costs([r for r in latency if r["mode"] == "every"] or latency)
+    measured = read_csv(thr)
+    # every hand-off's record, as the frontend wrote it (prism-logs/<backends>-every-<size>.jsonl)
+    records = [json.loads(line) for f in sorted((ctx.out_dir / "prism-logs").glob("*-every-*.jsonl"))
+               for line in f.read_text().splitlines()]
+    handoffs = [r for r in records if r["kind"] == "handoff"]
+    if not handoffs:
+        return Outcome(NAME, error="no hand-off records in prism-logs/: run EXP=prism first")
+    costs = measured_costs(handoffs)
     out = Outcome(NAME)
     link_bps = 8e6  # experiments/prism.py LINK_MBIT
     validation: list[dict[str, Any]] = []
