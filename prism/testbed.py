@@ -69,7 +69,9 @@ def switch_command(target: str, ports: list[str]) -> list[str]:
 
 
 def sh(*cmd: str) -> None:
-    subprocess.run(list(cmd), check=True, capture_output=True, text=True)
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {proc.stderr.strip()}")
 
 
 @dataclass
@@ -173,6 +175,8 @@ class Testbed:
         wait_until(f"{name} namespace", lambda: os.readlink(f"/proc/{pid}/ns/net")
                    != os.readlink("/proc/self/ns/net"))
         dev, sw, mdev, msw = f"h{index}-eth0", f"s1-eth{index}", f"h{index}-mgmt", f"m{index}"
+        for stale in (sw, msw):  # an earlier testbed's, its host namespace still going away
+            subprocess.run(["ip", "link", "del", stale], capture_output=True)
         sh("ip", "link", "add", dev, "type", "veth", "peer", "name", sw)
         sh("ip", "link", "add", mdev, "type", "veth", "peer", "name", msw)
         sh("ip", "link", "set", dev, "netns", pid)
@@ -296,7 +300,8 @@ class Testbed:
             return
         subprocess.run(["ip", "link", "del", "pmgmt0"], capture_output=True)
         for h in self.hosts:
-            subprocess.run(["ip", "link", "del", f"s1-eth{h.index}"], capture_output=True)
+            for dev in (f"s1-eth{h.index}", f"m{h.index}"):
+                subprocess.run(["ip", "link", "del", dev], capture_output=True)
 
     @classmethod
     def close_all(cls) -> None:
