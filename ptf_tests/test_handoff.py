@@ -149,6 +149,9 @@ class LockDropsUntilUnlock(HandOffTest):
         tx_before = self.read_counter("port_tx", BACKEND1[1])[0]
         held = self.client_segment(seq=3000)
         testutils.send_packet(self, CLIENT[1], held)
+        # the switch takes the packet from its port asynchronously: unlock only once it has
+        # been dropped (else the unlock could overtake it)
+        self.wait_counter("handoff_drops", HANDOFF_DROP_LOCKED, drops_before + 1)
 
         action, params = self.to_backend(BACKEND1)
         self.modify_table_entry("handoff_conn", self.forward_key(), action, params)
