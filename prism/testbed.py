@@ -271,6 +271,14 @@ class Testbed:
             cmd += ["--stats", str(stats)]
         self.frontend.popen(cmd, self.log("frontend"))
         wait_until("frontend", partial(self.frontend.listening, self.frontend_port))
+        # through the switch (its first packets can wait for p4sim's native engine to build)
+        wait_until("client -> frontend through the switch", self._client_reaches_frontend,
+                   timeout=180)
+
+    def _client_reaches_frontend(self) -> bool:
+        probe = f"echo -n > /dev/tcp/{self.frontend.addr}/{self.frontend_port}"
+        return subprocess.run(["nsenter", "-t", str(self.client.pid), "-n", "timeout", "2",
+                               "bash", "-c", probe], capture_output=True).returncode == 0
 
     def stop_servers(self) -> None:
         for h in self.hosts:
