@@ -192,13 +192,13 @@ def run(ctx: Context) -> Outcome:
     validation: list[dict[str, Any]] = []
     for r in measured:
         s = Setup(r["mode"], int(r["backends"]), int(r["size"]), int(r["connections"]), link_bps)
-        sim = simulate(s, costs, duration=3.0 if ctx.quick else 6.0)
+        sim = simulate(s, costs, duration=2.0 if ctx.quick else 6.0)
         validation.append({"mode": s.mode, "backends": s.backends, "size": s.size,
                            "measured_mbps": float(r["mbps"]), "simulated_mbps": sim / 1e6,
                            "ratio": sim / 1e6 / max(float(r["mbps"]), 1e-9)})
     out.csvs.append(write_csv(ctx.out_dir / "prism-scale-validation.csv", validation))
-    sizes = [4096, 65536, 262144] if ctx.quick else [4096, 16384, 65536, 262144]
-    counts = [4, 32] if ctx.quick else [4, 16, 32]
+    sizes = [4096, 262144] if ctx.quick else [4096, 16384, 65536, 262144]
+    counts = [32] if ctx.quick else [4, 16, 32]
     scale: list[dict[str, Any]] = []
     cost_sets = {"measured": costs, "10x faster": costs.scaled(0.1)}
     for (label, c), n, size, mode in itertools.product(cost_sets.items(), counts, sizes,
@@ -206,7 +206,7 @@ def run(ctx: Context) -> Outcome:
         if mode == "proxy" and label != "measured":
             continue  # the proxy pays no hand-off
         s = Setup(mode, n, size, 100, 1e9)
-        gbps = simulate(s, c, duration=0.3 if ctx.quick else 0.5) / 1e9
+        gbps = simulate(s, c, duration=0.2 if ctx.quick else 0.5) / 1e9
         scale.append({"costs": label, "backends": n, "size": size, "mode": mode, "gbps": gbps})
         ctx.progress(NAME, len(scale), 0, f"{label}, {n} backends, {mode}, {size} B: {gbps:.2f} Gbit/s")
     out.csvs.append(write_csv(ctx.out_dir / "prism-scale.csv", scale))
