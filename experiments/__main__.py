@@ -47,6 +47,12 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     "replication-cost": ("experiments.beyond:run_replication_cost",
                          "throughput and latency with cluster replication on and off"),
     "work": ("experiments.beyond:run_work", "throughput against per-packet work"),
+    "prism": ("experiments.prism:run",
+              "Prism TCP hand-off: throughput against object size and backends for proxy, Prism "
+              "and Prism with one hand-off, hand-off latency (Prism thesis 5.1-5.2)"),
+    "prism-scale": ("experiments.prism_scale:run",
+                    "Prism at the thesis's scale (1 Gbit/s links, 4-32 backends) by simulation "
+                    "calibrated on the `prism` run's hand-off costs (run it first)"),
     "targets": ("experiments.beyond:run_targets",
                 "the throughput-against-rate figure on p4sim and on BMv2 (when installed)"),
 }

@@ -109,6 +109,20 @@ def test_tables_match_the_contract(p4info: p4i.P4Info) -> None:
             [("dst_addr", 32, p4i.MatchField.LPM)],
             [("forward_to_edge", [("port", 9), ("dst_mac", 48)])],
         ),
+        # Prism hand-off (docs/prism.md): prism/switch_entries.py writes these by name
+        "handoff_conn": (
+            "NfcIngress",
+            [("src_addr", 32, p4i.MatchField.EXACT), ("dst_addr", 32, p4i.MatchField.EXACT),
+             ("src_port", 16, p4i.MatchField.EXACT), ("dst_port", 16, p4i.MatchField.EXACT)],
+            [("handoff_to_backend", [("port", 9), ("dst_mac", 48), ("dst_addr", 32), ("dst_port", 16)]),
+             ("handoff_to_client", [("port", 9), ("dst_mac", 48), ("src_addr", 32), ("src_port", 16)]),
+             ("handoff_lock", [])],
+        ),
+        "handoff_route": (
+            "NfcIngress",
+            [("dst_addr", 32, p4i.MatchField.LPM)],
+            [("handoff_forward", [("port", 9), ("dst_mac", 48)])],
+        ),
     }
     actions = {a.preamble.id: a for a in p4info.actions}
     for name, (pipe, fields, acts) in expected.items():
@@ -129,7 +143,8 @@ def test_tables_match_the_contract(p4info: p4i.P4Info) -> None:
 @pytest.mark.slow
 def test_externs_match_the_contract(p4info: p4i.P4Info) -> None:
     # per-(stage, slot) cells at index stage << SLOT_BITS | slot; per-port counters by port
-    for name, size in (("slot_traffic", 4 * 4096), ("unowned_drops", 4 * 4096), ("nf_port_drops", 512)):
+    for name, size in (("slot_traffic", 4 * 4096), ("unowned_drops", 4 * 4096), ("nf_port_drops", 512),
+                       ("handoff_drops", 1)):
         c = _by_suffix(list(p4info.counters), name, "NfcIngress")
         assert isinstance(c, p4i.Counter)
         assert c.size == size

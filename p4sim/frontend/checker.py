@@ -360,7 +360,7 @@ class Checker(CallChecker):
             elif pname == "implementation":
                 sym.implementation = self.table_instance(val, scope, ("action_profile", "action_selector"), d.name, "implementation")
             elif pname == "counters":
-                sym.direct_counter = self.table_instance(val, scope, ("direct_counter",), d.name, "counters")
+                sym.direct_counter = self.table_instance(val, scope, ("direct_counter", "DirectCounter"), d.name, "counters")
             elif pname == "meters":
                 raise Unsupported(loc, f"table {d.name}: meters (direct_meter)")
             elif pname == "support_timeout":

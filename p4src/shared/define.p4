@@ -100,6 +100,10 @@ const bit<32> SLOT_MAP_DROP_ORPHAN_FRAGMENT = 0;  /* a later fragment whose firs
 const bit<32> PUNT_DROP_NO_HANDLER = 0;  /* the controller has not enabled the punt (edge_punt) */
 const bit<32> PUNT_DROP_OVER_RATE  = 1;  /* punt_meter marked the packet red */
 
+/* Why HandOff dropped a packet (counter handoff_drops). */
+#define HANDOFF_DROP_REASONS 1
+const bit<32> HANDOFF_DROP_LOCKED = 0;  /* its connection is being handed off: TCP retransmits it */
+
 /* Meter colours (v1model's execute_meter and TNA's Meter.execute agree). */
 const bit<2> METER_GREEN  = 0;
 const bit<2> METER_YELLOW = 1;

@@ -23,4 +23,8 @@
 /* Cells remembering a first fragment's slot for the later fragments of its datagram. */
 #define FRAGMENT_MEMORY_SIZE     4096
 
+/* Prism hand-off: two entries (one per direction) per handed-off connection; Prism hosts' routes. */
+#define HANDOFF_CONN_TABLE_SIZE  8192
+#define HANDOFF_ROUTE_TABLE_SIZE 256
+
 #endif /* NFC_SIZE_P4 */

@@ -14,11 +14,13 @@ const DigestType_t DIGEST_TYPE_NEW_FLOW = 1;
 #include "define.p4"
 #include "size.p4"
 #include "header.p4"
+#include "checksum.p4"
 
 #include "include/parser.p4"
 #include "include/control/port_counters.p4"
 #include "include/control/port_role.p4"
 #include "include/control/packetio.p4"
+#include "include/control/handoff.p4"
 #include "include/control/output.p4"
 #include "include/control/chain.p4"
 #include "include/control/slot.p4"
@@ -35,6 +37,7 @@ control NfcIngress(inout headers_t hdr,
     PortRxCounter() port_rx_counter;
     PortClassifier() port_classifier;
     PacketIoIngress() packetio;
+    HandOff() handoff;
     NfOutputAcceptance() output;
     ChainSteering() chain;
     EdgeForwarding() forwarding;
@@ -46,6 +49,7 @@ control NfcIngress(inout headers_t hdr,
         port_rx_counter.apply(ig_intr_md);
         port_classifier.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
         packetio.apply(hdr, meta, ig_intr_md, ig_tm_md, ig_dprsr_md);
+        handoff.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);
         output.apply(hdr, meta, ig_intr_md, ig_dprsr_md);
         chain.apply(hdr, meta, ig_intr_md);
         forwarding.apply(hdr, meta, ig_intr_md, ig_dprsr_md, ig_tm_md);

@@ -11,11 +11,13 @@
 #include "define.p4"
 #include "size.p4"
 #include "header.p4"
+#include "checksum.p4"
 
 #include "include/parser.p4"
 #include "include/control/port_counters.p4"
 #include "include/control/port_role.p4"
 #include "include/control/packetio.p4"
+#include "include/control/handoff.p4"
 #include "include/control/output.p4"
 #include "include/control/chain.p4"
 #include "include/control/slot.p4"
@@ -29,6 +31,7 @@ control NfcIngress(inout headers_t hdr,
     PortRxCounter() port_rx_counter;
     PortClassifier() port_classifier;
     PacketIoIngress() packetio;
+    HandOff() handoff;
     NfOutputAcceptance() output;
     ChainSteering() chain;
     EdgeForwarding() forwarding;
@@ -40,6 +43,7 @@ control NfcIngress(inout headers_t hdr,
         port_rx_counter.apply(standard_metadata);        /* every packet in, by port (first) */
         port_classifier.apply(hdr, meta, standard_metadata);
         packetio.apply(hdr, meta, standard_metadata);
+        handoff.apply(hdr, meta, standard_metadata);     /* Prism: handed-off TCP connections */
         output.apply(hdr, meta, standard_metadata);      /* NF output: accepted once, or dropped */
         chain.apply(hdr, meta, standard_metadata);       /* the stage a packet enters, or none */
         forwarding.apply(hdr, meta, standard_metadata);  /* output that left its chain: the edge */

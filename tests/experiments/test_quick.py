@@ -20,6 +20,8 @@ from experiments.__main__ import EXPERIMENTS
 from experiments.common import REPO
 
 QUICK_IN_TESTS = list(EXPERIMENTS)
+# experiments that read another's output run after it, in the same directory
+RUN_AFTER = {"prism-scale": ["prism"]}
 
 pytestmark = [
     pytest.mark.netns,
@@ -35,7 +37,7 @@ pytestmark = [
 def test_quick_mode_writes_its_csvs_and_plots_and_keeps_its_sanity_checks(
         name: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "experiments", "--quick", "--seed", "1",
-                           "--out-dir", str(tmp_path), name],
+                           "--out-dir", str(tmp_path), *RUN_AFTER.get(name, []), name],
                           capture_output=True, text=True, cwd=REPO, timeout=580, check=False)
     outcome_path = tmp_path / f"outcome-{name}.json"
     assert outcome_path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,0 +1,12 @@
+# Prism TCP connection hand-off (prism/, docs/prism.md).
+
+PRISM_ARGS ?=
+
+.PHONY: prism-demo prism-test
+
+prism-demo: setup build ## Prism on p4sim: proxy, one hand-off and a hand-off per request, every byte checked (PRISM_ARGS="--backends 4 --size 262144 --rate-mbit 8")
+	$(PY) -m prism --target $(TARGET) $(PRISM_ARGS)
+
+prism-test: setup build ## the Prism tests: TCP_REPAIR on loopback, switch writes, real hand-offs through p4sim (root)
+	unshare -n sh -c 'ip link set lo up; $(PY) -m pytest tests/prism -q'
+	$(PY) -m ptf_tests.run --target $(TARGET) --build-dir $(P4_BUILD_DIR) handoff

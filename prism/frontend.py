@@ -1,0 +1,225 @@
+"""The Prism frontend: accepts clients, reads each request, and hands the connection to a
+backend (modes "once" and "every", the thesis's two variants), or relays it (mode "proxy", the
+baseline).
+
+    python -m prism.frontend --addr 10.0.2.1 --backends 10.0.3.1,10.0.3.2 --mode once \
+        --controller http://192.168.77.254:8700 --stats handoffs.jsonl
+
+A hand-off of connection C to backend B (docs/prism.md, "Hand-off protocol"):
+  1. controller `begin`: C's client->frontend segments dropped (lock), B->client rewrite added;
+  2. dump C (TCP_REPAIR) and close it silently;
+  3. HANDOFF frame (mode, the request already read, the state) to B on the hand-off channel;
+  4. B restores C, commits (client->frontend segments now rewritten to B) and answers ACK.
+Mode "every": B hands C back after each response (HANDBACK): the frontend restores it, has the
+controller `release` both entries, reads the next request and hands it to the next backend.
+Each hand-off's times go to --stats (one JSON object per line): begin (switch write), dump
+(serialise), handoff (frame sent until ACK: transfer + restore + commit), restore and commit
+(measured at the backend), total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from prism.api_client import HandOffApi
+from prism.protocol import (
+    KIND_ACK,
+    KIND_HANDBACK,
+    KIND_HANDOFF,
+    ProtocolError,
+    Request,
+    read_frame,
+    read_request,
+    send_frame,
+)
+from prism.repair import TcpState, close_silently, dump, restore
+from prism.switch_entries import Endpoint
+
+LOG = logging.getLogger("prism.frontend")
+MODES = {"once": 0, "every": 1}
+ACK_TIMEOUT_S = 10.0
+
+
+class BackendChannel:
+    """The hand-off channel to one backend: frames out under a lock, ACKs matched by client port."""
+
+    def __init__(self, frontend: Frontend, addr: str, data_port: int, control_port: int) -> None:
+        self.frontend = frontend
+        self.endpoint = Endpoint(addr, data_port)
+        self.control_port = control_port
+        self.sock: socket.socket | None = None
+        self.lock = threading.Lock()
+        self.acks: dict[int, tuple[threading.Event, list[dict[str, float]]]] = {}
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.endpoint.addr, self.control_port), timeout=30)
+        self.sock.settimeout(None)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.sock is not None
+        while (frame := read_frame(self.sock)) is not None:
+            kind, body = frame
+            if kind == KIND_ACK:
+                ack = json.loads(body)
+                event, box = self.acks.pop(int(ack["client_port"]))
+                box.append(ack)
+                event.set()
+            elif kind == KIND_HANDBACK:
+                threading.Thread(target=self.frontend.take_back, args=(self, body), daemon=True).start()
+            else:
+                raise ProtocolError(f"frontend got frame kind {kind}")
+
+    def hand_off(self, mode: int, req: Request, state: TcpState) -> dict[str, float]:
+        """Send the state; wait for the backend's ACK (it has restored and committed)."""
+        assert self.sock is not None
+        event = threading.Event()
+        box: list[dict[str, float]] = []
+        self.acks[state.remote[1]] = (event, box)
+        with self.lock:
+            send_frame(self.sock, KIND_HANDOFF, bytes([mode]) + req.encode() + state.encode())
+        if not event.wait(ACK_TIMEOUT_S):
+            raise TimeoutError(f"no ACK from {self.endpoint.addr} for port {state.remote[1]}")
+        return box[0]
+
+
+class Frontend:
+    def __init__(self, addr: str, port: int, mode: str, api: HandOffApi | None,
+                 backends: list[tuple[str, int, int]], stats: IO[str] | None) -> None:
+        self.me = Endpoint(addr, port)
+        self.mode = mode
+        self.api = api
+        self.channels = [BackendChannel(self, a, d, c) for a, d, c in backends]
+        self._next = itertools.cycle(range(len(self.channels)))
+        self._next_lock = threading.Lock()
+        self.stats = stats
+        self.stats_lock = threading.Lock()
+        self.handoffs = self.failures = 0
+
+    def pick(self) -> BackendChannel:
+        with self._next_lock:
+            return self.channels[next(self._next)]
+
+    def run(self) -> None:
+        if self.mode != "proxy":
+            for ch in self.channels:
+                ch.connect()
+        lsock = socket.create_server((self.me.addr, self.me.port), backlog=1024)
+        LOG.info("frontend %s:%d mode %s, %d backends", self.me.addr, self.me.port, self.mode,
+                 len(self.channels))
+        while True:
+            sock, _ = lsock.accept()
+            target = self.relay if self.mode == "proxy" else self.serve
+            threading.Thread(target=target, args=(sock,), daemon=True).start()
+
+    # -- proxy baseline ---------------------------------------------------------------------
+    def relay(self, sock: socket.socket) -> None:
+        ch = self.pick()
+        with sock, socket.create_connection((ch.endpoint.addr, ch.endpoint.port)) as up:
+            while (req := read_request(sock)) is not None:
+                up.sendall(req.encode())
+                left = req.size
+                while left:
+                    chunk = up.recv(min(left, 1 << 18))
+                    if not chunk:
+                        raise ProtocolError("backend closed mid-response")
+                    sock.sendall(chunk)
+                    left -= len(chunk)
+
+    # -- Prism -------------------------------------------------------------------------------
+    def serve(self, sock: socket.socket) -> None:
+        """Read the connection's next request and hand the connection off."""
+        try:
+            req = read_request(sock)
+            if req is None:
+                sock.close()
+                return
+            self.hand_off(sock, req)
+        except (OSError, ProtocolError, TimeoutError) as exc:
+            self.failures += 1
+            LOG.error("hand-off failed: %s", exc)
+
+    def hand_off(self, sock: socket.socket, req: Request) -> None:
+        assert self.api is not None
+        ch = self.pick()
+        peer = sock.getpeername()
+        client = Endpoint(peer[0], peer[1])
+        t0 = time.perf_counter()
+        begin_ms = self.api.step("begin", client, self.me, ch.endpoint)
+        t1 = time.perf_counter()
+        state = dump(sock)
+        close_silently(sock)
+        t2 = time.perf_counter()
+        ack = ch.hand_off(MODES[self.mode], req, state)
+        t3 = time.perf_counter()
+        self.handoffs += 1
+        self.record({"kind": "handoff", "backend": ch.endpoint.addr, "client_port": client.port,
+                     "begin_ms": (t1 - t0) * 1e3, "begin_write_ms": begin_ms,
+                     "dump_ms": (t2 - t1) * 1e3, "handoff_ms": (t3 - t2) * 1e3,
+                     "restore_ms": ack["restore_ms"], "commit_ms": ack["commit_ms"],
+                     "total_ms": (t3 - t0) * 1e3, "state_bytes": len(state.encode())})
+
+    def take_back(self, ch: BackendChannel, body: bytes) -> None:
+        """A HANDBACK: restore here, release the switch entries, go on with the next request."""
+        assert self.api is not None
+        try:
+            state = TcpState.decode(body)
+            client = Endpoint(*state.remote)
+            t0 = time.perf_counter()
+            sock = restore(state.moved_to((self.me.addr, self.me.port)))
+            t1 = time.perf_counter()
+            self.api.step("release", client, self.me, ch.endpoint)
+            t2 = time.perf_counter()
+            sock.sendall(state.unsent_bytes)
+            self.record({"kind": "handback", "client_port": client.port,
+                         "restore_ms": (t1 - t0) * 1e3, "release_ms": (t2 - t1) * 1e3})
+        except (OSError, ProtocolError) as exc:
+            self.failures += 1
+            LOG.error("hand-back failed: %s", exc)
+            return
+        self.serve(sock)
+
+    def record(self, row: dict[str, object]) -> None:
+        if self.stats is not None:
+            with self.stats_lock:
+                self.stats.write(json.dumps(row) + "\n")
+                self.stats.flush()
+
+
+def parse_backends(text: str, data_port: int, control_port: int) -> list[tuple[str, int, int]]:
+    return [(a.strip(), data_port, control_port) for a in text.split(",") if a.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="prism-frontend", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--addr", required=True, help="the service address clients connect to")
+    parser.add_argument("--port", type=int, default=8080, help="the service port")
+    parser.add_argument("--backends", required=True, help="comma-separated backend addresses")
+    parser.add_argument("--backend-data-port", type=int, default=9090,
+                        help="backends' data port (restored connections are bound to it)")
+    parser.add_argument("--backend-control-port", type=int, default=9091,
+                        help="backends' hand-off channel port")
+    parser.add_argument("--mode", choices=("once", "every", "proxy"), default="once",
+                        help="hand off once per connection, at every request, or relay")
+    parser.add_argument("--controller", default="http://127.0.0.1:8700", help="hand-off API URL")
+    parser.add_argument("--stats", type=Path, help="append one JSON line per hand-off here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stats = args.stats.open("a") if args.stats else None
+    api = None if args.mode == "proxy" else HandOffApi(args.controller)
+    backends = parse_backends(args.backends, args.backend_data_port, args.backend_control_port)
+    Frontend(args.addr, args.port, args.mode, api, backends, stats).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The Prism object protocol over TCP, and the frames of the frontend-backend hand-off channel.
+
+Client protocol (persistent connections, one request at a time):
+    request  = "PRSM" magic, object size (u64), seed (u64)      -- 20 bytes
+    response = exactly `size` bytes: object_bytes(size, seed)
+The content is a function of (size, seed) only, so the client checks every response's length
+and every byte, whichever server (frontend, backend, proxy) sent it.
+
+Hand-off channel (frontend <-> backend, one TCP connection per peer pair): frames of a kind
+byte and a u32 length, then the body:
+    HANDOFF  body = request (20 bytes) + encoded TcpState: serve this connection, starting
+             with this request (already read by the sender)
+    HANDBACK body = encoded TcpState: the connection returns to the frontend
+    ACK      body = u64 connection id (the client port): the receiver has restored it
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+from dataclasses import dataclass
+
+MAGIC = b"PRSM"
+_REQUEST = struct.Struct("!4sQQ")
+REQUEST_SIZE = _REQUEST.size
+_FRAME = struct.Struct("!BI")
+MAX_OBJECT = 1 << 30
+
+KIND_HANDOFF = 1
+KIND_HANDBACK = 2
+KIND_ACK = 3
+
+
+class ProtocolError(ValueError):
+    """A malformed request or frame, or a peer that closed mid-message."""
+
+
+@dataclass(frozen=True)
+class Request:
+    size: int
+    seed: int
+
+    def encode(self) -> bytes:
+        return _REQUEST.pack(MAGIC, self.size, self.seed)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Request:
+        magic, size, seed = _REQUEST.unpack(data)
+        if magic != MAGIC or size > MAX_OBJECT:
+            raise ProtocolError(f"bad request {data!r}")
+        return cls(size, seed)
+
+
+def object_bytes(size: int, seed: int) -> bytes:
+    """The object a request names: `size` pseudo-random bytes from `seed`."""
+    return random.Random(seed).randbytes(size)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from `sock`, or ProtocolError when the peer closes first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise ProtocolError(f"peer closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def read_request(sock: socket.socket) -> Request | None:
+    """The next request on a client connection, or None when the client closed between requests."""
+    first = sock.recv(REQUEST_SIZE)
+    if not first:
+        return None
+    return Request.decode(first + recv_exact(sock, REQUEST_SIZE - len(first)))
+
+
+def send_frame(sock: socket.socket, kind: int, body: bytes) -> None:
+    sock.sendall(_FRAME.pack(kind, len(body)) + body)
+
+
+def read_frame(sock: socket.socket) -> tuple[int, bytes] | None:
+    """(kind, body) of the next frame, or None when the peer closed between frames."""
+    first = sock.recv(_FRAME.size)
+    if not first:
+        return None
+    head = first + recv_exact(sock, _FRAME.size - len(first))
+    kind, length = _FRAME.unpack(head)
+    return kind, recv_exact(sock, length)

@@ -1,0 +1,112 @@
+"""TCP_REPAIR hand-off on loopback, in a private network namespace: a live connection with data
+queued both ways is dumped, closed silently and restored in a new socket while a `blackhole rule
+drops the peer's packets (the switch's lock); the peer sees no reset and every byte arrives."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from prism.private_netns import run_in_private_netns
+from prism.protocol import object_bytes, recv_exact
+from prism.repair import RepairError, TcpState, close_silently, dump, restore
+
+pytestmark = pytest.mark.netns
+
+SERVER = ("127.0.0.1", 7000)
+CLIENT_ADDR = "127.0.0.2"
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def lock() -> None:
+    """Drop the client's segments to the server (what handoff_lock does): a blackhole rule for
+    them ahead of the local table (moved from preference 0 to 100 for that)."""
+    ip("rule", "add", "pref", "10", "from", CLIENT_ADDR, "to", SERVER[0], "blackhole")
+
+
+def unlock() -> None:
+    ip("rule", "del", "pref", "10")
+
+
+def connected_pair() -> tuple[socket.socket, socket.socket, socket.socket]:
+    ip("rule", "add", "pref", "100", "lookup", "local")
+    ip("rule", "del", "pref", "0", "lookup", "local")
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(SERVER)
+    listener.listen()
+    client = socket.create_connection(SERVER, timeout=10, source_address=(CLIENT_ADDR, 0))
+    server, _ = listener.accept()
+    server.settimeout(10)
+    return listener, client, server
+
+
+def hand_off_with_queues() -> dict[str, object]:
+    listener, client, server = connected_pair()
+    request = object_bytes(1000, seed=1)
+    client.sendall(request)                       # unread: the server's receive queue
+    response = object_bytes(4 << 20, seed=2)
+    server.setblocking(False)
+    sent = 0
+    try:                                          # the client reads nothing yet: the server's
+        while sent < len(response):               # send queue fills (sent-unacked and unsent)
+            sent += server.send(response[sent:sent + 65536])
+    except BlockingIOError:
+        pass
+    server.setblocking(True)
+    lock()
+    state = dump(server)
+    close_silently(server)
+    moved = TcpState.decode(state.encode())
+    new = restore(moved)
+    unlock()
+    new.settimeout(10)
+    with ThreadPoolExecutor(1) as pool:           # the client reads the whole response
+        reader = pool.submit(recv_exact, client, len(response))
+        new.sendall(moved.unsent_bytes)           # the never-sent tail, after the unlock
+        new.sendall(response[sent:])              # the rest, from the new socket
+        got = reader.result(timeout=20)
+    seen_request = recv_exact(new, len(request))
+    client.sendall(b"after")
+    after = recv_exact(new, 5)
+    client.close()
+    eof = new.recv(1)
+    new.close()
+    listener.close()
+    return {"state": state, "sent": sent, "response_ok": got == response,
+            "request_ok": seen_request == request, "after": after, "eof": eof}
+
+
+def test_hand_off_keeps_both_queues_and_the_connection() -> None:
+    out = run_in_private_netns(hand_off_with_queues)
+    state = out["state"]
+    assert isinstance(state, TcpState)
+    assert len(state.recv_queue) == 1000
+    assert 0 < len(state.send_queue) <= out["sent"]  # type: ignore[operator]
+    assert out["response_ok"], "the client's bytes differ from the response"
+    assert out["request_ok"], "the new socket did not get the old socket's unread request"
+    assert out["after"] == b"after"
+    assert out["eof"] == b"", "the client's FIN did not reach the new socket"
+
+
+def refuse_listening() -> str:
+    listener = socket.socket()
+    listener.bind(SERVER)
+    listener.listen()
+    try:
+        dump(listener)
+    except RepairError as exc:
+        return str(exc)
+    finally:
+        listener.close()
+    return ""
+
+
+def test_dump_refuses_a_socket_not_established() -> None:
+    assert "not ESTABLISHED" in run_in_private_netns(refuse_listening)
