@@ -11,12 +11,9 @@ The switch process runs at niceness `SWITCH_NICE` (-10, the controller's): it st
 hardware switch, whose forwarding never waits for the host's CPU. At nice 0 on a loaded 2-core host
 (`make bench-failover --busy 2` beside other jobs: load 11-24) p4sim got a tenth of the wall time
 (run 50 ms, waiting on the run queue 550 ms, per 600 ms) and once stopped reading its client port
-for 8 s: its receive ring (3.2 s deep at that rate) overflowed and 18,652 client packets were
-kernel drops at that port, which the bench's verdict took for the loss of a false fail-over
-(docs/protocols.md, "A loaded host delays, never drops"). The whole host stalls too (every NF's
-heartbeats missed in one round, the controller's at nice -10), so p4sim's receive rings are also
-four times its default (`RING_MB`): a stall of the host delays the switch's input, it does not
-drop it.
+for 8 s: its receive ring (about 2 s deep) overflowed and 18,652 client packets were kernel drops
+at that port, which the bench's verdict took for the loss of a false fail-over (docs/protocols.md,
+"A loaded host delays, never drops").
 """
 
 from __future__ import annotations
@@ -34,10 +31,6 @@ from mininet.node import Host, Switch
 BMV2_BINARY = "simple_switch_grpc"
 BMV2_CLI = "simple_switch_CLI"  # BMv2's runtime CLI (Thrift), for what P4Runtime does not set
 SWITCH_NICE = -10  # the switch process's niceness (see the module docstring); root may lower it
-# p4sim's receive ring per port (MiB): 8, its default, held 6,368 client frames (3.2 s at 2,000
-# packets/s) of an 8 s stall of a loaded host; 32 rides out about 12 s (4 x 12 ports: 384 MiB of
-# kernel memory while the switch runs)
-RING_MB = 32.0
 
 
 def bmv2_available() -> bool:
@@ -154,12 +147,10 @@ class P4simSwitch(_GrpcSwitch):
     none, so every run on p4sim also shows that the system needs none."""
 
     def __init__(self, name: str, io: str | None = None, engine: str | None = None,
-                 metrics_port: int | None = None, registers: bool = False,
-                 ring_mb: float | None = RING_MB, **kwargs: Any) -> None:
+                 metrics_port: int | None = None, registers: bool = False, **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
         self.io, self.engine, self.metrics_port = io, engine, metrics_port
         self.registers = registers
-        self.ring_mb = ring_mb  # receive ring per port with ring I/O (None: p4sim's default)
 
     @property
     def metrics_address(self) -> str | None:
@@ -183,8 +174,6 @@ class P4simSwitch(_GrpcSwitch):
             cmd += ["--pcap", self.pcap_dir]
         if self.io is not None:
             cmd += ["--io", self.io]
-        if self.ring_mb is not None and self.io != "socket":
-            cmd += ["--ring-mb", str(self.ring_mb)]
         if self.engine is not None:
             cmd += ["--engine", self.engine]
         if self.metrics_port is not None:
