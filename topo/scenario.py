@@ -67,7 +67,7 @@ from topo.mgmt_cut import MgmtCuts
 from topo.port_accounting import PortAccount, accounting, summary_line
 from topo.port_accounting import Snapshot as PortSnapshot
 from topo.port_accounting import snapshot as port_snapshot
-from topo.procs import free_port, stop_processes, wait_for
+from topo.procs import free_port, prioritize_session, stop_processes, wait_for
 from topo.report import nf_table, summarise
 from topo.topology import MGMT_BRIDGE, Topology, build_topology
 from topo.traffic import SideReport
@@ -498,6 +498,7 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                      str(cfg_path), "--api", f"127.0.0.1:{ctl_ports[name]}", "--name", name],
                     stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
                     start_new_session=True)  # Ctrl-C reaches the launcher only: stopped by PID
+            prioritize_session(proc.pid, -10)  # (its own session: the nice above counts in it only)
             ctl_procs.append(proc)
             return proc
 

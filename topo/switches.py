@@ -7,8 +7,10 @@ of the switch becomes a data-plane port (`-i N@iface`, N = Mininet's port number
 P4Runtime on 127.0.0.1:`grpc_port` with `device_id`, and `start()` returns only once the gRPC port
 accepts connections. Processes are started with Popen and stopped by their own handle.
 
-The switch process runs at niceness `SWITCH_NICE` (-10, the controller's): it stands in for a
-hardware switch, whose forwarding never waits for the host's CPU. At nice 0 on a loaded 2-core host
+The switch process runs at niceness `SWITCH_NICE` (-10, the controller's), and so does its session
+as a scheduling group (`topo.procs.prioritize_session`: with the kernel's autogroups a process's
+own niceness counts only inside its session): it stands in for a hardware switch, whose
+forwarding never waits for the host's CPU. At nice 0 on a loaded 2-core host
 (`make bench-failover --busy 2` beside other jobs: load 11-24) p4sim got a tenth of the wall time
 (run 50 ms, waiting on the run queue 550 ms, per 600 ms) and once stopped reading its client port
 for 8 s: its receive ring (about 2 s deep) overflowed and 18,652 client packets were kernel drops
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from mininet.node import Host, Switch
+
+from topo.procs import prioritize_session
 
 BMV2_BINARY = "simple_switch_grpc"
 BMV2_CLI = "simple_switch_CLI"  # BMv2's runtime CLI (Thrift), for what P4Runtime does not set
@@ -110,6 +114,8 @@ class _GrpcSwitch(Switch):  # type: ignore[misc]
             # stops the switch by its PID
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
+        # its own session is its own scheduling group: the group gets the priority too
+        prioritize_session(self.proc.pid, SWITCH_NICE)
         deadline = time.monotonic() + self.start_timeout
         while not _listening(self.grpc_port):
             if self.proc.poll() is not None:

@@ -108,6 +108,9 @@ def test_mininet_hosts_ping_through_p4sim(real_program: RealProgram) -> None:
         # the switch runs ahead of the host's other work (a starved switch drops at its rings)
         stat = Path(f"/proc/{s1.proc.pid}/stat").read_text()
         assert int(stat.rsplit(")", 1)[1].split()[16]) == SWITCH_NICE  # field 19: nice
+        group = Path(f"/proc/{s1.proc.pid}/autogroup")  # ...and its session as a whole
+        if group.exists():
+            assert group.read_text().split()[-1] == str(SWITCH_NICE)
     finally:
         if stream is not None:
             stream.close()
