@@ -93,6 +93,12 @@ def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
             continue
         if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
             continue  # (failed over or replaced, not configured anew yet: it may still own slots)
+        if nf.id not in ctl.nfs_configured:
+            # its configuration is under way (it answered again after a suspicion): that
+            # configuration was decided before this choice and would undo it, a `SetRole(spare)`
+            # landing after our `AssignSlots(as_backup)` (seen in a busy hang run: the backup
+            # dropped the copies as unowned, then was promoted and skipped their numbers)
+            continue
         candidates.append((nf.id != prefer, state.role != "spare", nf.id))
     return min(candidates)[2] if candidates else None
 

@@ -325,3 +325,21 @@ def test_a_new_backup_that_goes_down_while_the_fail_over_gives_it_is_replaced():
         assert c.pairs[3] != 5
 
     asyncio.run(with_controller(body))
+
+
+def test_a_spare_whose_configuration_is_under_way_is_not_taken_as_the_new_backup():
+    """An NF that answered again after a suspicion is being configured from the state of that
+    moment (a spare): a fail-over that made it the new backup meanwhile would be undone by that
+    configuration's `SetRole(spare)` arriving after its `AssignSlots(as_backup)` (a busy hang run:
+    the backup dropped its copies as unowned, then was promoted and skipped their numbers). Such
+    an NF is not chosen until its configuration is done."""
+    async def body(c, fakes, servers):
+        c.nfs_configured.discard(5)  # as `_nf_event` does before it configures NF 5 again
+        fakes[5].assigned.clear()
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        fo = c.failovers[0]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fo.new_backup != 5
+        assert not any(as_backup for _, as_backup in fakes[5].assigned)
+
+    asyncio.run(with_controller(body))
