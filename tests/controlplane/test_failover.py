@@ -343,3 +343,24 @@ def test_a_spare_whose_configuration_is_under_way_is_not_taken_as_the_new_backup
         assert not any(as_backup for _, as_backup in fakes[5].assigned)
 
     asyncio.run(with_controller(body))
+
+
+def test_a_configuration_begun_before_a_promotion_does_not_undo_it():
+    """NF 3, primary 1's backup, is being configured (decided now: it backs up NF 1) and is slow
+    to take its role when NF 1 dies. The fail-over's Promote must not land before that
+    configuration's `SetRole(backup)`, which would make the promoted NF drop its slots and held
+    output (a busy hang run: its slots' input then dropped as "unowned" for 9 s): it waits for
+    the configuration, so NF 3 ends a primary."""
+    async def body(c, fakes, servers):
+        fakes[3].setrole_delay = 0.5
+        c.nfs_configured.discard(3)
+        configuring = asyncio.get_running_loop().create_task(c._reconfigure(3))
+        await wait_until(lambda: any(n == "SetRole" for n, _ in fakes[3].calls))
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers), timeout=10)
+        await configuring
+        fo = c.failovers[0]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
+        assert fakes[3].role == pb.PRIMARY and c.pairs.get(3, "none") != "none"
+
+    asyncio.run(with_controller(body))
