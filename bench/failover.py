@@ -36,7 +36,11 @@ writes `results/bench/failover.json`.
 The verdict of a run is FAILED when its own verdict failed or, in any run (a comparison run
 too), when a live NF was failed over and anything was lost: a false alarm may cost time, never a
 packet. The exit status is non-zero when any verdict shown is FAILED for that reason or a judged
-run failed.
+run failed. A FAILED verdict says how many of the lost packets the switch itself lost at its
+ports (p4sim's count, `switch_port_losses` in the JSON): on a busy host, losses that looked like
+those of false fail-overs were all kernel drops at the switch's client port, the switch starved
+of CPU while every NF had missed heartbeats for the same reason (docs/protocols.md, "A loaded
+host delays, never drops").
 
 `--busy N` runs each run beside N CPU hogs at nice 19 (topo/faults/hogs.py), as a machine with
 background compile jobs is: the review that found a false fail-over losing packets ran it so.
@@ -90,7 +94,18 @@ def run(kind: str, faults: int, rate: int, heartbeat_ms: int, confirm_ms: int, o
     dist: dict[str, Any] = json.loads(dist_path.read_text())
     dist["verified"] = proc.returncode == 0
     dist["seconds"] = round(time.monotonic() - started, 1)
+    dist["switch_port_losses"] = switch_port_losses(out / "switch.json")
     return dist
+
+
+def switch_port_losses(path: Path) -> dict[str, int]:
+    """The frames the switch lost at each of its ports (p4sim's own count: kernel drops at a
+    receive ring it did not read in time, transmit errors), from the run's `switch.json`; {} when
+    the run has none. It says where a loss was: a switch starved of CPU drops at its rings."""
+    if not path.exists():
+        return {}
+    ports = json.loads(path.read_text()).get("p4sim", {}).get("ports", {})
+    return {name: int(p.get("lost", 0)) for name, p in ports.items() if p.get("lost")}
 
 
 def row(kind: str, dist: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +125,8 @@ def row(kind: str, dist: dict[str, Any]) -> dict[str, Any]:
                                       if f["kind"] == "primary" and f["ok"]) - len(faults)),
         # every fault's time to the first delivered packet after it: the headline's pool
         "delivered_ms": [f["takeover_ms"] for f in faults if f["takeover_ms"] is not None],
+        # where the switch itself lost frames (port: count): the site of a loss, beside its count
+        "switch_port_losses": dist.get("switch_port_losses", {}),
     }
     r["false_failover_lost"] = bool(r["false_failovers"] and (r["lost"] or r["lost_by_system"]))
     return r
@@ -117,10 +134,12 @@ def row(kind: str, dist: dict[str, Any]) -> dict[str, Any]:
 
 def verdict(r: dict[str, Any]) -> str:
     """A run's verdict: its own, and FAILED when a live NF was failed over and anything lost."""
+    at_switch = sum(r.get("switch_port_losses", {}).values())
+    where = f" ({at_switch} at the switch's ports)" if at_switch else ""
     if r["false_failover_lost"]:
         return (f"FAILED: {r['false_failovers']} false f-o, "
-                f"{r['lost_by_system'] or r['lost']} lost")
-    return "ok" if r["verified"] else "FAILED"
+                f"{r['lost_by_system'] or r['lost']} lost{where}")
+    return "ok" if r["verified"] else f"FAILED{where}"
 
 
 def headline(rows: list[dict[str, Any]]) -> str:

@@ -151,6 +151,10 @@ class ControllerCore(ABC):
         # last sent (controlplane/takeover_plan.py)
         self.armed: dict[int, tuple[int, int]] = {}
         self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
+        # an NF's role commands come from one decision at a time: a configuration (decided
+        # from the state when it starts) and a fail-over's Promote/AssignSlots to that NF never
+        # interleave (`role_lock`)
+        self._role_locks: dict[int, asyncio.Lock] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
@@ -378,6 +382,14 @@ class ControllerCore(ABC):
             return None
         bases = self.session.seq_bases
         return {slot: (bases.get(slot, 0) + count + 1) & SEQ_MASK for slot, count in counts.items()}
+
+    def role_lock(self, nf_id: int) -> asyncio.Lock:
+        """Held while `nf_id` is configured (`NfLifecycle._reconfigure_now`) and while a fail-over
+        promotes it or makes it a new backup, until the controller's state says so: a
+        configuration decided before a fail-over and sent after it would undo it (a busy hang
+        run: a promoted NF told `SetRole(backup)` by a configuration begun before its promotion
+        dropped its slots and 123 held outputs, and its slots' input for 9 s as "unowned")."""
+        return self._role_locks.setdefault(nf_id, asyncio.Lock())
 
     # -- building blocks for migration / fail-over / load balancing -------------------------------
     async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:

@@ -33,6 +33,7 @@ backup died does not hold its output forever. A dead spare only leaves the pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -93,6 +94,12 @@ def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
             continue
         if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
             continue  # (failed over or replaced, not configured anew yet: it may still own slots)
+        if nf.id not in ctl.nfs_configured:
+            # its configuration is under way (it answered again after a suspicion): that
+            # configuration was decided before this choice and would undo it, a `SetRole(spare)`
+            # landing after our `AssignSlots(as_backup)` (seen in a busy hang run: the backup
+            # dropped the copies as unowned, then was promoted and skipped their numbers)
+            continue
         candidates.append((nf.id != prefer, state.role != "spare", nf.id))
     return min(candidates)[2] if candidates else None
 
@@ -107,6 +114,11 @@ async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: 
 
 
 SET_BACKUP_TIMEOUT = 0.5  # a primary that does not answer within this hangs (the move lock waits)
+
+
+def _role_lock(ctl: ControllerCore, nf_id: int | None) -> contextlib.AbstractAsyncContextManager[Any]:
+    """`ctl.role_lock(nf_id)`, or nothing to hold when there is no such NF (no new backup)."""
+    return ctl.role_lock(nf_id) if nf_id is not None else contextlib.nullcontext()
 
 
 async def _set_backup(ctl: ControllerCore, primary: int, backup: int | None) -> None:
@@ -155,8 +167,10 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
         new_backup = choose_backup(ctl, promoted, exclude=tried,
                                    prefer=armed[1] if armed and armed[0] == dead else None)
         try:
-            replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark,
-                                        took_over=armed == (dead, new_backup or 0))
+            # no configuration of A' or C decided before this may land among its commands
+            async with ctl.role_lock(promoted), _role_lock(ctl, new_backup):
+                replayed = await _take_over(ctl, dead, promoted, new_backup, slots, steps, mark,
+                                            took_over=armed == (dead, new_backup or 0))
             break
         except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -294,12 +308,13 @@ async def give_backup(ctl: ControllerCore, primary: int, dead_backup: int | None
     slots = ctl.slot_map.slots_of(primary)
     error = ""
     try:
-        if new_backup is not None:
-            await _assign_backup(ctl, new_backup, primary, slots)
-            if dead_backup is None:
-                await ctl.copies_to(primary, new_backup)
-        await _set_backup(ctl, primary, new_backup)
-        await ctl.set_pair(primary, new_backup)
+        async with _role_lock(ctl, new_backup):  # (as in `fail_over`)
+            if new_backup is not None:
+                await _assign_backup(ctl, new_backup, primary, slots)
+                if dead_backup is None:
+                    await ctl.copies_to(primary, new_backup)
+            await _set_backup(ctl, primary, new_backup)
+            await ctl.set_pair(primary, new_backup)
     except (NfControlError, P4ClientError, OSError, NotPrimaryError) as exc:
         error = f"{type(exc).__name__}: {exc}"
         LOG.error("new backup for NF %d: %s", primary, error)

@@ -240,8 +240,10 @@ class NfLifecycle(ControllerCore):
         wait = RECONFIGURE_RETRY
         while True:
             try:
-                await self.registry.configure_nf(nf_id, self.pairs, self.slot_map,
-                                                 await self.next_seqs(), self.open_moves)
+                seqs = await self.next_seqs()
+                async with self.role_lock(nf_id):  # decided and sent with no fail-over between
+                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, seqs,
+                                                     self.open_moves)
                 break
             except NfControlError as exc:
                 # an NF that answers heartbeats may not serve its control API yet (a restarted

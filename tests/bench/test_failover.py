@@ -42,6 +42,22 @@ def test_a_false_fail_over_that_lost_anything_fails_even_a_comparison_run() -> N
     assert not failover.passed([clean, lossy], [clean])
 
 
+def test_a_failed_verdict_says_what_the_switch_lost_at_its_ports(tmp_path: Path) -> None:
+    switch = tmp_path / "switch.json"
+    switch.write_text(json.dumps({"p4sim": {"ports": {"1": {"lost": 18652, "kernel_drops": 18652},
+                                                      "2": {"lost": 0}}}}))
+    assert failover.switch_port_losses(switch) == {"1": 18652}
+    assert failover.switch_port_losses(tmp_path / "none.json") == {}
+    dist = _dist([20.0], lost=18652, false_fo=2, verified=False)
+    dist["switch_port_losses"] = failover.switch_port_losses(switch)
+    starved = failover.row("hang (realtime echo)", dist)
+    assert failover.verdict(starved) == (
+        "FAILED: 2 false f-o, 18652 lost (18652 at the switch's ports)")
+    no_alarm = {**dist, "failovers": [{"kind": "primary", "ok": True}]}  # the fault's own
+    assert failover.verdict(failover.row("kill", no_alarm)) == (
+        "FAILED (18652 at the switch's ports)")
+
+
 def test_main_exits_non_zero_on_a_false_fail_over_that_lost_packets(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
         ) -> None:

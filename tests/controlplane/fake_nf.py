@@ -44,6 +44,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     promote_delay: float = 0.0  # Promote answers after this long
     refuse_setrole: int = 0  # the next this many SetRole calls fail (a control API not up yet)
     setbackup_delay: float = 0.0  # SetBackup answers after this long (a hung NF)
+    setrole_delay: float = 0.0  # SetRole takes effect after this long (a slow NF)
     promoted: list[int] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
@@ -91,6 +92,8 @@ class FakeNf(pb_grpc.NfControlServicer):
         if self.refuse_setrole:
             self.refuse_setrole -= 1
             return pb.Result(ok=False, error="not serving yet")
+        if self.setrole_delay:
+            await asyncio.sleep(self.setrole_delay)
         self.role = request.role
         return pb.Result(ok=True)
 

@@ -325,3 +325,42 @@ def test_a_new_backup_that_goes_down_while_the_fail_over_gives_it_is_replaced():
         assert c.pairs[3] != 5
 
     asyncio.run(with_controller(body))
+
+
+def test_a_spare_whose_configuration_is_under_way_is_not_taken_as_the_new_backup():
+    """An NF that answered again after a suspicion is being configured from the state of that
+    moment (a spare): a fail-over that made it the new backup meanwhile would be undone by that
+    configuration's `SetRole(spare)` arriving after its `AssignSlots(as_backup)` (a busy hang run:
+    the backup dropped its copies as unowned, then was promoted and skipped their numbers). Such
+    an NF is not chosen until its configuration is done."""
+    async def body(c, fakes, servers):
+        c.nfs_configured.discard(5)  # as `_nf_event` does before it configures NF 5 again
+        fakes[5].assigned.clear()
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers))
+        fo = c.failovers[0]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fo.new_backup != 5
+        assert not any(as_backup for _, as_backup in fakes[5].assigned)
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_configuration_begun_before_a_promotion_does_not_undo_it():
+    """NF 3, primary 1's backup, is being configured (decided now: it backs up NF 1) and is slow
+    to take its role when NF 1 dies. The fail-over's Promote must not land before that
+    configuration's `SetRole(backup)`, which would make the promoted NF drop its slots and held
+    output (a busy hang run: its slots' input then dropped as "unowned" for 9 s): it waits for
+    the configuration, so NF 3 ends a primary."""
+    async def body(c, fakes, servers):
+        fakes[3].setrole_delay = 0.5
+        c.nfs_configured.discard(3)
+        configuring = asyncio.get_running_loop().create_task(c._reconfigure(3))
+        await wait_until(lambda: any(n == "SetRole" for n, _ in fakes[3].calls))
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: bool(c.failovers), timeout=10)
+        await configuring
+        fo = c.failovers[0]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
+        assert fakes[3].role == pb.PRIMARY and c.pairs.get(3, "none") != "none"
+
+    asyncio.run(with_controller(body))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +44,21 @@ def test_a_port_is_not_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(procs._PICK, "randrange", lambda a, b: next(picks, first + 1))
     monkeypatch.setattr(procs, "_ephemeral_low", lambda: 65535)
     assert procs.free_port() != first
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no scheduler autogroups")
+def test_a_session_gets_its_priority_as_a_scheduling_group() -> None:
+    """With autogroups, the niceness of a process started in a session of its own counts only
+    inside that session: `prioritize_session` gives the whole session (its autogroup) the
+    priority, or says it could not."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            start_new_session=True)
+    try:
+        group = Path(f"/proc/{proc.pid}/autogroup")
+        assert group.read_text().split()[-1] == "0"
+        privileged = os.geteuid() == 0
+        assert procs.prioritize_session(proc.pid, -5) is privileged
+        assert group.read_text().split()[-1] == ("-5" if privileged else "0")
+    finally:
+        procs.stop_process(proc)
+    assert not procs.prioritize_session(proc.pid, -5)  # gone: nothing to prioritize

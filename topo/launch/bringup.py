@@ -26,7 +26,7 @@ from topo.launch.network import mininet_network
 from topo.launch.nfs import start_nf, start_nfs, started
 from topo.launch.topology import build_topology
 from topo.model import REPO, RunOptions, System
-from topo.procs import free_port, stop_processes, wait_for
+from topo.procs import free_port, prioritize_session, stop_processes, wait_for
 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
@@ -135,6 +135,7 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                      str(cfg_path), "--api", f"127.0.0.1:{ctl_ports[name]}", "--name", name],
                     stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO),
                     start_new_session=True)  # Ctrl-C reaches the launcher only: stopped by PID
+            prioritize_session(proc.pid, -10)  # (its own session: the nice above counts in it only)
             ctl_procs.append(proc)
             return proc
 

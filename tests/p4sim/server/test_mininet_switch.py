@@ -8,6 +8,7 @@ Run: sudo .venv/bin/pytest tests/p4sim/server/test_mininet_switch.py
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import grpc
 import pytest
@@ -17,7 +18,14 @@ from tests.p4sim.server.conftest import PROGRAM, RealProgram
 from tests.p4sim.server.entity_builders import INSERT, update
 from tests.p4sim.server.p4rt_client import StreamClient
 from tests.support.procs import free_port
-from topo.launch.switches import Bmv2Switch, P4Host, P4simSwitch, bmv2_available, switch_class
+from topo.launch.switches import (
+    SWITCH_NICE,
+    Bmv2Switch,
+    P4Host,
+    P4simSwitch,
+    bmv2_available,
+    switch_class,
+)
 
 UDP_RECEIVER = r"""
 import socket, sys
@@ -97,6 +105,12 @@ def test_mininet_hosts_ping_through_p4sim(real_program: RealProgram) -> None:
         h1.cmd(sys.executable, "-c", repr(UDP_SENDER), h2.IP(), "5")
         out, _ = receiver.communicate(timeout=20)
         assert out.split() == ["5"]
+        # the switch runs ahead of the host's other work (a starved switch drops at its rings)
+        stat = Path(f"/proc/{s1.proc.pid}/stat").read_text()
+        assert int(stat.rsplit(")", 1)[1].split()[16]) == SWITCH_NICE  # field 19: nice
+        group = Path(f"/proc/{s1.proc.pid}/autogroup")  # ...and its session as a whole
+        if group.exists():
+            assert group.read_text().split()[-1] == str(SWITCH_NICE)
     finally:
         if stream is not None:
             stream.close()
