@@ -69,20 +69,23 @@ class Ownership(WorkerCore):
             self.c.cancelled += len(rt.pending)
             del self.slots[slot]
             self.markers.forget(slot)
-            self._unprotect(slot)
+            self._unprotect(slot, epoch or rt.epoch)
             return {"started": False}
         if epoch and rt.epoch != epoch and not later:
             raise CommandError(f"slot {slot} is owned here at epoch {rt.epoch}, before the "
                                f"adoption's epoch {epoch}: not that move")
         return {"started": True}
 
-    def _unprotect(self, slot: int) -> None:
+    def _unprotect(self, slot: int, epoch: int) -> None:
         """Our backup was told to back up `slot` for a move that did not happen: it stops (the
         release notice), or it would promote the slot with nothing when we die and feed our
-        cluster peers a second owner's deltas (found by the simulation, seed 9)."""
+        cluster peers a second owner's deltas (found by the simulation, seed 9). With the
+        move's `epoch`: the empty replica its assignment made at that epoch goes too, or it
+        refused the old owner's deltas of the slot (an older epoch) as a stale sender's,
+        closing the link that carried another slot's transfer (seed 18, all replies lost)."""
         backup = self.links.get(self.backup_id) if self.backup_id else None
         if backup is not None:
-            backup.send({"t": "r", "slot": slot})
+            backup.send({"t": "r", "slot": slot, "e": epoch})
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
