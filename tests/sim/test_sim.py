@@ -73,6 +73,7 @@ def test_a_seed_replays_exactly() -> None:
     assert a.stamped > 1000 and a.moves > 5  # (the run did something)
 
 
+@pytest.mark.timeout(900)  # (tens of seconds on 2 idle cores; a loaded machine takes longer)
 def test_seeds_pass() -> None:
     failed = {}
     for o in outcomes(range(1, CI_SEEDS + 1), CI, jobs=JOBS):
@@ -101,6 +102,7 @@ REGRESSIONS = [
 ]
 
 
+@pytest.mark.timeout(900)
 def test_regression_seeds() -> None:
     failed = {}
     for name, sc in (("CI", CI), ("MOVE_REPLIES_LOST", MOVE_REPLIES_LOST),
