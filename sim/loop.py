@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import selectors
 import time
 from collections.abc import Coroutine, Iterator
@@ -26,12 +25,6 @@ T = TypeVar("T")
 
 EPOCH = 1_800_000_000.0
 """The wall-clock time at virtual time 0 (any fixed value: runs must not depend on the date)."""
-
-
-# the stock loop's constants (asyncio.base_events), which `SimLoop._run_once` keeps
-_MIN_SCHEDULED = 100
-_CANCELLED_FRACTION = 0.5
-_MAX_WAIT = 24 * 3600.0
 
 
 class Deadlock(RuntimeError):
@@ -82,65 +75,10 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def __init__(self, clock: VirtualClock | None = None) -> None:
         self.clock = clock or VirtualClock()
-        self._heap: list[tuple[float, Any]] = []  # (deadline, TimerHandle): see `call_at`
         super().__init__(_NoWaitSelector(self.clock))
 
     def time(self) -> float:
         return self.clock.now
-
-    # -- the scheduler, leaner than the stock one (the simulation's own cost) -------------------
-    # The stock loop keeps its timers in a heap of `TimerHandle`s, each comparison a call of
-    # their Python `__lt__` (a third of the loop's own time in a profile of a run). Here the
-    # heap holds (deadline, handle) pairs, compared in C: for different deadlines the result is
-    # the same, and for equal ones the pair comparison falls to the handles, whose `__lt__` says
-    # False as before, so the heap takes exactly the steps the stock one took and a seed replays
-    # the same run as before. `_run_once` is the stock one without the debug mode, the selector
-    # call and the I/O events (there are none): the same callbacks in the same order.
-
-    def call_at(self, when: float, callback: Any, *args: Any,  # type: ignore[override]
-                context: Any = None) -> asyncio.TimerHandle:
-        if when is None:
-            raise TypeError("when cannot be None")
-        me: Any = self
-        me._check_closed()
-        timer: Any = asyncio.TimerHandle(when, callback, args, self, context)
-        heapq.heappush(self._heap, (when, timer))
-        timer._scheduled = True
-        return timer  # type: ignore[no-any-return]
-
-    def _run_once(self) -> None:
-        me: Any = self
-        heap = self._heap
-        count = len(heap)
-        if count > _MIN_SCHEDULED and me._timer_cancelled_count / count > _CANCELLED_FRACTION:
-            kept = []
-            for item in heap:
-                if item[1]._cancelled:
-                    item[1]._scheduled = False
-                else:
-                    kept.append(item)
-            heapq.heapify(kept)
-            self._heap = heap = kept
-            me._timer_cancelled_count = 0
-        else:
-            while heap and heap[0][1]._cancelled:
-                me._timer_cancelled_count -= 1
-                heapq.heappop(heap)[1]._scheduled = False
-        ready = me._ready
-        clock = self.clock
-        if not ready and not me._stopping:
-            if not heap:
-                raise Deadlock("the simulation has nothing to run and no timer pending")
-            clock.advance(min(max(0, heap[0][0] - clock.now), _MAX_WAIT))
-        end = clock.now + me._clock_resolution
-        while heap and heap[0][0] < end:
-            handle = heapq.heappop(heap)[1]
-            handle._scheduled = False
-            ready.append(handle)
-        for _ in range(len(ready)):
-            handle = ready.popleft()
-            if not handle._cancelled:
-                handle._run()
 
 
 @contextlib.contextmanager
