@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import logging
 import multiprocessing
 import os
@@ -68,6 +69,7 @@ def outcomes(seeds: Iterable[int], sc: Scenario, jobs: int = 1,
         return
     # fork: the workers start with everything imported (a spawned one would import it all again)
     ctx = multiprocessing.get_context("fork")
+    gc.freeze()  # (the collector would touch, and so copy, every page the workers share)
     with ctx.Pool(min(jobs, len(seeds)), _quiet, (level,)) as pool:
         yield from pool.imap(_run, [(seed, sc) for seed in seeds])
 
