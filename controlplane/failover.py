@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 PROMOTE_TIMEOUT = 10.0
+PROMOTE_ATTEMPT = 2.0  # a Promote unanswered this long is asked again (within PROMOTE_TIMEOUT)
+ASSIGN_ATTEMPT, ASSIGN_TIMEOUT = 1.0, 3.0  # the new backup's AssignSlots, likewise
 
 
 @dataclass(frozen=True)
@@ -107,9 +109,11 @@ def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
 async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: list[int]) -> None:
     """Tell `backup` it backs up `slots` of `primary` (kept copies, accepted deltas); a spare
     that is told so becomes a backup."""
-    await ctl.registry.call(backup, "AssignSlots", pb.AssignSlotsRequest(
+    # asked again while unanswered: the assignment is idempotent, and one whose reply was lost
+    # had acted, so trying another backup instead left two NFs told to back the slots up
+    await ctl.registry.call_again(backup, "AssignSlots", pb.AssignSlotsRequest(
         slots=[pb.SlotEpoch(slot=s, epoch=ctl.slot_map.epoch(s)) for s in slots],
-        as_backup=True, primary_nf_id=primary))
+        as_backup=True, primary_nf_id=primary), ASSIGN_ATTEMPT, ASSIGN_TIMEOUT)
     ctl.registry.nfs[backup].role = "backup"
 
 
@@ -214,7 +218,11 @@ async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int 
         mark("group")
 
     async def promote() -> Any:
-        reply = await reg.call(promoted, "Promote", request, timeout=PROMOTE_TIMEOUT)
+        # asked again while unanswered: a promotion told again promotes nothing twice (the
+        # slots are owned already: the answer is the same), while a lost reply taken as a
+        # failure made the fail-over start again with another backup, A' promoted already
+        reply = await reg.call_again(promoted, "Promote", request, PROMOTE_ATTEMPT,
+                                     PROMOTE_TIMEOUT)
         mark("promoted")
         return reply
 

@@ -51,6 +51,7 @@ RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond the runtime's release (nf_host/t
 FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does not answer
 # (under the move lock: a fail-over waits at most that long for it)
 FENCE_RETRY = 0.2
+RELEASE_ATTEMPT = 2.0  # a Release unanswered this long is asked again (it is idempotent, M5)
 KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
 
 
@@ -195,9 +196,13 @@ async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: 
     if src in reg.nfs and not reg.nfs[src].declared_down:
         for full in ((False, True) if same_cluster else (True,)):
             try:
-                reply = await reg.call(src, "Release", pb.ReleaseRequest(
+                # asked again while unanswered (a lost reply: the release runs on, and the NF
+                # answers the same to the next attempt, M5), not held for the whole deadline:
+                # a silent reply held the move lock, and every fail-over, for 19 s (seed 68)
+                reply = await reg.call_again(src, "Release", pb.ReleaseRequest(
                     slot=slot, to_nf_id=to_nf, to_address=cfg.nf(to_nf).replication_address(),
-                    same_cluster=not full), timeout=release_timeout)
+                    same_cluster=not full), min(RELEASE_ATTEMPT, release_timeout),
+                    release_timeout)
                 error = ""
                 break
             except NfControlError as exc:
@@ -242,7 +247,7 @@ async def fence(ctl: ControllerCore, slot: int, to_nf: int, epoch: int, src: int
     """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
     "started", "cancelled", "down" (declared down before it answered) or "unknown" (no answer
     within `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
-    gives what it buffered back to the old owner `src` (M10)."""
+    gives what it buffered back to the old owner `src` (M11)."""
     reg = ctl.registry
     back_to = ""
     if src:

@@ -35,6 +35,8 @@ from nf_host.tls import Identity, channel_options
 
 LOG = logging.getLogger(__name__)
 
+CALL_AGAIN_PAUSE = 0.05  # between the attempts of `call_again`
+
 # reconnect quickly after an NF restarts, so heartbeats see it again within a few intervals
 CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 50),
@@ -56,6 +58,15 @@ class NfControlError(Exception):
     def __init__(self, nf_id: int, call: str, error: str) -> None:
         self.nf_id, self.call, self.error = nf_id, call, error
         super().__init__(f"NF {nf_id} {call}: {error}")
+
+    @property
+    def unanswered(self) -> bool:
+        """No answer came (the connection broke or the deadline passed): the call may have
+        acted or not. An NF's own refusal (ok = false) is an answer."""
+        return self.error.startswith(UNANSWERED)
+
+
+UNANSWERED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 
 
 @dataclass(frozen=True)
@@ -253,6 +264,26 @@ class NfRegistry:
     async def call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
         """One NfControl call; raises NfControlError on ok=false, a transport error or a timeout."""
         return await self._call(nf_id, name, request, timeout)
+
+    async def call_again(self, nf_id: int, name: str, request: Any, attempt: float,
+                         total: float) -> Any:
+        """An idempotent call (one the NF answers the same however often it is told: `Release`,
+        `Promote`, `AssignSlots`, `Adopt`) asked again while it goes unanswered (a lost reply, a
+        reset connection), each attempt within `attempt` seconds, until an answer, `total`
+        seconds, or the NF is declared down. An answer, ok or not, ends it; so does the last
+        attempt's error. An NF that acted on an attempt whose reply was lost answers the next
+        one with the same result, so a lost reply neither counts as done nor as failed."""
+        deadline = time.monotonic() + total
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return await self._call(nf_id, name, request, min(attempt, max(left, 0.001)))
+            except NfControlError as exc:
+                if not exc.unanswered or self.nfs[nf_id].declared_down \
+                        or deadline - time.monotonic() <= 0:
+                    raise
+                LOG.info("NF %d %s unanswered (%s): asked again", nf_id, name, exc.error)
+            await asyncio.sleep(min(CALL_AGAIN_PAUSE, max(deadline - time.monotonic(), 0)))
 
     # -- configuration ----------------------------------------------------------------------------
     async def configure(self, pairs: Mapping[int, int | None], slot_map: SlotMap,

@@ -2,8 +2,9 @@
 
 SEEDS ?= 200
 SIM_ARGS ?=
+SIM_JOBS ?= 0
 
 .PHONY: sim
 
-sim: setup ## the deterministic simulation over SEEDS seeds (SEEDS=1000; SIM_ARGS="--seed 17 --trace" replays one, SIM_ARGS="--set lost_replies=0.15" adds lost replies)
-	$(PY) -m sim --seeds $(SEEDS) $(SIM_ARGS)
+sim: setup ## the deterministic simulation over SEEDS seeds (SEEDS=1000; SIM_ARGS="--seed 17 --trace" replays one, SIM_ARGS="--set lost_replies=0.15" adds lost replies; SIM_JOBS processes, 0: one per core)
+	$(PY) -m sim --seeds $(SEEDS) --jobs $(SIM_JOBS) $(SIM_ARGS)

@@ -100,7 +100,10 @@ class OutputLog:
     evicted: int = 0  # frames dropped by `max_frames` before they were `retain` old
     retain: float = 0.5
     max_frames: int = 1 << 17
-    clock: Callable[[], float] = time.monotonic
+    # (read when the log is made, not when this module is imported: the simulation's virtual
+    # clock replaces time.monotonic for a run, and a clock bound at import read the real one,
+    # so the same seed released different output in two processes)
+    clock: Callable[[], float] = field(default_factory=lambda: time.monotonic)
 
     def record(self, primary: int, logged: list[Any], released: Any, full: bool,
                now: float | None = None) -> None:

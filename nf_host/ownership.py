@@ -59,7 +59,7 @@ class Ownership(WorkerCore):
         (if any) is cancelled, and a transfer arriving later is refused, so the old owner keeps
         the slot: `started` is False. What the adoption buffered is given back to the old owner
         (`from_nf` at `from_address`), and what still arrives at its epoch is forwarded there
-        until the switch points at the old owner again (M10); without an old owner to give it
+        until the switch points at the old owner again (M11); without an old owner to give it
         to, it is dropped, counted in `cancelled`. Asked again, it answers the same."""
         rt = self.slots.get(slot)
         if rt is None:
@@ -73,7 +73,7 @@ class Ownership(WorkerCore):
             if later:
                 return {"started": False}  # a later adoption: not the one asked about
             self.markers.forget(slot)
-            self._unprotect(slot)
+            self._unprotect(slot, epoch or rt.epoch)
             if not from_nf or not from_address:
                 self.c.cancelled += len(rt.pending)
                 del self.slots[slot]
@@ -107,13 +107,16 @@ class Ownership(WorkerCore):
         self.c.forwarded += len(held)
         rt.forward = link
 
-    def _unprotect(self, slot: int) -> None:
+    def _unprotect(self, slot: int, epoch: int) -> None:
         """Our backup was told to back up `slot` for a move that did not happen: it stops (the
         release notice), or it would promote the slot with nothing when we die and feed our
-        cluster peers a second owner's deltas (found by the simulation, seed 9)."""
+        cluster peers a second owner's deltas (found by the simulation, seed 9). With the
+        move's `epoch`: the empty replica its assignment made at that epoch goes too, or it
+        refused the old owner's deltas of the slot (an older epoch) as a stale sender's,
+        closing the link that carried another slot's transfer (seed 18, all replies lost)."""
         backup = self.links.get(self.backup_id) if self.backup_id else None
         if backup is not None:
-            backup.send({"t": "r", "slot": slot})
+            backup.send({"t": "r", "slot": slot, "e": epoch})
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is

@@ -592,6 +592,9 @@ class WorkerCore:
             slot = int(msg["slot"])
             self.backed_up.discard(slot)
             self.inbuf.discard(slot)
+            rep = self.replicas.get(slot)
+            if rep is not None and msg.get("e") is not None and rep.epoch == int(msg["e"]):
+                del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
             return None
         if t == "f":
             frame = msg["f"]

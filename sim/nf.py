@@ -132,6 +132,8 @@ def to_reply(name: str, res: dict[str, Any]) -> Any:
         return pb.ReleaseReply(ok=True, **res)
     if name == "Promote":
         return pb.PromoteReply(ok=True, replayed=res["replayed"], slots=sorted(res["slots"]))
+    if name == "CancelAdopt":
+        return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
     if name == "Status":
         return res  # (the simulation's checks read the worker's own status dict)
     return pb.Result(ok=True)
@@ -250,4 +252,6 @@ def to_error_reply(name: str, error: str) -> Any:
         return pb.ReleaseReply(ok=False, error=error)
     if name == "Promote":
         return pb.PromoteReply(ok=False, error=error)
+    if name == "CancelAdopt":
+        return pb.CancelAdoptReply(ok=False, error=error)
     return pb.Result(ok=False, error=error)

@@ -151,6 +151,7 @@ class System:
     async def run(self) -> Outcome:
         loop = asyncio.get_running_loop()
         loop.set_task_factory(self._task_factory)
+        loop.set_exception_handler(self._loop_error)
         for nf in self.nfs.values():
             await nf.start()
         ctl = self.ctl
@@ -180,6 +181,17 @@ class System:
             t.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         return self.outcome
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An exception nobody retrieved (a task of the controller or of a worker that died of
+        a bug) is a finding, with its trace: the stock handler would only log it."""
+        exc = context.get("exception")
+        what = f"{type(exc).__name__}: {exc}" if exc is not None else context.get("message", "")
+        task = context.get("future") or context.get("task")
+        where = getattr(task, "get_name", lambda: "")()
+        self.log(f"unhandled exception in {where or 'a callback'}: {what}")
+        self.outcome.problems.append(f"an exception nobody handled ({where}): {what}")
+        loop.default_exception_handler(context)
 
     def _later(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -82,6 +82,10 @@ def test_a_cancelled_adoption_tells_the_adopters_backup_to_stop_backing_up_the_s
             assert await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {
                 "started": False}
             await until(lambda: SLOT not in c.w.backed_up, "C forgets the slot")
+            # and the empty replica its assignment made at the move's epoch: kept, it refused
+            # the old owner's deltas of the slot (epoch 1) as a stale sender's and closed their
+            # link, with another slot's transfer on it (the simulation's seed 18)
+            assert SLOT not in c.w.replicas
         finally:
             for n in (b, c):
                 await n.w.stop()

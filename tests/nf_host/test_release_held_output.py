@@ -66,7 +66,7 @@ def test_an_adopter_never_overtakes_output_the_old_owners_backup_holds_past_the_
 
 
 def test_a_cancelled_adoption_gives_its_buffered_packets_back_and_nothing_is_lost() -> None:
-    """The whole undo of that move (M10, docs/protocols.md §5): A's `Release` keeps the slot
+    """The whole undo of that move (M11, docs/protocols.md §5): A's `Release` keeps the slot
     (its output is held past the timeout); the controller's fence cancels P's adoption and names
     A, so P gives the packet it buffered back to A and forwards to A what still reaches it at
     the adoption's epoch; the undo's next epoch goes to A. Every count comes out once, in order,
