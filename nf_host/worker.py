@@ -140,6 +140,7 @@ class Worker(Ownership):
                                "(move them away first)")
         if not dry_run:
             self.nf = nf
+            self.bound_flows(nf)
 
     def set_backup(self, nf_id: int, address: str) -> None:
         old = self.backup_id
@@ -286,6 +287,8 @@ class Worker(Ownership):
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
             "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
             "nf_errors": c.nf_errors,
+            "flows": len(self.flow_table), "evictions": dict(self.flow_table.evicted),
+            "flows_over_bound": self.flow_table.over_bound,
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "watermarks": c.watermarks, "logged_outputs": self.out_log.frames,
