@@ -148,18 +148,9 @@ class NetworkFunction(ABC):
         return float(getattr(type(self), name) if value is None else value)
 
 
-TCP_FIN, TCP_RST = 0x01, 0x04
 CLOSED_TIMEOUT = 10.0
 """How long a TCP connection is kept after its FIN or RST (conntrack keeps TIME_WAIT 120 s and
 CLOSE 10 s; the NFs here need no state for segments after the close beyond late retransmits)."""
-
-
-def tcp_flags(packet: Packet) -> int:
-    """The TCP flags of `packet` (0 if it is not TCP or its header is cut short)."""
-    off = packet.l4_offset
-    if packet.flow is None or packet.flow.proto != 6 or off < 0 or len(packet.frame) < off + 14:
-        return 0
-    return packet.frame[off + 13]
 
 
 def tcp_timeout(nf: NetworkFunction, state: FlowState, closed: bool) -> tuple[str, float]:
