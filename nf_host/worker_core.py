@@ -315,7 +315,7 @@ class WorkerCore:
             else:
                 st.delete(key)
                 self.flow_table.forget(rt.slot, key)
-                self.flow_table.counted("nf")
+            self.flow_table.counted("nf")
         else:
             st.dirty.add(key)
             table = self.flow_table
