@@ -583,7 +583,7 @@ class WorkerCore:
         self.acked_versions.pop(nf_id, None)
         link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
                     hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers),
-                    tally=self.bytes_to)
+                    tally=self.bytes_to, chunk=self.cfg.repl_chunk)
         self.links[nf_id] = link
         return link
 
