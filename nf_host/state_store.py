@@ -35,7 +35,7 @@ WireEntry = list[Any]
 """[wire key, state] on the wire."""
 
 _KEY = struct.Struct("!IIHHB")
-TOMBSTONES = 65536
+TOMBSTONES = 4096
 """Deletions a slot remembers for delta transfers (beyond: a move ships the whole slot)."""
 
 
@@ -103,9 +103,11 @@ class SlotState:
         self.dirty.discard(key)
         self.deleted.add(key)
 
-    def seal_deletions(self) -> list[WireKey]:
+    def seal_deletions(self, floor: int | None = None) -> list[WireKey]:
         """The deletions of the batch `seal` has just closed (call it after `seal`), as wire
-        keys; each is remembered as a tombstone of the new version."""
+        keys; each is remembered as a tombstone of the new version, for delta transfers
+        (`deleted_since`). Tombstones of `floor` or older are forgotten: every NF a delta
+        transfer could start from holds that version already."""
         if not self.deleted:
             return []
         v, tombs = self.version, self.tombstones
@@ -118,6 +120,12 @@ class SlotState:
             tombs[key] = v
             out.append(key_to_wire(key))
         self.deleted.clear()
+        if floor is not None and floor > self.tomb_floor:
+            self.tomb_floor = floor
+            for key, tv in list(tombs.items()):
+                if tv > floor:
+                    break
+                del tombs[key]
         if len(tombs) > TOMBSTONES:
             for key in list(tombs)[: len(tombs) - TOMBSTONES // 2]:
                 self.tomb_floor = max(self.tomb_floor, tombs.pop(key))

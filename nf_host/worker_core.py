@@ -396,8 +396,10 @@ class WorkerCore:
             entries = rt.state.seal()
             versions[slot] = rt.state.version
             item = [slot, rt.epoch, rt.state.version, last, entries, rt.replace, rt.state.gen]
-            if rt.state.deleted:
-                item.append(rt.state.seal_deletions())
+            if rt.state.deleted:  # (tombstones kept back to the oldest version a peer holds)
+                floor = min((acked.get(slot, 0) for acked in self.acked_versions.values()),
+                            default=rt.state.version)
+                item.append(rt.state.seal_deletions(floor))
             slots_wire.append(item)
             rt.replace = False
         self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,

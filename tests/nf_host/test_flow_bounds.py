@@ -191,3 +191,39 @@ def test_a_closed_tcp_connection_goes_sooner_and_a_refused_scan_keeps_no_state()
             await a.w.stop()
 
     run(body)
+
+
+def test_a_delta_move_after_evictions_carries_the_deletions() -> None:
+    async def body() -> None:
+        a, p = Node(1, params={"idle_timeout": 1.0}), Node(3)
+        for n in (a, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            a.w.set_peers([(3, p.addr)])
+            await until(lambda: 3 in a.w.links and a.w.links[3].writer is not None, "peer link")
+            sw = Switch()
+            for flow in range(1, 11):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()
+            st = a.w.slots[SLOT].state
+            await until(lambda: a.w.acked_versions.get(3, {}).get(SLOT) == st.version,
+                        "the peer's replica")
+            assert a.w.expire_flows(time.monotonic() + 2) == 10  # every flow idle
+            for flow in range(11, 14):  # and three new ones
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()
+            # the peer may hold the version before the evictions: a delta from there must
+            # delete them
+            assert st.deleted_since(a.w.acked_versions[3][SLOT]) is not None
+            p.w.adopt(SLOT, 2)
+            res = await a.w.release(SLOT, 3, p.addr, same_cluster=True)
+            assert res["delta"]
+            await until(lambda: SLOT in p.w.slots and p.w.slots[SLOT].state.flows == st.flows,
+                        "the adopted state, without the evicted flows")
+            assert len(st.flows) == 3
+        finally:
+            for n in (a, p):
+                await n.w.stop()
+
+    run(body)
