@@ -129,7 +129,7 @@ async def _flood(flows: int, max_flows: int, steady: int, samples: int) -> Flood
     sw = Switch()
     sent_steady = [0] * steady
     try:
-        slots = [(s, 1, 1) for s in range(SLOTS)]
+        slots: list[tuple[int, int, int | None]] = [(s, 1, 1) for s in range(SLOTS)]
         a.w.assign(slots, as_backup=False)
         b.w.assign(slots, as_backup=True)
         a.w.set_backup(2, b.addr)
