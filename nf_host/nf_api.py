@@ -11,6 +11,7 @@ itself. Global state (shared by many flows, e.g. a NAT's port pool) is reached t
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -139,6 +140,10 @@ class NetworkFunction(ABC):
         Called after every `process`; evictions are counted by the name. The default: ("idle",
         `idle_timeout`). A protocol-aware NF returns a shorter class for a connection it saw
         end (see `tcp_timeout`)."""
+        return self._idle_class
+
+    @functools.cached_property
+    def _idle_class(self) -> tuple[str, float]:
         return "idle", self.limit("idle_timeout")
 
     def limit(self, name: str) -> float:
