@@ -10,16 +10,17 @@ import asyncio
 import time
 from typing import Any
 
+from nf_host.links import Links
 from nf_host.move_marker import Parked
 from nf_host.reorder import seq_next
 from nf_host.replication import Message, StaleSender
 from nf_host.shim import Kind
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
-from nf_host.worker_core import _HDR, _SLOT_SEQ, WorkerCore
+from nf_host.worker_core import _HDR, _SLOT_SEQ
 from nf_host.worker_types import SlotRole, older_owner
 
 
-class Receiving(WorkerCore):
+class Receiving(Links):
     """The worker's receiving side of replication (see the module docstring)."""
 
     def on_replication(self, msg: Message) -> Message | asyncio.Future[Message] | None:

@@ -11,9 +11,11 @@ The worker never touches a socket for data itself: it hands output frames to `tx
 same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
 
 The code is in layers, each a class on top of the one before: `worker_types` (configuration,
-slot runtime, counters, roles), `worker_core.WorkerCore` (data path, output commit, replication
-links, the receiving side of replication), `ownership.Ownership` (moves and promotion) and here
-`Worker` (roles, backup, peers, NF update, status and the command dispatcher).
+slot runtime, counters, roles), `worker_core.WorkerCore` (data path, output commit, deltas),
+`links.Links` (replication links, the snapshot on (re)connection, acks), `receiving.Receiving`
+(the receiving side of replication), `flow_bounds.FlowBounds` (evictions: idle timeouts and the
+bound on flows), `ownership.Ownership` (moves and promotion) and here `Worker` (roles, backup,
+peers, NF update, status and the command dispatcher).
 """
 
 from __future__ import annotations
