@@ -7,7 +7,8 @@ primary owns 16 slots whose flows hold a checker-sized state (two small ints); t
 names the backup, whose link connects and sends the (re)connection snapshot. Time is from
 `set_backup` to the primary's receipt of the backup's ack of the snapshot batch (the backup holds
 every flow: checked). Both ends run on the one event loop, so the time is the sum of the
-sender's encoding and the receiver's decoding and applying. Bytes are what the link sent (frames
+sender's encoding and the receiver's decoding and applying; "CPU s" is the process's CPU time
+over the same span (what the sync costs, whatever else the machine runs). Bytes are what the link sent (frames
 with their length prefixes, the fragments' framing included); "frags" the fragment frames, and
 "max frame" the largest frame, which stays at one fragment however large the state.
 
@@ -50,7 +51,7 @@ def _fill(w: Worker, flows: int) -> None:
         st.last_seq = 1
 
 
-async def sync(flows: int) -> tuple[float, int, int]:
+async def sync(flows: int) -> tuple[float, float, int, int]:
     a, _ = _worker(1)
     b, b_addr = _worker(2)
     await a.start()
@@ -60,14 +61,14 @@ async def sync(flows: int) -> tuple[float, int, int]:
         b.assign([(s, 1, 1) for s in range(SLOTS)], as_backup=True)
         _fill(a, flows)
         gc.collect()
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
         a.set_backup(2, b_addr)
         while len(a.acked_versions.get(2, {})) < SLOTS:
             await asyncio.sleep(0.001)
-        dt = time.perf_counter() - t
+        dt, dcpu = time.perf_counter() - t, time.process_time() - cpu
         link = a.links[2]
         assert sum(len(r.flows) for r in b.replicas.values()) == flows
-        return dt, link.bytes_sent, link.streams
+        return dt, dcpu, link.bytes_sent, link.streams
     finally:
         await a.stop()
         await b.stop()
@@ -81,14 +82,15 @@ def main() -> None:
     a = ap.parse_args()
     print(f"backup sync (full snapshot), checker-sized state, {SLOTS} slots, "
           f"fragments of {CHUNK >> 10} KiB; median of {a.repeats}")
-    print(f"{'flows':>9}{'seconds':>10}{'MB sent':>10}{'bytes/flow':>12}{'frags':>8}"
+    print(f"{'flows':>9}{'seconds':>10}{'CPU s':>8}{'MB sent':>10}{'bytes/flow':>12}{'frags':>8}"
           f"{'max frame':>11}{'flows/s':>11}")
     for n in a.flows:
         runs = [asyncio.run(sync(n)) for _ in range(a.repeats)]
         dt = statistics.median(r[0] for r in runs)
-        sent = runs[0][1]
-        frags = -(-sent // CHUNK) if runs[0][2] else 0
-        print(f"{n:>9}{dt:>10.2f}{sent / 1e6:>10.1f}{sent / n:>12.1f}{frags:>8}"
+        cpu = statistics.median(r[1] for r in runs)
+        sent = runs[0][2]
+        frags = -(-sent // CHUNK) if runs[0][3] else 0
+        print(f"{n:>9}{dt:>10.2f}{cpu:>8.2f}{sent / 1e6:>10.1f}{sent / n:>12.1f}{frags:>8}"
               f"{min(sent, CHUNK + 32):>11}{n / dt:>11.0f}")
 
 
