@@ -289,7 +289,9 @@ class Worker(Ownership):
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
             "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
             "nf_errors": c.nf_errors,
-            "flows": len(self.flow_table), "evictions": dict(self.flow_table.evicted),
+            "flows": sum(len(rt.state.flows) for rt in self.slots.values()
+                         if rt.role == SlotRole.PRIMARY),
+            "evictions": dict(self.flow_table.evicted),
             "flows_over_bound": self.flow_table.over_bound,
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
