@@ -81,12 +81,14 @@ class FloodResult:
 
 
 class _Nf:
-    def __init__(self, nf_id: int, max_flows: int) -> None:
+    def __init__(self, nf_id: int, max_flows: int, dedup: OutputDedup, sink: CheckerSink) -> None:
         self.port = _free_port()
-        self.sink = CheckerSink()
-        self.dedup: OutputDedup | None = None
+        # the steady flows' output is checked as it leaves (through the modelled switch's dedup:
+        # memory O(steady flows)); from `keep_all` on (the fail-over), every output is kept, to be
+        # checked in stamp order with the promoted backup's
+        self.dedup, self.sink = dedup, sink
         self.outputs = 0
-        self.keep: list[bytes | bytearray] = []  # steady flows' outputs (and all, once `keep_all`)
+        self.keep: list[bytes | bytearray] = []
         self.keep_all = False
         self.w = Worker(WorkerConfig(nf_id=nf_id, batch_size=64, batch_time=0.0005,
                                      repl_port=self.port),
@@ -97,13 +99,20 @@ class _Nf:
         if self.keep_all:
             self.keep.append(frame)
             return
-        rec = read_checker(strip_shim(frame)[1])
-        if rec is not None and rec[0] >= STEADY_BASE:
-            self.keep.append(frame)
+        _check(frame, self.dedup, self.sink)
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+
+def _check(frame: bytes | bytearray, dedup: OutputDedup, sink: CheckerSink) -> None:
+    """Through the switch's dedup (every output moves its watermark), then, if a steady flow's,
+    through the checker's sink."""
+    if dedup.offer(frame):
+        rec = read_checker(strip_shim(frame)[1])
+        if rec is not None and rec[0] >= STEADY_BASE:
+            sink.feed(frame)
 
 
 def flood_frame(i: int) -> bytes:
@@ -122,7 +131,8 @@ async def _until(cond: Any, what: str, timeout: float = 60.0) -> None:
 
 async def _flood(flows: int, max_flows: int, steady: int, samples: int) -> FloodResult:
     res = FloodResult(flows, max_flows)
-    a, b = _Nf(1, max_flows), _Nf(2, max_flows)
+    dedup, sink = OutputDedup(), CheckerSink()
+    a, b = _Nf(1, max_flows, dedup, sink), _Nf(2, max_flows, dedup, sink)
     await a.w.start()
     await b.w.start()
     proc = psutil.Process()
@@ -182,6 +192,7 @@ async def _flood(flows: int, max_flows: int, steady: int, samples: int) -> Flood
         for _round in range(2):
             for j in range(steady):
                 steady_packet(j)
+        a.w.close_batch()
         await _until(lambda: a.w.commit.held_outputs == 0, "the steady flows' output")
         a.w.tx = lambda frame: None  # dies: nothing leaves from now
         for j in range(steady):
@@ -190,11 +201,8 @@ async def _flood(flows: int, max_flows: int, steady: int, samples: int) -> Flood
         promoted = b.w.promote(list(range(SLOTS)), dead=1)
         res.replayed = int(promoted["replayed"])
         await _until(lambda: b.w.commit.held_outputs == 0, "the promoted backup's output")
-        dedup, sink = OutputDedup(), CheckerSink()
         for f in sorted(a.keep + b.keep, key=lambda f: strip_shim(f)[0].seq):
-            rec = read_checker(strip_shim(f)[1])
-            if rec is not None and rec[0] >= STEADY_BASE and dedup.offer(f):
-                sink.feed(f)
+            _check(f, dedup, sink)
         res.failover_errors = sink.errors
         res.steady_counts_ok = sink.last_count == {
             STEADY_BASE + j: sent_steady[j] for j in range(steady)}
