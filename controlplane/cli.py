@@ -130,7 +130,8 @@ def drops_line(data: dict[str, Any]) -> str:
 NF_COLUMNS = [("id", "id"), ("name", "name"), ("node", "node"), ("cluster", "cl"),
               ("role", "role"), ("backup", "bkp"), ("alive", "alive"),
               ("slots_owned", "slots"), ("packet_rate", "pkt/s"), ("queue_depth", "queue"),
-              ("cpu_percent", "cpu%"), ("drops", "drops"), ("gaps", "gaps"), ("packets", "packets")]
+              ("cpu_percent", "cpu%"), ("drops", "drops"), ("gaps", "gaps"), ("packets", "packets"),
+              ("flows", "flows"), ("evicted", "evicted")]
 # the columns left out of the table (misses, rtt, mgmt) are in `nfc --json nfs`
 TEXT_COLUMNS = {"name", "node", "cl", "role"}
 
@@ -145,6 +146,8 @@ def nfs_table(rows: list[dict[str, Any]]) -> RenderableType:
         alive = row.get("alive")
         cells[6] = "[green]yes[/]" if alive else "[red]no[/]" if alive is False else "?"
         cells[8] = f"{row.get('packet_rate', 0.0):.0f}"
+        ev = row.get("evictions") or {}
+        cells[-1] = " ".join(f"{k}:{v}" for k, v in sorted(ev.items())) or "0"
         t.add_row(*cells)
     return t
 

@@ -62,6 +62,14 @@ class ControllerMetrics:
         self.nf_losses = Gauge("nfc_nf_losses", "Packets an NF dropped since start, by where and "
                                "why (kernel socket, buffers, tx, malformed, duplicates, ...)",
                                ["nf", "reason"], registry=r)
+        self._flow_gauges(r)
+
+    def _flow_gauges(self, r: CollectorRegistry) -> None:
+        self.nf_flows = Gauge("nfc_nf_flows", "Flows with state in an NF's owned slots", ["nf"],
+                              registry=r)
+        self.nf_evictions = Gauge("nfc_nf_evictions", "Flows an NF evicted since start, by reason "
+                                  "(idle, closed, max: the bound, nf: no state kept for a drop)",
+                                  ["nf", "reason"], registry=r)
 
     def count_write(self, op: str, n: int) -> None:
         self.writes.labels(op=op).inc(n)
@@ -80,6 +88,9 @@ class ControllerMetrics:
             self.nf_hb_rejected.labels(nf=nf).set(s.get("heartbeats_rejected", 0))
             for reason, packets in s.get("losses", {}).items():
                 self.nf_losses.labels(nf=nf, reason=reason).set(packets)
+            self.nf_flows.labels(nf=nf).set(s.get("flows", 0))
+            for reason, flows in s.get("evictions", {}).items():
+                self.nf_evictions.labels(nf=nf, reason=reason).set(flows)
 
     def update_switch_drops(self, drops: Mapping[str, int]) -> None:
         """`drops`: "counter/reason" -> packets (see Controller.switch_drops)."""

@@ -94,6 +94,8 @@ class NfLoad:
     marker_timeouts: int = 0  # moves adopted without the old owner's marker (order not proven)
     workers: int = 1  # worker processes (CPU capacity: 100 % each)
     slot_flows: Mapping[int, int] = field(default_factory=dict)  # owned slot -> flows with state
+    flows: int = 0  # flows with state in the owned slots (nf_host/flow_table.py)
+    evictions: Mapping[str, int] = field(default_factory=dict)  # flows evicted, by reason
     slots_behind: frozenset[int] = frozenset()  # owned slots a cluster peer/backup lags on
     at: float = 0.0  # time.monotonic() of the report
 
@@ -145,6 +147,7 @@ class NfState:
             "global_store_errors": load.global_store_errors, "nf_errors": load.nf_errors,
             "markers": load.markers, "marker_timeouts": load.marker_timeouts,
             "losses": nf_losses(load),
+            "flows": load.flows, "evictions": dict(load.evictions),
         }
 
 
@@ -539,6 +542,7 @@ class NfRegistry:
             unowned=reply.load.unowned, tx_lost=reply.load.tx_lost,
             markers=reply.load.markers, marker_timeouts=reply.load.marker_timeouts,
             slot_flows={s.slot: s.flows for s in owned},
+            flows=reply.load.flows, evictions=dict(reply.load.evictions),
             slots_behind=frozenset(
                 s.slot for s in owned
                 if s.version and (not s.peer_versions or min(s.peer_versions.values()) < s.version)),

@@ -24,3 +24,14 @@ nf-host-bench-channel: ## Replication channel: framed TCP against a gRPC stream 
 .PHONY: nf-host-bench-migration
 nf-host-bench-migration: ## Slot migration: bytes and time, intra-cluster delta against inter-cluster full state
 	$(PY) -m bench.nf_host_migration
+
+.PHONY: nf-host-bench-sync
+nf-host-bench-sync: ## Backup sync: seconds and bytes to sync a new backup at 10k, 100k and 1M flows (SYNC_ARGS="--repeats 1")
+	$(PY) -m bench.nf_host_sync $(SYNC_ARGS)
+
+.PHONY: flood flood-short
+flood: ## Flood: 1,000,000 distinct 5-tuples at a primary/backup pair, bounded flow state, then a fail-over (FLOOD_ARGS="--max-flows 50000")
+	$(PY) -m nf_host.flood --flows 1000000 $(FLOOD_ARGS)
+
+flood-short: ## The flood's CI mode: 100,000 distinct 5-tuples (what tests/nf_host/test_flood.py runs)
+	$(PY) -m nf_host.flood --flows 100000 --max-flows 10000 $(FLOOD_ARGS)

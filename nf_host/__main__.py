@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "on the switch's queues (default 2000)")
     run.add_argument("--repl-max-frame-mb", type=float,
                      help="largest replication frame accepted, MiB (default 64; same on every NF)")
+    run.add_argument("--repl-chunk-kb", type=int,
+                     help="larger replication messages (snapshots, transfers) leave in fragments "
+                          "of this size, paced by the receiver (default 1024)")
+    run.add_argument("--repl-max-message-mb", type=float,
+                     help="largest message reassembled from fragments, MiB (default 4096)")
     run.add_argument("--repl-max-connections", type=int,
                      help="replication connections accepted per worker (default 64)")
     run.add_argument("--repl-any-peer", action="store_false", dest="repl_known_peers_only",

@@ -47,6 +47,10 @@ class NfHostConfig(BaseModel):
     # what the replication server accepts (nf_host/peer_policy.py, docs/protocols.md §6); every NF
     # of a deployment should use the same frame limit (a snapshot over it never gets through)
     repl_max_frame_mb: float = Field(default=64.0, gt=0, le=4095)
+    # messages larger than a chunk (snapshots, transfers) leave in fragments of this size, paced
+    # by the receiver (nf_host/chunked.py); a receiver reassembles up to `repl_max_message_mb`
+    repl_chunk_kb: int = Field(default=1024, ge=1, le=16384)
+    repl_max_message_mb: float = Field(default=4096.0, gt=0)
     repl_max_connections: int = Field(default=64, ge=1)
     repl_known_peers_only: bool = True
     # who answers heartbeats (nf_host/liveness.py): a responder process at real-time priority
@@ -81,9 +85,11 @@ class NfHostConfig(BaseModel):
             output_retain=self.output_retain_ms / 1e3,
             limits=PeerLimits(
                 max_frame=int(self.repl_max_frame_mb * 1024 * 1024),
+                max_message=int(self.repl_max_message_mb * 1024 * 1024),
                 max_connections=self.repl_max_connections,
                 known_peers_only=self.repl_known_peers_only,
             ),
+            repl_chunk=self.repl_chunk_kb * 1024,
             repl_host=host.strip("[]"),
             repl_port=int(port) + index,
         )

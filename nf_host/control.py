@@ -56,6 +56,15 @@ def _sum_maps(maps: Iterable[dict[int, int]]) -> dict[int, int]:
     return out
 
 
+def _sum_reasons(maps: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Per-worker counters by reason, added up."""
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, v in m.items():
+            out[str(k)] = out.get(str(k), 0) + int(v)
+    return out
+
+
 def _check16(what: str, value: int) -> int:
     if not 0 <= value <= U16:
         raise BadRequest(f"{what} {value} does not fit 16 bits")
@@ -124,6 +133,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             marker_timeouts=sum(p.get("marker_timeouts", 0) for p in parts),
             self_promotions=sum(p.get("self_promotions", 0) for p in parts),
             heartbeats_withheld=self.pool.heartbeats_withheld(),
+            flows=sum(p.get("flows", 0) for p in parts),
+            evictions=_sum_reasons(p.get("evictions", {}) for p in parts),
+            flows_over_bound=sum(p.get("flows_over_bound", 0) for p in parts),
         )
         took_over = sorted({nf for p in parts for nf in p.get("took_over_from", [])})
         slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]

@@ -11,6 +11,7 @@ itself. Global state (shared by many flows, e.g. a NAT's port pool) is reached t
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -47,6 +48,10 @@ class FlowKey:
 class Verdict(IntEnum):
     FORWARD = 0
     DROP = 1
+    DROP_FORGET = 2
+    """Drop the packet and keep no state for its flow: a flow this packet created is not kept,
+    one that existed is deleted (replicated as a deletion, counted as an eviction "nf"). For
+    packets an NF refuses (a scan, a firewall's denied flow): they cost the table nothing."""
 
 
 @dataclass(slots=True)
@@ -110,6 +115,14 @@ class NetworkFunction(ABC):
     """Base class of every NF. Subclasses set `name` and register with `@register_nf`."""
 
     name: ClassVar[str] = ""
+    # Flow state bounds (nf_host/flow_table.py): a flow unused for `idle_timeout` seconds is
+    # evicted (its deletion replicated like any change); at most `max_flows` flows per worker
+    # (0: no bound), the one to make room chosen by `eviction` ("lru": oldest idle first;
+    # "expiry": closest to its own timeout). Each may be overridden by the NF's params of the
+    # same names.
+    idle_timeout: ClassVar[float] = 300.0
+    max_flows: ClassVar[int] = 1_000_000
+    eviction: ClassVar[str] = "lru"
 
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         self.params: dict[str, Any] = dict(params or {})
@@ -121,6 +134,37 @@ class NetworkFunction(ABC):
     @abstractmethod
     def process(self, packet: Packet, state: FlowState, context: Context) -> Verdict:
         """Process one packet of a flow, in stamp order; update `state` in place."""
+
+    def flow_timeout(self, state: FlowState, flow: FlowKey | None) -> tuple[str, float]:
+        """The idle class of a flow after a packet: (name, seconds unused before it is evicted).
+        Called after every `process`; evictions are counted by the name. The default: ("idle",
+        `idle_timeout`). A protocol-aware NF returns a shorter class for a connection it saw
+        end (see `tcp_timeout`)."""
+        return self._idle_class
+
+    @functools.cached_property
+    def _idle_class(self) -> tuple[str, float]:
+        return "idle", self.limit("idle_timeout")
+
+    def limit(self, name: str) -> float:
+        """A flow bound (`idle_timeout`, `max_flows`, ...): the NF's param of that name, else the
+        class's default."""
+        value = self.params.get(name)
+        return float(getattr(type(self), name) if value is None else value)
+
+
+CLOSED_TIMEOUT = 10.0
+"""How long a TCP connection is kept after its FIN or RST (conntrack keeps TIME_WAIT 120 s and
+CLOSE 10 s; the NFs here need no state for segments after the close beyond late retransmits)."""
+
+
+def tcp_timeout(nf: NetworkFunction, state: FlowState, closed: bool) -> tuple[str, float]:
+    """The idle class of a TCP-aware NF's flow: ("closed", `closed_timeout`) once `closed`, else
+    the NF's default."""
+    if closed:
+        value = nf.params.get("closed_timeout")
+        return "closed", CLOSED_TIMEOUT if value is None else float(value)
+    return "idle", nf.limit("idle_timeout")
 
 
 NF_TYPES: dict[str, type[NetworkFunction]] = {}

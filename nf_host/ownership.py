@@ -9,12 +9,12 @@ import logging
 import time
 from typing import Any
 
+from nf_host.flow_bounds import FlowBounds
 from nf_host.move_marker import marker_frame
 from nf_host.reorder import seq_next
 from nf_host.replication import Link, Message, worker_address
 from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.state_store import Replica
-from nf_host.worker_core import WorkerCore
 from nf_host.worker_types import (
     CommandError,
     ReleaseRecord,
@@ -29,7 +29,7 @@ log = logging.getLogger("nf_host.worker")
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
 
 
-class Ownership(WorkerCore):
+class Ownership(FlowBounds):
     """Moves and promotion, on top of the worker's core."""
 
     def adopt(self, slot: int, epoch: int) -> None:
@@ -162,6 +162,9 @@ class Ownership(WorkerCore):
         last_batch = self.commit.last_id  # holds the output of every packet of s processed here
         st = rt.state
         base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
+        deleted = st.deleted_since(base) if base is not None else None
+        if deleted is None:  # a full transfer (or deletions forgotten since the base: full too)
+            base = None
         entries = st.since(base) if base is not None else st.everything()
         # stopped: until the adopter answers, arriving packets wait here (rt.pending)
         rt.role = SlotRole.RELEASED
@@ -189,7 +192,7 @@ class Ownership(WorkerCore):
         transfer = {
             "t": "x", "id": xid, "n": self.cfg.nf_id, "slot": slot, "epoch": rt.epoch,
             "seq": st.last_seq, "version": st.version, "base": -1 if base is None else base,
-            "flows": entries,
+            "flows": entries, "del": deleted or [],
         }
         nbytes = link.send(transfer)
         self.c.transfer_bytes += nbytes
@@ -254,6 +257,7 @@ class Ownership(WorkerCore):
         if not msg.get("ok"):  # the slot stays here: resume processing, with what arrived meanwhile
             rt.role = SlotRole.PRIMARY
             rt.release = None
+            self.track_slot(rt)
             now = time.monotonic()
             for shim, frame in held:
                 self._offer(rt, shim, frame, now)
@@ -285,6 +289,7 @@ class Ownership(WorkerCore):
                 fut.set_result({"t": "xa", "id": xid, "ok": False, "err": "taken back"})
         rt.role = SlotRole.PRIMARY
         rt.epoch = epoch
+        self.track_slot(rt)
         held, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in held:

@@ -37,6 +37,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from nf_host.chunked import MAX_MESSAGE
+
 log = logging.getLogger(__name__)
 
 HELLO = "h"
@@ -53,6 +55,7 @@ class PeerLimits:
     `repl_known_peers_only`); the defaults here are the library's (in-process tests)."""
 
     max_frame: int = 64 * 1024 * 1024
+    max_message: int = MAX_MESSAGE  # a message reassembled from fragments (nf_host/chunked.py)
     max_connections: int = 64
     known_peers_only: bool = False
 

@@ -23,6 +23,8 @@ Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
                   forwarded to its primary, which the switch never copied to it)
     r   released {slot}                   (to the backup: stop keeping copies of the slot)
     bye goodbye  {}                       (the sender closes this connection on purpose)
+    k   fragment {p: bytes, m: more follow}  (a message over `CHUNK` bytes, in fragments with
+                  flow control; handled once reassembled: nf_host.chunked)
 The newest connection from a known sender that ends without its goodbye (end of stream or
 reset) means the sending process died or lost its socket: the server tells `on_lost(sender)`, which is how a
 backup armed for it takes over without waiting for the controller (docs/protocols.md §4.3). So
@@ -46,6 +48,7 @@ from typing import Any, Protocol
 
 import msgpack
 
+from nf_host.chunked import CHUNK, FRAGMENT, MAX_MESSAGE, FragmentError, Pacer, Reassembly
 from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME, HELLO_TIMEOUT, PeerPolicy, Refused
 
 log = logging.getLogger(__name__)
@@ -205,6 +208,7 @@ class ReplicationServer:
         peer = writer.get_extra_info("peername")
         remote = str(peer[0]) if isinstance(peer, tuple) and peer else None
         sender: int | None = None
+        parts = Reassembly(policy.limits.max_message if policy is not None else MAX_MESSAGE)
         try:
             if policy is not None:
                 sender, msg, watch = await self._hello(reader, policy, remote)
@@ -225,6 +229,11 @@ class ReplicationServer:
                 if msg is None:
                     msg, size = await read_sized(reader, limit)
                     self._count(sender, str(msg["t"]), size)
+                if msg["t"] == FRAGMENT:  # a part of a large message (nf_host/chunked.py)
+                    body = parts.add(msg)
+                    msg = None if body is None else decode(body)
+                    if msg is None:
+                        continue
                 if msg["t"] == BYE:
                     return  # closed on purpose: not a loss
                 if sender is not None and self._newest.get(sender) is not writer:
@@ -268,7 +277,7 @@ class ReplicationServer:
                 self.errors += 1
             else:
                 policy.refuse("frame", sender, f"{exc} (from {remote}, NF {sender}); closing")
-        except ProtocolError as exc:
+        except (ProtocolError, FragmentError) as exc:
             self.errors += 1
             log.warning("closing replication connection: %s", exc)
         finally:
@@ -347,6 +356,7 @@ class Link:
         retry: float = 0.05,
         hello: Message | None = None,
         tally: dict[int, int] | None = None,
+        chunk: int = CHUNK,
     ) -> None:
         self.nf_id, self.address = nf_id, address
         self.tally = tally  # bytes sent, by destination NF, kept across links (the owner's)
@@ -364,6 +374,9 @@ class Link:
         self._wake = asyncio.Event()  # set by `kick`: reconnect now, not after the wait
         self._out: list[bytes] = []
         self.corked = False  # `cork`: messages wait in `_out` until `uncork`
+        self.chunk = chunk  # larger messages leave in fragments, paced (nf_host/chunked.py)
+        self.pacer: Pacer | None = None  # the connection's, while it is up
+        self.streams = 0  # messages sent in fragments (all connections)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def kick(self) -> None:
@@ -393,9 +406,19 @@ class Link:
         """Queue an encoded message. Messages queued in one event-loop step leave in one write."""
         if self.writer is None:
             return 0
-        if not self._out and not self.corked:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(data)
+        pacer = self.pacer
+        if pacer is not None and (pacer.active or pacer.big(data)):
+            # a large message, or one behind it: paced, in order (what waits in `_out`, first)
+            if pacer.big(data):
+                self.streams += 1
+            for queued in self._out:
+                pacer.push(queued)
+            self._out.clear()
+            pacer.push(data)
+        else:
+            if not self._out and not self.corked:
+                asyncio.get_running_loop().call_soon(self._flush)
+            self._out.append(data)
         self.bytes_sent += len(data)
         if self.tally is not None:
             self.tally[self.nf_id] = self.tally.get(self.nf_id, 0) + len(data)
@@ -418,7 +441,8 @@ class Link:
         """Bytes written but not yet taken by the kernel (a slow or stopped receiver)."""
         if self.writer is None:
             return 0
-        return self.writer.transport.get_write_buffer_size() + sum(len(d) for d in self._out)
+        paced = self.pacer.queued if self.pacer is not None else 0  # (a stream itself is no lag)
+        return self.writer.transport.get_write_buffer_size() + sum(len(d) for d in self._out) + paced
 
     def reset(self) -> None:
         """Drop the connection (and what it still buffers); the link reconnects and resyncs."""
@@ -445,6 +469,7 @@ class Link:
                 continue
             since = loop.time()
             self.writer = writer
+            self.pacer = Pacer(writer, self.chunk)
             self.connected.set()
             if self.hello is not None:
                 self.send(self.hello)
@@ -465,6 +490,9 @@ class Link:
                               self.address)
             finally:
                 self.writer = None
+                if self.pacer is not None:
+                    self.pacer.cancel()  # a stream cut short: the receiver drops its fragments
+                    self.pacer = None
                 self._out.clear()  # never delivered: the next connection starts with a full sync
                 self.connected.clear()
                 self._goodbye(writer)  # (a reconnection on purpose, not this process's death)

@@ -35,6 +35,8 @@ WireEntry = list[Any]
 """[wire key, state] on the wire."""
 
 _KEY = struct.Struct("!IIHHB")
+TOMBSTONES = 4096
+"""Deletions a slot remembers for delta transfers (beyond: a move ships the whole slot)."""
 
 
 def flow_id(key: FlowKey | None) -> FlowId:
@@ -78,6 +80,11 @@ class SlotState:
     flow_versions: dict[FlowId, int] = field(default_factory=dict)
     wire_keys: dict[FlowId, WireKey] = field(default_factory=dict)
     dirty: set[FlowId] = field(default_factory=set)
+    deleted: set[FlowId] = field(default_factory=set)  # evicted since the last seal
+    # deletions by the version that sealed them (for `deleted_since`), oldest first; those at
+    # or below `tomb_floor` were forgotten (a delta transfer from before it ships everything)
+    tombstones: dict[FlowId, int] = field(default_factory=dict)
+    tomb_floor: int = 0
     version: int = 0
     last_seq: int | None = None  # the last seq processed; None before the first (0 is a number)
     gen: int = 0  # owner generation within the epoch: +1 each time a backup is promoted
@@ -87,6 +94,49 @@ class SlotState:
         if wk is None and key is not None:
             wk = self.wire_keys[key] = _KEY.pack(*key)
         return wk
+
+    def delete(self, key: FlowId) -> None:
+        """Forget flow `key` (evicted): replicated as a deletion with the next seal."""
+        self.flows.pop(key, None)
+        self.flow_versions.pop(key, None)
+        self.wire_keys.pop(key, None)
+        self.dirty.discard(key)
+        self.deleted.add(key)
+
+    def seal_deletions(self, floor: int | None = None) -> list[WireKey]:
+        """The deletions of the batch `seal` has just closed (call it after `seal`), as wire
+        keys; each is remembered as a tombstone of the new version, for delta transfers
+        (`deleted_since`). Tombstones of `floor` or older are forgotten: every NF a delta
+        transfer could start from holds that version already."""
+        if not self.deleted:
+            return []
+        v, tombs = self.version, self.tombstones
+        out: list[WireKey] = []
+        for key in self.deleted:
+            if key in self.flows:  # created again after its deletion, in the same batch
+                out.append(key_to_wire(key))  # (receivers delete, then apply the entries)
+                continue
+            tombs.pop(key, None)
+            tombs[key] = v
+            out.append(key_to_wire(key))
+        self.deleted.clear()
+        if floor is not None and floor > self.tomb_floor:
+            self.tomb_floor = floor
+            for key, tv in list(tombs.items()):
+                if tv > floor:
+                    break
+                del tombs[key]
+        if len(tombs) > TOMBSTONES:
+            for key in list(tombs)[: len(tombs) - TOMBSTONES // 2]:
+                self.tomb_floor = max(self.tomb_floor, tombs.pop(key))
+        return out
+
+    def deleted_since(self, version: int) -> list[WireKey] | None:
+        """Flows deleted after `version`; None if some of them may have been forgotten."""
+        if version < self.tomb_floor:
+            return None
+        return [key_to_wire(k) for k, v in self.tombstones.items()
+                if v > version and k not in self.flows]
 
     def seal(self) -> list[WireEntry]:
         """Close the slot's part of a batch: bump the version, return the dirty flows as a delta."""
@@ -128,10 +178,18 @@ class Replica:
     epoch: int = 0
     gen: int = 0  # the owner generation of the last delta applied (see Worker._check_owner)
 
-    def apply(self, raw_entries: Any, version: int, last_seq: int | None) -> None:
-        """Apply a delta as received ([[wire key, state], ...]); TypeError/ValueError if malformed."""
+    def apply(self, raw_entries: Any, version: int, last_seq: int | None,
+              deleted: Any = None) -> None:
+        """Apply a delta as received ([[wire key, state], ...], then the wire keys the owner
+        deleted before them); TypeError/ValueError if malformed."""
         if not isinstance(raw_entries, list):
             raise ValueError("flow entries must be a list")
+        if deleted:
+            if not isinstance(deleted, list):
+                raise ValueError("deleted flows must be a list")
+            pop = self.flows.pop
+            for wk in deleted:
+                pop(wk, None)
         self.flows.update(raw_entries)
         if version > self.version:
             self.version = version

@@ -11,9 +11,11 @@ The worker never touches a socket for data itself: it hands output frames to `tx
 same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
 
 The code is in layers, each a class on top of the one before: `worker_types` (configuration,
-slot runtime, counters, roles), `worker_core.WorkerCore` (data path, output commit, replication
-links, the receiving side of replication), `ownership.Ownership` (moves and promotion) and here
-`Worker` (roles, backup, peers, NF update, status and the command dispatcher).
+slot runtime, counters, roles), `worker_core.WorkerCore` (data path, output commit, deltas),
+`links.Links` (replication links, the snapshot on (re)connection, acks), `receiving.Receiving`
+(the receiving side of replication), `flow_bounds.FlowBounds` (evictions: idle timeouts and the
+bound on flows), `ownership.Ownership` (moves and promotion) and here `Worker` (roles, backup,
+peers, NF update, status and the command dispatcher).
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ class Worker(Ownership):
                                "(move them away first)")
         if not dry_run:
             self.nf = nf
+            self.bound_flows(nf)
 
     def set_backup(self, nf_id: int, address: str) -> None:
         old = self.backup_id
@@ -289,6 +292,10 @@ class Worker(Ownership):
             "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
             "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
             "nf_errors": c.nf_errors,
+            "flows": sum(len(rt.state.flows) for rt in self.slots.values()
+                         if rt.role == SlotRole.PRIMARY),
+            "evictions": dict(self.flow_table.evicted),
+            "flows_over_bound": self.flow_table.over_bound,
             "global_store_errors": c.global_store_errors,
             "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
             "reemitted": c.reemitted, "watermarks": c.watermarks, "logged_outputs": self.out_log.frames,

@@ -18,22 +18,21 @@ from typing import Any
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.flow_table import FlowTable
 from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
-from nf_host.peer_policy import PeerPolicy, hello
+from nf_host.peer_policy import PeerPolicy
 from nf_host.quiet_window import QuietWindow
-from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after, seq_next
+from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after
 from nf_host.replication import (
     Link,
     Message,
     ReplicationServer,
-    StaleSender,
     encode,
-    worker_address,
 )
 from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
-from nf_host.state_store import FlowId, Replica, SlotState, entries_from_wire
+from nf_host.state_store import FlowId, Replica, SlotState
 from nf_host.watermark import SPAN as WATERMARK_SPAN
 from nf_host.watermark import first_span, watermark_frame
 from nf_host.worker_types import (
@@ -43,7 +42,6 @@ from nf_host.worker_types import (
     SlotRuntime,
     TakeoverClock,
     WorkerConfig,
-    older_owner,
 )
 
 log = logging.getLogger("nf_host.worker")
@@ -81,6 +79,8 @@ class WorkerCore:
         self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
         self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.c = Counters()
+        # every owned flow's last use and idle class: the bounds (nf_host/flow_table.py)
+        self.flow_table = FlowTable(int(nf.limit("max_flows")), str(nf.params.get("eviction", nf.eviction)))
         self.server: ReplicationServer | None = None
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
@@ -146,6 +146,8 @@ class WorkerCore:
             await asyncio.sleep(period)
             now = time.monotonic()
             self.expire_gaps(now)
+            if self.flow_table.classes:
+                self.expire_flows(now)
             for slot, parked in self.markers.due(now):
                 rt = self.slots.get(slot)
                 if rt is not None and rt.role == SlotRole.ADOPTING:
@@ -281,6 +283,7 @@ class WorkerCore:
             ckey, rev, key = None, False, None
         st = rt.state
         fs = st.flows.get(key)
+        new = fs is None
         if fs is None:
             fs = st.flows[key] = self.nf.initial_state()
         try:
@@ -297,7 +300,6 @@ class WorkerCore:
             log.exception("NF %s failed on slot %d seq %d", self.nf.name, rt.slot, shim.seq)
             self.c.nf_errors += 1
             verdict = Verdict.DROP
-        st.dirty.add(key)
         st.last_seq = shim.seq
         if self._takeover is not None:
             self._takeover.processed(rt.slot)
@@ -306,6 +308,20 @@ class WorkerCore:
         batch = self.batch
         if batch is None:
             batch = self._open_batch(now)
+        if verdict == Verdict.DROP_FORGET:  # the NF keeps no state for this flow
+            if new:
+                del st.flows[key]
+            else:
+                st.delete(key)
+                self.flow_table.forget(rt.slot, key)
+            self.flow_table.counted("nf")
+        else:
+            st.dirty.add(key)
+            table = self.flow_table
+            name, timeout = self.nf.flow_timeout(fs, ckey)
+            table.touch(rt.slot, key, name, timeout, now, batch.id)
+            if new and table.max_flows and len(table) > table.max_flows:
+                self._evict_for_room(now)
         batch.packets += 1
         batch.slot_seqs[rt.slot] = shim.seq
         if verdict == Verdict.FORWARD:
@@ -337,6 +353,17 @@ class WorkerCore:
         if batch.packets >= self.cfg.batch_size:
             self.close_batch()
 
+    # ------------------------------------------------------------------ flow bounds
+    def _evict_for_room(self, now: float) -> None:
+        """A new flow took the worker over its bound (`nf_host.flow_bounds.FlowBounds`)."""
+
+    def expire_flows(self, now: float, limit: int = 20000) -> int:
+        """Evict idle flows (`nf_host.flow_bounds.FlowBounds`)."""
+        return 0
+
+    def track_slot(self, rt: SlotRuntime) -> None:
+        """Enter a slot's flows in the flow table (`nf_host.flow_bounds.FlowBounds`)."""
+
     # ------------------------------------------------------------------ output commit
     def _open_batch(self, now: float) -> Batch:
         batch = self.batch = self.commit.new_batch(now)
@@ -367,8 +394,12 @@ class WorkerCore:
             rt = self.slots[slot]
             entries = rt.state.seal()
             versions[slot] = rt.state.version
-            slots_wire.append([slot, rt.epoch, rt.state.version, last, entries, rt.replace,
-                               rt.state.gen])
+            item = [slot, rt.epoch, rt.state.version, last, entries, rt.replace, rt.state.gen]
+            if rt.state.deleted:  # (tombstones kept back to the oldest version a peer holds)
+                floor = min((acked.get(slot, 0) for acked in self.acked_versions.values()),
+                            default=rt.state.version)
+                item.append(rt.state.seal_deletions(floor))
+            slots_wire.append(item)
             rt.replace = False
         self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
                                 "n": self.cfg.nf_id}, versions)
@@ -476,246 +507,13 @@ class WorkerCore:
             self.watched_backup = watch
             self.on_backup(*watch)
 
-    def _on_link_message(self, link: Link, msg: Message) -> None:
-        t = msg.get("t")
-        if t == "a":
-            bid = int(msg["b"])
-            pend = self.pending_versions.get(link.nf_id, {})
-            acked = self.acked_versions.setdefault(link.nf_id, {})
-            for b in sorted(x for x in pend if x <= bid):
-                for slot, ver in pend.pop(b).items():
-                    acked[slot] = max(acked.get(slot, 0), ver)
-            if link.nf_id == self.backup_id:
-                for batch in self.commit.ack(bid):
-                    self._release(batch)
-                self._maybe_resume()
-        elif t == "xsa" and link.nf_id == self.backup_id:
-            self.adopt_commit.acked(int(msg["id"]))
-        elif t == "xa":
-            xid = int(msg["id"])
-            fut = self._xfer_waiters.pop(xid, None)
-            if fut is not None and not fut.done():
-                self._transfer_answered(xid, msg)  # decides the slot, whoever still waits
-                fut.set_result(msg)
-        else:
-            self.c.repl_errors += 1
-
-    def _on_link_connected(self, link: Link) -> None:
-        """A (re)connected backup or peer gets the full state of every slot we own (a sync).
-
-        The snapshot is the first message on the new connection: the open batch is closed without
-        sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
-        delta, cumulative, would release earlier batches sent while the link was down before the
-        snapshot covering them is applied."""
-        self._syncing = link
-        try:
-            self.close_batch()
-        finally:
-            self._syncing = None
-        batch = self.commit.new_batch(time.monotonic())
-        slots_wire: list[list[Any]] = []
-        versions: dict[int, int] = {}
-        for slot, rt in self.slots.items():
-            # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
-            # its last batches' output waits for this link's ack: its state is in the snapshot
-            if rt.role == SlotRole.PRIMARY:
-                rt.state.seal()  # new flows since the last batch get a version too
-            elif rt.role != SlotRole.RELEASED or rt.forward is not None or rt.given_back:
-                continue  # (given back: never owned here, nothing to sync)
-            elif rt.release is not None and rt.release.to_nf == link.nf_id:
-                continue  # not to the adopter: one that started the slot refuses it (StaleSender)
-            versions[slot] = rt.state.version
-            slots_wire.append(
-                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything(),
-                 False, rt.state.gen]
-            )
-            if rt.state.last_seq is not None:
-                batch.slot_seqs[slot] = rt.state.last_seq
-        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True, "n": self.cfg.nf_id}
-        if link.nf_id == self.backup_id:
-            # the batches still waiting for an ack may have reached no backup at all (a new
-            # one, or the old link's frames were lost): the new backup logs their output too
-            held = [entry for b in self.commit.inflight for entry in b.logged()]
-            msg = self._for_backup(msg, held)
-        link.send(msg)
-        self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
-        if link.nf_id == self.backup_id:
-            self.commit.hold(batch)
-
-    def _link(self, nf_id: int, address: str) -> Link:
-        link = self.links.get(nf_id)
-        addr = worker_address(address, self.cfg.index)
-        if link is not None and link.address == addr:
-            return link
-        if link is not None:
-            asyncio.get_running_loop().create_task(link.close())
-        self.pending_versions.pop(nf_id, None)
-        self.acked_versions.pop(nf_id, None)
-        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
-                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers),
-                    tally=self.bytes_to)
-        self.links[nf_id] = link
-        return link
-
     # ------------------------------------------------------------------ receiving side
     def on_replication(self, msg: Message) -> Message | asyncio.Future[Message] | None:
-        t = msg["t"]
-        if t == "d":
-            full = bool(msg.get("full"))
-            sender = int(msg.get("n", 0))
-            self._check_owner(sender, msg["s"])
-            if "o" in msg:  # from the primary we back up: log its unreleased output
-                self.out_log.record(sender, msg["o"] or [], msg.get("rel"), full)
-            for item in msg["s"]:
-                slot, epoch, version, last_seq, raw, *more = item
-                # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
-                # is the base of the delta transfer that will complete the adoption)
-                rep = self.replicas.get(slot)
-                if rep is None or full or (more and more[0]):  # a whole slot from a new owner
-                    # the replica becomes that state, its last seq included: kept, a dead
-                    # owner's uncommitted numbers that reached this peer (not the backup) would
-                    # outlive the replacement, and promoted from it later (made the backup by
-                    # AssignSlots), this NF would skip the numbers after the new owner's last
-                    # without counting them (tests/nf_host/test_replica_last_seq.py)
-                    rep = self.replicas[slot] = Replica(int(slot))
-                rep.epoch = int(epoch)
-                rep.gen = int(more[1]) if len(more) > 1 else 0
-                if last_seq is None:  # the owner has not processed a packet of the slot yet
-                    rep.apply(raw, int(version), None)
-                    continue
-                rep.apply(raw, int(version), int(last_seq))
-                self.inbuf.drop_upto(int(slot), int(last_seq))
-            return {"t": "a", "b": msg["b"]}
-        if t == "x":
-            return self._on_transfer(msg)
-        if t == "r":  # the primary we back up released this slot: its copies are not needed
-            slot = int(msg["slot"])
-            self.backed_up.discard(slot)
-            self.inbuf.discard(slot)
-            rep = self.replicas.get(slot)
-            if rep is not None and msg.get("e") is not None and rep.epoch == int(msg["e"]):
-                del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
-            return None
-        if t == "f":
-            frame = msg["f"]
-            if not isinstance(frame, bytes):
-                raise ValueError("forwarded frame is not bytes")
-            self._copy_to_backup(frame)
-            self.on_frame(frame)
-            return None
-        if t == "xs":  # the primary we back up adopted a slot: its whole state, first
-            slot = int(msg["slot"])
-            rep = self.replicas[slot] = Replica(slot, epoch=int(msg["epoch"]))
-            seq = msg["seq"]
-            rep.apply(msg["flows"], int(msg["version"]), None if seq is None else int(seq))
-            if seq is not None:
-                self.inbuf.drop_upto(slot, int(seq))
-            return {"t": "xsa", "id": msg["id"]}
-        if t == "c":  # our primary's copy of a packet forwarded to it: input we back up
-            frame = msg["f"]
-            if not isinstance(frame, bytes) or len(frame) < _HDR:
-                raise ValueError("input copy is not a frame")
-            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
-            self._backup_copy(slot, seq, frame)
-            return None
-        raise ValueError(f"unknown replication message type {t!r}")
-
-    def _copy_to_backup(self, frame: bytes) -> None:
-        """A packet a releasing NF forwarded to us (stamped in its epoch, after its transfer) never
-        had a copy sent to our backup by the switch: we send it one, ahead of the delta that will
-        hold its processing, so that a promotion of our backup replays it if we die before that
-        delta is acknowledged (found by the simulation, seed 55: the packet was lost)."""
-        if not self.backup_id or len(frame) < _HDR or frame[14] != Kind.PRIMARY:
-            return
-        link = self.links.get(self.backup_id)
-        if link is not None:
-            copy = bytearray(frame)
-            copy[14] = Kind.BACKUP
-            link.send({"t": "c", "f": bytes(copy)})
+        """A replication message from another NF (`nf_host.receiving.Receiving`)."""
+        raise NotImplementedError
 
     def _transfer_answered(self, xid: int, msg: Message) -> None:
         """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
-
-    def _check_owner(self, sender: int, items: list[Any]) -> None:
-        """Refuse a delta from a slot's former owner: one that was failed over while alive (it
-        hung, then went on) still sends deltas of the slots its backup now owns. Its
-        acknowledged output would be of state nobody holds, and its versions would mix with the
-        new owner's in the replicas (a later delta move would ship against them). The owner of
-        a slot is ordered by (epoch, generation): a move bumps the epoch, a promotion the
-        generation. Checked before anything is applied; the connection is then closed, so no
-        later (cumulative) ack covers the refused delta."""
-        for item in items:
-            slot, epoch = int(item[0]), int(item[1])
-            gen = int(item[6]) if len(item) > 6 else 0
-            own = self.slots.get(slot)
-            if own is not None and own.role == SlotRole.PRIMARY:
-                raise StaleSender(f"delta from NF {sender} for slot {slot}, which this NF owns")
-            rep = self.replicas.get(slot)
-            if rep is not None and older_owner((epoch, gen), (rep.epoch, rep.gen)):
-                raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
-                                  f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
-
-    def _on_transfer(self, msg: Message) -> Message | asyncio.Future[Message]:
-        slot = int(msg["slot"])
-        xid = msg["id"]
-        rt = self.slots.get(slot)
-        sender = msg.get("n")
-        origin = None if sender is None else (int(sender), int(xid))
-        pending = None if origin is None else self.adopt_commit.waiting(slot, origin)
-        if pending is not None:
-            return pending  # the same transfer again while our backup takes its state
-        if rt is not None and origin is not None and rt.adopted_from == origin:
-            # the same transfer sent again (its answer was lost, or the old owner was asked to
-            # release again): accepted already, whether the slot has started or waits for its
-            # marker; answered the same, never refused (a refusal would make the old owner
-            # take back a slot that started here)
-            return {"t": "xa", "id": xid, "ok": True, "err": ""}
-        if rt is None or rt.role != SlotRole.ADOPTING or rt.adopted_from is not None:
-            return {"t": "xa", "id": xid, "ok": False, "err": f"slot {slot} is not being adopted"}
-        base = int(msg["base"])
-        entries = entries_from_wire(msg["flows"])
-        if base >= 0:
-            rep = self.replicas.get(slot)
-            if rep is None or rep.version < base:
-                held = rep.version if rep is not None else None
-                return {
-                    "t": "xa", "id": xid, "ok": False,
-                    "err": f"delta against version {base} but this NF holds {held}",
-                }
-            state, bad = rep.to_slot_state()
-            self.c.repl_errors += bad
-        else:
-            state = SlotState(slot)
-        version = int(msg["version"])
-        state.load(entries, version)
-        state.version = version
-        state.last_seq = None if msg["seq"] is None else int(msg["seq"])
-        self.replicas.pop(slot, None)
-        self.inbuf.discard(slot)
-        # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
-        # as the one before 1)
-        parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
-                        time.monotonic())
-        origin = origin if origin is not None else (0, int(xid))
-        accepted: Message = {"t": "xa", "id": xid, "ok": True, "err": ""}
-
-        def commit() -> bool:
-            if self.slots.get(slot) is not rt or rt.role != SlotRole.ADOPTING:
-                return False  # cancelled meanwhile (the fence)
-            rt.adopted_from = origin  # (the fence: started)
-            # the slot starts here once the old owner's marker has come too (move_marker.py)
-            if self.markers.on_transfer(slot, parked):
-                self._start_adopted(rt, parked)
-            return True
-
-        backup = self.links.get(self.backup_id) if self.backup_id else None
-        if backup is None:  # no backup to hold the state: accepted at once
-            commit()
-            return accepted
-        # the state goes to our backup before the old owner forgets it (nf_host/adopt_commit.py)
-        return self.adopt_commit.begin(backup, slot, origin, {
-            "slot": slot, "epoch": rt.epoch, "version": state.version, "seq": state.last_seq,
-            "flows": state.everything()}, accepted, commit)
 
     def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
         """Own an adopted slot from its transfer, then process what waited for it."""
@@ -734,6 +532,7 @@ class WorkerCore:
         rt.role = SlotRole.PRIMARY
         rt.seq.next_expected = next_seq
         rt.committed_seq = state.last_seq or 0
+        self.track_slot(rt)
         if state.flows and state.last_seq is not None:
             batch = self.batch or self._open_batch(time.monotonic())
             batch.slot_seqs[rt.slot] = state.last_seq

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from nf_host.chunked import CHUNK
 from nf_host.peer_policy import PeerLimits
 from nf_host.reorder import Sequencer
 from nf_host.replication import Link
@@ -73,6 +74,7 @@ class WorkerConfig:
     tail_wait: float = SWITCH_QUEUE_BOUND
     peer_backlog_bytes: int = 32 * 1024 * 1024  # unsent deltas to a peer before resynchronising
     limits: PeerLimits = field(default_factory=PeerLimits)  # what the replication server accepts
+    repl_chunk: int = CHUNK  # larger replication messages leave in paced fragments (chunked.py)
 
 
 @dataclass

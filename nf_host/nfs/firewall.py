@@ -20,7 +20,14 @@ initiator ACK before the SYN+ACK) are dropped. Sequence numbers are not checked.
 
 UDP, ICMP and other IP protocols: the first packet from inside (or UDP to an allowed port) opens
 the flow (state OPEN) and then both directions pass; an outside-first flow is dropped. There are no
-idle timeouts: a flow stays open until its state is removed by the runtime.
+idle timeouts of its own: the runtime's (below) remove a flow's state.
+
+What it keeps and for how long (nf_host/flow_table.py): a TCP connection 3600 s idle
+(`idle_timeout`), 10 s once closed (RST, or FIN from both sides: `closed_timeout`), a UDP/ICMP flow
+120 s idle (`udp_timeout`); at most `max_flows` (default 1,000,000) per worker, oldest idle first.
+A packet refused while its flow is in state NONE (unsolicited, a scan) keeps no state
+(`Verdict.DROP_FORGET`, counted as eviction "nf"), unless `keep_refused` is true: then the flow's
+`dropped` count is kept like any other.
 """
 
 from __future__ import annotations
@@ -28,7 +35,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, register_nf
+from nf_host.nf_api import (
+    Context,
+    FlowKey,
+    FlowState,
+    NetworkFunction,
+    Packet,
+    Verdict,
+    register_nf,
+    tcp_timeout,
+)
 from nf_host.nfs.addresses import in_prefixes, parse_prefixes
 from nf_host.parse import PROTO_TCP, PROTO_UDP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, tcp_flags
 
@@ -45,12 +61,14 @@ _RESTARTABLE = (NONE, CLOSED, CLOSING)
 @register_nf
 class Firewall(NetworkFunction):
     name = "firewall"
+    idle_timeout = 3600.0
 
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
         self.inside = parse_prefixes(self.params.get("inside", "10.0.0.0/8"), "inside")
         self.inbound_ports = frozenset(int(p) for p in self.params.get("allow_inbound_ports", []))
         self.allow_non_ip = bool(self.params.get("allow_non_ip", True))
+        self.keep_refused = bool(self.params.get("keep_refused", False))
 
     def initial_state(self) -> FlowState:
         return {
@@ -72,7 +90,17 @@ class Firewall(NetworkFunction):
             verdict = self._other(packet, state, context)
         key = "allowed" if verdict == Verdict.FORWARD else "dropped"
         state[key] = state.get(key, 0) + 1
+        if verdict == Verdict.DROP and state.get("state", NONE) == NONE and not self.keep_refused \
+                and not state.get("allowed"):
+            return Verdict.DROP_FORGET  # never opened: a scan costs no state
         return verdict
+
+    def flow_timeout(self, state: FlowState, flow: FlowKey | None) -> tuple[str, float]:
+        if flow is not None and flow.proto == PROTO_TCP:
+            if state.get("state") in (CLOSED, CLOSING):
+                return tcp_timeout(self, state, True)
+            return "idle", self.limit("idle_timeout")
+        return "udp", float(self.params.get("udp_timeout", 120.0))
 
     def _may_open(self, packet: Packet) -> bool:
         flow = packet.flow

@@ -4,6 +4,9 @@ State per connection (both directions share it; "fwd" is the direction of the ca
 "rev" the other): `packets`, `bytes` (Ethernet frame bytes without the shim), `packets_rev`,
 `bytes_rev` (the reverse direction's share of the totals), `first` and `last` (`context.now` of the
 first and latest packet, seconds). Every packet is forwarded.
+
+Kept 300 s idle (`idle_timeout`), at most `max_flows` per worker, oldest idle first
+(nf_host/flow_table.py): an evicted flow's counts are gone, and it starts again from zero.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ Backend to client (source is a backend, and source port `vport` if set): the sou
 back to the VIP. That reply path is stateless because the reply has a different 5-tuple (another
 flow, maybe another NF instance) and the VIP is fixed; its flow state only counts `packets`.
 Not supported: per-backend health, weights, removing a backend without moving connections.
+
+Kept 300 s idle (`idle_timeout`), at most `max_flows` per worker, oldest idle first
+(nf_host/flow_table.py): an evicted connection that comes back gets its backend again with
+"hash", maybe another one with "round_robin".
 """
 
 from __future__ import annotations

@@ -25,7 +25,12 @@ Global state (keys under the store's prefix):
   outbound connection. Looked up before allocating, so replaying a connection's first packet after
   a failover reuses the port the failed primary allocated instead of taking a second one.
 A full pool (every candidate claimed) drops the packet and counts `exhausted`. Ports are not
-released (no FIN/RST or idle timeout handling): see docs/nfs.md.
+released to the pool (its global mapping stays when the flow's state goes): see docs/nfs.md.
+
+What it keeps and for how long (nf_host/flow_table.py): a flow's state 600 s idle
+(`idle_timeout`), 10 s after a TCP FIN or RST (`closed_timeout`; `closed` is set in its state); at
+most `max_flows` per worker, oldest idle first. An evicted outbound flow that comes back finds its
+port again in the global store (the allocation is keyed by connection).
 
 State per flow: outbound `{"ext_port": int, "translated": int, ...}`; inbound
 `{"inside_ip": int, "inside_port": int, "translated": int, ...}`; plus the drop counters.
@@ -45,9 +50,18 @@ from nf_host.nf_api import (
     Packet,
     Verdict,
     register_nf,
+    tcp_timeout,
 )
 from nf_host.nfs.addresses import in_prefixes, parse_addr, parse_prefixes
-from nf_host.parse import PROTO_TCP, PROTO_UDP, rewrite_ipv4_addr, rewrite_port
+from nf_host.parse import (
+    PROTO_TCP,
+    PROTO_UDP,
+    TCP_FIN,
+    TCP_RST,
+    rewrite_ipv4_addr,
+    rewrite_port,
+    tcp_flags,
+)
 
 
 class PoolExhausted(RuntimeError):
@@ -100,6 +114,7 @@ class PortPool:
 @register_nf
 class Nat(NetworkFunction):
     name = "nat"
+    idle_timeout = 600.0
 
     def __init__(self, params: Mapping[str, Any] | None = None) -> None:
         super().__init__(params)
@@ -131,9 +146,14 @@ class Nat(NetworkFunction):
         if flow.proto not in (PROTO_TCP, PROTO_UDP) or packet.l4_offset < 0:
             self._count(state, "untranslatable")
             return Verdict.DROP
+        if flow.proto == PROTO_TCP and tcp_flags(packet) & (TCP_FIN | TCP_RST):
+            state["closed"] = True  # a FIN or RST seen: the mapping's state goes sooner
         if outbound:
             return self._outbound(packet, flow, state, context)
         return self._inbound(packet, flow, state, context)
+
+    def flow_timeout(self, state: FlowState, flow: FlowKey | None) -> tuple[str, float]:
+        return tcp_timeout(self, state, bool(state.get("closed")))
 
     def _outbound(
         self, packet: Packet, flow: FlowKey, state: FlowState, context: Context

@@ -46,7 +46,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Load(_message.Message):
-    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops", "repl_tx_bytes", "repl_rx_bytes", "transfer_tx_bytes", "transfer_rx_bytes", "batches", "kernel_drops", "buffer_overflows", "unowned", "markers", "marker_timeouts", "self_promotions", "heartbeats_withheld", "foreign")
+    __slots__ = ("packet_rate", "queue_depth", "cpu_percent", "drops", "gaps", "packets", "malformed", "duplicates", "repl_errors", "repl_refused", "tx_lost", "global_store_errors", "nf_errors", "overload_drops", "repl_tx_bytes", "repl_rx_bytes", "transfer_tx_bytes", "transfer_rx_bytes", "batches", "kernel_drops", "buffer_overflows", "unowned", "markers", "marker_timeouts", "self_promotions", "heartbeats_withheld", "foreign", "flows", "evictions", "flows_over_bound")
     class ReplTxBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,13 @@ class Load(_message.Message):
         key: int
         value: int
         def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    class EvictionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     PACKET_RATE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +95,9 @@ class Load(_message.Message):
     SELF_PROMOTIONS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEATS_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     FOREIGN_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_OVER_BOUND_FIELD_NUMBER: _ClassVar[int]
     packet_rate: float
     queue_depth: int
     cpu_percent: float
@@ -115,7 +125,10 @@ class Load(_message.Message):
     self_promotions: int
     heartbeats_withheld: int
     foreign: int
-    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ..., repl_tx_bytes: _Optional[_Mapping[int, int]] = ..., repl_rx_bytes: _Optional[_Mapping[int, int]] = ..., transfer_tx_bytes: _Optional[int] = ..., transfer_rx_bytes: _Optional[int] = ..., batches: _Optional[int] = ..., kernel_drops: _Optional[int] = ..., buffer_overflows: _Optional[int] = ..., unowned: _Optional[int] = ..., markers: _Optional[int] = ..., marker_timeouts: _Optional[int] = ..., self_promotions: _Optional[int] = ..., heartbeats_withheld: _Optional[int] = ..., foreign: _Optional[int] = ...) -> None: ...
+    flows: int
+    evictions: _containers.ScalarMap[str, int]
+    flows_over_bound: int
+    def __init__(self, packet_rate: _Optional[float] = ..., queue_depth: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., drops: _Optional[int] = ..., gaps: _Optional[int] = ..., packets: _Optional[int] = ..., malformed: _Optional[int] = ..., duplicates: _Optional[int] = ..., repl_errors: _Optional[int] = ..., repl_refused: _Optional[int] = ..., tx_lost: _Optional[int] = ..., global_store_errors: _Optional[int] = ..., nf_errors: _Optional[int] = ..., overload_drops: _Optional[int] = ..., repl_tx_bytes: _Optional[_Mapping[int, int]] = ..., repl_rx_bytes: _Optional[_Mapping[int, int]] = ..., transfer_tx_bytes: _Optional[int] = ..., transfer_rx_bytes: _Optional[int] = ..., batches: _Optional[int] = ..., kernel_drops: _Optional[int] = ..., buffer_overflows: _Optional[int] = ..., unowned: _Optional[int] = ..., markers: _Optional[int] = ..., marker_timeouts: _Optional[int] = ..., self_promotions: _Optional[int] = ..., heartbeats_withheld: _Optional[int] = ..., foreign: _Optional[int] = ..., flows: _Optional[int] = ..., evictions: _Optional[_Mapping[str, int]] = ..., flows_over_bound: _Optional[int] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
     __slots__ = ("slot", "epoch", "role", "packets", "committed_seq", "next_expected", "version", "flows", "peer_versions", "highest_seen", "has_seen")

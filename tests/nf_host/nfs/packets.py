@@ -96,6 +96,8 @@ class FlowTable:
         ctx = context_for(packet, self.store, now=self.now)
         state = self.states.setdefault(ctx.flow_key, self.nf.initial_state())
         verdict = self.nf.process(packet, state, ctx)
+        if verdict == Verdict.DROP_FORGET:  # as the runtime: no state kept for the flow
+            del self.states[ctx.flow_key]
         return verdict, bytes(packet.frame), state
 
     def state_of(self, pkt: ScapyPacket) -> FlowState:

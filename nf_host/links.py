@@ -1,0 +1,101 @@
+"""A worker's replication links: opening one to another NF, the full snapshot every (re)connected
+backup or peer gets first, and the answers that come back on it (acks, transfer answers). A layer
+of the worker (`nf_host.worker` describes the whole); what is sent on the links otherwise (deltas)
+is `nf_host.worker_core`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from nf_host.peer_policy import hello
+from nf_host.replication import Link, Message, worker_address
+from nf_host.worker_core import WorkerCore
+from nf_host.worker_types import SlotRole
+
+
+class Links(WorkerCore):
+    """The worker's replication links (see the module docstring)."""
+
+    def _on_link_message(self, link: Link, msg: Message) -> None:
+        t = msg.get("t")
+        if t == "a":
+            bid = int(msg["b"])
+            pend = self.pending_versions.get(link.nf_id, {})
+            acked = self.acked_versions.setdefault(link.nf_id, {})
+            for b in sorted(x for x in pend if x <= bid):
+                for slot, ver in pend.pop(b).items():
+                    acked[slot] = max(acked.get(slot, 0), ver)
+            if link.nf_id == self.backup_id:
+                for batch in self.commit.ack(bid):
+                    self._release(batch)
+                self._maybe_resume()
+        elif t == "xsa" and link.nf_id == self.backup_id:
+            self.adopt_commit.acked(int(msg["id"]))
+        elif t == "xa":
+            xid = int(msg["id"])
+            fut = self._xfer_waiters.pop(xid, None)
+            if fut is not None and not fut.done():
+                self._transfer_answered(xid, msg)  # decides the slot, whoever still waits
+                fut.set_result(msg)
+        else:
+            self.c.repl_errors += 1
+
+    def _on_link_connected(self, link: Link) -> None:
+        """A (re)connected backup or peer gets the full state of every slot we own (a sync).
+
+        The snapshot is the first message on the new connection: the open batch is closed without
+        sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
+        delta, cumulative, would release earlier batches sent while the link was down before the
+        snapshot covering them is applied."""
+        self._syncing = link
+        try:
+            self.close_batch()
+        finally:
+            self._syncing = None
+        batch = self.commit.new_batch(time.monotonic())
+        slots_wire: list[list[Any]] = []
+        versions: dict[int, int] = {}
+        for slot, rt in self.slots.items():
+            # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
+            # its last batches' output waits for this link's ack: its state is in the snapshot
+            if rt.role == SlotRole.PRIMARY:
+                rt.state.seal()  # new flows since the last batch get a version too
+            elif rt.role != SlotRole.RELEASED or rt.forward is not None or rt.given_back:
+                continue  # (given back: never owned here, nothing to sync)
+            elif rt.release is not None and rt.release.to_nf == link.nf_id:
+                continue  # not to the adopter: one that started the slot refuses it (StaleSender)
+            versions[slot] = rt.state.version
+            slots_wire.append(
+                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything(),
+                 False, rt.state.gen]
+            )
+            if rt.state.last_seq is not None:
+                batch.slot_seqs[slot] = rt.state.last_seq
+        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True, "n": self.cfg.nf_id}
+        if link.nf_id == self.backup_id:
+            # the batches still waiting for an ack may have reached no backup at all (a new
+            # one, or the old link's frames were lost): the new backup logs their output too
+            held = [entry for b in self.commit.inflight for entry in b.logged()]
+            msg = self._for_backup(msg, held)
+        link.send(msg)
+        self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
+        if link.nf_id == self.backup_id:
+            self.commit.hold(batch)
+
+    def _link(self, nf_id: int, address: str) -> Link:
+        link = self.links.get(nf_id)
+        addr = worker_address(address, self.cfg.index)
+        if link is not None and link.address == addr:
+            return link
+        if link is not None:
+            asyncio.get_running_loop().create_task(link.close())
+        self.pending_versions.pop(nf_id, None)
+        self.acked_versions.pop(nf_id, None)
+        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
+                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers),
+                    tally=self.bytes_to, chunk=self.cfg.repl_chunk)
+        self.links[nf_id] = link
+        return link
