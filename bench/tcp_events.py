@@ -54,6 +54,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from bench.tcp_balancer import LARGE_PPS, LB_CONFIG, LB_WAIT_S, SMALL_PPS, Happened, balancer_acts
 from bench.tcp_stalls import Stall, mean_mbps, median_mbps, percentile, stalls
 from topo import up
 from topo.disturbances import http_json, http_post
@@ -63,13 +64,17 @@ from topo.scenario import CHAIN_CONFIG, REPO, RunOptions, System, system
 from topo.tcp_load import Download, Downloads, Interval, IperfRun, RstWatch, after_close
 
 IPERF_PORT = 5201
-SPARE_NAT = 11
+SPARE_NATS = (11, 12)   # the pool's NAT spares (n3, n1): the balancer's scale-out and its backup
 # more traffic than the events' schedule: an event waits for the previous one (a fail-over took
 # 7 s at a load average of 25, and the last event came after iperf3's end with 8 s)
 SLACK_S = 15.0
 TCP = 6
 NAT_CLUSTER = "nat"
-EVENTS = ("kill", "move", "scale-out", "rebalance")
+# the balancer acts first (it scales out to spare 11 and moves iperf3's NAT slots there), then
+# the NAT primary carrying iperf3's data (11 by then) is killed, then a live slot moved by command
+EVENTS = ("balancer", "kill", "move")
+# the same by command, the balancer paused throughout (--by-command)
+BY_COMMAND = ("kill", "move", "scale-out", "rebalance")
 
 
 @dataclass
@@ -102,12 +107,20 @@ class Phase:
 # -- the running system ----------------------------------------------------------------------------
 
 def bench_config(out: Path) -> Path:
-    """topo/chain.yaml with one more NAT NF, a spare on the third node: the scale-out's (the
-    killed NAT primary, started again, becomes the promoted backup's new backup at once)."""
+    """topo/chain.yaml with two more NAT NFs, spares on nodes n3 and n1 (the balancer's
+    scale-out, and the new primary's backup), the NFs' capacities and the load balancer
+    (`LB_CONFIG`, paused) for the "balancer" event."""
     data = yaml.safe_load(CHAIN_CONFIG.read_text())
-    data["nfs"].append({"id": SPARE_NAT, "name": f"nat{SPARE_NAT}", "node": "n3",
-                        "cluster": NAT_CLUSTER, "role": "spare", "port": 13,
-                        "mac": f"02:00:00:00:01:{SPARE_NAT:02x}", "mgmt": f"10.99.0.13:71{SPARE_NAT}"})
+    for nf_id, node, port in ((SPARE_NATS[0], "n3", 13), (SPARE_NATS[1], "n1", 14)):
+        data["nfs"].append({"id": nf_id, "name": f"nat{nf_id}", "node": node,
+                            "cluster": NAT_CLUSTER, "role": "spare", "port": port,
+                            "mac": f"02:00:00:00:01:{nf_id:02x}",
+                            "mgmt": f"10.99.0.{10 + int(node[1:])}:71{nf_id}"})
+    for nf in data["nfs"]:
+        nf["capacity_pps"] = (LARGE_PPS if nf["cluster"] != NAT_CLUSTER or nf["id"] in SPARE_NATS
+                              else SMALL_PPS)
+    data["thresholds"] = {"low_water": 0.3, "high_water": 0.8}
+    data["load_balancer"] = dict(LB_CONFIG)
     path = out / "logs" / "chain-tcp.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -284,22 +297,30 @@ def rebalance(sys_: System) -> str:
     return f"{len(moved)} slots NF {nf} -> NF {to}"
 
 
-ACTIONS: dict[str, Callable[[System], str]] = {
-    "kill": kill_nat_primary, "move": move_live_slot, "scale-out": scale_out, "rebalance": rebalance}
+ACTIONS: dict[str, Callable[[System], str | Happened]] = {
+    "balancer": balancer_acts, "kill": kill_nat_primary, "move": move_live_slot,
+    "scale-out": scale_out, "rebalance": rebalance}
 
 
 # -- one phase -------------------------------------------------------------------------------------
 
+def phase_seconds(events: tuple[str, ...], warmup: float, gap: float) -> float:
+    """How long a phase with `events` runs iperf3 (both phases of a repeat alike): warmup, a gap
+    after each event and after the last, the slack, and the balancer's wait."""
+    return (warmup + gap * (len(events) + 1) + SLACK_S
+            + (LB_WAIT_S if "balancer" in events else 0.0))
+
+
 def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name: str,
               events: tuple[str, ...], warmup: float, gap: float, console: Console,
               streams: int = 4, rate: str = "500k", seconds: float | None = None) -> Phase:
-    """iperf3 and downloads for warmup + (len(EVENTS) + 1) * gap + SLACK_S seconds (both phases
-    alike); `events` in order, the first after `warmup`, then `gap` apart, counted from the
-    previous event's end (a fail-over is waited for; the slack absorbs that). `seconds`: another
-    length."""
+    """iperf3 and downloads for `seconds` (default: `phase_seconds` of `events`); `events` in
+    order, the first after `warmup`, then `gap` apart, counted from the previous event's end (a
+    fail-over is waited for, the balancer's actions too; the slack absorbs that). An action that
+    returns a list of events (the balancer's decisions) records those instead of itself."""
     client, server = sys_.net.get("client"), sys_.net.get("server")
     if seconds is None:
-        seconds = warmup + gap * (len(EVENTS) + 1) + SLACK_S
+        seconds = phase_seconds(events, warmup, gap)
     rst = RstWatch(client, str(client.defaultIntf())).start()
     iperf = IperfRun(client, server.IP(), seconds, streams=streams).start()
     phase = Phase(repeat, name, time.monotonic())
@@ -314,11 +335,12 @@ def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name:
                      interval=0.02, what="the event's time")
             at = time.monotonic()
             try:
-                detail = ACTIONS[ev](sys_)
+                did = ACTIONS[ev](sys_)
             except Exception as exc:  # recorded: the event did not happen
-                detail = f"FAILED: {exc}"
-            console.print(f"  [{name} r{repeat}] {at - phase.start:6.2f} s  {ev}: {detail}")
-            phase.events.append((ev, at, detail))
+                did = f"FAILED: {exc}"
+            for n, t, detail in ([(ev, at, did)] if isinstance(did, str) else did):
+                console.print(f"  [{name} r{repeat}] {t - phase.start:6.2f} s  {n}: {detail}")
+                phase.events.append((n, t, detail))
             next_at = time.monotonic() + gap
         phase.iperf_rc = iperf.wait(timeout=seconds + 60)
     finally:
@@ -450,7 +472,8 @@ def table(phases: list[Phase], rows: list[tuple[Phase, Stall]]) -> tuple[Table, 
     for col in ("event", "n", "stall p50 s", "stall p99 s", "recovery p50 s", "recovery p99 s",
                 "window goodput p50"):
         t.add_column(col, justify="right" if col != "event" else "left")
-    for name in (*EVENTS, "none"):
+    names = list(dict.fromkeys(s.event for _, s in rows if s.event != "none"))
+    for name in (*names, "none"):
         got = [s for _, s in rows if s.event == name]
         if not got:
             continue
@@ -486,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim",
                     help="switch target (default p4sim)")
     ap.add_argument("--quick", action="store_true", help="one repeat, 3 s gaps (CI)")
+    ap.add_argument("--by-command", action="store_true",
+                    help="the events of the balancer by command instead (kill, move, scale-out, "
+                         "rebalance; the balancer stays paused)")
     ap.add_argument("--replot", action="store_true",
                     help="only draw the plot again from --out-dir's CSVs (no run)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp",
@@ -501,16 +527,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     console = Console(width=140)
     phases: list[Phase] = []
+    schedule = BY_COMMAND if args.by_command else EVENTS
+    seconds = phase_seconds(schedule, args.warmup, args.gap)
     for r in range(1, args.repeats + 1):
         # a system of its own per repeat: the events leave a NAT primary without a backup
         # (the scale-out took the last spare), which the next kill must not find
         with chain_system_retried(args.out_dir / f"r{r}", console, args.target) as (sys_, files):
-            for name, events in (("baseline", ()), ("events", EVENTS)):
+            for name, events in (("baseline", ()), ("events", schedule)):
                 wait_for(lambda: settled(sys_.api), timeout=60, interval=0.2,
                          what="every NAT primary protected")
                 console.print(f"repeat {r}/{args.repeats}: {name}")
                 phases.append(run_phase(sys_, files, r, name, events, args.warmup, args.gap,
-                                        console, args.streams, args.rate))
+                                        console, args.streams, args.rate, seconds))
     rows = phase_stalls(phases)
     write_csv(args.out_dir, phases, rows)
     png = plot(args.out_dir, phases)
