@@ -1,24 +1,28 @@
 """Real TCP through the system's events (`make bench-tcp`): goodput, stalls, resets, checksums.
 
 The service chain of `make up UP_ARGS=--chain` (firewall -> NAT -> flow monitor, topo/chain.yaml,
-with one more NAT NF, a spare, for the scale-out) is brought up, once per repeat, in-process (`topo.scenario.system` with `topo.up.services`: the server's HTTP
-server and `iperf3 -s`; `topo.up.Supervisor` starts a killed NF again, idle, as `make up` does).
-Each repeat then runs two phases of the same length, one after the other:
+with two more NAT NFs, spares, and the load balancer enabled but paused: `bench/tcp_balancer.py`)
+is brought up, once per repeat, in-process (`topo.scenario.system` with `topo.up.services`: the
+server's HTTP server and `iperf3 -s`; `topo.up.Supervisor` starts a killed NF again, idle, as
+`make up` does). Each repeat then runs two phases of the same length, one after the other:
 
 * **baseline**: `iperf3 -R -P 4 -i 0.1` (the server sends; the client's intervals are goodput)
   and HTTP downloads of `1M.bin` (rate-limited, one after the other, each checked by its sha256),
   nothing else;
 * **events**: the same traffic while, `--gap` seconds apart,
-  1. `kill`: the NAT primary carrying most of iperf3's connections gets SIGKILL (its backup takes
+  1. `balancer`: the load balancer is resumed and acts on that load as it decides (the NAT
+     primaries are hot: it scales the NAT out to a spare and moves their slots to it), then is
+     paused again; each of its decisions is an event at the time it took it (`lb-scale-out`,
+     `lb-moves`: the moves of one burst), read from `GET /lb/history`;
+  2. `kill`: the NAT primary carrying most of iperf3's connections gets SIGKILL (its backup takes
      over; the supervisor starts it again and the controller returns it to the spare pool),
-  2. `move`: a NAT slot carrying one of iperf3's live connections moves to the other NAT primary
-     (`POST /slots/{slot}/move?to=NF`),
-  3. `scale-out`: a spare becomes a NAT primary (`POST /lb/scale-out?cluster=nat`, the balancer's
-     scale-out action),
-  4. `rebalance`: what the balancer does after a scale-out, by command: every slot of iperf3's
-     connections owned by the NAT primary carrying most of them moves to the least loaded other
-     NAT primary (the new one), one move after the other. (A drain, `POST /nfs/{nf}/drain`, moves
-     all of a primary's 2,048 slots one by one: over a minute here.)
+  3. `move`: a NAT slot carrying one of iperf3's live connections moves to another NAT primary
+     (`POST /slots/{slot}/move?to=NF`).
+
+  `--by-command`: the schedule before the balancer acted by itself, the balancer paused: `kill`,
+  `move`, `scale-out` (`POST /lb/scale-out?cluster=nat`) and `rebalance` (every slot of iperf3's
+  connections owned by the NAT primary carrying most of them moves to the least loaded other NAT
+  primary, the new one, one move after the other).
 
 Counted per phase: connections reset (iperf3's exit code and error lines, curl's exit codes, TCP
 segments with RST on the client's wire), downloads and bytes verified. The stall per event, its
@@ -28,6 +32,7 @@ recovery and dip are in `bench/tcp_stalls.py`; the baseline phase is judged at t
 
     .venv/bin/python -m bench.tcp_events [--repeats 3] [--gap 5]
     .venv/bin/python -m bench.tcp_events --quick            # one repeat, shorter gaps
+    .venv/bin/python -m bench.tcp_events --by-command       # the balancer's actions by command
 
 Needs root (Mininet), iperf3, curl, tcpdump and `make build`. Run it alone on the machine (or in a
 network namespace of its own: `unshare -n`).
