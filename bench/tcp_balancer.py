@@ -1,13 +1,17 @@
 """The load balancer's part of `make bench-tcp`: its configuration, and the "balancer" event.
 
-The bench's chain makes the NAT NFs of topo/chain.yaml small (`SMALL_PPS`: the packets of any
-connection make the NAT primary carrying it hot, above `thresholds.high_water`) and its two NAT
-spares large (`LARGE_PPS`); the balancer is enabled but paused (`load_balancer.paused`), so the
-baseline phase runs without it. The "balancer" event resumes it (`POST /lb/resume`) and lets it
-act on iperf3's load as it decides: both NAT primaries hot and none below the low-water mark, so it
-scales out (the spare 11 becomes a NAT primary, 12 its backup), then it sheds the hot primaries'
-slots to the new one, move by move. Its decisions, read back from `GET /lb/history` (each with
-its reason and inputs), become the phase's events at the times it took them.
+The bench's chain makes the NAT primaries of topo/chain.yaml (2 and 3) small (`SMALL_PPS`: the
+packets of any connection make the one carrying it hot, above `thresholds.high_water`) and every
+other NF large (`LARGE_PPS`: their backups 5 and 6 and the two NAT spares, 11 and 12, the firewall
+and the monitor); the balancer is enabled but paused (`load_balancer.paused`), so the baseline
+phase runs without it. The "balancer" event resumes it (`POST /lb/resume`) and lets it act on
+iperf3's load as it decides: both NAT primaries hot and none below the low-water mark, so it
+scales out (a spare, 11, becomes a NAT primary, 12 its backup), then it sheds the hot primaries'
+slots to the new one, move by move. (On a loaded machine a backup may have been replaced before
+the event, or a primary failed over: then the large NF it concerned is a primary or the spare the
+scale-out takes, and the balancer moves slots to it.) Its decisions, read back from
+`GET /lb/history` (each with its reason and inputs), become the phase's events at the times it
+took them.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from topo.disturbances import http_json, http_post
 from topo.procs import wait_for
 from topo.scenario import System
 
-# the load balancer of the bench's configuration: the NAT NFs of the chain (2, 3 and their backups
-# 5, 6) are small (any connection's packets make the one carrying it hot), the spares 11 and 12
-# large; it starts paused (the baseline phase) and the "balancer" event resumes it
+# the load balancer of the bench's configuration: the NAT primaries of the chain (2, 3) are small
+# (any connection's packets make the one carrying it hot), every other NF large; it starts paused
+# (the baseline phase) and the "balancer" event resumes it
 SMALL_PPS, LARGE_PPS = 50.0, 1e6
 LB_CONFIG: dict[str, Any] = {
     "enabled": True, "paused": True, "period_s": 0.5, "report_s": 0.5, "hot_for_s": 1.0,

@@ -113,17 +113,18 @@ class Phase:
 
 def bench_config(out: Path) -> Path:
     """topo/chain.yaml with two more NAT NFs, spares on nodes n3 and n1 (the balancer's
-    scale-out, and the new primary's backup), the NFs' capacities and the load balancer
-    (`LB_CONFIG`, paused) for the "balancer" event."""
+    scale-out, and the new primary's backup), the NFs' capacities (the NAT primaries 2 and 3
+    small, every other NF large) and the load balancer (`LB_CONFIG`, paused) for the "balancer"
+    event."""
     data = yaml.safe_load(CHAIN_CONFIG.read_text())
     for nf_id, node, port in ((SPARE_NATS[0], "n3", 13), (SPARE_NATS[1], "n1", 14)):
         data["nfs"].append({"id": nf_id, "name": f"nat{nf_id}", "node": node,
                             "cluster": NAT_CLUSTER, "role": "spare", "port": port,
                             "mac": f"02:00:00:00:01:{nf_id:02x}",
                             "mgmt": f"10.99.0.{10 + int(node[1:])}:71{nf_id}"})
-    for nf in data["nfs"]:
-        nf["capacity_pps"] = (LARGE_PPS if nf["cluster"] != NAT_CLUSTER or nf["id"] in SPARE_NATS
-                              else SMALL_PPS)
+    for nf in data["nfs"]:  # the chain's NAT primaries small, every other NF large
+        small = nf["cluster"] == NAT_CLUSTER and nf["role"] == "primary"
+        nf["capacity_pps"] = SMALL_PPS if small else LARGE_PPS
     data["thresholds"] = {"low_water": 0.3, "high_water": 0.8}
     data["load_balancer"] = dict(LB_CONFIG)
     path = out / "logs" / "chain-tcp.yaml"
