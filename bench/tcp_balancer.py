@@ -16,6 +16,7 @@ took them.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -33,7 +34,7 @@ LB_CONFIG: dict[str, Any] = {
     "idle_for_s": 1e6,                # no scale-in
     "cpu_capacity_percent": 1e6,      # load = packet rate / capacity_pps (not the NFs' CPU)
 }
-LB_WAIT_S = 25.0   # the longest the balancer's event waits for its actions
+LB_WAIT_S = 30.0   # the longest the balancer's event waits for its actions (a loaded machine)
 LB_QUIET_S = 1.5   # its event ends when its last decision is this old (then it is paused)
 MOVE_BURST_S = 1.0  # moves decided within this of each other are one event ("lb-moves")
 
@@ -82,8 +83,9 @@ def lb_events(decisions: list[dict[str, Any]], offset: float) -> Happened:
 def balancer_acts(sys_: System) -> Happened:
     """The load balancer is resumed (`POST /lb/resume`) and left to act on iperf3's load: it is
     paused again when one of its decisions was executed (a move, or a scale-out and the moves
-    after it), none is under way and the last is `LB_QUIET_S` old, or after `LB_WAIT_S`. Its
-    decisions are the events, at the times it took them (`GET /lb/history`)."""
+    after it), none is under way and the last is `LB_QUIET_S` old, or after `LB_WAIT_S`; then
+    the round under way ends (its moves run). Its decisions are the events, at the times it took
+    them (`GET /lb/history`)."""
     api = sys_.api
     offset = time.time() - time.monotonic()
     history = http_json(f"{api}/lb/history")["decisions"]
@@ -102,12 +104,19 @@ def balancer_acts(sys_: System) -> Happened:
         scaled = [d for d in ds if d["kind"] == "scale_out" and d["ok"]]
         return bool(moved) and (not scaled or moved[-1]["at"] > scaled[0]["at"])
 
-    try:
-        wait_for(acted, timeout=LB_WAIT_S, interval=0.2, what="the balancer's actions")
-    except TimeoutError:
-        pass  # what it did is recorded below; nothing at all fails the event
+    def quiet() -> bool:  # after the pause: the round under way has ended
+        ds = lb_decisions(api, after)
+        return not any(d["outcome"] == "pending" for d in ds) and (
+            not ds or time.time() - max(d["at"] for d in ds) >= LB_QUIET_S)
+
+    try:  # what it did is recorded below; nothing at all fails the event
+        with contextlib.suppress(TimeoutError):
+            wait_for(acted, timeout=LB_WAIT_S, interval=0.2, what="the balancer's actions")
     finally:
         http_post(f"{api}/lb/pause")
+        # (its decisions still pending after that are recorded as such)
+        with contextlib.suppress(TimeoutError):
+            wait_for(quiet, timeout=LB_WAIT_S, interval=0.2, what="the balancer's last round")
     decisions = lb_decisions(api, after)
     if not any(d["ok"] for d in decisions):  # a move that moved, a scale action done
         raise RuntimeError(f"the balancer executed nothing in {LB_WAIT_S:g} s: "
