@@ -446,8 +446,12 @@ def plot(out: Path, phases: list[Phase]) -> Path:
     for r in sorted({ph.repeat for ph in phases}):
         mine = [ph for ph in phases if ph.repeat == r]
         series = [(ph.name, *smoothed(ph.intervals, ph.start)) for ph in mine]
-        marks = [(t - ph.start, n) for ph in mine if ph.name == "events"
-                 for n, t, d in ph.events if not d.startswith("FAILED")]
+        marks = sorted((t - ph.start, n) for ph in mine if ph.name == "events"
+                       for n, t, d in ph.events if not d.startswith("FAILED"))
+        for i in range(1, len(marks)):  # a label close after another one: a line higher
+            (x0, l0), (x, label) = marks[i - 1], marks[i]
+            if x - x0 < 3.0 and not l0.endswith("\n"):
+                marks[i] = (x, label + "\n")
         panels.append((f"repeat {r}", series, marks))
     return timeline(out / "goodput.png", "iperf3 -R -P 4 through firewall -> NAT -> monitor: "
                     "goodput, without and with events", "seconds since the phase's start",
