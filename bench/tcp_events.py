@@ -1,24 +1,28 @@
 """Real TCP through the system's events (`make bench-tcp`): goodput, stalls, resets, checksums.
 
 The service chain of `make up UP_ARGS=--chain` (firewall -> NAT -> flow monitor, topo/chain.yaml,
-with one more NAT NF, a spare, for the scale-out) is brought up, once per repeat, in-process (`topo.launch.bringup.system` with `topo.launch.up.services`: the server's HTTP
-server and `iperf3 -s`; `topo.launch.up.Supervisor` starts a killed NF again, idle, as `make up` does).
-Each repeat then runs two phases of the same length, one after the other:
+with two more NAT NFs, spares, and the load balancer enabled but paused: `bench/tcp_balancer.py`)
+is brought up, once per repeat, in-process (`topo.launch.bringup.system` with `topo.launch.up.services`: the
+server's HTTP server and `iperf3 -s`; `topo.launch.up.Supervisor` starts a killed NF again, idle, as
+`make up` does). Each repeat then runs two phases of the same length, one after the other:
 
 * **baseline**: `iperf3 -R -P 4 -i 0.1` (the server sends; the client's intervals are goodput)
   and HTTP downloads of `1M.bin` (rate-limited, one after the other, each checked by its sha256),
   nothing else;
 * **events**: the same traffic while, `--gap` seconds apart,
-  1. `kill`: the NAT primary carrying most of iperf3's connections gets SIGKILL (its backup takes
+  1. `balancer`: the load balancer is resumed and acts on that load as it decides (the NAT
+     primaries are hot: it scales the NAT out to a spare and moves their slots to it), then is
+     paused again; each of its decisions is an event at the time it took it (`lb-scale-out`,
+     `lb-moves`: the moves of one burst), read from `GET /lb/history`;
+  2. `kill`: the NAT primary carrying most of iperf3's connections gets SIGKILL (its backup takes
      over; the supervisor starts it again and the controller returns it to the spare pool),
-  2. `move`: a NAT slot carrying one of iperf3's live connections moves to the other NAT primary
-     (`POST /slots/{slot}/move?to=NF`),
-  3. `scale-out`: a spare becomes a NAT primary (`POST /lb/scale-out?cluster=nat`, the balancer's
-     scale-out action),
-  4. `rebalance`: what the balancer does after a scale-out, by command: every slot of iperf3's
-     connections owned by the NAT primary carrying most of them moves to the least loaded other
-     NAT primary (the new one), one move after the other. (A drain, `POST /nfs/{nf}/drain`, moves
-     all of a primary's 2,048 slots one by one: over a minute here.)
+  3. `move`: a NAT slot carrying one of iperf3's live connections moves to another NAT primary
+     (`POST /slots/{slot}/move?to=NF`).
+
+  `--by-command`: the schedule before the balancer acted by itself, the balancer paused: `kill`,
+  `move`, `scale-out` (`POST /lb/scale-out?cluster=nat`) and `rebalance` (every slot of iperf3's
+  connections owned by the NAT primary carrying most of them moves to the least loaded other NAT
+  primary, the new one, one move after the other).
 
 Counted per phase: connections reset (iperf3's exit code and error lines, curl's exit codes, TCP
 segments with RST on the client's wire), downloads and bytes verified. The stall per event, its
@@ -28,6 +32,7 @@ recovery and dip are in `bench/tcp_stalls.py`; the baseline phase is judged at t
 
     .venv/bin/python -m bench.tcp_events [--repeats 3] [--gap 5]
     .venv/bin/python -m bench.tcp_events --quick            # one repeat, shorter gaps
+    .venv/bin/python -m bench.tcp_events --by-command       # the balancer's actions by command
 
 Needs root (Mininet), iperf3, curl, tcpdump and `make build`. Run it alone on the machine (or in a
 network namespace of its own: `unshare -n`).
@@ -54,6 +59,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from bench.tcp_balancer import LARGE_PPS, LB_CONFIG, LB_WAIT_S, SMALL_PPS, Happened, balancer_acts
 from bench.tcp_stalls import Stall, mean_mbps, median_mbps, percentile, stalls
 from topo.http_api import http_json, http_post
 from topo.launch import up
@@ -64,13 +70,17 @@ from topo.procs import process_start, wait_for
 from topo.tcp_load import Download, Downloads, Interval, IperfRun, RstWatch, after_close
 
 IPERF_PORT = 5201
-SPARE_NAT = 11
+SPARE_NATS = (11, 12)   # the pool's NAT spares (n3, n1): the balancer's scale-out and its backup
 # more traffic than the events' schedule: an event waits for the previous one (a fail-over took
 # 7 s at a load average of 25, and the last event came after iperf3's end with 8 s)
 SLACK_S = 15.0
 TCP = 6
 NAT_CLUSTER = "nat"
-EVENTS = ("kill", "move", "scale-out", "rebalance")
+# the balancer acts first (it scales out to spare 11 and moves iperf3's NAT slots there), then
+# the NAT primary carrying iperf3's data (11 by then) is killed, then a live slot moved by command
+EVENTS = ("balancer", "kill", "move")
+# the same by command, the balancer paused throughout (--by-command)
+BY_COMMAND = ("kill", "move", "scale-out", "rebalance")
 
 
 @dataclass
@@ -103,12 +113,21 @@ class Phase:
 # -- the running system ----------------------------------------------------------------------------
 
 def bench_config(out: Path) -> Path:
-    """topo/chain.yaml with one more NAT NF, a spare on the third node: the scale-out's (the
-    killed NAT primary, started again, becomes the promoted backup's new backup at once)."""
+    """topo/chain.yaml with two more NAT NFs, spares on nodes n3 and n1 (the balancer's
+    scale-out, and the new primary's backup), the NFs' capacities (the NAT primaries 2 and 3
+    small, every other NF large) and the load balancer (`LB_CONFIG`, paused) for the "balancer"
+    event."""
     data = yaml.safe_load(CHAIN_CONFIG.read_text())
-    data["nfs"].append({"id": SPARE_NAT, "name": f"nat{SPARE_NAT}", "node": "n3",
-                        "cluster": NAT_CLUSTER, "role": "spare", "port": 13,
-                        "mac": f"02:00:00:00:01:{SPARE_NAT:02x}", "mgmt": f"10.99.0.13:71{SPARE_NAT}"})
+    for nf_id, node, port in ((SPARE_NATS[0], "n3", 13), (SPARE_NATS[1], "n1", 14)):
+        data["nfs"].append({"id": nf_id, "name": f"nat{nf_id}", "node": node,
+                            "cluster": NAT_CLUSTER, "role": "spare", "port": port,
+                            "mac": f"02:00:00:00:01:{nf_id:02x}",
+                            "mgmt": f"10.99.0.{10 + int(node[1:])}:71{nf_id}"})
+    for nf in data["nfs"]:  # the chain's NAT primaries small, every other NF large
+        small = nf["cluster"] == NAT_CLUSTER and nf["role"] == "primary"
+        nf["capacity_pps"] = SMALL_PPS if small else LARGE_PPS
+    data["thresholds"] = {"low_water": 0.3, "high_water": 0.8}
+    data["load_balancer"] = dict(LB_CONFIG)
     path = out / "logs" / "chain-tcp.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -285,22 +304,30 @@ def rebalance(sys_: System) -> str:
     return f"{len(moved)} slots NF {nf} -> NF {to}"
 
 
-ACTIONS: dict[str, Callable[[System], str]] = {
-    "kill": kill_nat_primary, "move": move_live_slot, "scale-out": scale_out, "rebalance": rebalance}
+ACTIONS: dict[str, Callable[[System], str | Happened]] = {
+    "balancer": balancer_acts, "kill": kill_nat_primary, "move": move_live_slot,
+    "scale-out": scale_out, "rebalance": rebalance}
 
 
 # -- one phase -------------------------------------------------------------------------------------
 
+def phase_seconds(events: tuple[str, ...], warmup: float, gap: float) -> float:
+    """How long a phase with `events` runs iperf3 (both phases of a repeat alike): warmup, a gap
+    after each event and after the last, the slack, and the balancer's wait."""
+    return (warmup + gap * (len(events) + 1) + SLACK_S
+            + (LB_WAIT_S if "balancer" in events else 0.0))
+
+
 def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name: str,
               events: tuple[str, ...], warmup: float, gap: float, console: Console,
               streams: int = 4, rate: str = "500k", seconds: float | None = None) -> Phase:
-    """iperf3 and downloads for warmup + (len(EVENTS) + 1) * gap + SLACK_S seconds (both phases
-    alike); `events` in order, the first after `warmup`, then `gap` apart, counted from the
-    previous event's end (a fail-over is waited for; the slack absorbs that). `seconds`: another
-    length."""
+    """iperf3 and downloads for `seconds` (default: `phase_seconds` of `events`); `events` in
+    order, the first after `warmup`, then `gap` apart, counted from the previous event's end (a
+    fail-over is waited for, the balancer's actions too; the slack absorbs that). An action that
+    returns a list of events (the balancer's decisions) records those instead of itself."""
     client, server = sys_.net.get("client"), sys_.net.get("server")
     if seconds is None:
-        seconds = warmup + gap * (len(EVENTS) + 1) + SLACK_S
+        seconds = phase_seconds(events, warmup, gap)
     rst = RstWatch(client, str(client.defaultIntf())).start()
     iperf = IperfRun(client, server.IP(), seconds, streams=streams).start()
     phase = Phase(repeat, name, time.monotonic())
@@ -315,11 +342,12 @@ def run_phase(sys_: System, files: dict[str, dict[str, Any]], repeat: int, name:
                      interval=0.02, what="the event's time")
             at = time.monotonic()
             try:
-                detail = ACTIONS[ev](sys_)
+                did = ACTIONS[ev](sys_)
             except Exception as exc:  # recorded: the event did not happen
-                detail = f"FAILED: {exc}"
-            console.print(f"  [{name} r{repeat}] {at - phase.start:6.2f} s  {ev}: {detail}")
-            phase.events.append((ev, at, detail))
+                did = f"FAILED: {exc}"
+            for n, t, detail in ([(ev, at, did)] if isinstance(did, str) else did):
+                console.print(f"  [{name} r{repeat}] {t - phase.start:6.2f} s  {n}: {detail}")
+                phase.events.append((n, t, detail))
             next_at = time.monotonic() + gap
         phase.iperf_rc = iperf.wait(timeout=seconds + 60)
     finally:
@@ -419,8 +447,12 @@ def plot(out: Path, phases: list[Phase]) -> Path:
     for r in sorted({ph.repeat for ph in phases}):
         mine = [ph for ph in phases if ph.repeat == r]
         series = [(ph.name, *smoothed(ph.intervals, ph.start)) for ph in mine]
-        marks = [(t - ph.start, n) for ph in mine if ph.name == "events"
-                 for n, t, d in ph.events if not d.startswith("FAILED")]
+        marks = sorted((t - ph.start, n) for ph in mine if ph.name == "events"
+                       for n, t, d in ph.events if not d.startswith("FAILED"))
+        for i in range(1, len(marks)):  # a label close after another one: a line higher
+            (x0, l0), (x, label) = marks[i - 1], marks[i]
+            if x - x0 < 3.0 and not l0.endswith("\n"):
+                marks[i] = (x, label + "\n")
         panels.append((f"repeat {r}", series, marks))
     return timeline(out / "goodput.png", "iperf3 -R -P 4 through firewall -> NAT -> monitor: "
                     "goodput, without and with events", "seconds since the phase's start",
@@ -451,7 +483,8 @@ def table(phases: list[Phase], rows: list[tuple[Phase, Stall]]) -> tuple[Table, 
     for col in ("event", "n", "stall p50 s", "stall p99 s", "recovery p50 s", "recovery p99 s",
                 "window goodput p50"):
         t.add_column(col, justify="right" if col != "event" else "left")
-    for name in (*EVENTS, "none"):
+    names = list(dict.fromkeys(s.event for _, s in rows if s.event != "none"))
+    for name in (*names, "none"):
         got = [s for _, s in rows if s.event == name]
         if not got:
             continue
@@ -487,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", choices=["p4sim", "bmv2"], default="p4sim",
                     help="switch target (default p4sim)")
     ap.add_argument("--quick", action="store_true", help="one repeat, 3 s gaps (CI)")
+    ap.add_argument("--by-command", action="store_true",
+                    help="the events of the balancer by command instead (kill, move, scale-out, "
+                         "rebalance; the balancer stays paused)")
     ap.add_argument("--replot", action="store_true",
                     help="only draw the plot again from --out-dir's CSVs (no run)")
     ap.add_argument("--out-dir", type=Path, default=REPO / "results" / "bench-tcp",
@@ -502,16 +538,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     console = Console(width=140)
     phases: list[Phase] = []
+    schedule = BY_COMMAND if args.by_command else EVENTS
+    seconds = phase_seconds(schedule, args.warmup, args.gap)
     for r in range(1, args.repeats + 1):
         # a system of its own per repeat: the events leave a NAT primary without a backup
         # (the scale-out took the last spare), which the next kill must not find
         with chain_system_retried(args.out_dir / f"r{r}", console, args.target) as (sys_, files):
-            for name, events in (("baseline", ()), ("events", EVENTS)):
+            for name, events in (("baseline", ()), ("events", schedule)):
                 wait_for(lambda: settled(sys_.api), timeout=60, interval=0.2,
                          what="every NAT primary protected")
                 console.print(f"repeat {r}/{args.repeats}: {name}")
                 phases.append(run_phase(sys_, files, r, name, events, args.warmup, args.gap,
-                                        console, args.streams, args.rate))
+                                        console, args.streams, args.rate, seconds))
     rows = phase_stalls(phases)
     write_csv(args.out_dir, phases, rows)
     png = plot(args.out_dir, phases)

@@ -13,6 +13,7 @@
     POST /nfs/{nf}/update  live update; the body is the NF's new parameters (a JSON object);
                            answers the report (200 updated, 409 refused: slots moved back)
     GET /lb/history?limit=N   the load balancer: knobs, last loads, its decisions (newest last)
+    POST /lb/pause  /lb/resume   the (enabled) load balancer stops / starts taking rounds
     GET /metrics           Prometheus text format
     GET /  /events  /timeline   the live web view: the page, its server-sent events, the
                            timeline of NF events, fail-overs, moves and balancer decisions
@@ -62,6 +63,7 @@ class ControllerView(Protocol):
     def flow_rows(self) -> list[dict[str, Any]]: ...
     def move_rows(self) -> list[dict[str, Any]]: ...
     def lb_view(self, limit: int | None = None) -> dict[str, Any]: ...
+    def lb_pause(self, paused: bool) -> dict[str, Any]: ...
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
     async def scale_out(self, cluster: str | None) -> dict[str, Any]: ...
     async def drain(self, nf: int) -> dict[str, Any]: ...
@@ -197,6 +199,12 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     async def lb_history(request: web.Request) -> web.Response:
         return web.json_response(view.lb_view(_int_arg(request, "limit", None)))
 
+    async def lb_pause(_: web.Request) -> web.Response:
+        return web.json_response(view.lb_pause(True))
+
+    async def lb_resume(_: web.Request) -> web.Response:
+        return web.json_response(view.lb_pause(False))
+
     async def metrics(_: web.Request) -> web.Response:
         resp = web.Response(body=view.metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
@@ -212,6 +220,8 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app.router.add_post("/slots/{slot}/move", move)
     app.router.add_get("/lb/history", lb_history)
     app.router.add_post("/lb/scale-out", scale_out)
+    app.router.add_post("/lb/pause", lb_pause)
+    app.router.add_post("/lb/resume", lb_resume)
     app.router.add_post("/nfs/{nf}/drain", drain)
     app.router.add_post("/nfs/{nf}/update", update)
     app.router.add_get("/metrics", metrics)

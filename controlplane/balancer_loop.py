@@ -139,6 +139,7 @@ class BalancerLoop:
         self.draining: set[int] = set()
         self.scaling: set[str] = set()  # clusters with a scale action under way
         self.cluster_scaled_at: dict[str, float] = {}
+        self.paused = self.cfg.paused  # `POST /lb/pause` / `/lb/resume`: no rounds while paused
         self.rounds = 0
         self.decision_seconds = 0.0
         self.last: LoadSnapshot | None = None
@@ -272,11 +273,11 @@ class BalancerLoop:
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Every `period_s` while primary, one round; forever (cancel to stop)."""
+        """Every `period_s` while primary and not paused, one round; forever (cancel to stop)."""
         try:
             while True:
                 started = time.monotonic()
-                if self.ctl.session.is_primary:
+                if self.ctl.session.is_primary and not self.paused:
                     try:
                         await self.step()
                     except Exception:  # a round that fails must not stop balancing
@@ -292,7 +293,8 @@ class BalancerLoop:
         if limit is not None:
             rows = rows[-limit:] if limit else []
         return {
-            "enabled": self.cfg.enabled, "period_s": self.cfg.period_s, "rounds": self.rounds,
+            "enabled": self.cfg.enabled, "paused": self.paused, "period_s": self.cfg.period_s,
+            "rounds": self.rounds,
             "decision_ms": round(self.decision_seconds * 1000, 3),
             "knobs": asdict(self.knobs) | {"target": self.knobs.target},
             "loads": self.last.summary()["nfs"] if self.last is not None else {},

@@ -224,6 +224,8 @@ class LoadBalancerConfig(_Model):
     The water marks themselves are `thresholds.low_water` / `thresholds.high_water`."""
 
     enabled: bool = False
+    # enabled but not acting until `POST /lb/resume` (a benchmark's baseline; `POST /lb/pause`)
+    paused: bool = False
     period_s: float = Field(default=1.0, gt=0.0, le=3600.0)
     # how often the controller asks every NF for its load (packet rate, CPU, queue)
     report_s: float = Field(default=1.0, ge=0.05, le=60.0)

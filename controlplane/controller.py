@@ -164,6 +164,11 @@ class Controller(NfLifecycle):
     def lb_view(self, limit: int | None = None) -> dict[str, Any]:
         return self.balancer.view(limit)
 
+    def lb_pause(self, paused: bool) -> dict[str, Any]:
+        """Pause or resume the load balancer's rounds (a round under way finishes)."""
+        self.balancer.paused = paused
+        return {"enabled": self.cfg.load_balancer.enabled, "paused": paused}
+
     async def scale_out(self, cluster: str | None = None) -> dict[str, Any]:
         """A spare becomes a primary (of `cluster`, by default the one with the fewest
         primaries); the operator's and the API's entry to `SparePool.scale_out`."""

@@ -3,5 +3,5 @@
 
 .PHONY: bench-tcp
 
-bench-tcp: setup build ## TCP through firewall -> NAT -> monitor under a NAT kill, a slot move, a scale-out and a rebalance: goodput, stall per event, resets, checksums (results/bench-tcp/; BENCH_ARGS="--quick")
+bench-tcp: setup build ## TCP through firewall -> NAT -> monitor while the load balancer acts (scale-out, moves), a NAT primary is killed and a slot moved: goodput, stall per event, resets, checksums (results/bench-tcp/; BENCH_ARGS="--quick", "--by-command")
 	$(PY) -m bench.tcp_events $(BENCH_ARGS)

@@ -78,3 +78,24 @@ def test_an_rst_counts_as_after_close_only_for_a_finished_good_download() -> Non
     assert not after_close(line, 6.0, bad, "10.0.0.1")
     other = "IP 10.0.0.1.40200 > 10.0.0.2.80: Flags [R], seq 1, win 0, length 0"
     assert not after_close(other, 6.0, done, "10.0.0.1")
+
+
+def test_the_balancers_decisions_become_events_at_their_times() -> None:
+    from bench.tcp_balancer import lb_events
+
+    def move(i: int, at: float, src: int, outcome: str = "moved") -> dict[str, object]:
+        return {"id": i, "at": at, "kind": "intra", "outcome": outcome, "ok": outcome == "moved",
+                "action": {"slot": 100 + i, "src": src, "dst": 11, "reason": f"r{i}"}, "detail": {}}
+
+    scale = {"id": 1, "at": 1000.0, "kind": "scale_out", "outcome": "done", "ok": True,
+             "action": {"cluster": "nat", "reason": "both hot"},
+             "detail": {"new_primary": 11, "seconds": 0.6}}
+    # moves less than a second apart are one event; a later one is another
+    got = lb_events([move(3, 1001.5, 3), scale, move(2, 1001.0, 2), move(4, 1004.0, 2, "undone")],
+                    offset=900.0)
+    assert [(n, t) for n, t, _ in got] == [("lb-scale-out", 100.0), ("lb-moves", 101.0),
+                                           ("lb-moves", 104.0)]
+    assert got[0][2].startswith("done: NF 11 (0.6 s; #1: both hot")
+    assert got[1][2].startswith("2 slots NF 2,3 -> NF 11, 2 moved (#2: r2")
+    assert got[2][2].startswith("1 slots NF 2 -> NF 11, 0 moved")
+    assert lb_events([], 0.0) == []

@@ -28,6 +28,7 @@ class FakeView:
     def __init__(self) -> None:
         self.metrics = ControllerMetrics()
         self.moves: list[tuple[list[int], int]] = []
+        self.paused: list[bool] = []
 
     def status(self) -> dict[str, Any]:
         return {"ok": True}
@@ -55,6 +56,10 @@ class FakeView:
 
     def lb_view(self, limit: int | None = None) -> dict[str, Any]:
         return {"enabled": False, "history": []}
+
+    def lb_pause(self, paused: bool) -> dict[str, Any]:
+        self.paused.append(paused)
+        return {"enabled": True, "paused": paused}
 
     async def scale_out(self, cluster: str | None) -> dict[str, Any]:
         return {"nf": 9, "cluster": cluster}
@@ -190,5 +195,18 @@ def test_switch_ports_serves_the_last_read_or_a_fresh_one() -> None:
         assert await (await client.get("/switch/ports")).json() == {"read_at": None, "ports": {}}
         fresh = await (await client.get("/switch/ports?refresh=1")).json()
         assert fresh == {"read_at": 1.0, "ports": {"1": {"rx": 2}}}
+
+    with_client(body)
+
+
+def test_lb_pause_and_resume_are_guarded_state_changes() -> None:
+    async def body(client: TestClient[web.Request, web.Application], view: FakeView) -> None:
+        assert (await client.post("/lb/pause", data=b"x=1")).status == 415
+        assert view.paused == []
+        resp = await client.post("/lb/pause", headers={"X-Nfc-Request": "1"})
+        assert resp.status == 200 and (await resp.json())["paused"] is True
+        resp = await client.post("/lb/resume", headers={"X-Nfc-Request": "1"})
+        assert resp.status == 200 and (await resp.json())["paused"] is False
+        assert view.paused == [True, False]
 
     with_client(body)

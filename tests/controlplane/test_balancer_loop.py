@@ -222,7 +222,7 @@ def test_a_move_the_slot_map_no_longer_allows_is_refused_and_recorded():
     asyncio.run(with_balancer(body))
 
 
-def test_the_history_is_bounded_and_the_loop_runs_only_while_primary():
+def test_the_history_is_bounded_and_the_loop_runs_only_while_primary_and_not_paused():
     async def body(c, fakes, session, clock):
         for i in range(5):
             c.balancer._record(Move(i, 1, 2, "intra", f"r{i}"), await c.balancer.snapshot())
@@ -235,6 +235,14 @@ def test_the_history_is_bounded_and_the_loop_runs_only_while_primary():
             assert c.balancer.rounds == 0
             session.is_primary = True
             await wait_until(lambda: c.balancer.rounds >= 3)
+            # paused (POST /lb/pause): no round; resumed: rounds again
+            assert c.lb_pause(True) == {"enabled": False, "paused": True}
+            await asyncio.sleep(0.02)  # a round under way ends
+            paused_at = c.balancer.rounds
+            await asyncio.sleep(0.05)
+            assert c.balancer.rounds == paused_at and c.balancer.view()["paused"] is True
+            c.lb_pause(False)
+            await wait_until(lambda: c.balancer.rounds >= paused_at + 2)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
