@@ -81,10 +81,10 @@ def test_etcd_refuses_clients_without_a_certificate_of_its_ca(
     # HTTPS without a client certificate (the server's checked against the CA)
     ctx = ssl.create_default_context(cafile=str(local_pki() / "ca.crt"))
     ctx.check_hostname = False
-    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
-        with urllib.request.urlopen(f"https://{tls_etcd.endpoint}/v3/kv/range", timeout=2,
-                                    context=ctx, data=b'{"key": "eA=="}') as resp:
-            resp.read()
+    with (pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)),
+          urllib.request.urlopen(f"https://{tls_etcd.endpoint}/v3/kv/range", timeout=2,
+                                 context=ctx, data=b'{"key": "eA=="}') as resp):
+        resp.read()
     # the NF's store says so (counted by the runtime as global_store_errors)
     store = open_store(f"etcd://{tls_etcd.endpoint}/tls-test")
     store.timeout = 1.0  # type: ignore[attr-defined]
