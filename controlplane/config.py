@@ -266,6 +266,9 @@ class HeartbeatConfig(_Model):
     # worker through its pipe), or "udp" (a datagram each worker's event loop echoes,
     # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
     transport: Literal["grpc", "udp"] = "grpc"
+    # the address the UDP heartbeat socket binds (its port is the kernel's); default: the local
+    # address that routes to the first NF's replication host (its management address), never all
+    bind: str | None = None
     # backups armed to take over by themselves when their primary's replication link closes
     # without a goodbye (docs/protocols.md §4.3); off: the controller's fail-over alone
     self_takeover: bool = True
