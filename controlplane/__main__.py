@@ -80,7 +80,7 @@ async def run(cfg: ControllerConfig, args: argparse.Namespace) -> int:
     if not args.no_etcd:  # one leader among the controllers (controlplane/leader.py)
         leadership = controller.leadership = Leadership(
             cfg.etcd.endpoints, cfg.etcd.prefix, args.name or f"{socket.gethostname()}:{os.getpid()}",
-            cfg.etcd.leader_ttl_s)
+            cfg.etcd.leader_ttl_s, tls=cfg.security.etcd_identity())
     loop = asyncio.get_running_loop()
     current = asyncio.current_task()
     assert current is not None

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nf_host.etcd_endpoints import parse_endpoints
+from nf_host.tls import Identity
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510  # bit<9> port numbers; 511 is the v1model drop port
@@ -265,6 +266,9 @@ class HeartbeatConfig(_Model):
     # worker through its pipe), or "udp" (a datagram each worker's event loop echoes,
     # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
     transport: Literal["grpc", "udp"] = "grpc"
+    # the address the UDP heartbeat socket binds (its port is the kernel's); default: the local
+    # address that routes to the first NF's replication host (its management address), never all
+    bind: str | None = None
     # backups armed to take over by themselves when their primary's replication link closes
     # without a goodbye (docs/protocols.md §4.3); off: the controller's fail-over alone
     self_takeover: bool = True
@@ -301,13 +305,21 @@ class SecurityConfig(_Model):
     """The management plane's security (docs/security.md): mutual TLS to every NF's control API
     and to the switch's P4Runtime server (when `switch_tls`), with
     `<name>.crt/.key` and `ca.crt` of `pki_dir`, and heartbeats authenticated with keys derived
-    from `pki_dir/heartbeat.secret`. `tls: false` is plaintext everywhere: debugging only."""
+    from `pki_dir/heartbeat.secret`, and to etcd (when `etcd_tls`: the leadership and the slot
+    map). `tls: false` is plaintext everywhere: debugging only."""
 
     tls: bool = True
     pki_dir: Path = Path("build/pki")
     name: str = "controller"  # this controller's certificate (`<name>.crt`, `<name>.key`)
     # P4Runtime over TLS (p4sim serves it with `--tls-dir`; a real switch if configured so)
     switch_tls: bool = True
+    # etcd over mutual TLS (etcd's certificate checked against the name "etcd"); false: plaintext
+    # to etcd only, for an etcd that serves no TLS (debugging, the tests' shared etcd)
+    etcd_tls: bool = True
+
+    def etcd_identity(self) -> Identity | None:
+        """Who the controller is to etcd: its certificate, None for plaintext."""
+        return Identity(self.pki_dir, self.name) if self.tls and self.etcd_tls else None
 
 
 class ControllerConfig(_Model):

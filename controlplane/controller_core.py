@@ -172,7 +172,8 @@ class ControllerCore(ABC):
         if not self.use_etcd:
             return
         endpoints = self.cfg.etcd.endpoints
-        self.store = SlotStore(endpoints, self.cfg.etcd.prefix)
+        self.store = SlotStore(endpoints, self.cfg.etcd.prefix,
+                               tls=self.cfg.security.etcd_identity())
         # slots are stored by replica group: the groups first (a fail-over changed only them)
         self.groups = await self.store.load_groups() or self.groups
         self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map(),

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import aetcd
 
 from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
+from nf_host.tls import Identity
 
 LOG = logging.getLogger(__name__)
 
@@ -36,12 +37,13 @@ class Leadership:
     """One controller's campaign for, and tenure of, the leadership (module docstring)."""
 
     def __init__(self, endpoints: str | Sequence[str], prefix: str, name: str,
-                 ttl_s: float = 5.0, poll_s: float = 0.1) -> None:
+                 ttl_s: float = 5.0, poll_s: float = 0.1, tls: Identity | None = None) -> None:
+        """`tls`: the controller's identity to etcd (mutual TLS), None: plaintext."""
         self.key = f"{prefix.rstrip('/')}/leader".encode()
         self.name = name
         self.ttl = max(1, round(ttl_s))  # etcd leases are whole seconds
         self.poll = poll_s
-        self._client = etcd_client(endpoints, ATTEMPT_TIMEOUT)
+        self._client = etcd_client(endpoints, ATTEMPT_TIMEOUT, tls)
         self._lease: aetcd.Lease | None = None
         self.term: int | None = None  # the etcd revision at which this controller became leader
         self.leader: str | None = None  # who leads, as last seen

@@ -32,6 +32,19 @@ from nf_host import liveness
 LOG = logging.getLogger(__name__)
 
 
+def local_address_towards(host: str) -> str:
+    """The local IPv4 address the kernel would send from to reach `host` (a UDP socket's
+    `connect` picks the route and sends nothing)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((socket.gethostbyname(host), 9))
+            return str(s.getsockname()[0])
+    except OSError as exc:  # (no route or name now: loopback, never every address)
+        LOG.warning("heartbeats: no local address routes to %s (%s); bound to loopback "
+                    "(set heartbeat.bind)", host, exc)
+        return "127.0.0.1"
+
+
 @dataclass
 class _Pending:
     workers: set[int]
@@ -45,11 +58,13 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
     """See the module docstring. `start()` before the first `ping`, `close()` at the end."""
 
     def __init__(self, keys: Callable[[int], bytes | None] | None = None,
-                 bind: str = "0.0.0.0") -> None:
+                 bind: str | None = None, towards: str = "127.0.0.1") -> None:
         """`keys`: each NF's heartbeat key (None for an NF unknown); None: unauthenticated
-        heartbeats (`tls: false`). `bind`: the controller's management address."""
+        heartbeats (`tls: false`). `bind`: the controller's management address; by default the
+        local address that routes to `towards` (an NF's replication host): the socket never
+        listens on every address."""
         self.transport: asyncio.DatagramTransport | None = None
-        self.keys, self.bind = keys, bind
+        self.keys, self.bind, self.towards = keys, bind, towards
         self.session = secrets.randbits(64) if keys is not None else 0
         self._pending: dict[tuple[int, int], _Pending] = {}  # (nf id, counter)
         self._resolved: dict[str, str] = {}  # host -> IP address
@@ -61,9 +76,19 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
 
     async def start(self) -> None:
         if self.transport is None:
+            if self.bind is None:
+                self.bind = local_address_towards(self.towards)
             loop = asyncio.get_running_loop()
             await loop.create_datagram_endpoint(lambda: self, local_addr=(self.bind, 0),
                                                 family=socket.AF_INET)
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        """Where the socket is bound (None before `start`)."""
+        if self.transport is None:
+            return None
+        host, port = self.transport.get_extra_info("sockname")[:2]
+        return str(host), int(port)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)

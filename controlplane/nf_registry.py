@@ -185,7 +185,10 @@ class NfRegistry:
         self._listeners: list[EventListener] = []
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
         sec = cfg.security
-        self.udp = (UdpHeartbeats(self._heartbeat_key if sec.tls else None)
+        # bound to the management address: `heartbeat.bind`, or the one that routes to the NFs
+        first_host = split_hostport(cfg.nfs[0].replication_address())[0]
+        self.udp = (UdpHeartbeats(self._heartbeat_key if sec.tls else None,
+                                  bind=cfg.heartbeat.bind, towards=first_host)
                     if cfg.heartbeat.transport == "udp" else None)
         self._hb_keys: dict[int, bytes] = {}
         self._credentials: grpc.ChannelCredentials | None = None

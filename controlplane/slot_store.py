@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from controlplane.slot_map import SlotEntry, SlotMap
 from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
+from nf_host.tls import Identity
 
 _T = TypeVar("_T")
 TXN_OPS = 100
@@ -56,11 +57,12 @@ class SlotStore:
     """Reads and writes the slot map under `prefix` in etcd."""
 
     def __init__(self, endpoints: str | Sequence[str], prefix: str = "/nfcluster",
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, tls: Identity | None = None) -> None:
+        """`tls`: the controller's identity to etcd (mutual TLS), None: plaintext."""
         self.prefix = prefix.rstrip("/")
         self.timeout = timeout
         # every member, each call retried until `timeout`: rides over the loss of one, even the leader
-        self._client = etcd_client(endpoints, min(timeout, ATTEMPT_TIMEOUT))
+        self._client = etcd_client(endpoints, min(timeout, ATTEMPT_TIMEOUT), tls)
 
     async def __aenter__(self) -> SlotStore:
         await self._client.connect()

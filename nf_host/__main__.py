@@ -84,8 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="common name of a client certificate allowed to call the control API "
                           "(repeatable; default: controller)")
     run.add_argument("--insecure", action="store_const", const=False, dest="tls",
-                     help="plaintext control API and replication, unauthenticated heartbeats "
-                          "(debugging only; never the default)")
+                     help="plaintext control API, replication and etcd, unauthenticated "
+                          "heartbeats (debugging only; never the default)")
+    run.add_argument("--etcd-insecure", action="store_const", const=False, dest="etcd_tls",
+                     help="plaintext to the global store's etcd only (an etcd serving no TLS; "
+                          "debugging only)")
     return parser
 
 

@@ -66,6 +66,9 @@ class NfHostConfig(BaseModel):
     # and unauthenticated heartbeats, for debugging only
     tls: bool = True
     pki_dir: str = "build/pki"
+    # the global store's etcd over mutual TLS too (as `nf-<id>`, etcd's certificate checked
+    # against "etcd"); false (--etcd-insecure): plaintext to etcd only, for an etcd without TLS
+    etcd_tls: bool = True
     # who may call the control API: client certificates with these common names (the controller's)
     control_clients: list[str] = Field(default_factory=lambda: ["controller"], min_length=1)
 

@@ -12,7 +12,12 @@ caller; the operations retried must be idempotent (see `EtcdStore.compare_and_sw
 a quorum a call fails at the caller's deadline, with an error that says so (the caller counts it).
 
 Used by the NF runtime's global state store (`nf_host.global_state.EtcdStore`) and the
-controller's slot store (`controlplane.slot_store.SlotStore`).
+controller's slot store (`controlplane.slot_store.SlotStore`) and leadership.
+
+Mutual TLS (docs/security.md): given a component's `Identity` (nf_host/tls.py), the client
+presents its certificate and checks etcd's against the CA and the name "etcd" (`ETCD_NAME`, the
+certificate `make pki` issues), whatever address it dials, like the NFs' control API. aetcd 1.0.0
+dials plaintext only, so `_TlsClient` opens its channel with TLS credentials instead.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import aetcd
+import grpc
+from aetcd import rpc, watcher
+
+from nf_host.tls import Identity
 
 _T = TypeVar("_T")
 
@@ -63,16 +72,56 @@ def parse_endpoints(spec: str | Sequence[str]) -> list[tuple[str, int]]:
     return out
 
 
-def etcd_client(spec: str | Sequence[str], timeout: float) -> aetcd.Client:
+ETCD_NAME = "etcd"  # the name in etcd's server certificate that clients check
+
+
+class _TlsClient(aetcd.Client):  # type: ignore[misc]
+    """aetcd's client over a channel with mutual TLS (aetcd 1.0.0 dials plaintext only): its
+    `connect` without user/password authentication, on `grpc.aio.secure_channel`."""
+
+    def __init__(self, credentials: grpc.ChannelCredentials, **kw: object) -> None:
+        super().__init__(**kw)
+        self._credentials = credentials
+
+    async def connect(self) -> None:
+        if self._connected.is_set():
+            return
+        if self._is_connecting:  # type: ignore[has-type]  # (another is connecting: wait)
+            await asyncio.wait_for(self._connected.wait(), self._connect_wait_timeout)
+            return
+        try:
+            self._is_connecting = True
+            self.channel = grpc.aio.secure_channel(f"{self._host}:{self._port}", self._credentials,
+                                                   options=list(self._options.items()))
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
+                                            metadata=self.metadata)
+            self._connected.set()
+        finally:
+            self._is_connecting = False
+
+
+def etcd_client(spec: str | Sequence[str], timeout: float,
+                tls: Identity | None = None) -> aetcd.Client:
     """An aetcd client (not yet connected) over every endpoint of `spec`; each call has at most
-    `timeout` (pass ATTEMPT_TIMEOUT when the calls go through `with_retries`)."""
+    `timeout` (pass ATTEMPT_TIMEOUT when the calls go through `with_retries`). With `tls`, mutual
+    TLS as that identity, etcd's certificate checked against the name "etcd"; plaintext without
+    (debugging only: the components pass their identity unless run with `tls: false`)."""
     endpoints = parse_endpoints(spec)
     *first, (last_host, last_port) = endpoints
     # aetcd dials f"{host}:{port}": the address list goes in "host", its last port in "port"
     host = last_host if not first else "ipv4:" + ",".join(
         f"{h}:{p}" for h, p in first) + f",{last_host}"
-    options = {"grpc.service_config": RETRY_SERVICE_CONFIG, "grpc.enable_retries": 1}
-    return aetcd.Client(host=host, port=last_port, timeout=timeout, options=options)
+    options: dict[str, object] = {"grpc.service_config": RETRY_SERVICE_CONFIG,
+                                  "grpc.enable_retries": 1}
+    if tls is None:
+        return aetcd.Client(host=host, port=last_port, timeout=timeout, options=options)
+    options["grpc.ssl_target_name_override"] = ETCD_NAME
+    return _TlsClient(tls.grpc_channel(), host=host, port=last_port, timeout=timeout,
+                      options=options)
 
 
 async def with_retries(attempt: Callable[[], Awaitable[_T]], timeout: float) -> _T:

@@ -35,6 +35,7 @@ import aetcd
 
 from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, parse_endpoints, with_retries
 from nf_host.nf_api import GlobalStore, GlobalStoreError
+from nf_host.tls import Identity
 
 __all__ = ["EtcdStore", "GlobalStoreError", "MemoryStore", "open_store"]
 
@@ -97,7 +98,10 @@ class MemoryStore:
 class EtcdStore:
     """Global state in etcd under `prefix`, with blocking calls (see the module docstring)."""
 
-    def __init__(self, endpoint: str, prefix: str = DEFAULT_PREFIX, timeout: float = 5.0) -> None:
+    def __init__(self, endpoint: str, prefix: str = DEFAULT_PREFIX, timeout: float = 5.0,
+                 tls: Identity | None = None) -> None:
+        """`tls`: the NF's identity to etcd (mutual TLS), None: plaintext."""
+        self.tls = tls
         parse_endpoints(endpoint)  # a ValueError naming the bad endpoint, now rather than later
         self.endpoint = endpoint
         self.prefix = prefix
@@ -127,7 +131,8 @@ class EtcdStore:
             if self._client is None:
 
                 async def make_client() -> aetcd.Client:
-                    client = etcd_client(self.endpoint, min(self.timeout, ATTEMPT_TIMEOUT))
+                    client = etcd_client(self.endpoint, min(self.timeout, ATTEMPT_TIMEOUT),
+                                         self.tls)
                     await client.connect()
                     return client
 
@@ -250,9 +255,9 @@ class EtcdStore:
         self.close()
 
 
-def open_store(spec: str) -> GlobalStore:
+def open_store(spec: str, tls: Identity | None = None) -> GlobalStore:
     """A store from a spec: "memory", or "etcd://HOST:PORT[,HOST:PORT...]" (the members of an
-    etcd cluster) with an optional "/prefix" path."""
+    etcd cluster) with an optional "/prefix" path; etcd over mutual TLS as `tls` if given."""
     if spec == "memory":
         return MemoryStore()
     scheme = "etcd://"
@@ -265,4 +270,4 @@ def open_store(spec: str) -> GlobalStore:
     prefix = "/" + path if slash else DEFAULT_PREFIX
     if slash and not prefix.endswith("/"):
         prefix += "/"
-    return EtcdStore(endpoint, prefix)
+    return EtcdStore(endpoint, prefix, tls=tls)

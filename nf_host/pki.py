@@ -1,7 +1,8 @@
 """A small local certificate authority for the management plane (docs/security.md).
 
 `ensure(directory, names)` creates, if missing, a CA (`ca.crt`, `ca.key`), one certificate and
-key per component name (`<name>.crt`, `<name>.key`: "controller", "switch", "nf-<id>"), and the
+key per component name (`<name>.crt`, `<name>.key`: "controller", "switch", "etcd" (the etcd
+members' server and peer certificate), "nf-<id>"), and the
 heartbeat secret (`heartbeat.secret`) with each NF's key derived from it (`nf-<id>.hbkey`). It is
 idempotent: what exists is kept (so a running system's certificates stay valid), what is missing
 is added, signed by the existing CA. `make pki` runs it for the example topologies; the launcher
@@ -149,13 +150,14 @@ def ensure(directory: str | Path, names: Iterable[str], nf_ids: Iterable[int] = 
 
 REPO_PKI = Path(__file__).resolve().parent.parent / "build" / "pki"
 LOCAL_NFS = range(1, 65)
+COMPONENTS = ["controller", "switch", "etcd"]  # the certificates besides the NFs'
 
 
 @functools.cache
 def local_pki() -> Path:
     """The repository's PKI (build/pki, as `make pki` creates it) with NFs 1..64: what the
     launcher (topo/), the test harness and the tests use (created if missing)."""
-    return ensure(REPO_PKI, ["controller", "switch"], LOCAL_NFS)
+    return ensure(REPO_PKI, COMPONENTS, LOCAL_NFS)
 
 
 def nf_ids_of(configs: Sequence[Path]) -> list[int]:
@@ -172,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m nf_host.pki",
         description="Create (idempotently) the local CA, the certificates of the controller, the "
-                    "switch and every NF of the given controller configurations, and the "
+                    "switch, etcd and every NF of the given controller configurations, and the "
                     "heartbeat keys (docs/security.md).")
     parser.add_argument("--dir", default="build/pki", help="where (default build/pki)")
     parser.add_argument("--config", action="append", type=Path, default=[],
@@ -180,8 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nfs", type=int, default=0, help="also NFs 1..N")
     args = parser.parse_args(argv)
     ids = set(nf_ids_of(args.config)) | set(range(1, args.nfs + 1))
-    d = ensure(args.dir, ["controller", "switch"], ids)
-    print(f"PKI in {d}: CA, controller, switch and {len(ids)} NF certificates")
+    d = ensure(args.dir, COMPONENTS, ids)
+    print(f"PKI in {d}: CA, controller, switch, etcd and {len(ids)} NF certificates")
     return 0
 
 

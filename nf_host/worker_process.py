@@ -40,10 +40,12 @@ log = logging.getLogger(__name__)
 TURN_BUDGET_S = 0.005
 
 
-def _open_global_store(spec: str) -> GlobalStore:
+def _open_global_store(cfg: NfHostConfig) -> GlobalStore:
+    """The NF's global store; etcd over mutual TLS as the NF unless `tls` or `etcd_tls` is off."""
     from nf_host.global_state import open_store
 
-    return open_store(spec)
+    tls = nf_identity(cfg.pki_dir, cfg.nf_id) if cfg.tls and cfg.etcd_tls else None
+    return open_store(cfg.global_store, tls)
 
 
 class _Socket(Protocol):
@@ -129,7 +131,7 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
     for mod in cfg.nf_modules:
         importlib.import_module(mod)
     nf = make_nf(cfg.nf, cfg.params)
-    store = _open_global_store(cfg.global_store)
+    store = _open_global_store(cfg)
     sock = open_port(cfg.interface, index, cfg.workers)
     loop = asyncio.get_running_loop()
 

@@ -27,13 +27,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def etcd_server() -> Iterator[EtcdServer]:
-    """One real etcd for the whole test session (tests use distinct key prefixes)."""
-    with run_etcd() as server:
+    """One real etcd for the whole test session (tests use distinct key prefixes). Plaintext,
+    explicitly (`pki=None`): its tests' clients and controller configurations say so
+    (`security.etcd_tls: false`, `--etcd-insecure`); tests/test_etcd_fixture.py and
+    tests/controlplane/test_etcd_tls.py cover etcd over mutual TLS, the default."""
+    with run_etcd(pki=None) as server:
         yield server
 
 
 @pytest.fixture
 def etcd_cluster() -> Iterator[EtcdCluster]:
     """A real three-member etcd cluster of the test's own (it may kill and restart members)."""
-    with run_etcd_cluster(3) as cluster:
+    with run_etcd_cluster(3, pki=None) as cluster:  # (plaintext: see etcd_server)
         yield cluster

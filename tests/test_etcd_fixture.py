@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from nf_host.pki import local_pki
+from nf_host.tls import Identity
 from tests.support.etcd import EtcdServer
 from topo import etcd as launcher_etcd
 
@@ -33,8 +35,10 @@ def test_launcher_etcd_writes_its_output_to_a_log_file_not_an_unread_pipe(
 
     monkeypatch.setattr(subprocess, "Popen", spy)  # the module topo.etcd calls
     log = tmp_path / "etcd.log"
+    # (over mutual TLS, the launcher's default: asked as the controller)
+    ctx = Identity(local_pki(), "controller").client_context()
     with launcher_etcd.run_etcd(log_path=log) as server, urllib.request.urlopen(
-            f"http://{server.endpoint}/health", timeout=2) as resp:
+            f"https://{server.endpoint}/health", timeout=2, context=ctx) as resp:
         assert b"true" in resp.read()
     [kw] = seen
     assert kw["stderr"] == subprocess.STDOUT and kw["stdout"] not in (subprocess.PIPE, None)

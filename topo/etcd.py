@@ -6,6 +6,11 @@ killed and started again (`EtcdCluster.kill`, `EtcdCluster.start`) to play the l
 or of the quorum. Each member has a temporary data directory, client and peer URLs on
 127.0.0.1, and the launcher waits until `/health` says the cluster is up. A cluster member
 snapshots and compacts often enough that its memory stays bounded over a soak.
+
+Mutual TLS by default (docs/security.md): given a PKI directory (`pki`, the repository's
+build/pki unless told otherwise), clients and peers speak https with the "etcd" certificate,
+and etcd requires a client certificate of the CA (`--client-cert-auth`, `--peer-client-cert-auth`).
+`pki=None` serves plaintext: an explicit choice, for debugging and the tests' shared fixture.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import ssl
 import subprocess
 import tempfile
 import urllib.request
@@ -20,7 +26,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from nf_host.etcd_endpoints import ETCD_NAME
+from nf_host.pki import local_pki
+from nf_host.tls import Identity
 from topo.procs import free_port, stop_process, wait_for
 
 # a member keeps its raft log in memory up to a snapshot, every SNAPSHOT_COUNT entries (etcd's
@@ -64,20 +74,21 @@ class EtcdMember:
     log_file: Path
     proc: subprocess.Popen[bytes] | None = None
     also_on: str | None = None  # a second client address (the management network's gateway)
+    scheme: str = "https"  # (http: plaintext)
 
     @property
     def client_url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def client_urls(self) -> str:
         """Where it serves clients: loopback, and `also_on` when given."""
-        extra = f",http://{self.also_on}:{self.client_port}" if self.also_on else ""
+        extra = f",{self.scheme}://{self.also_on}:{self.client_port}" if self.also_on else ""
         return self.client_url + extra
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"{self.scheme}://127.0.0.1:{self.peer_port}"
 
 
 @dataclass
@@ -85,6 +96,25 @@ class EtcdCluster:
     """A running etcd cluster of `len(members)` members on loopback."""
 
     members: list[EtcdMember] = field(default_factory=list)
+    pki: Path | None = None  # mutual TLS with this PKI's "etcd" certificate (None: plaintext)
+
+    @property
+    def tls(self) -> bool:
+        return self.pki is not None
+
+    def tls_args(self) -> list[str]:
+        """etcd's flags for mutual TLS on client and peer links (none for plaintext)."""
+        if self.pki is None:
+            return []
+        ca, crt, key = (str(self.pki / f) for f in ("ca.crt", f"{ETCD_NAME}.crt", f"{ETCD_NAME}.key"))
+        return ["--cert-file", crt, "--key-file", key, "--trusted-ca-file", ca,
+                "--client-cert-auth",
+                "--peer-cert-file", crt, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+                "--peer-client-cert-auth"]
+
+    def _health_context(self) -> ssl.SSLContext | None:
+        """The launcher asks /health as the controller (etcd wants a client certificate)."""
+        return None if self.pki is None else Identity(self.pki, "controller").client_context()
 
     @property
     def endpoints(self) -> list[str]:
@@ -128,6 +158,7 @@ class EtcdCluster:
                 "--snapshot-count", str(SNAPSHOT_COUNT),
                 "--auto-compaction-mode", "periodic",
                 "--auto-compaction-retention", COMPACTION_RETENTION,
+                *self.tls_args(),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -159,7 +190,8 @@ class EtcdCluster:
             raise MemberExited(f"etcd member {m.name} exited with {m.proc.returncode} "
                                f"(log {m.log_file}): {err}")
         try:
-            with urllib.request.urlopen(f"{m.client_url}/health", timeout=1) as resp:
+            with urllib.request.urlopen(f"{m.client_url}/health", timeout=1,
+                                        context=self._health_context()) as resp:
                 return b'"health":"true"' in resp.read()
         except OSError:
             return False
@@ -181,25 +213,30 @@ class EtcdCluster:
 @contextmanager
 def run_etcd_cluster(size: int = 3, timeout: float = 20.0, log_dir: Path | None = None,
                      log_name: str = "etcd-{i}.log", also_on: str | None = None,
-                     ) -> Iterator[EtcdCluster]:
+                     pki: Path | Literal["local"] | None = "local") -> Iterator[EtcdCluster]:
     """Start a `size`-member etcd cluster, wait until it is healthy, stop it afterwards. Member
     i logs to `log_dir/log_name` (`{i}` replaced; default: next to its data directory, gone
     with it), never to a pipe nobody reads: etcd would block once the pipe filled. Clients
     reach it on loopback, and on `also_on` too when given (the management network's address
-    in the root namespace, for NF runtimes in their own namespaces)."""
+    in the root namespace, for NF runtimes in their own namespaces). `pki`: mutual TLS with
+    that PKI's certificates (default the repository's, `local_pki()`); None: plaintext."""
     if etcd_binary() is None:
         raise RuntimeError("etcd is not installed (apt-get install etcd-server, or run `make setup`)")
     if size < 1:
         raise ValueError(f"an etcd cluster needs at least one member, not {size}")
+    pki_dir = local_pki() if pki == "local" else pki
+    if pki_dir is not None:
+        Identity(pki_dir, ETCD_NAME).check()
     with tempfile.TemporaryDirectory(prefix="nfc-etcd-") as tmp:
         for attempt in range(1, PORT_ATTEMPTS + 1):
-            cluster = EtcdCluster()
+            cluster = EtcdCluster(pki=pki_dir)
             for i in range(size):
                 data_dir = Path(tmp) / f"try-{attempt}" / f"member-{i}"
                 data_dir.mkdir(parents=True)
                 log_file = (log_dir / log_name.format(i=i)) if log_dir else data_dir.with_suffix(".log")
                 cluster.members.append(EtcdMember(f"m{i}", free_port(), free_port(), data_dir,
-                                                  log_file, also_on=also_on))
+                                                  log_file, also_on=also_on,
+                                                  scheme="https" if pki_dir else "http"))
             try:
                 for i in range(size):
                     cluster.start(i)
@@ -219,9 +256,11 @@ def run_etcd_cluster(size: int = 3, timeout: float = 20.0, log_dir: Path | None 
 
 
 @contextmanager
-def run_etcd(timeout: float = 20.0, log_path: Path | None = None) -> Iterator[EtcdServer]:
+def run_etcd(timeout: float = 20.0, log_path: Path | None = None,
+             pki: Path | Literal["local"] | None = "local") -> Iterator[EtcdServer]:
     """Start one etcd member with a temporary data directory, wait until it is healthy, stop it
-    afterwards. Its output goes to `log_path` (default: a file in the data directory)."""
+    afterwards. Its output goes to `log_path` (default: a file in the data directory); `pki` as
+    for `run_etcd_cluster` (mutual TLS unless None)."""
     log_dir, log_name = (log_path.parent, log_path.name) if log_path else (None, "")
-    with run_etcd_cluster(1, timeout, log_dir, log_name) as cluster:
+    with run_etcd_cluster(1, timeout, log_dir, log_name, pki=pki) as cluster:
         yield cluster.servers[0]

@@ -47,6 +47,7 @@ def loopback_config(switch_port: int, etcd: str, slot_bits: int) -> tuple[Any, d
     data = yaml.safe_load((ROOT / "topo" / "nfcluster.yaml").read_text())
     data["switch"].update(address=f"127.0.0.1:{switch_port}", slot_bits=slot_bits)
     data["etcd"] = {"endpoints": [etcd], "prefix": f"/test-controller/{next(_prefix)}"}
+    data.setdefault("security", {})["etcd_tls"] = False  # (the shared etcd: plaintext)
     data["heartbeat"] = {"interval_ms": 100, "timeout_ms": 100, "misses": 5}  # tolerant of a busy CI
     ports = {nf["id"]: free_port() for nf in data["nfs"]}
     for nf in data["nfs"]:

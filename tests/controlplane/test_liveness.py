@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from controlplane.config import parse_config
-from controlplane.liveness import UdpHeartbeats
+from controlplane.liveness import UdpHeartbeats, local_address_towards
 from controlplane.nf_registry import NfEvent, NfLoad, NfRegistry
 from nf_host import liveness
 from nf_host.pki import local_pki
@@ -64,6 +64,9 @@ def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> 
             "security": {"pki_dir": str(local_pki())},
         })
         reg = NfRegistry(cfg)
+        assert reg.udp is not None
+        await reg.udp.start()  # bound to the management address (loopback here), not every one
+        assert reg.udp.address is not None and reg.udp.address[0] == "127.0.0.1"
         key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (what NF 1 holds)
         events: list[NfEvent] = []
         reg.add_listener(events.append)
@@ -114,5 +117,22 @@ def test_a_probe_sends_again_so_one_lost_datagram_does_not_make_a_live_nf_dead()
         finally:
             hb.close()
             transport.close()
+
+    run(body)
+
+
+def test_the_heartbeat_socket_binds_the_address_that_routes_to_the_nfs_never_all() -> None:
+    assert local_address_towards("127.0.0.1") == "127.0.0.1"
+
+    async def body() -> None:
+        hb, pinned = UdpHeartbeats(towards="127.0.0.1"), UdpHeartbeats(bind="127.0.0.1")
+        try:
+            await hb.start()
+            await pinned.start()
+            assert hb.address is not None and hb.address[0] == "127.0.0.1"
+            assert pinned.address is not None and pinned.address[0] == "127.0.0.1"
+        finally:
+            hb.close()
+            pinned.close()
 
     run(body)

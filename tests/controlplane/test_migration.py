@@ -47,7 +47,8 @@ def config(ports: dict[int, int], etcd: str | None = None) -> Any:
                 nf(3, "b", "c1", "backup"), nf(4, "a", "c1", "backup"), nf(5, "c", "c1", "spare"),
                 nf(6, "c", "c2", "primary", 7), nf(7, "d", "c2", "backup")],
         "heartbeat": {"interval_ms": 50, "misses": 2, "timeout_ms": 50},
-        **({"etcd": {"endpoints": [etcd], "prefix": f"/test-migration/{free_port()}"}} if etcd else {}),
+        **({"etcd": {"endpoints": [etcd], "prefix": f"/test-migration/{free_port()}"},
+            "security": {"etcd_tls": False}} if etcd else {}),  # (the shared etcd: plaintext)
     })
 
 

@@ -86,7 +86,9 @@ def test_controller_resumes_slot_map_after_restart(etcd_server):
     p4info = Path(__file__).parent / "data" / "nfcluster.p4info.txtpb"
     base = load_config(root / "topo" / "nfcluster.yaml")
     cfg = base.model_copy(update={"etcd": base.etcd.model_copy(
-        update={"endpoints": [etcd_server.endpoint], "prefix": prefix()})})
+        update={"endpoints": [etcd_server.endpoint], "prefix": prefix()}),
+        # (the shared etcd serves plaintext: tests/conftest.py)
+        "security": base.security.model_copy(update={"etcd_tls": False})})
 
     async def one_run(move: bool):
         c = Controller(cfg, p4info=p4info, device_config=b"x")
@@ -135,7 +137,8 @@ def test_a_fail_over_writes_no_slot_and_a_restart_resumes_it(etcd_server):
     base = load_config(root / "topo" / "nfcluster.yaml")
     pfx = prefix()
     cfg = base.model_copy(update={"etcd": base.etcd.model_copy(
-        update={"endpoints": [etcd_server.endpoint], "prefix": pfx})})
+        update={"endpoints": [etcd_server.endpoint], "prefix": pfx}),
+        "security": base.security.model_copy(update={"etcd_tls": False})})
 
     async def slot_values(c: Controller) -> dict[bytes, tuple[bytes, int]]:
         assert c.store is not None

@@ -1,5 +1,6 @@
 """`nf-host run` with its global state in a real etcd: the generic NF increments a global counter
-from a worker process (etcd runs inside the test's namespace, where the NF can reach it)."""
+from a worker process (etcd runs inside the test's namespace, where the NF can reach it), over
+mutual TLS, the default: the NF connects with its certificate (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from collections.abc import Iterator
 import pytest
 
 from nf_host.harness import Netns, NfProcess, RawPort, Switch, assign, checker_frame
+from nf_host.pki import local_pki
 from nf_host.port import in_netns
-from tests.support.etcd import etcd_binary
+from nf_host.tls import Identity
+from tests.support.etcd import EtcdCluster, etcd_binary
 from tests.support.procs import free_port, stop_process, wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.etcd, pytest.mark.slow]
+CTX = Identity(local_pki(), "controller").client_context()  # the test asks etcd as the controller
 
 
 @pytest.fixture
@@ -25,7 +29,7 @@ def ns_etcd() -> Iterator[tuple[Netns, str]]:
     binary = etcd_binary()
     assert binary is not None
     with Netns() as ns, tempfile.TemporaryDirectory(prefix="nfc-etcd-") as data:
-        client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+        client, peer = f"https://127.0.0.1:{free_port()}", f"https://127.0.0.1:{free_port()}"
         proc = subprocess.Popen(
             [
                 "ip",
@@ -49,6 +53,7 @@ def ns_etcd() -> Iterator[tuple[Netns, str]]:
                 f"t={peer}",
                 "--log-level",
                 "error",
+                *EtcdCluster(pki=local_pki()).tls_args(),  # (the launcher's TLS flags)
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -56,11 +61,11 @@ def ns_etcd() -> Iterator[tuple[Netns, str]]:
         try:
 
             def healthy() -> bool:
-                with urllib.request.urlopen(f"{client}/health", timeout=1) as resp:
+                with urllib.request.urlopen(f"{client}/health", timeout=1, context=CTX) as resp:
                     return b'"health":"true"' in resp.read()
 
             wait_for(lambda: in_netns(ns.name, healthy), 20, what="etcd in the namespace")
-            yield ns, client.removeprefix("http://")
+            yield ns, client.removeprefix("https://")
         finally:
             stop_process(proc)
 
@@ -93,8 +98,9 @@ def test_generic_nf_updates_global_state_in_etcd(ns_etcd: tuple[Netns, str]) -> 
         def counter() -> bytes | None:
             # etcd's JSON gateway, over a socket opened in this thread (i.e. in the namespace)
             body = json.dumps({"key": base64.b64encode(b"/nfct/generic/t1").decode()}).encode()
-            req = urllib.request.Request(f"http://{endpoint}/v3/kv/range", data=body, method="POST")
-            with urllib.request.urlopen(req, timeout=5) as resp:
+            req = urllib.request.Request(f"https://{endpoint}/v3/kv/range", data=body,
+                                         method="POST")
+            with urllib.request.urlopen(req, timeout=5, context=CTX) as resp:
                 kvs = json.loads(resp.read()).get("kvs", [])
             return base64.b64decode(kvs[0]["value"]) if kvs else None
 

@@ -108,8 +108,10 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
                                                   cfg.switch.device_id, switch_opts))
         console.print(f"starting etcd ({opts.etcd_members} member(s)) ...")
         # on the management network too: the NF runtimes' global state (a NAT's port pool)
+        # over mutual TLS unless the configuration says plaintext (docs/security.md)
+        etcd_pki = local_pki() if cfg.security.etcd_identity() is not None else None
         etcd = stack.enter_context(run_etcd_cluster(opts.etcd_members, log_dir=log_dir,
-                                                    also_on=topo.mgmt_gateway))
+                                                    also_on=topo.mgmt_gateway, pki=etcd_pki))
         store = "etcd://" + ",".join(etcd.endpoints_on(topo.mgmt_gateway)) + "/nfc-global"
         cuts: MgmtCuts | None = None
         if "mgmt" in opts.fault_kinds and opts.kill_every:

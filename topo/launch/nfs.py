@@ -54,6 +54,7 @@ def start_nf(net: Any, cfg: ControllerConfig, topo: Topology, opts: RunOptions, 
            # its certificate and heartbeat key (docs/security.md), or plaintext if the
            # controller's configuration says `security.tls: false`
            *(["--pki-dir", str(local_pki())] if cfg.security.tls else ["--insecure"]),
+           *(["--etcd-insecure"] if cfg.security.tls and not cfg.security.etcd_tls else []),
            *program, "--workers", str(opts.workers),
            "--batch-size", str(cfg.batch.size), "--batch-time-us", str(cfg.batch.timeout_us),
            # a slot move takes 10-60 ms here: wait longer than that before skipping a number
