@@ -20,6 +20,7 @@ from tests.nf_host.test_worker_inprocess import (
     owner_of_slot,
     primary_with_backup,
     run,
+    to_primary_and_backup,
     until,
 )
 
@@ -48,11 +49,7 @@ def test_a_started_adopter_answers_the_fence_started_and_a_late_assignment_reset
         try:
             await primary_with_backup(a, b)
             sw = Switch()
-            for no in range(1, 5):
-                pr, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
-                assert c is not None
-                a.w.on_frame(pr)
-                b.w.on_frame(c)
+            to_primary_and_backup(sw, a, b, range(1, 5))
             await until(lambda: len(a.out) == 4, "A's output")
             p.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 3, p.addr, same_cluster=False)
@@ -91,11 +88,7 @@ def test_a_fenced_adoption_refuses_the_transfer_and_the_old_owner_keeps_its_park
         try:
             await primary_with_backup(a, b)
             sw = Switch()
-            for no in range(1, 5):
-                pr, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
-                assert c is not None
-                a.w.on_frame(pr)
-                b.w.on_frame(c)
+            to_primary_and_backup(sw, a, b, range(1, 5))
             await until(lambda: len(a.out) == 4, "A's output")
             p.w.adopt(SLOT, 2)
             p.w.on_frame(sw.stamp(SLOT, checker_frame(1, 5), 3)[0])  # B buffers it

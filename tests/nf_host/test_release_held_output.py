@@ -22,6 +22,7 @@ from tests.nf_host.test_worker_inprocess import (
     Node,
     primary_with_backup,
     run,
+    to_primary_and_backup,
     until,
 )
 
@@ -39,11 +40,7 @@ def test_an_adopter_never_overtakes_output_the_old_owners_backup_holds_past_the_
         try:
             await primary_with_backup(a, b)
             sw = Switch()
-            for no in range(1, 5):  # one batch, its output held: the backup is hung
-                prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
-                assert copy is not None
-                a.w.on_frame(prim)
-                b.w.on_frame(copy)
+            to_primary_and_backup(sw, a, b, range(1, 5))  # one batch, its output held: the backup is hung
             await until(lambda: len(held) >= 1, "the backup's ack (held)")
             p.w.adopt(SLOT, 2)
             sw.epochs[SLOT] = 2
@@ -81,11 +78,7 @@ def test_a_cancelled_adoption_gives_its_buffered_packets_back_and_nothing_is_los
         try:
             await primary_with_backup(a, b)
             sw = Switch()
-            for no in range(1, 5):
-                prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
-                assert copy is not None
-                a.w.on_frame(prim)
-                b.w.on_frame(copy)
+            to_primary_and_backup(sw, a, b, range(1, 5))
             await until(lambda: len(acks.held) >= 1, "the backup's ack (held)")
             p.w.adopt(SLOT, 2)
             sw.epochs[SLOT] = 2

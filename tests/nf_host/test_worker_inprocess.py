@@ -89,6 +89,17 @@ async def primary_with_backup(a: Node, b: Node) -> None:
     await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
 
 
+def to_primary_and_backup(sw: Switch, a: Node, b: Node, numbers: range, slot: int = SLOT,
+                          flow: int = 1) -> None:
+    """Packets `numbers` of checker flow `flow` in `slot`, stamped by `sw` and handed as the switch
+    does: the primary copy to `a` (port 1), the backup copy to `b` (port 2)."""
+    for no in numbers:
+        prim, copy = sw.stamp(slot, checker_frame(flow, no), 1, 2)
+        assert copy is not None
+        a.w.on_frame(prim)
+        b.w.on_frame(copy)
+
+
 def run(coro: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(coro(), 30))
 
@@ -278,11 +289,7 @@ def test_release_tells_the_backup_to_stop_keeping_copies_and_assign_keeps_a_repl
             await until(lambda: a.w.links[2].writer is not None, "backup link")
             sw = Switch()
             for slot in (SLOT, SLOT + 16):
-                for no in range(1, 5):
-                    pr, c = sw.stamp(slot, checker_frame(slot, no), 1, 2)
-                    assert c is not None
-                    a.w.on_frame(pr)
-                    b.w.on_frame(c)
+                to_primary_and_backup(sw, a, b, range(1, 5), slot, flow=slot)
             await until(lambda: len(a.out) == 8, "committed output")
             # a copy the backup holds beyond the last commit (its primary has not seen it yet)
             _pr, c = sw.stamp(SLOT, checker_frame(SLOT, 5), 1, 2)
@@ -438,11 +445,7 @@ def test_output_acked_but_never_sent_by_a_dying_primary_is_sent_by_the_promoted_
         try:
             await primary_with_backup(a, b)
             sw = Switch()
-            for no in range(1, 5):  # batch 1: released normally
-                p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
-                assert c is not None
-                a.w.on_frame(p)
-                b.w.on_frame(c)
+            to_primary_and_backup(sw, a, b, range(1, 5))  # batch 1: released normally
             await until(lambda: len(a.out) == 4, "batch 1 released")
             a.w.tx = lambda frame: None  # A "dies" inside its release: nothing leaves now
             for no in range(5, 9):  # batch 2: acknowledged by the backup, never sent by A
@@ -618,11 +621,7 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
         try:
             await primary_with_backup(a, b)
             sw = Switch()
-            for no in range(1, 5):  # one batch, its output held: the backup's ack does not come
-                prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
-                assert copy is not None
-                a.w.on_frame(prim)
-                b.w.on_frame(copy)
+            to_primary_and_backup(sw, a, b, range(1, 5))  # one batch, its output held: the backup's ack does not come
             await until(lambda: len(held) >= 1, "the backup's ack (held)")
             p.w.adopt(SLOT, 2)
             sw.epochs[SLOT] = 2
