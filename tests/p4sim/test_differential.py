@@ -412,6 +412,9 @@ def nfcluster_state(pair: Pair) -> None:
         else:
             pair.both("table_modify", e)
 
+    for name in ("handoff_conn", "handoff_route"):  # Prism's tables: random entries would take
+        for e in sw.table_entries(sw.table_id(name)):  # edge TCP out of the nfcluster pipeline
+            pair.both("table_delete", e)
     chain, enter = sw.table_id("edge_chain"), sw.action_id("enter_chain")
     pair.both("table_set_default", chain, ActionCall(enter, {1: 0, 2: 0}))
     for port in (1, 4):

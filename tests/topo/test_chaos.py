@@ -97,6 +97,8 @@ def test_nfs_whose_management_link_is_cut_are_failed_over_and_come_back_as_spare
 
 @pytest.mark.netns
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("NFC_LONG_TESTS"), reason="a long chaos run whose open "
+                    "findings make it an expected failure: `make chaos-modes-test` runs it")
 @pytest.mark.xfail(strict=False, reason="open findings of the chaos modes (docs/chaos.md, 'The "
                    "first runs'): a Release that outlives its held output reorders, an adopter "
                    "that dies mid-move restarts the slot's state, an undone move drops what the "

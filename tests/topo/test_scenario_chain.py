@@ -50,7 +50,8 @@ def test_chain_moves_and_fail_over_keep_every_stage_exactly_once(tmp_path: Path)
     nfs = json.loads((tmp_path / "nfs.json").read_text())
     dist = json.loads((tmp_path / "disturbances.json").read_text())
     dead = [f["dead"] for f in dist["failovers"] if f["ok"] and f["dead"]]
-    assert 1 in dead, dist["failovers"]
+    # NF 1, or the primary that held its slots when the kill came (a false alarm before it)
+    assert dist["killed"] in dead and (dist["killed"] == 1 or 1 in dead), dist["failovers"]
     # a stage with a fail-over (a false alarm on a loaded machine: a live NF thought dead) replays
     # what its backup had not seen acknowledged: processed twice there, its output dropped at the
     # switch; any other stage processed every packet exactly once

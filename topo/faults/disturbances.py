@@ -110,11 +110,12 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
         if opts.kill_nf is not None:
             wait_for(lambda: sender.poll() is not None or _processed(api) >= total * 2 // 5,
                      timeout=60, interval=0.05, what="traffic before the kill")
-            rec = faults.inject("primary", opts.kill_nf)
-            out.killed, out.killed_at = opts.kill_nf, rec.at
+            victim = _victim(api, opts.kill_nf)
+            rec = faults.inject("primary", victim)
+            out.killed, out.killed_at = victim, rec.at
             # the run ends with the victim back in the pool, not whenever the traffic ends (a
             # kill late in a short run left it still starting when the summary was taken)
-            faults.wait_back(opts.kill_nf)
+            faults.wait_back(victim)
         if opts.kill_every > 0:
             # some traffic first: a tenth of the run, at most 4 s of it (a soak is long)
             wait_for(lambda: sender.poll() is not None
@@ -129,6 +130,20 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
     except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
         out.errors.append(f"{type(exc).__name__}: {exc}")
     out.faults = faults.records
+
+
+def _victim(api: str, nf: int) -> int:
+    """`nf`, or, if a fail-over has already taken its slots (a false alarm on a loaded machine:
+    it was alive), the primary that holds them now: `--kill-nf` kills the primary that carries
+    that NF's traffic, which the controller must then fail over."""
+    roles = {int(r["id"]): str(r.get("role")) for r in http_json(f"{api}/nfs")}
+    if roles.get(nf) == "primary":
+        return nf
+    for fo in reversed(http_json(f"{api}/status").get("failovers", [])):
+        promoted = fo.get("promoted")
+        if fo.get("dead") == nf and promoted and roles.get(int(promoted)) == "primary":
+            return _victim(api, int(promoted)) if int(promoted) != nf else nf
+    return nf
 
 
 def schedule(opts: RunOptions, faults: FaultInjector, sender: subprocess.Popen[bytes],
