@@ -78,7 +78,8 @@ class Ownership(FlowBounds):
                 self.c.cancelled += len(rt.pending)
                 del self.slots[slot]
                 return {"started": False}
-            rt.role, rt.given_back = SlotRole.RELEASED, True  # arriving packets wait in pending
+            rt.become(SlotRole.RELEASED)
+            rt.given_back = True  # arriving packets wait in pending
             link = self._link(from_nf, from_address)
             asyncio.get_running_loop().create_task(self._give_back(rt, link))
             return {"started": False}
@@ -167,7 +168,7 @@ class Ownership(FlowBounds):
             base = None
         entries = st.since(base) if base is not None else st.everything()
         # stopped: until the adopter answers, arriving packets wait here (rt.pending)
-        rt.role = SlotRole.RELEASED
+        rt.become(SlotRole.RELEASED)
         rt.forward = None
         # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
@@ -255,7 +256,7 @@ class Ownership(FlowBounds):
             return
         held, rt.pending = rt.pending, []
         if not msg.get("ok"):  # the slot stays here: resume processing, with what arrived meanwhile
-            rt.role = SlotRole.PRIMARY
+            rt.become(SlotRole.PRIMARY)
             rt.release = None
             self.track_slot(rt)
             now = time.monotonic()
@@ -287,7 +288,7 @@ class Ownership(FlowBounds):
             fut = self._xfer_waiters.pop(xid, None)
             if fut is not None and not fut.done():
                 fut.set_result({"t": "xa", "id": xid, "ok": False, "err": "taken back"})
-        rt.role = SlotRole.PRIMARY
+        rt.become(SlotRole.PRIMARY)
         rt.epoch = epoch
         self.track_slot(rt)
         held, rt.pending = rt.pending, []

@@ -111,7 +111,7 @@ class Worker(Ownership):
             self.took_over_from.clear()
         if role == Role.PRIMARY or role == old:
             return  # (a reconfiguration in the same role, e.g. after a false alarm, keeps all)
-        dropped = [s for s, rt in self.slots.items() if rt.role != SlotRole.REPLICA]
+        dropped = list(self.slots)  # (every slot in `slots` is owned: SLOT_TRANSITIONS)
         if dropped:
             log.warning("now %s: dropping %d owned slots and %d held outputs", role.name,
                         len(dropped), self.commit.held_outputs)

@@ -529,7 +529,7 @@ class WorkerCore:
         state.dirty = set(state.flows)
         rt.replace = True  # a peer may hold a replica from the previous owner, beyond our state
         rt.state = state
-        rt.role = SlotRole.PRIMARY
+        rt.become(SlotRole.PRIMARY)
         rt.seq.next_expected = next_seq
         rt.committed_seq = state.last_seq or 0
         self.track_slot(rt)

@@ -29,6 +29,24 @@ class SlotRole(IntEnum):
     REPLICA = 5
 
 
+# The owned slot's lifecycle (docs/protocols.md §5): the only role changes a worker may make to a
+# slot it holds in `slots`, each by `SlotRuntime.become`, which refuses any other. (BACKUP and
+# REPLICA are the roles of slots held as replicas, reported by Status; never an owned slot's.)
+#   PRIMARY -> RELEASED: a Release sends the transfer; PRIMARY -> PRIMARY: owned anew from a
+#   replica's or a transfer's state. ADOPTING -> PRIMARY: the transfer (and marker) arrived;
+#   ADOPTING -> RELEASED: the move's fence cancelled the adoption (given back to the old owner).
+#   RELEASED -> PRIMARY: the adopter refused the transfer, or the controller took the slot back.
+SLOT_TRANSITIONS: dict[SlotRole, frozenset[SlotRole]] = {
+    SlotRole.PRIMARY: frozenset({SlotRole.PRIMARY, SlotRole.RELEASED}),
+    SlotRole.ADOPTING: frozenset({SlotRole.PRIMARY, SlotRole.RELEASED}),
+    SlotRole.RELEASED: frozenset({SlotRole.PRIMARY}),
+}
+
+
+class SlotTransitionError(RuntimeError):
+    """A role change of an owned slot that its lifecycle does not have (a bug, never input)."""
+
+
 class Role(IntEnum):
     """Mirrors `Role` in nf_control.proto."""
 
@@ -115,6 +133,17 @@ class SlotRuntime:
     # an adoption cancelled by the move's fence whose buffered packets were given back to the
     # old owner: RELEASED, forwarding there what still arrives at the adoption's epoch
     given_back: bool = False
+
+    def __post_init__(self) -> None:
+        if self.role not in SLOT_TRANSITIONS:
+            raise SlotTransitionError(f"slot {self.slot}: an owned slot cannot be {self.role.name}")
+
+    def become(self, role: SlotRole) -> None:
+        """Change this owned slot's role along `SLOT_TRANSITIONS`; any other change raises."""
+        if role not in SLOT_TRANSITIONS[self.role]:
+            raise SlotTransitionError(
+                f"slot {self.slot}: {self.role.name} -> {role.name} is not a slot transition")
+        self.role = role
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -27,6 +28,14 @@ from topo.launch.nfs import start_nf, start_nfs, started
 from topo.launch.topology import build_topology
 from topo.model import REPO, RunOptions, System
 from topo.procs import free_port, prioritize_session, stop_processes, wait_for
+
+# the controller-ready wait's hard cap, in `--ready-timeout`s, while NFs keep being configured
+READY_CAP = 5
+
+
+class NotReady(RuntimeError):
+    """The system will not come up: the controller exited, or configured no more NFs for
+    `--ready-timeout` s."""
 
 
 def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints: list[str], api: str,
@@ -146,14 +155,27 @@ def system(opts: RunOptions, console: Console) -> Iterator[System]:
         ctl = ctls.procs["controller"] = start_controller("controller")
         console.print("waiting for the controller to push the pipeline and configure every NF ...")
 
-        def ready() -> bool:
-            if ctl.poll() is not None:
-                raise RuntimeError(f"the controller exited; see {log_dir / 'controller.log'}")
-            st = http_json(f"{api}/status")
-            return bool(st["switch"]["primary"] and st["switch"]["last_reconcile"] is not None
-                        and st["nfs"]["configured"] == st["nfs"]["total"])
+        progress = {"configured": 0, "since": time.monotonic()}
 
-        wait_for(ready, timeout=opts.ready_timeout, interval=0.2, what="controller ready")
+        def ready() -> bool:
+            """The switch has its pipeline and every NF its configuration. On a busy machine NFs
+            start slowly: the wait goes on while NFs keep being configured, and fails once
+            `ready_timeout` s pass with none more."""
+            if ctl.poll() is not None:
+                raise NotReady(f"the controller exited; see {log_dir / 'controller.log'}")
+            st = http_json(f"{api}/status")
+            done, total, now = st["nfs"]["configured"], st["nfs"]["total"], time.monotonic()
+            if done != progress["configured"]:
+                console.print(f"  {done}/{total} NFs configured")
+                progress.update(configured=done, since=now)
+            elif now - progress["since"] > opts.ready_timeout:
+                raise NotReady(f"controller not ready: {done}/{total} NFs configured and none more "
+                               f"in {opts.ready_timeout:.0f} s (--ready-timeout); logs in {log_dir}")
+            return bool(st["switch"]["primary"] and st["switch"]["last_reconcile"] is not None
+                        and done == total)
+
+        wait_for(ready, timeout=READY_CAP * opts.ready_timeout, interval=0.2,
+                 what="controller ready", fatal=(NotReady,))
         if opts.standby:
             # a standby controller (DESIGN §5): it leads, from etcd, when the leader is gone
             ctls.procs["standby"] = start_controller("standby")

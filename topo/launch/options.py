@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", type=Path, default=REPO / "results" / "run",
                         help="where logs and traffic reports go (default results/run)")
     parser.add_argument("--ready-timeout", type=float, default=60.0,
-                        help="seconds to wait for the controller to configure everything")
+                        help="seconds the start-up may go without one more NF configured "
+                             "before it fails (default 60; a busy machine starts NFs slowly)")
     parser.add_argument("--move-slots", type=int, default=0, metavar="N",
                         help="during traffic, move N slots that carry traffic (intra- and "
                              "inter-cluster) through the HTTP API")
