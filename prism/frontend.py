@@ -129,7 +129,8 @@ class BackendChannel:
 class Frontend:
     def __init__(self, addr: str, port: int, mode: str, api: HandOffApi | None,
                  backends: list[tuple[str, int, int]], stats: IO[str] | None,
-                 fail_after: float = FAIL_AFTER_S, request_wait: float = REQUEST_WAIT_S) -> None:
+                 fail_after: float = FAIL_AFTER_S, request_wait: float = REQUEST_WAIT_S,
+                 extra_ms: float = 0.0) -> None:
         self.me = Endpoint(addr, port)
         self.mode = mode
         self.api = api
@@ -141,6 +142,7 @@ class Frontend:
         self.held_lock = threading.Lock()
         self.fail_after = fail_after
         self.request_wait = request_wait
+        self.extra_s = extra_ms / 1e3
         self.handoffs = self.failures = 0
 
     def pick(self) -> BackendChannel:
@@ -280,6 +282,8 @@ class Frontend:
         t1 = time.perf_counter()
         state = dump(sock)
         close_silently(sock)
+        if self.extra_s:
+            time.sleep(self.extra_s)  # the thesis's 5.3: latency added to every hand-off
         t2 = time.perf_counter()
         with self.held_lock:
             if ch.alive:
@@ -352,13 +356,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds without a frame from a backend before it is failed")
     parser.add_argument("--request-wait", type=float, default=REQUEST_WAIT_S,
                         help="seconds a recovered connection waits for its next request")
+    parser.add_argument("--extra-handoff-ms", type=float, default=0.0,
+                        help="latency added to every hand-off (the thesis's figure 5.2)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stats = args.stats.open("a") if args.stats else None
     api = None if args.mode == "proxy" else HandOffApi(args.controller)
     backends = parse_backends(args.backends, args.backend_data_port, args.backend_control_port)
     Frontend(args.addr, args.port, args.mode, api, backends, stats, args.fail_after,
-             args.request_wait).run()
+             args.request_wait, args.extra_handoff_ms).run()
 
 
 if __name__ == "__main__":

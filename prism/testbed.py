@@ -133,7 +133,7 @@ class Testbed:
 
     def __init__(self, backends: int, logdir: Path, build: Path = REPO / "build",
                  rate_mbit: float | None = None, target: str = "p4sim",
-                 channel_priority: bool = True) -> None:
+                 channel_priority: bool = True, shaper: str = "htb") -> None:
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r} ({', '.join(TARGETS)})")
         if missing := target_missing(target, build):
@@ -148,6 +148,7 @@ class Testbed:
         self.runs = 0
         self.frontend_port = FRONTEND_PORT
         self.channel_priority = channel_priority
+        self.shaper = shaper
         try:
             self._build(backends, build, rate_mbit)
         except BaseException:
@@ -215,7 +216,7 @@ class Testbed:
                     h.run("ip", "neigh", "replace", other.addr, "lladdr", other.mac,
                           "dev", f"h{h.index}-eth0", "nud", "permanent")
         if rate_mbit is not None:
-            self.set_rate(rate_mbit, channel_priority=self.channel_priority)
+            self.set_rate(rate_mbit, channel_priority=self.channel_priority, shaper=self.shaper)
         ports = [arg for h in self.hosts for arg in ("-i", f"{h.index}@s1-eth{h.index}")]
         self.procs.append(subprocess.Popen(switch_command(self.target, ports), cwd=REPO,
                                            stdout=self.log(self.target), stderr=subprocess.STDOUT))
@@ -243,7 +244,7 @@ class Testbed:
             return out
 
     def set_rate(self, rate_mbit: float, client_factor: float = 5.0,
-                 channel_priority: bool = True) -> None:
+                 channel_priority: bool = True, shaper: str = "htb") -> None:
         """Shape the frontend's and every backend's link to `rate_mbit` and the client's to
         `client_factor` times that, both directions (the thesis's 5.2: 1 and 5 Gbit/s).
 
@@ -252,7 +253,8 @@ class Testbed:
         everything else's (90%, priority 1), each borrowing up to the whole rate, each queue a
         byte FIFO of rate x 50 ms + burst (a tbf's queue at `latency 50ms`). With
         `channel_priority` off the filter is left out: the channel shares the bulk class's
-        queue with the responses (the A/B test of docs/prism.md)."""
+        queue with the responses (the A/B test of docs/prism.md). `shaper="tbf"`: a plain tbf
+        (rate, burst, `latency 50ms`), the first runs' shaper, no channel class."""
         for h in self.hosts:
             rate = rate_mbit * (client_factor if h is self.client else 1.0)
             burst = max(32000, int(rate * 1e6 / 8 / 250))
@@ -261,6 +263,10 @@ class Testbed:
             for prefix in (["nsenter", "-t", str(h.pid), "-n"], []):
                 dev = f"h{h.index}-eth0" if prefix else f"s1-eth{h.index}"
                 tc = [*prefix, "tc"]
+                if shaper == "tbf":
+                    sh(*tc, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}mbit",
+                       "burst", str(burst), "latency", "50ms")
+                    continue
                 sh(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb",
                    "default", "20")
                 for classid, parent, share, prio in (("1:1", "1:", kbit, "0"),
