@@ -25,8 +25,8 @@ JSON = {"Content-Type": "application/json"}
 class FakeSession:
     """The controller's SwitchSession as the service sees it; Writes recorded, each slow."""
 
-    def __init__(self, schema: P4Schema) -> None:
-        self.schema = schema
+    def __init__(self, p4schema: P4Schema) -> None:
+        self.schema = p4schema
         self.primary = asyncio.Event()
         self.writes: list[list[Any]] = []
 
@@ -46,7 +46,7 @@ def test_handoff_api_on_the_controllers_app(schema: P4Schema) -> None:  # noqa: 
     async def body() -> None:
         session = FakeSession(schema)
         service = HandOffService(session, session.write, HOSTS)
-        app = make_app(FakeView(), extra_routes=[service.register])  # type: ignore[arg-type]
+        app = make_app(FakeView(), extra_routes=[service.register])
         started = asyncio.create_task(service.start())
         async with TestClient(TestServer(app)) as client:
             # the controller's guard: a state change without a JSON body or marker is refused
