@@ -35,7 +35,7 @@ def points(quick: bool) -> tuple[list[int], list[int], int, float]:
     """(object sizes, backend counts, client connections, seconds per point)."""
     if quick:
         return [4096, 65536], [2], 6, 3.0
-    return [4096, 16384, 65536, 262144], [1, 2, 4], 16, 6.0
+    return [4096, 16384, 65536, 262144], [2, 4], 16, 6.0
 
 
 def legs(ctx: Context, logdir: Path) -> dict[str, list[dict[str, Any]]]:
