@@ -39,21 +39,25 @@ def points(quick: bool) -> tuple[list[int], list[int], int, float]:
 
 
 def legs(ctx: Context, logdir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Figure 5.1's points, then the legs of experiments/prism_legs.py."""
+    """Figure 5.1's points, then the legs of experiments/prism_legs.py; each leg's CSV is
+    written as soon as it is done (a run stopped later keeps it)."""
     rows, handoffs = measure(ctx, logdir)
+    write_csv(ctx.out_dir / "prism-throughput.csv", rows)
+    write_csv(ctx.out_dir / "prism-handoff-latency.csv", handoffs)
     sizes, _, connections, seconds = points(ctx.quick)
     big = max(sizes)
+    channel = prism_legs.channel_ab(ctx, logdir, [big] if ctx.quick else sizes, connections,
+                                    seconds)
+    write_csv(ctx.out_dir / "prism-channel-priority.csv", channel)
     fig52_sizes = [65536] if ctx.quick else [4096, 65536, 262144, 1 << 20]
-    extras = (0, 200) if ctx.quick else prism_legs.FIG52_EXTRA_US
-    return {
-        "throughput": rows, "handoffs": handoffs,
-        "channel": prism_legs.channel_ab(ctx, logdir, [big] if ctx.quick else sizes,
-                                         connections, seconds),
-        "fig52": prism_legs.figure_52(ctx, logdir, fig52_sizes, extras, connections, seconds),
-        "failure": [prism_legs.backend_failure(ctx, logdir, mode, 262144, connections,
-                                               6.0 if ctx.quick else 10.0, 2.0 if ctx.quick else 3.0)
-                    for mode in ("every", "once")],
-    }
+    extras = (0, 300) if ctx.quick else prism_legs.FIG52_EXTRA_US
+    fig52 = prism_legs.figure_52(ctx, logdir, fig52_sizes, extras, connections, seconds)
+    write_csv(ctx.out_dir / "prism-fig52.csv", fig52)
+    failure = [prism_legs.backend_failure(ctx, logdir, mode, 262144, connections,
+                                          6.0 if ctx.quick else 10.0, 2.0 if ctx.quick else 3.0)
+               for mode in ("every", "once")]
+    return {"throughput": rows, "handoffs": handoffs, "channel": channel, "fig52": fig52,
+            "failure": failure}
 
 
 def measure(ctx: Context, logdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -50,14 +50,16 @@ def _point(tb: Testbed, ctx: Context, mode: str, size: int, connections: int, se
 
 
 SHAPERS = {"tbf": ("tbf", False), "htb-shared": ("htb", False)}  # name: (shaper, channel class)
+MAIN_SHAPER = {"htb-channel": ("htb", True)}  # the main run's
 
 
 def channel_ab(ctx: Context, logdir: Path, sizes: list[int], connections: int,
-               seconds: float) -> list[dict[str, Any]]:
+               seconds: float, shapers: dict[str, tuple[str, bool]] | None = None
+               ) -> list[dict[str, Any]]:
     """Prism (every) with 4 backends under the first runs' tbf, and under the htb without the
     channel's class (the main run has it: "htb-channel")."""
     rows = []
-    for name, (shaper, prio) in SHAPERS.items():
+    for name, (shaper, prio) in (shapers or SHAPERS).items():
         tb = Testbed(backends=4, logdir=logdir / name, rate_mbit=LINK_MBIT, target=ctx.target,
                      channel_priority=prio, shaper=shaper)
         try:
