@@ -229,7 +229,7 @@ class Testbed:
              "--p4info", str(p4info), "--device-config", str(config), "--switch", GRPC,
              "--listen", f"{MGMT_NET}.254:{CONTROLLER_PORT}"],
             cwd=REPO, stdout=self.log("controller"), stderr=subprocess.STDOUT))
-        wait_until("controller", self._controller_ready, timeout=60)
+        wait_until("controller", self._controller_ready, timeout=2 * READY_TIMEOUT_S)
 
     def _controller_ready(self) -> bool:
         try:
