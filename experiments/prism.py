@@ -72,6 +72,7 @@ def measure(ctx: Context, logdir: Path) -> tuple[list[dict[str, Any]], list[dict
             for mode in MODES:
                 for size in sizes:
                     stats = logdir / f"b{n}-{mode}-{size}.jsonl"
+                    stats.unlink(missing_ok=True)
                     tb.start_servers(mode, stats=stats)
                     out = tb.run_client("--connections", str(connections), "--size", str(size),
                                         "--duration", str(seconds), "--seed", str(ctx.seed))

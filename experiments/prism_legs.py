@@ -38,6 +38,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def _point(tb: Testbed, ctx: Context, mode: str, size: int, connections: int, seconds: float,
            stats: Path, frontend_args: list[str] | None = None) -> dict[str, Any]:
+    stats.unlink(missing_ok=True)  # the frontend appends: an earlier run's records would stay
     tb.start_servers(mode, stats=stats, frontend_args=frontend_args)
     out = tb.run_client("--connections", str(connections), "--size", str(size),
                         "--duration", str(seconds), "--seed", str(ctx.seed))
@@ -103,6 +104,7 @@ def backend_failure(ctx: Context, logdir: Path, mode: str, size: int, connection
     tb = Testbed(backends=4, logdir=logdir / f"fail-{mode}", rate_mbit=LINK_MBIT,
                  target=ctx.target)
     stats = logdir / f"fail-{mode}.jsonl"
+    stats.unlink(missing_ok=True)
     try:
         tb.start_servers(mode, stats=stats, frontend_args=["--fail-after", "1.0"])
         start = time.monotonic()
