@@ -27,9 +27,11 @@ from pathlib import Path
 from controlplane.api import api_token, serve
 from controlplane.config import ConfigError, ControllerConfig, load_config, split_hostport
 from controlplane.controller import Controller
+from controlplane.handoff_api import HandOffService
 from controlplane.leader import Leadership, LeadershipLost
 from controlplane.switch_session import DeviceConfigError, SlotBitsError, check_slot_bits
 from nf_host.pki import SECRET
+from prism.switch_entries import load_hosts
 
 LOG = logging.getLogger("nfc-controller")
 
@@ -46,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--api", metavar="HOST:PORT", help="HTTP API listen address (default: api.listen)")
     r.add_argument("--p4info", type=Path, help="P4Info text file (default: switch.p4info)")
     r.add_argument("--device-config", type=Path, help="device config (default: by switch.target)")
+    r.add_argument("--prism-hosts", type=Path, metavar="FILE",
+                   help="serve Prism's hand-off API for these hosts (JSON name -> {addr, mac, port})")
     r.add_argument("--name", help="this controller's name in the leader election (default host:pid)")
     r.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="the log's level (default INFO)")
@@ -68,7 +72,13 @@ async def run(cfg: ControllerConfig, args: argparse.Namespace) -> int:
     controller = Controller(cfg, election_id=args.election_id, use_etcd=not args.no_etcd,
                             p4info=args.p4info, device_config=args.device_config)
     host, port = split_hostport(args.api or cfg.api.listen)
-    runner = await serve(controller, host, port, token=api_token(cfg.api.token))
+    handoff = None
+    if args.prism_hosts is not None:  # Prism's hand-off API on this controller's session
+        handoff = HandOffService(controller.session, controller.session.switch.write,
+                                 load_hosts(args.prism_hosts))
+    runner = await serve(controller, host, port, token=api_token(cfg.api.token),
+                         extra_routes=[handoff.register] if handoff else [])
+    handoff_start = asyncio.create_task(handoff.start()) if handoff else None
     # start-up's objects (modules, config, P4Info) live as long as the process: out of the cyclic
     # collector's full scans, which otherwise stop this loop (heartbeats, fail-overs) for tens of
     # ms (as they did the NF runtimes': nf_host/child_process.py, freeze_startup)
@@ -91,6 +101,8 @@ async def run(cfg: ControllerConfig, args: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         return 0
     finally:
+        if handoff_start is not None:
+            handoff_start.cancel()
         await runner.cleanup()
         LOG.info("stopped")
 

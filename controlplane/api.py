@@ -15,6 +15,8 @@
     GET /lb/history?limit=N   the load balancer: knobs, last loads, its decisions (newest last)
     POST /lb/pause  /lb/resume   the (enabled) load balancer stops / starts taking rounds
     GET /metrics           Prometheus text format
+    POST /handoff  GET /handoff/status   Prism's hand-off steps, with `--prism-hosts`
+                           (controlplane/handoff_api.py)
     GET /  /events  /timeline   the live web view: the page, its server-sent events, the
                            timeline of NF events, fail-overs, moves and balancer decisions
                            (controlplane/web_view.py; read-only)
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import hmac
 import os
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -124,7 +127,11 @@ def request_guard(token: str | None) -> Middleware:
     return guard
 
 
-def make_app(view: ControllerView, token: str | None = None) -> web.Application:
+RouteAdder = Callable[[web.Application], None]
+
+
+def make_app(view: ControllerView, token: str | None = None,
+             extra_routes: Sequence[RouteAdder] = ()) -> web.Application:
     async def status(_: web.Request) -> web.Response:
         return web.json_response(view.status())
 
@@ -226,13 +233,16 @@ def make_app(view: ControllerView, token: str | None = None) -> web.Application:
     app.router.add_post("/nfs/{nf}/update", update)
     app.router.add_get("/metrics", metrics)
     add_web_view(app, view)
+    for add in extra_routes:  # e.g. controlplane.handoff_api (nfc-controller run --prism-hosts)
+        add(app)
     return app
 
 
-async def serve(view: ControllerView, host: str, port: int, token: str | None = None) -> web.AppRunner:
+async def serve(view: ControllerView, host: str, port: int, token: str | None = None,
+                extra_routes: Sequence[RouteAdder] = ()) -> web.AppRunner:
     """Start the API on host:port (state-changing requests need `token` if given); call
     `await runner.cleanup()` to stop it."""
-    runner = web.AppRunner(make_app(view, token), access_log=None)
+    runner = web.AppRunner(make_app(view, token, extra_routes), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -7,6 +7,6 @@ PRISM_ARGS ?=
 prism-demo: setup build ## Prism on p4sim: proxy, one hand-off and a hand-off per request, every byte checked (PRISM_ARGS="--backends 4 --size 262144 --rate-mbit 8")
 	$(PY) -m prism --target $(TARGET) $(PRISM_ARGS)
 
-prism-test: setup build ## the Prism tests: TCP_REPAIR on loopback, switch writes, real hand-offs through p4sim (root)
+prism-test: setup build ## the Prism tests: TCP_REPAIR on loopback, switch writes, the hand-off API on the controller, real hand-offs through p4sim, a backend crashing mid-response (root, ~1 min)
 	unshare -n sh -c 'ip link set lo up; $(PY) -m pytest tests/prism -q'
 	$(PY) -m ptf_tests.run --target $(TARGET) --build-dir $(P4_BUILD_DIR) handoff

@@ -27,11 +27,15 @@ import time
 from prism.api_client import HandOffApi
 from prism.protocol import (
     KIND_ACK,
+    KIND_CLOSED,
     KIND_HANDBACK,
     KIND_HANDOFF,
+    KIND_PING,
+    KIND_PONG,
     REQUEST_SIZE,
     ProtocolError,
     Request,
+    mark_channel,
     object_bytes,
     read_frame,
     read_request,
@@ -98,10 +102,14 @@ class Backend:
     def control(self, ctrl: socket.socket) -> None:
         """One frontend's hand-off channel."""
         lock = threading.Lock()
-        ctrl.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        mark_channel(ctrl)
         with ctrl:
             while (frame := read_frame(ctrl)) is not None:
                 kind, body = frame
+                if kind == KIND_PING:
+                    with lock:
+                        send_frame(ctrl, KIND_PONG, b"")
+                    continue
                 if kind != KIND_HANDOFF:
                     raise ProtocolError(f"backend got frame kind {kind}")
                 mode = body[0]
@@ -134,6 +142,7 @@ class Backend:
                 if not request_waiting(sock):
                     sock.close()  # the client closed after its last response: end here
                     self.api.step("release", client, frontend, self.me)
+                    self._closed(ctrl, lock, client)
                     return
                 wait_acknowledged(sock)
                 self.api.step("lock", client, frontend, self.me)
@@ -144,9 +153,17 @@ class Backend:
                 return
             serve_requests(sock)
             self.api.step("release", client, frontend, self.me)
+            self._closed(ctrl, lock, client)
         except (OSError, ProtocolError) as exc:
             LOG.error("connection %s:%d failed: %s", client.addr, client.port, exc)
             sock.close()
+
+
+    @staticmethod
+    def _closed(ctrl: socket.socket, lock: threading.Lock, client: Endpoint) -> None:
+        """Tell the frontend the connection is over (it stops holding a copy of it)."""
+        with lock:
+            send_frame(ctrl, KIND_CLOSED, json.dumps({"client_port": client.port}).encode())
 
 
 def main(argv: list[str] | None = None) -> None:

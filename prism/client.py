@@ -34,10 +34,10 @@ class Tally:
 
 
 def run_connection(server: tuple[str, int], conn_no: int, size: int, requests: int | None,
-                   deadline: float, seed: int, tally: Tally) -> None:
+                   deadline: float, seed: int, tally: Tally, timeout: float = 30.0) -> None:
     n = 0
     try:
-        with socket.create_connection(server, timeout=30) as sock:
+        with socket.create_connection(server, timeout=timeout) as sock:
             while (requests is None and time.monotonic() < deadline) or (
                     requests is not None and n < requests):
                 req_seed = seed + conn_no * SEED_STRIDE + n
@@ -59,12 +59,12 @@ def run_connection(server: tuple[str, int], conn_no: int, size: int, requests: i
 
 
 def run(server: tuple[str, int], connections: int, size: int, requests: int | None,
-        duration: float, seed: int) -> dict[str, object]:
+        duration: float, seed: int, timeout: float = 30.0) -> dict[str, object]:
     tally = Tally()
     start = time.monotonic()
     deadline = start + duration
     threads = [threading.Thread(target=run_connection,
-                                args=(server, i, size, requests, deadline, seed, tally))
+                                args=(server, i, size, requests, deadline, seed, tally, timeout))
                for i in range(connections)]
     for t in threads:
         t.start()
@@ -85,10 +85,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, help="requests per connection (else --duration)")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds, without --requests")
     parser.add_argument("--seed", type=int, default=1, help="seed of the objects' content")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds a connection waits on the server before it fails")
     args = parser.parse_args(argv)
     host, port = args.server.rsplit(":", 1)
     out = run((host, int(port)), args.connections, args.size, args.requests, args.duration,
-              args.seed)
+              args.seed, args.timeout)
     print(json.dumps(out))
     sys.exit(1 if out["failures"] else 0)
 

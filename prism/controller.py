@@ -22,81 +22,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import time
 from pathlib import Path
 
 from aiohttp import web
 from finsy import P4TableEntry, Switch, SwitchOptions
 from finsy.p4client import P4ClientError
 
-from prism.switch_entries import HandOffEntries, HandOffStep, HostPort
+from prism.handoff_batcher import HandOffBatcher
+from prism.switch_entries import HandOffEntries, HandOffStep, HostPort, load_hosts
 
 LOG = logging.getLogger("prism.controller")
 
 
-def load_hosts(path: Path) -> dict[str, HostPort]:
-    """{addr: HostPort} from a JSON file {"name": {"addr", "mac", "port"}, ...}."""
-    data = json.loads(path.read_text())
-    return {h["addr"]: HostPort(h["addr"], h["mac"], int(h["port"])) for h in data.values()}
-
-
 class HandOffController:
-    """Owns the switch session; applies batches of hand-off steps."""
+    """Owns the switch session; applies batches of hand-off steps (prism.handoff_batcher)."""
 
     def __init__(self, switch: Switch, hosts: dict[str, HostPort]) -> None:
         self.switch = switch
         self.hosts = hosts
-        self.entries: HandOffEntries | None = None
-        self.ready = asyncio.Event()
-        self.writes = self.steps = self.failures = 0
-        self._pending: list[tuple[list[P4TableEntry], int, asyncio.Future[float]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        self.batcher = HandOffBatcher(self._write)
+
+    async def _write(self, updates: list[P4TableEntry]) -> None:
+        await self.switch.write(updates)
 
     async def on_ready(self, sw: Switch) -> None:
         if not sw.is_primary:
             return
-        self.entries = HandOffEntries(sw.p4info, self.hosts)
+        entries = HandOffEntries(sw.p4info, self.hosts)
         await sw.delete_all()
-        await sw.write(self.entries.setup())
-        self.ready.set()
+        await sw.write(entries.setup())
+        self.batcher.set_entries(entries)
         LOG.info("primary: %d Prism hosts routed", len(self.hosts))
-
-    async def apply(self, steps: list[HandOffStep]) -> float:
-        """Write the steps' updates; returns the duration of the Write that carried them, in ms.
-
-        Batching: steps that arrive while a Write is in flight wait and go together in the next
-        one (one Write for every request that came meanwhile), so a busy frontend's hand-offs
-        cost one switch round trip per batch, not per step. Steps of one connection are never
-        in one batch (each waits for its own answer before the next), and no step depends on an
-        order among the updates of a Write. A Write the switch refuses fails every request it
-        carried (409); the failure is counted."""
-        await self.ready.wait()
-        assert self.entries is not None
-        updates = [u for s in steps for u in self.entries.updates(s)]  # ValueError: bad host
-        done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self._pending.append((updates, len(steps), done))
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._drain())
-        return await done
-
-    async def _drain(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            start = time.perf_counter()
-            try:
-                await self.switch.write([u for updates, _, _ in batch for u in updates])
-            except P4ClientError as exc:
-                self.failures += 1
-                for _, _, done in batch:
-                    done.set_exception(exc)
-                continue
-            ms = (time.perf_counter() - start) * 1000.0
-            self.writes += 1
-            for _, n, done in batch:
-                self.steps += n
-                done.set_result(ms)
 
 
 def make_app(ctl: HandOffController) -> web.Application:
@@ -109,7 +66,7 @@ def make_app(ctl: HandOffController) -> web.Application:
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response({"error": str(exc)}, status=400)
         try:
-            write_ms = await ctl.apply(steps)
+            write_ms = await ctl.batcher.apply(steps)
         except ValueError as exc:  # an address that is no Prism host
             return web.json_response({"error": str(exc)}, status=400)
         except P4ClientError as exc:
@@ -117,8 +74,7 @@ def make_app(ctl: HandOffController) -> web.Application:
         return web.json_response({"write_ms": write_ms})
 
     async def status(_: web.Request) -> web.Response:
-        return web.json_response({"writes": ctl.writes, "steps": ctl.steps,
-                                  "failures": ctl.failures, "ready": ctl.ready.is_set()})
+        return web.json_response(ctl.batcher.status())
 
     app = web.Application()
     app.router.add_post("/handoff", handoff)

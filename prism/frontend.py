@@ -20,6 +20,7 @@ Each hand-off's times go to --stats (one JSON object per line): begin (switch wr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import logging
@@ -32,14 +33,19 @@ from typing import IO
 from prism.api_client import HandOffApi
 from prism.protocol import (
     KIND_ACK,
+    KIND_CLOSED,
     KIND_HANDBACK,
     KIND_HANDOFF,
+    KIND_PING,
+    KIND_PONG,
     ProtocolError,
     Request,
+    mark_channel,
     read_frame,
     read_request,
     send_frame,
 )
+from prism.recovery import FAIL_AFTER_S, PING_INTERVAL_S, REQUEST_WAIT_S, Held, resumed_state
 from prism.repair import TcpState, close_silently, dump, restore
 from prism.switch_entries import Endpoint
 
@@ -48,8 +54,13 @@ MODES = {"once": 0, "every": 1}
 ACK_TIMEOUT_S = 10.0
 
 
+class BackendDown(RuntimeError):
+    """The backend of a hand-off failed (or no backend is alive)."""
+
+
 class BackendChannel:
-    """The hand-off channel to one backend: frames out under a lock, ACKs matched by client port."""
+    """The hand-off channel to one backend: frames out under a lock, ACKs matched by client port,
+    the connections the backend holds (`held`), and when it was last heard from."""
 
     def __init__(self, frontend: Frontend, addr: str, data_port: int, control_port: int) -> None:
         self.frontend = frontend
@@ -58,26 +69,44 @@ class BackendChannel:
         self.sock: socket.socket | None = None
         self.lock = threading.Lock()
         self.acks: dict[int, tuple[threading.Event, list[dict[str, float]]]] = {}
+        self.held: dict[int, Held] = {}
+        self.alive = True
+        self.last_heard = time.monotonic()
 
     def connect(self) -> None:
         self.sock = socket.create_connection((self.endpoint.addr, self.control_port), timeout=30)
         self.sock.settimeout(None)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        mark_channel(self.sock)
+        self.last_heard = time.monotonic()
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.sock is not None
-        while (frame := read_frame(self.sock)) is not None:
-            kind, body = frame
-            if kind == KIND_ACK:
-                ack = json.loads(body)
-                event, box = self.acks.pop(int(ack["client_port"]))
-                box.append(ack)
-                event.set()
-            elif kind == KIND_HANDBACK:
-                threading.Thread(target=self.frontend.take_back, args=(self, body), daemon=True).start()
-            else:
-                raise ProtocolError(f"frontend got frame kind {kind}")
+        try:
+            while (frame := read_frame(self.sock)) is not None:
+                self.last_heard = time.monotonic()
+                kind, body = frame
+                if kind == KIND_ACK:
+                    ack = json.loads(body)
+                    event, box = self.acks.pop(int(ack["client_port"]))
+                    box.append(ack)
+                    event.set()
+                elif kind == KIND_HANDBACK:
+                    threading.Thread(target=self.frontend.take_back, args=(self, body),
+                                     daemon=True).start()
+                elif kind == KIND_CLOSED:
+                    self.frontend.forget(self, int(json.loads(body)["client_port"]))
+                elif kind != KIND_PONG:
+                    raise ProtocolError(f"frontend got frame kind {kind}")
+        except (OSError, ProtocolError) as exc:
+            self.frontend.backend_failed(self, f"channel: {exc}")
+            return
+        self.frontend.backend_failed(self, "channel closed")
+
+    def ping(self) -> None:
+        assert self.sock is not None
+        with self.lock:
+            send_frame(self.sock, KIND_PING, b"")
 
     def hand_off(self, mode: int, req: Request, state: TcpState) -> dict[str, float]:
         """Send the state; wait for the backend's ACK (it has restored and committed)."""
@@ -85,16 +114,23 @@ class BackendChannel:
         event = threading.Event()
         box: list[dict[str, float]] = []
         self.acks[state.remote[1]] = (event, box)
-        with self.lock:
-            send_frame(self.sock, KIND_HANDOFF, bytes([mode]) + req.encode() + state.encode())
+        try:
+            with self.lock:
+                send_frame(self.sock, KIND_HANDOFF, bytes([mode]) + req.encode() + state.encode())
+        except OSError as exc:
+            raise BackendDown(f"{self.endpoint.addr}: {exc}") from exc
         if not event.wait(ACK_TIMEOUT_S):
-            raise TimeoutError(f"no ACK from {self.endpoint.addr} for port {state.remote[1]}")
+            raise BackendDown(f"no ACK from {self.endpoint.addr} for port {state.remote[1]}")
+        if not box:
+            raise BackendDown(f"{self.endpoint.addr} failed before its ACK")
         return box[0]
 
 
 class Frontend:
     def __init__(self, addr: str, port: int, mode: str, api: HandOffApi | None,
-                 backends: list[tuple[str, int, int]], stats: IO[str] | None) -> None:
+                 backends: list[tuple[str, int, int]], stats: IO[str] | None,
+                 fail_after: float = FAIL_AFTER_S, request_wait: float = REQUEST_WAIT_S,
+                 extra_ms: float = 0.0) -> None:
         self.me = Endpoint(addr, port)
         self.mode = mode
         self.api = api
@@ -103,16 +139,26 @@ class Frontend:
         self._next_lock = threading.Lock()
         self.stats = stats
         self.stats_lock = threading.Lock()
+        self.held_lock = threading.Lock()
+        self.fail_after = fail_after
+        self.request_wait = request_wait
+        self.extra_s = extra_ms / 1e3
         self.handoffs = self.failures = 0
 
     def pick(self) -> BackendChannel:
+        """The next live backend, round robin."""
         with self._next_lock:
-            return self.channels[next(self._next)]
+            for _ in range(len(self.channels)):
+                ch = self.channels[next(self._next)]
+                if ch.alive:
+                    return ch
+        raise BackendDown("no live backend")
 
     def run(self) -> None:
         if self.mode != "proxy":
             for ch in self.channels:
                 ch.connect()
+            threading.Thread(target=self._watch, daemon=True).start()
         lsock = socket.create_server((self.me.addr, self.me.port), backlog=1024)
         LOG.info("frontend %s:%d mode %s, %d backends", self.me.addr, self.me.port, self.mode,
                  len(self.channels))
@@ -121,6 +167,73 @@ class Frontend:
             target = self.relay if self.mode == "proxy" else self.serve
             threading.Thread(target=target, args=(sock,), daemon=True).start()
 
+    # -- failure detection and recovery (prism.recovery) --------------------------------------
+    def _watch(self) -> None:
+        """Ping every live backend; one silent for `fail_after` seconds has failed."""
+        while True:
+            time.sleep(PING_INTERVAL_S)  # the detector's period, not a synchronisation
+            for ch in self.channels:
+                if not ch.alive:
+                    continue
+                if time.monotonic() - ch.last_heard > self.fail_after:
+                    self.backend_failed(ch, f"silent for {self.fail_after:g} s")
+                    continue
+                try:
+                    ch.ping()
+                except OSError as exc:
+                    self.backend_failed(ch, f"ping: {exc}")
+
+    def backend_failed(self, ch: BackendChannel, why: str) -> None:
+        """Declare `ch`'s backend failed (once): no more hand-offs to it, hand-offs waiting for
+        its ACK fail, and every connection it held is recovered or recorded as lost."""
+        with self.held_lock:
+            if not ch.alive:
+                return
+            ch.alive = False
+            held = list(ch.held.values())
+            ch.held.clear()
+        LOG.error("backend %s failed (%s): %d connection(s) held", ch.endpoint.addr, why,
+                  len(held))
+        self.record({"kind": "backend_failed", "backend": ch.endpoint.addr, "why": why,
+                     "held": len(held)})
+        for event, _box in list(ch.acks.values()):
+            event.set()  # an empty box: BackendDown in hand_off
+        if ch.sock is not None:
+            with contextlib.suppress(OSError):
+                ch.sock.shutdown(socket.SHUT_RDWR)
+        for h in held:
+            threading.Thread(target=self.recover, args=(ch, h), daemon=True).start()
+
+    def forget(self, ch: BackendChannel, client_port: int) -> Held | None:
+        """The connection is no longer the backend's (back here, or closed): its Held, if the
+        backend still held it (a failure may have taken it first)."""
+        with self.held_lock:
+            return ch.held.pop(client_port, None)
+
+    def recover(self, ch: BackendChannel, held: Held) -> None:
+        """Take a failed backend's connection back (mode every), or record it as lost (once)."""
+        assert self.api is not None
+        client = Endpoint(*held.state.remote)
+        lost = {"kind": "lost", "backend": ch.endpoint.addr, "client_port": client.port}
+        if held.mode != "every":
+            self.record({**lost, "why": "once: its state since the hand-off was the backend's"})
+            return
+        t0 = time.perf_counter()
+        try:
+            state = resumed_state(held)
+            sock = restore(state)  # bound to our own address: the shipped state's local one
+            self.api.step("release", client, self.me, ch.endpoint)
+        except (OSError, RuntimeError) as exc:
+            self.failures += 1
+            self.record({**lost, "why": f"recovery failed: {exc}"})
+            return
+        self.record({"kind": "recovered", "backend": ch.endpoint.addr, "client_port": client.port,
+                     "recover_ms": (time.perf_counter() - t0) * 1e3,
+                     "since_dump_ms": (time.monotonic() - held.dumped_at) * 1e3,
+                     "resent_bytes": len(state.send_queue)})
+        self.serve(sock, first_wait=self.request_wait, after_failure=lost)
+
+    # -- proxy baseline ---------------------------------------------------------------------
     # -- proxy baseline ---------------------------------------------------------------------
     def relay(self, sock: socket.socket) -> None:
         ch = self.pick()
@@ -136,15 +249,26 @@ class Frontend:
                     left -= len(chunk)
 
     # -- Prism -------------------------------------------------------------------------------
-    def serve(self, sock: socket.socket) -> None:
-        """Read the connection's next request and hand the connection off."""
+    def serve(self, sock: socket.socket, first_wait: float | None = None,
+              after_failure: dict[str, object] | None = None) -> None:
+        """Read the connection's next request and hand the connection off. A connection
+        recovered from a failed backend (`after_failure`) waits `first_wait` seconds at most:
+        a request that does not come was acknowledged by the failed backend (prism.recovery)."""
         try:
-            req = read_request(sock)
+            sock.settimeout(first_wait)
+            try:
+                req = read_request(sock)
+            except TimeoutError:
+                self.record({**(after_failure or {}), "why": "no request after recovery: the "
+                             "failed backend had acknowledged it"})
+                sock.close()
+                return
+            sock.settimeout(None)
             if req is None:
                 sock.close()
                 return
             self.hand_off(sock, req)
-        except (OSError, ProtocolError, TimeoutError) as exc:
+        except (OSError, ProtocolError, TimeoutError, BackendDown) as exc:
             self.failures += 1
             LOG.error("hand-off failed: %s", exc)
 
@@ -158,8 +282,21 @@ class Frontend:
         t1 = time.perf_counter()
         state = dump(sock)
         close_silently(sock)
+        if self.extra_s:
+            time.sleep(self.extra_s)  # the thesis's 5.3: latency added to every hand-off
         t2 = time.perf_counter()
-        ack = ch.hand_off(MODES[self.mode], req, state)
+        with self.held_lock:
+            if ch.alive:
+                ch.held[client.port] = Held(state, req, self.mode, time.monotonic())
+        if not ch.alive:  # failed between pick and now: recover it like a held one
+            self.recover(ch, Held(state, req, self.mode, time.monotonic()))
+            return
+        try:
+            ack = ch.hand_off(MODES[self.mode], req, state)
+        except BackendDown as exc:
+            # the failure's recovery owns the connection now (backend_failed took `held`)
+            self.backend_failed(ch, str(exc))
+            return
         t3 = time.perf_counter()
         self.handoffs += 1
         self.record({"kind": "handoff", "backend": ch.endpoint.addr, "client_port": client.port,
@@ -174,6 +311,8 @@ class Frontend:
         try:
             state = TcpState.decode(body)
             client = Endpoint(*state.remote)
+            if self.forget(ch, client.port) is None:
+                return  # declared failed first: the recovery has the connection
             t0 = time.perf_counter()
             sock = restore(state.moved_to((self.me.addr, self.me.port)))
             t1 = time.perf_counter()
@@ -213,12 +352,19 @@ def main(argv: list[str] | None = None) -> None:
                         help="hand off once per connection, at every request, or relay")
     parser.add_argument("--controller", default="http://127.0.0.1:8700", help="hand-off API URL")
     parser.add_argument("--stats", type=Path, help="append one JSON line per hand-off here")
+    parser.add_argument("--fail-after", type=float, default=FAIL_AFTER_S,
+                        help="seconds without a frame from a backend before it is failed")
+    parser.add_argument("--request-wait", type=float, default=REQUEST_WAIT_S,
+                        help="seconds a recovered connection waits for its next request")
+    parser.add_argument("--extra-handoff-ms", type=float, default=0.0,
+                        help="latency added to every hand-off (the thesis's figure 5.2)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stats = args.stats.open("a") if args.stats else None
     api = None if args.mode == "proxy" else HandOffApi(args.controller)
     backends = parse_backends(args.backends, args.backend_data_port, args.backend_control_port)
-    Frontend(args.addr, args.port, args.mode, api, backends, stats).run()
+    Frontend(args.addr, args.port, args.mode, api, backends, stats, args.fail_after,
+             args.request_wait, args.extra_handoff_ms).run()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ byte and a u32 length, then the body:
     HANDOFF  body = request (20 bytes) + encoded TcpState: serve this connection, starting
              with this request (already read by the sender)
     HANDBACK body = encoded TcpState: the connection returns to the frontend
-    ACK      body = u64 connection id (the client port): the receiver has restored it
+    ACK      body = JSON {"client_port", times}: the receiver has restored and committed it
+    PING / PONG  empty: the frontend's failure detector (prism.recovery)
+    CLOSED   body = JSON {"client_port"}: the client closed a connection the backend held
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ REQUEST_SIZE = _REQUEST.size
 _FRAME = struct.Struct("!BI")
 MAX_OBJECT = 1 << 30
 
+CHANNEL_TOS = 0xB8  # DSCP EF (46): the hand-off channel's packets, a band of their own in tc
+
 KIND_HANDOFF = 1
 KIND_HANDBACK = 2
 KIND_ACK = 3
+KIND_PING = 4    # frontend -> backend, empty: are you alive?
+KIND_PONG = 5    # backend -> frontend, empty
+KIND_CLOSED = 6  # backend -> frontend, {"client_port"}: the client closed, the entries released
 
 
 class ProtocolError(ValueError):
@@ -74,6 +81,13 @@ def read_request(sock: socket.socket) -> Request | None:
     if not first:
         return None
     return Request.decode(first + recv_exact(sock, REQUEST_SIZE - len(first)))
+
+
+def mark_channel(sock: socket.socket) -> None:
+    """A hand-off channel socket: no Nagle delay, and DSCP EF on its packets (the testbed's tc
+    gives them priority over responses on the shaped links: docs/prism.md)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, CHANNEL_TOS)
 
 
 def send_frame(sock: socket.socket, kind: int, body: bytes) -> None:

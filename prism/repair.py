@@ -49,6 +49,7 @@ TCPI_OPT_TIMESTAMPS = 1
 TCPI_OPT_SACK = 2
 TCPI_OPT_WSCALE = 4
 
+SO_SNDBUFFORCE = 32
 SIOCINQ = 0x541B
 SIOCOUTQ = 0x5411
 SIOCOUTQNSD = 0x894B
@@ -225,6 +226,10 @@ def restore(state: TcpState) -> socket.socket:
         # after the receive queue: the kernel refuses an rcv_wup beyond rcv_nxt
         sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, _WINDOW.pack(*state.window))
         sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE)
+        if sent > sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2:
+            # a repair-mode write waits for send buffer space no ACK can free: room for all
+            # (the kernel doubles the value; SO_SNDBUFFORCE passes wmem_max, CAP_NET_ADMIN)
+            sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sent + (1 << 16))
         _write_queue(sock, state.send_queue[:sent])
         sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)
     except OSError:

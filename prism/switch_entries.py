@@ -15,7 +15,9 @@ Names resolve by suffix through the P4Info (controlplane.p4names), as the contro
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from finsy import P4Schema, P4TableAction, P4TableEntry, P4TableMatch
@@ -70,6 +72,13 @@ class HandOffStep:
         return {"step": self.step, "client": [self.client.addr, self.client.port],
                 "frontend": [self.frontend.addr, self.frontend.port],
                 "backend": [self.backend.addr, self.backend.port]}
+
+
+def load_hosts(path: Path) -> dict[str, HostPort]:
+    """{addr: HostPort} from a JSON file {"name": {"addr", "mac", "port"}, ...} (the one
+    prism.testbed writes)."""
+    data = json.loads(path.read_text())
+    return {h["addr"]: HostPort(h["addr"], h["mac"], int(h["port"])) for h in data.values()}
 
 
 def _ip(addr: str) -> int:
@@ -140,15 +149,19 @@ class HandOffEntries:
             return [~self.forward(s, locked=True)]
         return [-self.key_only(self.forward(s, locked=True)), -self.key_only(self.ret(s))]
 
+    def routes(self) -> list[P4TableEntry]:
+        """A /32 handoff_route entry to every host (entries, not updates)."""
+        t = self.route_t
+        return [P4TableEntry(t.table, match=P4TableMatch({t.fields["dst_addr"]: f"{h.addr}/32"}),
+                             action=P4TableAction(t.action, **{t.params["port"]: h.port,
+                                                               t.params["dst_mac"]: _mac(h.mac)}))
+                for h in self.hosts.values()]
+
     def setup(self) -> list[P4TableEntry]:
         """Every host's port as an edge port, and a /32 route to every host."""
         out: list[P4TableEntry] = []
+        r = self.role_t
         for h in self.hosts.values():
-            r, t = self.role_t, self.route_t
             out.append(+P4TableEntry(r.table, match=P4TableMatch({r.fields["port"]: h.port}),
                                      action=P4TableAction(r.action, **{r.params["role"]: ROLE_EDGE})))
-            out.append(+P4TableEntry(
-                t.table, match=P4TableMatch({t.fields["dst_addr"]: f"{h.addr}/32"}),
-                action=P4TableAction(t.action, **{t.params["port"]: h.port,
-                                                  t.params["dst_mac"]: _mac(h.mac)})))
-        return out
+        return out + [+e for e in self.routes()]

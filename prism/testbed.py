@@ -4,6 +4,8 @@ own, on ports of one p4sim switch, with the hand-off controller on a management 
     switch port 1: client 10.0.1.1     port 2: frontend 10.0.2.1     port 2+k: backend 10.0.3.k
     management bridge 192.168.77.0/24 (controller 192.168.77.254:8700), not through the switch
 
+Links are shaped with htb (`set_rate`), the hand-off channel in a class of its own.
+
 Run it inside a private network namespace (`unshare -n`, as the make targets and tests do):
 the switch-side interfaces, the bridge and the switch's gRPC port live there. Hosts are
 unnamed namespaces held by a `sleep` process each (like Mininet's), so nothing is named in
@@ -28,12 +30,14 @@ from functools import partial
 from pathlib import Path
 from typing import IO
 
+from prism.protocol import CHANNEL_TOS
+
 REPO = Path(__file__).resolve().parent.parent
 MGMT_NET = "192.168.77"
 CONTROLLER_PORT = 8700
 GRPC = "127.0.0.1:9559"
 FRONTEND_PORT = 8080
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0  # a loaded 2-core machine starts Python slowly
 
 
 TARGETS = ("p4sim", "bmv2")
@@ -128,7 +132,8 @@ class Testbed:
     open_testbeds: set[Testbed] = set()
 
     def __init__(self, backends: int, logdir: Path, build: Path = REPO / "build",
-                 rate_mbit: float | None = None, target: str = "p4sim") -> None:
+                 rate_mbit: float | None = None, target: str = "p4sim",
+                 channel_priority: bool = True, shaper: str = "htb") -> None:
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r} ({', '.join(TARGETS)})")
         if missing := target_missing(target, build):
@@ -142,6 +147,8 @@ class Testbed:
         self.hosts: list[Host] = []
         self.runs = 0
         self.frontend_port = FRONTEND_PORT
+        self.channel_priority = channel_priority
+        self.shaper = shaper
         try:
             self._build(backends, build, rate_mbit)
         except BaseException:
@@ -209,7 +216,7 @@ class Testbed:
                     h.run("ip", "neigh", "replace", other.addr, "lladdr", other.mac,
                           "dev", f"h{h.index}-eth0", "nud", "permanent")
         if rate_mbit is not None:
-            self.set_rate(rate_mbit)
+            self.set_rate(rate_mbit, channel_priority=self.channel_priority, shaper=self.shaper)
         ports = [arg for h in self.hosts for arg in ("-i", f"{h.index}@s1-eth{h.index}")]
         self.procs.append(subprocess.Popen(switch_command(self.target, ports), cwd=REPO,
                                            stdout=self.log(self.target), stderr=subprocess.STDOUT))
@@ -222,7 +229,7 @@ class Testbed:
              "--p4info", str(p4info), "--device-config", str(config), "--switch", GRPC,
              "--listen", f"{MGMT_NET}.254:{CONTROLLER_PORT}"],
             cwd=REPO, stdout=self.log("controller"), stderr=subprocess.STDOUT))
-        wait_until("controller", self._controller_ready, timeout=60)
+        wait_until("controller", self._controller_ready, timeout=2 * READY_TIMEOUT_S)
 
     def _controller_ready(self) -> bool:
         try:
@@ -236,17 +243,47 @@ class Testbed:
             out: dict[str, int] = json.loads(resp.read())
             return out
 
-    def set_rate(self, rate_mbit: float, client_factor: float = 5.0) -> None:
-        """tbf at `rate_mbit` on the frontend's and every backend's link and `client_factor`
-        times that on the client's, both directions (the thesis's 5.2: 1 and 5 Gbit/s)."""
+    def set_rate(self, rate_mbit: float, client_factor: float = 5.0,
+                 channel_priority: bool = True, shaper: str = "htb") -> None:
+        """Shape the frontend's and every backend's link to `rate_mbit` and the client's to
+        `client_factor` times that, both directions (the thesis's 5.2: 1 and 5 Gbit/s).
+
+        An `htb` of two classes under one at the link's rate: the hand-off channel's class
+        (packets with DSCP EF, prism.protocol.mark_channel; 10% guaranteed, priority 0) and
+        everything else's (90%, priority 1), each borrowing up to the whole rate, each queue a
+        byte FIFO of rate x 50 ms + burst (a tbf's queue at `latency 50ms`). With
+        `channel_priority` off the filter is left out: the channel shares the bulk class's
+        queue with the responses (the A/B test of docs/prism.md). `shaper="tbf"`: a plain tbf
+        (rate, burst, `latency 50ms`), the first runs' shaper, no channel class."""
         for h in self.hosts:
             rate = rate_mbit * (client_factor if h is self.client else 1.0)
             burst = max(32000, int(rate * 1e6 / 8 / 250))
-            spec = ["root", "tbf", "rate", f"{rate}mbit", "burst", str(burst), "latency", "50ms"]
-            h.run("tc", "qdisc", "replace", "dev", f"h{h.index}-eth0", *spec)
-            sh("tc", "qdisc", "replace", "dev", f"s1-eth{h.index}", *spec)
+            limit = str(int(rate * 1e6 / 8 * 0.05) + burst)
+            kbit = int(rate * 1000)
+            for prefix in (["nsenter", "-t", str(h.pid), "-n"], []):
+                dev = f"h{h.index}-eth0" if prefix else f"s1-eth{h.index}"
+                tc = [*prefix, "tc"]
+                if shaper == "tbf":
+                    sh(*tc, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}mbit",
+                       "burst", str(burst), "latency", "50ms")
+                    continue
+                sh(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb",
+                   "default", "20")
+                for classid, parent, share, prio in (("1:1", "1:", kbit, "0"),
+                                                     ("1:10", "1:1", kbit // 10, "0"),
+                                                     ("1:20", "1:1", kbit - kbit // 10, "1")):
+                    sh(*tc, "class", "add", "dev", dev, "parent", parent, "classid", classid,
+                       "htb", "rate", f"{share}kbit", "ceil", f"{kbit}kbit", "burst",
+                       str(burst), "prio", prio)
+                for leaf in ("1:10", "1:20"):
+                    sh(*tc, "qdisc", "add", "dev", dev, "parent", leaf, "bfifo", "limit", limit)
+                if channel_priority:
+                    sh(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip",
+                       "prio", "1", "u32", "match", "ip", "tos", hex(CHANNEL_TOS), "0xfc",
+                       "flowid", "1:10")
 
-    def start_servers(self, mode: str, stats: Path | None = None) -> None:
+    def start_servers(self, mode: str, stats: Path | None = None,
+                      frontend_args: list[str] | None = None) -> None:
         """Backends, then the frontend in `mode` (once, every, proxy); waits until they listen.
 
         Each start uses ports of its own (8080/9090/9091 + 10 per earlier start): connections
@@ -269,6 +306,7 @@ class Testbed:
                "--backend-data-port", data, "--backend-control-port", control]
         if stats is not None:
             cmd += ["--stats", str(stats)]
+        cmd += frontend_args or []
         self.frontend.popen(cmd, self.log("frontend"))
         wait_until("frontend", partial(self.frontend.listening, self.frontend_port))
         # through the switch (its first packets can wait for p4sim's native engine to build)
@@ -287,14 +325,37 @@ class Testbed:
 
     def run_client(self, *args: str) -> dict[str, object]:
         """One prism.client run from the client host; its JSON summary."""
-        proc = subprocess.run(
+        return self.client_result(self.start_client(*args))
+
+    def start_client(self, *args: str) -> subprocess.Popen[str]:
+        """A prism.client run started in the background (`client_result` waits for it)."""
+        proc = subprocess.Popen(
             ["nsenter", "-t", str(self.client.pid), "-n", sys.executable, "-m", "prism.client",
              "--server", f"{self.frontend.addr}:{self.frontend_port}", *args],
-            cwd=REPO, capture_output=True, text=True, timeout=600)
-        if not proc.stdout.strip():
-            raise RuntimeError(f"client printed nothing: {proc.stderr[-2000:]}")
-        out: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)  # type: ignore[arg-type]  # stopped by PID with the rest
+        return proc
+
+    @staticmethod
+    def client_result(proc: subprocess.Popen[str], timeout: float = 600) -> dict[str, object]:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        if not stdout.strip():
+            raise RuntimeError(f"client printed nothing: {stderr[-2000:]}")
+        out: dict[str, object] = json.loads(stdout.strip().splitlines()[-1])
         return out
+
+    def crash_backend(self, k: int) -> None:
+        """Backend k (1-based) fails like a crashed host: every packet it would send is dropped
+        (a zero-byte FIFO as the root qdisc of both its links, so its kernel's FINs and RSTs
+        never leave either), then its processes are killed (SIGKILL)."""
+        b = self.backends[k - 1]
+        for dev in (f"h{b.index}-eth0", f"h{b.index}-mgmt"):
+            b.run("tc", "qdisc", "replace", "dev", dev, "root", "bfifo", "limit", "0")
+        for p in b.procs:
+            p.kill()
+        for p in b.procs:
+            p.wait()
+        b.procs.clear()
 
     def close(self) -> None:
         """Stop every process by PID; delete the links, but only from the testbed's own network

@@ -85,8 +85,7 @@ def test_api_writes_a_batch_of_steps_in_one_write(schema: P4Schema) -> None:
     async def body() -> None:
         sw = RecordingSwitch()
         ctl = HandOffController(sw, HOSTS)  # type: ignore[arg-type]
-        ctl.entries = HandOffEntries(schema, HOSTS)
-        ctl.ready.set()
+        ctl.batcher.set_entries(HandOffEntries(schema, HOSTS))
         other = HandOffStep("begin", Endpoint("10.0.1.1", 40001), FRONTEND, BACKEND)
         async with TestClient(TestServer(make_app(ctl))) as client:
             resp = await client.post("/handoff", json={"steps": [step("begin").as_json(),
