@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from finsy.p4client import P4ClientError
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.migration import NotPrimaryError
 from controlplane.nf_registry import NfControlError
-from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
     from controlplane.controller_core import ControllerCore

@@ -1,7 +1,7 @@
 """The NF registry: one NfControl gRPC client per NF instance, heartbeats and load collection.
 
 It owns the controller's view of every NF (configured role, liveness, last load report) and talks
-to the NF runtimes through `nf_host/proto/nf_control.proto`:
+to the NF runtimes through `contract/proto/nf_control.proto`:
 
 * `configure()` pushes role, backup, cluster peers and the slots each NF owns or backs up;
 * `heartbeat_loop()` sends a `Heartbeat` to every NF each `heartbeat.interval_ms`; after
@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 import grpc
 
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
 from controlplane.config import ControllerConfig, NfConfig, split_hostport
 from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
 from controlplane.slot_store import MoveIntent
 from nf_host.pki import SECRET, derive_heartbeat_key, nf_name
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.tls import Identity, channel_options
 
 LOG = logging.getLogger(__name__)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.failover import choose_backup, protect
 from controlplane.nf_registry import NfControlError
-from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
     from controlplane.controller import Controller

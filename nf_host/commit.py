@@ -79,7 +79,7 @@ class OutputLog:
     moves its dedup watermark past it: the switch would then drop it as a duplicate. So the
     backup keeps a batch's output until `retain` seconds after the watermark first covered it
     (the primary handed it to its socket before it sent that watermark): `retain` is the bound
-    on the switch's queues (`nf_host.timing.SWITCH_QUEUE_BOUND`), so by then it has been through
+    on the switch's queues (`contract.timing.SWITCH_QUEUE_BOUND`), so by then it has been through
     the switch's pipeline (docs/protocols.md §2, "The output log"). On promotion the new primary
     sends what is left again, oldest first: output that had already been forwarded is dropped by
     the switch (which forwards each input's output once), the rest leaves for the first time.

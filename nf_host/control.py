@@ -1,4 +1,4 @@
-"""The gRPC `NfControl` server (nf_host/proto/nf_control.proto): the controller's handle on an NF.
+"""The gRPC `NfControl` server (contract/proto/nf_control.proto): the controller's handle on an NF.
 
 Runs in the parent process of an NF instance, on a thread pool, and turns each call into commands
 for the worker processes (`WorkerPool`): slot commands go to the worker that owns the slot
@@ -22,12 +22,12 @@ import grpc
 import msgpack
 import psutil
 
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
+from contract.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import parse_params
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.replication import split_address
-from nf_host.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.tls import nf_identity
 from nf_host.worker import CommandError
 from nf_host.worker_process import WorkerPool

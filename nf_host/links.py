@@ -10,10 +10,10 @@ import asyncio
 import time
 from typing import Any
 
+from contract.roles import SlotRole
 from nf_host.peer_policy import hello
 from nf_host.replication import Link, Message, worker_address
 from nf_host.worker_core import WorkerCore
-from nf_host.worker_types import SlotRole
 
 
 class Links(WorkerCore):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from nf_host.shim import Shim
+from contract.shim import Shim
 
 FlowState = dict[str, Any]
 """Per-flow state: plain, msgpack-serialisable data."""
@@ -193,17 +193,6 @@ def parse_params(text: str, what: str = "params") -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{what} must be a JSON object, not {type(value).__name__}")
     return value
-
-
-def make_nf(name: str, params: Mapping[str, Any] | None = None) -> NetworkFunction:
-    """Instantiate a registered NF by name, with a clear error naming the unknown one."""
-    import nf_host.nfs  # noqa: F401  (registers the example NFs)
-
-    try:
-        cls = NF_TYPES[name]
-    except KeyError:
-        raise ValueError(f"unknown NF type {name!r}; known: {', '.join(sorted(NF_TYPES))}") from None
-    return cls(params)
 
 
 StateFactory = Callable[[], FlowState]

@@ -9,21 +9,14 @@ import logging
 import time
 from typing import Any
 
+from contract.roles import Role, SlotRole
+from contract.seq import older_owner, seq_next
+from contract.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.flow_bounds import FlowBounds
 from nf_host.move_marker import marker_frame
-from nf_host.reorder import seq_next
 from nf_host.replication import Link, Message, worker_address
-from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.state_store import Replica
-from nf_host.worker_types import (
-    CommandError,
-    ReleaseRecord,
-    Role,
-    SlotRole,
-    SlotRuntime,
-    TakeoverClock,
-    older_owner,
-)
+from nf_host.worker_types import CommandError, ReleaseRecord, SlotRuntime, TakeoverClock
 
 log = logging.getLogger("nf_host.worker")
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)

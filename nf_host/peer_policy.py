@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import struct
 from dataclasses import dataclass
 from typing import Any
 
+from contract.shim import FRAME_SLOT
 from nf_host.chunked import MAX_MESSAGE
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 HELLO = "h"
 HELLO_MAX_FRAME = 4096
 HELLO_TIMEOUT = 2.0
-_FRAME_SLOT = struct.Struct("!H")  # a forwarded frame's slot, at shim offset 4 (frame offset 18)
 
 Message = dict[str, Any]
 
@@ -248,6 +247,6 @@ class PeerPolicy:
             slot = msg.get("slot")
             return slot if isinstance(slot, int) else None
         frame = msg.get("f")
-        if not isinstance(frame, bytes) or len(frame) < 20:
+        if not isinstance(frame, bytes) or len(frame) < FRAME_SLOT + 2:
             return None
-        return int(_FRAME_SLOT.unpack_from(frame, 18)[0])
+        return int.from_bytes(frame[FRAME_SLOT:FRAME_SLOT + 2], "big")

@@ -10,14 +10,13 @@ import asyncio
 import time
 from typing import Any
 
+from contract.roles import SlotRole
+from contract.seq import older_owner, seq_next
+from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
 from nf_host.links import Links
 from nf_host.move_marker import Parked
-from nf_host.reorder import seq_next
 from nf_host.replication import Message, StaleSender
-from nf_host.shim import Kind
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
-from nf_host.worker_core import _HDR, _SLOT_SEQ
-from nf_host.worker_types import SlotRole, older_owner
 
 
 class Receiving(Links):
@@ -78,9 +77,9 @@ class Receiving(Links):
             return {"t": "xsa", "id": msg["id"]}
         if t == "c":  # our primary's copy of a packet forwarded to it: input we back up
             frame = msg["f"]
-            if not isinstance(frame, bytes) or len(frame) < _HDR:
+            if not isinstance(frame, bytes) or len(frame) < SHIM_FRAME_LEN:
                 raise ValueError("input copy is not a frame")
-            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
+            slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
             self._backup_copy(slot, seq, frame)
             return None
         raise ValueError(f"unknown replication message type {t!r}")
@@ -90,12 +89,12 @@ class Receiving(Links):
         had a copy sent to our backup by the switch: we send it one, ahead of the delta that will
         hold its processing, so that a promotion of our backup replays it if we die before that
         delta is acknowledged (found by the simulation, seed 55: the packet was lost)."""
-        if not self.backup_id or len(frame) < _HDR or frame[14] != Kind.PRIMARY:
+        if not self.backup_id or len(frame) < SHIM_FRAME_LEN or frame[FRAME_KIND] != Kind.PRIMARY:
             return
         link = self.links.get(self.backup_id)
         if link is not None:
             copy = bytearray(frame)
-            copy[14] = Kind.BACKUP
+            copy[FRAME_KIND] = Kind.BACKUP
             link.send({"t": "c", "f": bytes(copy)})
 
     def _check_owner(self, sender: int, items: list[Any]) -> None:

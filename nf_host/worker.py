@@ -24,23 +24,16 @@ import asyncio
 import logging
 from typing import Any
 
+from contract.roles import Role, SlotRole
+from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit, OutputLog
 from nf_host.ownership import Ownership
-from nf_host.reorder import SEQ_MASK, seq_after
 from nf_host.replication import worker_address
 from nf_host.state_store import Replica
-from nf_host.worker_types import (
-    CommandError,
-    Counters,
-    Role,
-    SlotRole,
-    SlotRuntime,
-    WorkerConfig,
-    older_owner,
-)
+from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
 
-__all__ = ["CommandError", "Counters", "Role", "SlotRole", "SlotRuntime", "Worker", "WorkerConfig"]
+__all__ = ["CommandError", "Counters", "SlotRuntime", "Worker", "WorkerConfig"]
 
 log = logging.getLogger(__name__)
 

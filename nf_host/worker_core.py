@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable
 from typing import Any
 
+from contract.roles import Role, SlotRole
+from contract.seq import SEQ_MASK, seq_after
+from contract.shim import (
+    ETH_HDR_LEN,
+    ETHERTYPE_NFC_BYTES,
+    FLAG_REVERSE,
+    FRAME_KIND,
+    FRAME_SLOT,
+    SHIM_FRAME_LEN,
+    SHIM_HEAD,
+    SLOT_SEQ,
+    Kind,
+    Shim,
+    ShimError,
+)
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
@@ -24,32 +38,20 @@ from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFuncti
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.quiet_window import QuietWindow
-from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after
+from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import (
     Link,
     Message,
     ReplicationServer,
     encode,
 )
-from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
 from nf_host.state_store import FlowId, Replica, SlotState
 from nf_host.watermark import SPAN as WATERMARK_SPAN
 from nf_host.watermark import first_span, watermark_frame
-from nf_host.worker_types import (
-    Counters,
-    Role,
-    SlotRole,
-    SlotRuntime,
-    TakeoverClock,
-    WorkerConfig,
-)
+from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
 
 log = logging.getLogger("nf_host.worker")
 
-_OUT_SHIM = struct.Struct("!BBBBHHHI")  # the shim without its trailing ether_type
-_OUT_PREFIX = b"\x88\xb5"
-_HDR = ETH_HDR_LEN + SHIM_LEN
-_SLOT_SEQ = struct.Struct("!H4xI")  # slot and seq, from shim offset 4
 
 
 class WorkerCore:
@@ -158,14 +160,14 @@ class WorkerCore:
     # ------------------------------------------------------------------ data path
     def on_frame(self, frame: bytes) -> None:
         """A frame from the switch (or forwarded by a releasing NF)."""
-        if len(frame) < _HDR or frame[12] != 0x88 or frame[13] != 0xB5:
-            if len(frame) >= ETH_HDR_LEN and (frame[12] != 0x88 or frame[13] != 0xB5):
+        if len(frame) < SHIM_FRAME_LEN or frame[12:14] != ETHERTYPE_NFC_BYTES:
+            if len(frame) >= ETH_HDR_LEN and frame[12:14] != ETHERTYPE_NFC_BYTES:
                 self.c.foreign += 1  # not nfcluster's (the kernel's, another protocol's)
             else:
                 self.c.malformed += 1  # a shim frame cut short, or not even Ethernet
             return
-        if frame[14] == Kind.BACKUP:  # fast path: a backup only files the copy away
-            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
+        if frame[FRAME_KIND] == Kind.BACKUP:  # fast path: a backup only files the copy away
+            slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
             self._backup_copy(slot, seq, frame)
             return
         try:
@@ -328,7 +330,7 @@ class WorkerCore:
             out = pkt.frame
             # insert EtherType 0x88B5 and the shim up to (not including) its ether_type field: the
             # frame's own EtherType, now right after it, becomes the shim's ether_type
-            out[12:12] = _OUT_PREFIX + _OUT_SHIM.pack(
+            out[12:12] = ETHERTYPE_NFC_BYTES + SHIM_HEAD.pack(
                 Kind.OUTPUT, shim.flags & FLAG_REVERSE, shim.stage, 0, rt.slot, rt.epoch,
                 self.cfg.nf_id, shim.seq
             )

@@ -29,7 +29,8 @@ from typing import Any, Protocol
 from nf_host import liveness, replication
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
-from nf_host.nf_api import GlobalStore, make_nf
+from nf_host.nf_api import GlobalStore
+from nf_host.nfs import make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
 from nf_host.tls import TlsStreams, nf_heartbeat_key, nf_identity
 from nf_host.worker import CommandError, Worker

@@ -26,7 +26,7 @@ PROTOCOL_PATHS = (
     "nf_host.ownership", "nf_host.adopt_commit", "nf_host.peer_policy", "nf_host.death_watch",
     "nf_host.worker", "nf_host.worker_core", "nf_host.worker_types", "nf_host.control",
     "nf_host.worker_process", "nf_host.state_store", "nf_host.commit", "nf_host.reorder",
-    "nf_host.shim", "nf_host.timing", "nf_host.liveness",
+    "contract.shim", "contract.timing", "nf_host.liveness",
 )
 
 

@@ -14,7 +14,7 @@ import pytest
 from nf_host.chunked import FragmentError, Pacer, Reassembly, fragments
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from nf_host.peer_policy import PeerLimits
 from nf_host.replication import decode, encode
 from nf_host.state_store import SlotState

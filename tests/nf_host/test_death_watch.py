@@ -16,12 +16,12 @@ from multiprocessing.process import BaseProcess
 
 import pytest
 
+from contract.roles import SlotRole
 from nf_host import liveness, replication
 from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
 from nf_host.replication import ReplicationServer, encode
 from nf_host.tls import Identity, TlsStreams, nf_identity
-from nf_host.worker import SlotRole
 from tests.nf_host.test_takeover_inprocess import _delivered, _feed, armed
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port

@@ -22,12 +22,12 @@ import grpc
 import msgpack
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
 from nf_host import replication
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
 from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
-from nf_host.proto import nf_control_pb2 as pb
 from nf_host.tls import TlsStreams, control_channel, nf_identity
 from tests.nf_host.test_replication_robustness import delta, guarded
 from tests.support.procs import free_port

@@ -10,10 +10,11 @@ import asyncio
 
 import pytest
 
+from contract.roles import SlotRole
+from contract.shim import Kind
 from nf_host.harness import CheckerSink, Switch, checker_frame, read_checker, strip_shim
 from nf_host.replication import Message
-from nf_host.shim import Kind
-from nf_host.worker import CommandError, SlotRole
+from nf_host.worker import CommandError
 from tests.nf_host.test_worker_inprocess import (
     SLOT,
     Node,

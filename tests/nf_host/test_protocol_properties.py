@@ -46,15 +46,17 @@ from typing import Any
 
 import pytest
 
+from contract.roles import Role, SlotRole
+from contract.seq import SEQ_MASK
+from contract.shim import ETH_HDR_LEN, Kind, Shim
 from nf_host.global_state import MemoryStore
 from nf_host.harness import OutputDedup, Switch, checker_frame, read_checker, strip_shim
-from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, make_nf
-from nf_host.reorder import SEQ_MASK
+from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict
+from nf_host.nfs import make_nf
 from nf_host.replication import Message, StaleSender, decode, encode, worker_address
-from nf_host.shim import ETH_HDR_LEN, Kind, Shim
 from nf_host.state_store import FlowId, flow_id, key_from_wire
 from nf_host.watermark import is_watermark
-from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
 

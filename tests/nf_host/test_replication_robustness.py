@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from contract.roles import SlotRole
 from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from nf_host.replication import Link, Message, ReplicationServer, encode, read_message
-from nf_host.worker import SlotRole
 from nf_host.worker_process import FrameSender
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port

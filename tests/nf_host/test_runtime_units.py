@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from contract.shim import Kind, Shim, encap
 from nf_host import fanout
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit
@@ -13,7 +14,6 @@ from nf_host.harness import checker_frame, read_checker, udp_frame
 from nf_host.nf_api import FlowKey
 from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import MAX_FRAME, ProtocolError, decode, encode, worker_address
-from nf_host.shim import Kind, Shim, encap
 from nf_host.state_store import (
     Replica,
     SlotState,

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from contract.roles import SlotRole
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.peer_policy import hello
 from nf_host.replication import encode
-from nf_host.worker import SlotRole
 from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
 
 pytestmark = pytest.mark.unit

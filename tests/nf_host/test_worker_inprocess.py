@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from contract.roles import Role, SlotRole
+from contract.shim import Kind
 from nf_host.global_state import MemoryStore
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame, strip_shim
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from nf_host.replication import Link, Message
-from nf_host.shim import Kind
 from nf_host.state_store import Replica
-from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Worker, WorkerConfig
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
