@@ -12,8 +12,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from contract.replication import (
+    Delta,
+    Forward,
+    LoggedBatch,
+    Message,
+    SlotRow,
+    TransferAck,
+    encode,
+)
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, seq_after
 from contract.shim import (
@@ -39,12 +49,7 @@ from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.quiet_window import QuietWindow
 from nf_host.reorder import Offer, Sequencer
-from nf_host.replication import (
-    Link,
-    Message,
-    ReplicationServer,
-    encode,
-)
+from nf_host.replication import Link, ReplicationServer, Reply
 from nf_host.state_store import FlowId, Replica, SlotState
 from nf_host.watermark import SPAN as WATERMARK_SPAN
 from nf_host.watermark import first_span, watermark_frame
@@ -86,7 +91,7 @@ class WorkerCore:
         self.server: ReplicationServer | None = None
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
-        self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
+        self._xfer_waiters: dict[int, asyncio.Future[TransferAck]] = {}
         # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
         self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
         self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
@@ -221,7 +226,7 @@ class WorkerCore:
         role = rt.role
         if role == SlotRole.RELEASED:
             if rt.forward is not None:
-                rt.forward.send({"t": "f", "f": frame})
+                rt.forward.send(Forward(bytes(frame)))
                 self.c.forwarded += 1
             elif len(rt.pending) < self.cfg.adopt_capacity:  # the transfer is not answered yet
                 rt.pending.append((shim, frame))
@@ -390,23 +395,23 @@ class WorkerCore:
             self._batch_timer = None
         if self._takeover is not None and batch.outputs:
             self._takeover.sealed(batch.slot_seqs)
-        slots_wire: list[list[Any]] = []
+        rows: list[SlotRow] = []
         versions: dict[int, int] = {}
         for slot, last in batch.slot_seqs.items():
             rt = self.slots[slot]
             entries = rt.state.seal()
             versions[slot] = rt.state.version
-            item = [slot, rt.epoch, rt.state.version, last, entries, rt.replace, rt.state.gen]
+            row = SlotRow(slot, rt.epoch, rt.state.version, last, entries, rt.replace,
+                          rt.state.gen)
             if rt.state.deleted:  # (tombstones kept back to the oldest version a peer holds)
                 floor = min((acked.get(slot, 0) for acked in self.acked_versions.values()),
                             default=rt.state.version)
-                item.append(rt.state.seal_deletions(floor))
-            slots_wire.append(item)
+                row.deleted = list(rt.state.seal_deletions(floor))
+            rows.append(row)
             rt.replace = False
-        self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
-                                "n": self.cfg.nf_id}, versions)
+        self._replicate(batch, Delta(batch.id, rows, False, self.cfg.nf_id), versions)
 
-    def _replicate(self, batch: Batch, msg: Message, versions: dict[int, int]) -> None:
+    def _replicate(self, batch: Batch, msg: Delta, versions: dict[int, int]) -> None:
         data = encode(msg) if self.links else b""
         for nf_id, link in self.links.items():
             if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
@@ -448,10 +453,10 @@ class WorkerCore:
         if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
             self._pause_input(False)
 
-    def _for_backup(self, msg: Message, logged: list[list[Any]]) -> Message:
-        """`msg` as the backup receives it: with the outputs to log, the released watermark and
-        our id (the backup keeps one log per primary)."""
-        return {**msg, "o": logged, "rel": self.released_id}
+    def _for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
+        """`msg` as the backup receives it: with the outputs to log and the released watermark
+        (the backup keeps one log per primary, by the sender's id)."""
+        return replace(msg, outputs=logged, released=self.released_id)
 
     def _held_upto(self, batch_id: int) -> bool:
         """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
@@ -510,11 +515,11 @@ class WorkerCore:
             self.on_backup(*watch)
 
     # ------------------------------------------------------------------ receiving side
-    def on_replication(self, msg: Message) -> Message | asyncio.Future[Message] | None:
+    def on_replication(self, msg: Message) -> Reply:
         """A replication message from another NF (`nf_host.receiving.Receiving`)."""
         raise NotImplementedError
 
-    def _transfer_answered(self, xid: int, msg: Message) -> None:
+    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
         """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
 
     def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.replication import Transfer, TransferAck
 from contract.roles import SlotRole
 from contract.shim import Shim
 from contract.timing import MARKER_WAIT, SWITCH_QUEUE_BOUND, TRANSFER_TIMEOUT
@@ -61,8 +62,9 @@ class ReleaseRecord:
 
     to_nf: int
     link: Link
-    transfer: dict[str, Any]      # the transfer message, sent again as it is
-    answer: asyncio.Future[dict[str, Any]]
+    xid: int
+    transfer: Transfer | None     # sent again as it is; None once accepted (not needed again)
+    answer: asyncio.Future[TransferAck]
     result: dict[str, Any]        # what `Release` answers once the transfer is accepted
 
 

@@ -23,6 +23,7 @@ import msgpack
 import pytest
 
 from contract.proto import nf_control_pb2 as pb
+from contract.replication import Ack, encode
 from nf_host import replication
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
@@ -96,15 +97,15 @@ def test_replication_server_survives_fuzzed_frames_over_tls() -> None:
             for _ in range(FRAME_CASES):
                 r, w = await peer.open_connection("127.0.0.1", x.port)
                 frames = [_frame(rng) for _ in range(rng.randint(1, 4))]
-                w.write(replication.encode(hello(9, 0, 1)) + b"".join(frames))
+                w.write(encode(hello(9, 0, 1)) + b"".join(frames))
                 await w.drain()
                 w.close()  # (a truncated frame: the server sees the end of the stream)
                 with contextlib.suppress(OSError, TimeoutError):
                     await asyncio.wait_for(w.wait_closed(), 2)
             # still replicating: a peer's delta is applied and acknowledged
             r, w = await peer.open_connection("127.0.0.1", x.port)
-            w.write(replication.encode(hello(9, 0, 1)) + delta(3, 10_000))
-            assert await asyncio.wait_for(replication.read_message(r), 5) == {"t": "a", "b": 10_000}
+            w.write(encode(hello(9, 0, 1)) + delta(3, 10_000))
+            assert await asyncio.wait_for(replication.read_message(r), 5) == Ack(10_000)
             w.close()
             st = x.w.status()
             assert st["repl_errors"] + st["repl_refused"] > 0  # what it could not use, counted

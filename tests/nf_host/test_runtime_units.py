@@ -5,6 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from contract.replication import (
+    Delta,
+    Forward,
+    Fragment,
+    Hello,
+    ProtocolError,
+    Released,
+    SlotRow,
+    Transfer,
+    TransferAck,
+    decode,
+    encode,
+)
 from contract.shim import Kind, Shim, encap
 from nf_host import fanout
 from nf_host.backup import InputBuffer
@@ -13,7 +26,7 @@ from nf_host.config import ConfigError, load_config
 from nf_host.harness import checker_frame, read_checker, udp_frame
 from nf_host.nf_api import FlowKey
 from nf_host.reorder import Offer, Sequencer
-from nf_host.replication import MAX_FRAME, ProtocolError, decode, encode, worker_address
+from nf_host.replication import MAX_FRAME, worker_address
 from nf_host.state_store import (
     Replica,
     SlotState,
@@ -22,6 +35,7 @@ from nf_host.state_store import (
     key_from_wire,
     key_to_wire,
 )
+from tests.nf_host.raw_frames import raw_frame
 
 pytestmark = pytest.mark.unit
 
@@ -70,7 +84,9 @@ def test_slot_state_versions_give_deltas() -> None:
     assert delta == [[key_to_wire(k2), {"n": 2}]] and st.version == 2
     assert st.since(1) == delta and len(st.since(0)) == 2 and len(st.everything()) == 2
     rep = Replica(7)
-    rep.apply(decode(encode({"t": "d", "e": st.since(0)})[4:])["e"], st.version, 10)
+    wire = decode(encode(Delta(1, [SlotRow(7, 1, st.version, 10, st.since(0))]))[4:])
+    assert isinstance(wire, Delta)
+    rep.apply(wire.rows[0].entries, st.version, 10)
     assert rep.version == 2 and rep.last_seq == 10
     owned, bad = rep.to_slot_state()
     assert bad == 0 and owned.flows[k2] == {"n": 2} and owned.flows[k1] == {"n": 1}
@@ -133,13 +149,21 @@ def test_bpf_filter_sends_each_slot_to_exactly_one_worker(workers: int) -> None:
 
 
 def test_replication_codec_rejects_garbage() -> None:
-    msg = {"t": "d", "b": 3, "s": [[1, 1, 2, 9, [[None, {"a": b"x"}]]]], "full": False}
+    msg = Delta(3, [SlotRow(1, 1, 2, 9, [[None, {"a": b"x"}]], gen=2, deleted=[b"k" * 13])],
+                sender=4, outputs=[(3, [b"frame"])], released=2)
     data = encode(msg)
     assert decode(data[4:]) == msg
+    for other in (Transfer(5, 1, 2, None, 3, -1, [], sender=1), TransferAck(5, False, "no"),
+                  Hello(1, 0, 2, watch=True), Released(7, 3), Forward(b"f"), Fragment(b"p", True)):
+        assert decode(encode(other)[4:]) == other
     with pytest.raises(ProtocolError):
         decode(b"\xc1")
-    with pytest.raises(ProtocolError):
-        decode(encode({"x": 1})[4:])
+    bad = [{"x": 1}, {"t": "zz"}, {"t": "a"}, {"t": "a", "b": "1"}, {"t": "a", "b": True},
+           {"t": "d", "b": 1, "s": [[1, 1]]}, {"t": "d", "b": 1, "s": {}}, {"t": "f", "f": "s"},
+           {"t": "d", "b": 1, "s": [], "o": [[1, ["not bytes"]]]}, [1, 2]]
+    for obj in bad:
+        with pytest.raises(ProtocolError):
+            decode(raw_frame(obj)[4:])
     assert MAX_FRAME >= 1 << 20
     assert worker_address("127.0.0.1:5000", 2) == "127.0.0.1:5002"
 
