@@ -34,8 +34,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
 
+from contract.commands import Adopt, Assign, Command, Release, SetPeers
 from contract.replication import (
     Delta,
     Forward,
@@ -119,25 +119,23 @@ class PeerPolicy:
         self._logged: set[tuple[str, int | None]] = set()
 
     # ------------------------------------------------------------------ learning
-    def learn(self, command: str, args: dict[str, Any]) -> None:
+    def learn(self, cmd: Command) -> None:
         """Update the known peers from a control command (as the worker receives it)."""
-        if command == "set_peers":
-            self.peers = {
-                int(nf): _host(str(addr)) for nf, addr in args["peers"] if int(nf) != self.nf_id
-            }
-        elif command == "assign" and args.get("as_backup") and args.get("primary"):
-            self.primaries.add(int(args["primary"]))
-        elif command == "adopt":
-            slot, src = int(args["slot"]), int(args.get("from_nf") or 0)
+        if isinstance(cmd, SetPeers):
+            self.peers = {nf: _host(addr) for nf, addr in cmd.peers if nf != self.nf_id}
+        elif isinstance(cmd, Assign) and cmd.as_backup and cmd.primary:
+            self.primaries.add(cmd.primary)
+        elif isinstance(cmd, Adopt):
+            slot, src = cmd.slot, cmd.from_nf
             old = self.adopting.get(slot)
             if old is not None:
                 self._sources[old[0]] -= 1
                 if not self._sources[old[0]]:
                     del self._sources[old[0]]
-            self.adopting[slot] = (src, _host(str(args.get("from_address") or "")))
+            self.adopting[slot] = (src, _host(cmd.from_address))
             self._sources[src] = self._sources.get(src, 0) + 1
-        elif command == "release":
-            self.released_to[int(args["slot"])] = int(args["to_nf"])
+        elif isinstance(cmd, Release):
+            self.released_to[cmd.slot] = cmd.to_nf
 
     def known(self, nf: int) -> bool:
         return (nf in self.peers or nf in self.primaries or nf in self._sources

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ import grpc
 import msgpack
 import pytest
 
+from contract.commands import Command
 from contract.proto import nf_control_pb2 as pb
 from contract.replication import Ack, encode
 from nf_host import replication
@@ -127,12 +129,13 @@ class RecordingPool:
     def __init__(self) -> None:
         self.commands: list[tuple[str, dict[str, Any]]] = []
 
-    def broadcast(self, name: str, args: dict[str, Any]) -> list[Any]:
-        self.commands.append((name, args))
+    def broadcast(self, cmd: Command) -> list[Any]:
+        self.commands.append((cmd.NAME, dataclasses.asdict(cmd)))
         return []
 
-    def request(self, worker: int, name: str, args: dict[str, Any], timeout: float = 10.0) -> Any:
-        self.commands.append((name, args))
+    def request(self, worker: int, cmd: Command, timeout: float = 10.0) -> Any:
+        name = cmd.NAME
+        self.commands.append((name, dataclasses.asdict(cmd)))
         return {"promote": {"replayed": 0, "slots": []},
                 "flows": {"version": 0, "last_seq": 0, "flows": {}},
                 "cancel_adopt": {"started": False}}.get(name, {})
