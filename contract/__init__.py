@@ -12,6 +12,7 @@ their shared definitions from here instead of from each other's internals: the P
     heartbeat       the UDP heartbeat datagrams (controller <-> NF)
     timing          the protocol's time limits
     roles           NF and slot roles (the NF control API's enums, and the controller's words)
+    nf_params       an NF's parameters (a JSON object): the one parsing rule
     replication     the replication channel's messages and their one codec
     commands        the NF control commands (controller -> NF parent -> worker), typed
     proto           the NF control API (gRPC), generated from proto/nf_control.proto

@@ -23,12 +23,12 @@ import msgpack
 import psutil
 
 from contract import commands
+from contract.nf_params import parse_params
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
 from contract.roles import Role
 from contract.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.config import NfHostConfig
-from nf_host.nf_api import parse_params
 from nf_host.replication import split_address
 from nf_host.tls import nf_identity
 from nf_host.worker import CommandError

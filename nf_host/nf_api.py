@@ -12,7 +12,6 @@ itself. Global state (shared by many flows, e.g. a NAT's port pool) is reached t
 from __future__ import annotations
 
 import functools
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -180,19 +179,6 @@ def register_nf(cls: _N) -> _N:
         raise ValueError(f"two NFs are named {cls.name!r}")
     NF_TYPES[cls.name] = cls
     return cls
-
-
-def parse_params(text: str, what: str = "params") -> dict[str, Any]:
-    """An NF's parameters from their JSON text (a JSON object); ValueError naming `what` and
-    what is wrong. The one rule for `nf-host run --params`, `nfc update --params`, the API's
-    update body and `UpdateNf`."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} must be a JSON object, not {type(value).__name__}")
-    return value
 
 
 StateFactory = Callable[[], FlowState]
