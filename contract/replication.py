@@ -41,7 +41,7 @@ LEN = struct.Struct("!I")
 
 WireEntry = list[object]
 """A flow entry as it travels: [13-byte flow key or nil, the flow's state (a map)]."""
-LoggedBatch = tuple[int, list[bytes]]
+LoggedBatch = tuple[int, list[bytes | bytearray]]
 """A batch's output that the backup logs: (batch id, frames)."""
 
 

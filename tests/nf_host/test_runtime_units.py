@@ -223,13 +223,13 @@ def test_output_log_keeps_released_output_for_a_while() -> None:
     from nf_host.commit import OutputLog
 
     log = OutputLog(retain=0.5)
-    log.record(1, [[1, [b"a"]], [2, [b"b"]]], released=0, full=False, now=10.0)
-    log.record(1, [[3, [b"c"]]], released=1, full=False, now=10.2)  # 1 released at 10.2
+    log.record(1, [(1, [b"a"]), (2, [b"b"])], released=0, full=False, now=10.0)
+    log.record(1, [(3, [b"c"])], released=1, full=False, now=10.2)  # 1 released at 10.2
     log.record(1, [], released=2, full=False, now=10.6)  # 2 released at 10.6; 1 only 0.4 s
     assert log.frames == 3
     log.record(1, [], released=2, full=True, now=10.7)  # a snapshot: 1 is 0.5 s released
     assert log.frames == 2
-    log.record(1, [[3, [b"c"]], [4, [b"d"]]], released=2, full=True, now=10.8)  # 3 not twice
+    log.record(1, [(3, [b"c"]), (4, [b"d"])], released=2, full=True, now=10.8)  # 3 not twice
     assert log.take_split(1) == ([b"b"], [b"c", b"d"]) and log.frames == 0
     assert log.evicted == 0
 
@@ -240,10 +240,10 @@ def test_output_log_is_bounded_and_counts_what_it_drops_early() -> None:
     from nf_host.commit import OutputLog
 
     log = OutputLog(retain=2.0, max_frames=3)
-    log.record(1, [[1, [b"a", b"b"]], [2, [b"c"]]], released=None, full=False, now=0.0)
-    log.record(1, [[3, [b"d"]]], released=1, full=False, now=0.1)
+    log.record(1, [(1, [b"a", b"b"]), (2, [b"c"])], released=None, full=False, now=0.0)
+    log.record(1, [(3, [b"d"])], released=1, full=False, now=0.1)
     assert log.frames == 2 and log.evicted == 2  # batch 1 released and over the bound
-    log.record(1, [[4, [b"e"], ], [5, [b"f"]]], released=None, full=False, now=0.2)
+    log.record(1, [(4, [b"e"]), (5, [b"f"])], released=None, full=False, now=0.2)
     assert log.frames == 4 and log.evicted == 2  # nothing released to drop
     assert log.take(1) == [b"c", b"d", b"e", b"f"]
 
