@@ -23,7 +23,7 @@ SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check
 APT_STAMP    := .apt-stamp.$(shell echo '$(APT_PACKAGES)' | cksum | cut -d' ' -f1)
 
-.PHONY: help setup apt venv test lint import-cycles unit run up down chaos soak soak-all bench clean distclean
+.PHONY: help setup apt venv test lint import-cycles contract-figures unit run up down chaos soak soak-all bench clean distclean
 
 help: ## list the targets
 	@echo "nfcluster: make TARGET [VAR=value]"
@@ -67,6 +67,12 @@ lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scri
 
 import-cycles: setup ## import circles between all the repository's modules, function-level imports counted (IMPORT_CYCLES_ARGS="--type-checking")
 	$(PY) -m tools.import_cycles $(IMPORT_CYCLES_ARGS)
+
+contract-figures: setup ## issue #35's figures: import circles (with and without TYPE_CHECKING imports), Any on the protocol paths, imports across packages
+	-$(PY) -m tools.import_cycles
+	-$(PY) -m tools.import_cycles --type-checking
+	$(PY) -m tools.any_count
+	$(PY) -m tools.cross_imports
 
 run: setup build ## the main job on p4sim (TARGET=bmv2; RUN_ARGS="--move-slots 6 --kill-nf 1" or "--hot")
 	$(PY) -m topo run --target $(TARGET) $(RUN_ARGS)

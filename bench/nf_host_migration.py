@@ -18,7 +18,7 @@ import time
 
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
 from tests.support.procs import free_port
 

@@ -18,18 +18,25 @@ from collections.abc import AsyncIterator
 import grpc
 import msgpack
 
-from nf_host.replication import ReplicationServer, encode, read_message
+from contract.replication import Ack, Delta, Message, SlotRow, encode, to_wire
+from nf_host.replication import ReplicationServer, read_message
 
 METHOD = "/nfc.bench.Repl/Stream"
 
 
-def delta(i: int, flows: int) -> dict[str, object]:
-    return {"t": "d", "b": i, "full": False,
-            "s": [[7, 1, i, i * flows, [[[1, 2, 3, k, 17], {"count": i, "short": 0}] for k in range(flows)]]]}
+def delta(i: int, flows: int) -> Delta:
+    entries: list[list[object]] = [[k.to_bytes(13, "big"), {"count": i, "short": 0}]
+                                   for k in range(flows)]
+    return Delta(i, [SlotRow(7, 1, i, i * flows, entries)])
+
+
+def ack(m: Message) -> Ack:
+    assert isinstance(m, Delta)
+    return Ack(m.batch)
 
 
 async def tcp_run(n: int, flows: int, window: int) -> tuple[float, float]:
-    server = ReplicationServer("127.0.0.1", 0, lambda m: {"t": "a", "b": m["b"]})
+    server = ReplicationServer("127.0.0.1", 0, ack)
     await server.start()
     assert server._server is not None
     port = server._server.sockets[0].getsockname()[1]
@@ -46,8 +53,9 @@ async def tcp_run(n: int, flows: int, window: int) -> tuple[float, float]:
         while sent < n and sent - acked < window:
             writer.write(encode(delta(sent, flows)))
             sent += 1
-        ack = await read_message(reader)
-        acked = int(ack["b"]) + 1  # acks are cumulative (the server coalesces them)
+        answer = await read_message(reader)
+        assert isinstance(answer, Ack)
+        acked = answer.batch + 1  # acks are cumulative (the server coalesces them)
     rate = n / (time.perf_counter() - t)
     writer.close()
     await server.close()
@@ -71,17 +79,17 @@ async def grpc_run(n: int, flows: int, window: int) -> tuple[float, float]:
     rtts = []
     for i in range(min(n, 2000)):
         t = time.perf_counter()
-        await call.write(msgpack.packb(delta(i, flows)))
+        await call.write(msgpack.packb(to_wire(delta(i, flows))))
         await call.read()
         rtts.append(time.perf_counter() - t)
     t = time.perf_counter()
     sent = acked = 0
     while acked < n:
         while sent < n and sent - acked < window:
-            await call.write(msgpack.packb(delta(sent, flows)))
+            await call.write(msgpack.packb(to_wire(delta(sent, flows))))
             sent += 1
-        ack = msgpack.unpackb(await call.read())
-        acked = int(ack["b"]) + 1
+        reply = msgpack.unpackb(await call.read())
+        acked = int(reply["b"]) + 1
     rate = n / (time.perf_counter() - t)
     await call.done_writing()
     await channel.close()

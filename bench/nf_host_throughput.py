@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from contract.proto import nf_control_pb2 as pb
 from nf_host.harness import (
     Netns,
     NfProcess,
@@ -29,7 +30,6 @@ from nf_host.harness import (
     checker_frame,
     pair,
 )
-from nf_host.proto import nf_control_pb2 as pb
 from tests.support.procs import free_port, wait_for
 
 SLOTS = list(range(16))

@@ -14,11 +14,12 @@ import struct
 import time
 from collections.abc import Callable
 
+from contract.checker_record import RECORD
+from contract.shim import Kind, Shim
 from nf_host.global_state import EtcdStore, MemoryStore
-from nf_host.nf_api import Context, FlowKey, FlowState, GlobalStore, NetworkFunction, make_nf
-from nf_host.nfs.checker import RECORD
+from nf_host.nf_api import Context, FlowKey, FlowState, GlobalStore, NetworkFunction
+from nf_host.nfs import make_nf
 from nf_host.parse import parse_frame
-from nf_host.shim import Kind, Shim
 
 NF_PARAMS: dict[str, dict[str, object]] = {
     "passthrough": {},

@@ -42,11 +42,11 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from contract.nf_params import parse_params
 from controlplane.metrics import CONTENT_TYPE_LATEST, ControllerMetrics
 from controlplane.migration import MoveError, MoveResult, NotPrimaryError
 from controlplane.spare_pool import ScaleError
 from controlplane.web_view import add_web_view
-from nf_host.nf_api import parse_params
 
 MAX_ROWS = 65536
 TOKEN_ENV = "NFC_API_TOKEN"

@@ -36,7 +36,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 
-from nf_host.nf_api import parse_params
+from contract.nf_params import parse_params
 
 DEFAULT_API = "http://127.0.0.1:8080"
 TOKEN_ENV = "NFC_API_TOKEN"  # as controlplane.api.TOKEN_ENV (the CLI does not import the server)

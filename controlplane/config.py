@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from contract.roles import NfRole
 from nf_host.etcd_endpoints import parse_endpoints
 from nf_host.tls import Identity
 
@@ -182,7 +183,7 @@ class NfConfig(_Model):
     name: str = Field(min_length=1)
     node: str = Field(min_length=1)
     cluster: str = Field(min_length=1)
-    role: Literal["primary", "backup", "spare"]
+    role: NfRole
     backup: int | None = None
     port: Port
     mac: str

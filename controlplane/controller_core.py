@@ -24,6 +24,8 @@ from typing import Any
 
 import aiohttp
 
+from contract.proto import nf_control_pb2 as pb
+from contract.seq import SEQ_MASK, seq_after
 from controlplane import switch_stats
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult
@@ -44,8 +46,6 @@ from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession, switch_credentials
 from controlplane.timeline import Timeline
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.reorder import SEQ_MASK, seq_after
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
 HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded memory)

@@ -42,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from finsy.p4client import P4ClientError
 
+from contract.proto import nf_control_pb2 as pb
+from contract.roles import NfRole
 from controlplane.migration import NotPrimaryError
 from controlplane.nf_registry import NfControlError
-from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
     from controlplane.controller_core import ControllerCore
@@ -114,7 +115,7 @@ async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: 
     await ctl.registry.call_again(backup, "AssignSlots", pb.AssignSlotsRequest(
         slots=[pb.SlotEpoch(slot=s, epoch=ctl.slot_map.epoch(s)) for s in slots],
         as_backup=True, primary_nf_id=primary), ASSIGN_ATTEMPT, ASSIGN_TIMEOUT)
-    ctl.registry.nfs[backup].role = "backup"
+    ctl.registry.nfs[backup].role = NfRole.BACKUP
 
 
 SET_BACKUP_TIMEOUT = 0.5  # a primary that does not answer within this hangs (the move lock waits)
@@ -246,7 +247,7 @@ async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int 
     # owner generation, already supersede A's in the replicas)
     await reg.refresh_peers(ctl.cfg.nf(dead).cluster)
     await ctl.hand_over(dead, promoted, backup)
-    reg.nfs[promoted].role = "primary"
+    reg.nfs[promoted].role = NfRole.PRIMARY
     lap("persist")
     mark("persisted")
     await _tell_epochs(ctl, dead, promoted)

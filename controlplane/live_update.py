@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.nf_registry import NfControlError
 from controlplane.spare_pool import ScaleError
-from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
     from controlplane.controller import Controller

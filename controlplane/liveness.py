@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from nf_host import liveness
+from contract import heartbeat
 
 LOG = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
         self._pending[key] = pending
         try:
             mac_key = self.keys(nf_id) if self.keys is not None else None
-            data = liveness.request(counter, mac_key, self.session)
+            data = heartbeat.request(counter, mac_key, self.session)
             deadline = loop.time() + timeout
             for n in range(max(1, sends)):
                 for w in range(workers):
@@ -148,7 +148,7 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
                         nf_id, addr, why, self.rejected)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        parsed = liveness.reply_fields(data)
+        parsed = heartbeat.reply_fields(data)
         if parsed is None:
             self._reject(0, "not a heartbeat reply", addr)
             return
@@ -158,7 +158,7 @@ class UdpHeartbeats(asyncio.DatagramProtocol):
             if key is None:
                 self._reject(nf_id, "no such NF", addr)
                 return
-            if not liveness.authentic(key, body, tag):
+            if not heartbeat.authentic(key, body, tag):
                 self._reject(nf_id, "wrong MAC", addr)
                 return
         if session != self.session:

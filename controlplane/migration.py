@@ -35,11 +35,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from contract.proto import nf_control_pb2 as pb
+from contract.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
 from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import next_epoch
 from controlplane.slot_store import MoveIntent
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
 
 if TYPE_CHECKING:
     from controlplane.controller_core import ControllerCore
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 ADOPT_TIMEOUT = ADOPT_RPC_TIMEOUT
-RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond the runtime's release (nf_host/timing.py)
+RELEASE_TIMEOUT = RELEASE_RPC_TIMEOUT  # beyond the runtime's release (contract/timing.py)
 FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does not answer
 # (under the move lock: a fail-over waits at most that long for it)
 FENCE_RETRY = 0.2

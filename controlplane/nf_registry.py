@@ -1,7 +1,7 @@
 """The NF registry: one NfControl gRPC client per NF instance, heartbeats and load collection.
 
 It owns the controller's view of every NF (configured role, liveness, last load report) and talks
-to the NF runtimes through `nf_host/proto/nf_control.proto`:
+to the NF runtimes through `contract/proto/nf_control.proto`:
 
 * `configure()` pushes role, backup, cluster peers and the slots each NF owns or backs up;
 * `heartbeat_loop()` sends a `Heartbeat` to every NF each `heartbeat.interval_ms`; after
@@ -24,13 +24,14 @@ from typing import Any, Literal
 
 import grpc
 
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
+from contract.roles import NfRole
 from controlplane.config import ControllerConfig, NfConfig, split_hostport
 from controlplane.liveness import UdpHeartbeats
 from controlplane.slot_map import SlotMap
 from controlplane.slot_store import MoveIntent
 from nf_host.pki import SECRET, derive_heartbeat_key, nf_name
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.tls import Identity, channel_options
 
 LOG = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ CHANNEL_OPTIONS = [
 # gone) still fail at once, and the first retry still comes after 50 ms.
 TLS_CHANNEL_OPTIONS = [(k, 1000 if k == "grpc.min_reconnect_backoff_ms" else v)
                        for k, v in CHANNEL_OPTIONS]
-ROLE_TO_PB = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "spare": pb.IDLE}
 
 
 class NfControlError(Exception):
@@ -121,7 +121,7 @@ class NfState:
     """What the controller knows about one NF."""
 
     cfg: NfConfig
-    role: str
+    role: NfRole
     alive: bool | None = None  # None until the first heartbeat answer or declared failure
     misses: int = 0
     heartbeats: int = 0
@@ -311,9 +311,10 @@ class NfRegistry:
         state = self.nfs[nf_id]
         primaries = set(pairs)
         backs_up = {b: p for p, b in pairs.items() if b is not None}
-        role = "primary" if nf_id in primaries else "backup" if nf_id in backs_up else "spare"
+        role = (NfRole.PRIMARY if nf_id in primaries else NfRole.BACKUP if nf_id in backs_up
+                else NfRole.SPARE)
         state.role = role
-        await self._call(nf_id, "SetRole", pb.SetRoleRequest(role=ROLE_TO_PB[role]))
+        await self._call(nf_id, "SetRole", pb.SetRoleRequest(role=pb.Role.Value(role.runtime_role.name)))
         if role == "primary":
             backup = pairs[nf_id]
             if backup is None:

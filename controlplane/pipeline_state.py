@@ -18,10 +18,10 @@ from typing import Any
 from finsy import P4MulticastGroupEntry, P4Schema, P4TableAction, P4TableEntry, P4TableMatch
 from finsy.p4entity import P4Replica
 
+from contract.seq import SEQ_MASK
 from controlplane.config import ControllerConfig, mac_to_int
 from controlplane.p4names import P4Names
 from controlplane.slot_map import SlotEntry, SlotMap
-from nf_host.reorder import SEQ_MASK
 
 ROLE_EDGE = 1
 ROLE_NF = 2

@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from contract.proto import nf_control_pb2 as pb
+from contract.roles import NfRole
 from controlplane.failover import choose_backup, protect
 from controlplane.nf_registry import NfControlError
-from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
     from controlplane.controller import Controller
@@ -72,13 +73,13 @@ class SparePool:
                 if backup is not None:
                     await ctl.registry.call(backup, "AssignSlots", pb.AssignSlotsRequest(
                         slots=[], as_backup=True, primary_nf_id=new))
-                    ctl.registry.nfs[backup].role = "backup"
+                    ctl.registry.nfs[backup].role = NfRole.BACKUP
                     await ctl.registry.call(new, "SetBackup", pb.SetBackupRequest(
                         backup_nf_id=backup, address=ctl.cfg.nf(backup).replication_address()))
                 await ctl.set_pair(new, backup)  # its replica group, on the switch
             except NfControlError as exc:
                 raise ScaleError(f"scale-out with NF {new}: {exc}") from exc
-            ctl.registry.nfs[new].role = "primary"
+            ctl.registry.nfs[new].role = NfRole.PRIMARY
         LOG.warning("scale-out: NF %d (cluster %s) is a primary, backup %s", new,
                     ctl.cfg.nf(new).cluster, backup if backup is not None else "none yet")
         return new
@@ -121,7 +122,7 @@ class SparePool:
                     await ctl.registry.call(idle, "SetRole", pb.SetRoleRequest(role=pb.IDLE))
                 except NfControlError as exc:
                     LOG.warning("NF %d not reset to idle: %s", idle, exc)
-                ctl.registry.nfs[idle].role = "spare"
+                ctl.registry.nfs[idle].role = NfRole.SPARE
             for given in await protect(ctl):
                 ctl.record_failover(given)
         LOG.warning("scale-in: NF %d drained (%d slots) and back in the pool with its backup %s",

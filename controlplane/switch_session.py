@@ -38,6 +38,7 @@ from finsy import (
 )
 from finsy.p4client import P4ClientError
 
+from contract.seq import SEQ_MASK
 from controlplane.config import CHAIN_STAGES, SecurityConfig, SwitchConfig
 from controlplane.p4names import P4Names
 from controlplane.pipeline_state import (
@@ -49,7 +50,6 @@ from controlplane.pipeline_state import (
     diff,
 )
 from controlplane.slot_map import SlotEntry
-from nf_host.reorder import SEQ_MASK
 
 LOG = logging.getLogger(__name__)
 

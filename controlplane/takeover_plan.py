@@ -28,9 +28,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.failover import choose_backup
 from controlplane.nf_registry import NfControlError
-from nf_host.proto import nf_control_pb2 as pb
 
 if TYPE_CHECKING:
     from controlplane.controller_core import ControllerCore

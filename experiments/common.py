@@ -198,8 +198,8 @@ class Bench:
 
     def nf_status(self, nf_id: int) -> Any:
         """NF `nf_id`'s Status over its control API (gRPC, through the management network)."""
-        from nf_host.proto import nf_control_pb2 as pb
-        from nf_host.proto import nf_control_pb2_grpc as pb_grpc
+        from contract.proto import nf_control_pb2 as pb
+        from contract.proto import nf_control_pb2_grpc as pb_grpc
         from nf_host.tls import control_channel
 
         cfg = self.system.cfg

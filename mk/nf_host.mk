@@ -1,11 +1,11 @@
 # Host NF runtime (nf_host/): generated control API, tests and benchmarks.
 
 PY ?= .venv/bin/python
-NF_HOST_PROTO := nf_host/proto/nf_control.proto
+NF_HOST_PROTO := contract/proto/nf_control.proto
 
 .PHONY: proto nf-host-test nf-host-test-unit nf-host-bench
 
-proto: ## Regenerate the NF control API (nf_host/proto/nf_control_pb2*.py) from its .proto
+proto: ## Regenerate the NF control API (contract/proto/nf_control_pb2*.py) from its .proto
 	$(PY) -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. $(NF_HOST_PROTO)
 
 nf-host-test-unit: ## Unit tests of the host NF runtime (no namespaces)

@@ -16,8 +16,8 @@ import sys
 import threading
 from typing import Any
 
+from contract.nf_params import parse_params
 from nf_host.config import ConfigError, load_config
-from nf_host.nf_api import parse_params
 
 log = logging.getLogger("nf_host")
 

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from nf_host.replication import Link, Message
+from contract.replication import SlotState, TransferAck
+from nf_host.replication import Link
 
 
 @dataclass
 class _Pending:
     slot: int
     origin: tuple[int, int]
-    reply: asyncio.Future[Message]
-    accepted: Message
+    reply: asyncio.Future[TransferAck]
+    accepted: TransferAck
     on_commit: Callable[[], bool]  # starts the adoption; False if it is gone (cancelled)
 
 
@@ -41,18 +42,19 @@ class AdoptCommit:
         self._pending: dict[int, _Pending] = {}
         self.refused = 0  # transfers refused because the backup did not take the state in time
 
-    def waiting(self, slot: int, origin: tuple[int, int]) -> asyncio.Future[Message] | None:
+    def waiting(self, slot: int, origin: tuple[int, int]) -> asyncio.Future[TransferAck] | None:
         """The pending answer to the same transfer sent again, if any."""
         for p in self._pending.values():
             if p.slot == slot and p.origin == origin:
                 return p.reply
         return None
 
-    def begin(self, backup: Link, slot: int, origin: tuple[int, int], state_msg: Message,
-              accepted: Message, on_commit: Callable[[], bool]) -> asyncio.Future[Message]:
-        """Send the slot's state to `backup`; the future answers the transfer."""
+    def begin(self, backup: Link, slot: int, origin: tuple[int, int],
+              state: Callable[[int], SlotState], accepted: TransferAck,
+              on_commit: Callable[[], bool]) -> asyncio.Future[TransferAck]:
+        """Send the slot's state (`state(id)`) to `backup`; the future answers the transfer."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Message] = loop.create_future()
+        fut: asyncio.Future[TransferAck] = loop.create_future()
         if backup.writer is None:
             self.refused += 1
             fut.set_result(refusal(accepted, "the adopter's backup is not connected"))
@@ -60,7 +62,7 @@ class AdoptCommit:
         self._next += 1
         sid = self._next
         self._pending[sid] = _Pending(slot, origin, fut, accepted, on_commit)
-        backup.send({**state_msg, "t": "xs", "id": sid})
+        backup.send(state(sid))
         loop.call_later(self.timeout, self._expire, sid)
         return fut
 
@@ -82,5 +84,5 @@ class AdoptCommit:
                                                    "slot's state in time"))
 
 
-def refusal(accepted: Message, err: str) -> Message:
-    return {**accepted, "ok": False, "err": err}
+def refusal(accepted: TransferAck, err: str) -> TransferAck:
+    return replace(accepted, ok=False, err=err)

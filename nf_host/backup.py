@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nf_host.reorder import SEQ_MASK, seq_after
+from contract.seq import SEQ_MASK, seq_after
 
 
 @dataclass

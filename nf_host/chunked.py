@@ -3,7 +3,7 @@
 A message whose frame is larger than `CHUNK` (a (re)connection snapshot of a worker with a million
 flows, a move's transfer of a large slot, the whole state an adopter gives its backup) leaves as a
 run of fragment frames, each at most `CHUNK` bytes of the message's body:
-    k   fragment {p: bytes, m: more fragments follow}
+    k   fragment {p: bytes, m: more fragments follow}  (`contract.replication.Fragment`)
 The receiver appends the fragments of a connection in order and, at the last, decodes the body
 and handles the message as if it had come in one frame: a snapshot is applied whole, once
 complete, or not at all (a connection lost mid-stream loses its fragments with it; the sender
@@ -30,11 +30,10 @@ import struct
 from collections import deque
 from collections.abc import Iterator
 
-import msgpack
+from contract.replication import Fragment, encode
 
 CHUNK = 1 << 20  # bytes of a message's body per fragment
 MAX_MESSAGE = 4 << 30  # the largest message a receiver reassembles, by default
-FRAGMENT = "k"
 _LEN = struct.Struct("!I")
 
 
@@ -47,9 +46,7 @@ def fragments(frame: bytes, chunk: int = CHUNK) -> Iterator[bytes]:
     body = memoryview(frame)[_LEN.size:]
     for off in range(0, len(body), chunk):
         end = off + chunk
-        part: bytes = msgpack.packb({"t": FRAGMENT, "m": end < len(body), "p": body[off:end]},
-                                    use_bin_type=True)
-        yield _LEN.pack(len(part)) + part
+        yield encode(Fragment(bytes(body[off:end]), end < len(body)))
 
 
 class Reassembly:
@@ -60,17 +57,15 @@ class Reassembly:
         self._buf = bytearray()
         self.messages = 0  # messages reassembled
 
-    def add(self, msg: dict[str, object]) -> bytes | None:
+    def add(self, msg: Fragment) -> bytes | None:
         """Take one fragment; the message's body once it is complete, else None."""
-        part = msg.get("p")
-        if not isinstance(part, bytes):
-            raise FragmentError("a fragment without its bytes")
+        part = msg.part
         if len(self._buf) + len(part) > self.limit:
             size = len(self._buf) + len(part)
             self._buf = bytearray()
             raise FragmentError(f"a fragmented message over {size} bytes exceeds {self.limit}")
         self._buf += part
-        if msg.get("m"):
+        if msg.more:
             return None
         body, self._buf = bytes(self._buf), bytearray()
         self.messages += 1

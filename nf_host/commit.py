@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from contract.replication import LoggedBatch
 
 
 @dataclass
@@ -27,10 +28,20 @@ class Batch:
     # again at once (not held: it was released), and logged at the backup with this batch
     resent: list[bytes] = field(default_factory=list)
 
-    def logged(self) -> list[Any]:
-        """What the backup logs of this batch (`[[id, frames]]`, nothing if no output)."""
+    def logged(self) -> list[LoggedBatch]:
+        """What the backup logs of this batch (`[(id, frames)]`, nothing if no output)."""
         frames = [*self.resent, *self.outputs] if self.resent else self.outputs  # (no copy per batch)
-        return [[self.id, frames]] if frames else []
+        return [(self.id, frames)] if frames else []
+
+
+
+@dataclass(slots=True)
+class _Logged:
+    """A batch's output a backup logs for its primary."""
+
+    batch: int
+    frames: list[bytes | bytearray]
+    released_at: float | None = None  # when the primary's watermark first covered it
 
 
 @dataclass
@@ -79,7 +90,7 @@ class OutputLog:
     moves its dedup watermark past it: the switch would then drop it as a duplicate. So the
     backup keeps a batch's output until `retain` seconds after the watermark first covered it
     (the primary handed it to its socket before it sent that watermark): `retain` is the bound
-    on the switch's queues (`nf_host.timing.SWITCH_QUEUE_BOUND`), so by then it has been through
+    on the switch's queues (`contract.timing.SWITCH_QUEUE_BOUND`), so by then it has been through
     the switch's pipeline (docs/protocols.md §2, "The output log"). On promotion the new primary
     sends what is left again, oldest first: output that had already been forwarded is dropped by
     the switch (which forwards each input's output once), the rest leaves for the first time.
@@ -91,9 +102,8 @@ class OutputLog:
     backup's ack).
     """
 
-    # primary -> its batches in id order: [batch id, frames, when the watermark first covered it
-    # (None: not yet released)]
-    logs: dict[int, deque[list[Any]]] = field(default_factory=dict)
+    # primary -> its batches in id order
+    logs: dict[int, deque[_Logged]] = field(default_factory=dict)
     released: dict[int, int] = field(default_factory=dict)  # primary -> its last watermark
     covered: dict[int, int] = field(default_factory=dict)  # primary -> leading batches released
     frames: int = 0
@@ -105,37 +115,38 @@ class OutputLog:
     # so the same seed released different output in two processes)
     clock: Callable[[], float] = field(default_factory=lambda: time.monotonic)
 
-    def record(self, primary: int, logged: list[Any], released: Any, full: bool,
-               now: float | None = None) -> None:
-        """Log `logged` ([[batch id, [frame, ...]], ...]) of `primary`; forget what `released`
+    def record(self, primary: int, logged: Sequence[tuple[int, Sequence[bytes | bytearray]]],
+               released: int | None, full: bool, now: float | None = None) -> None:
+        """Log `logged` ([(batch id, [frame, ...]), ...]) of `primary`; forget what `released`
         (a batch id) covers once it has been covered `retain` seconds. A full snapshot re-sends
         every held batch: those already logged are not logged twice."""
         now = self.clock() if now is None else now
         log = self.logs.setdefault(primary, deque())
-        known = {int(e[0]) for e in log} if full else set()
+        known = {e.batch for e in log} if full else set()
         for bid, frames in logged:
-            if not isinstance(frames, list) or not all(isinstance(f, bytes) for f in frames):
+            if not all(isinstance(f, bytes | bytearray) for f in frames):
                 raise ValueError("logged output must be a list of frames")
-            if int(bid) in known:
+            if bid in known:
                 continue
-            log.append([int(bid), frames, None])
+            log.append(_Logged(bid, list(frames)))
             self.frames += len(frames)
         if released is not None:
-            rel = self.released[primary] = max(self.released.get(primary, 0), int(released))
+            rel = self.released[primary] = max(self.released.get(primary, 0), released)
             n = self.covered.get(primary, 0)
-            while n < len(log) and log[n][0] <= rel:
-                log[n][2] = now  # released by now: in the switch's queues at most `retain` more
+            while n < len(log) and log[n].batch <= rel:
+                log[n].released_at = now  # released by now: in the switch's queues at most `retain` more
                 n += 1
             self.covered[primary] = n
         self._prune(primary, log, now)
 
-    def _prune(self, primary: int, log: deque[list[Any]], now: float) -> None:
+    def _prune(self, primary: int, log: deque[_Logged], now: float) -> None:
         n = self.covered.get(primary, 0)
         while n:
-            young = log[0][2] > now - self.retain
+            at = log[0].released_at
+            young = at is not None and at > now - self.retain
             if young and self.frames <= self.max_frames:
                 break
-            frames = log.popleft()[1]
+            frames = log.popleft().frames
             self.frames -= len(frames)
             if young:
                 self.evicted += len(frames)
@@ -150,8 +161,8 @@ class OutputLog:
         self.covered.pop(primary, None)
         sent: list[bytes] = []
         rest: list[bytes] = []
-        for bid, frames, _t in self.logs.pop(primary, deque()):
-            (sent if bid <= rel else rest).extend(frames)
+        for e in self.logs.pop(primary, deque()):
+            (sent if e.batch <= rel else rest).extend(bytes(f) for f in e.frames)
         self.frames -= len(sent) + len(rest)
         return sent, rest
 

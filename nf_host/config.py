@@ -14,8 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from contract.timing import SWITCH_QUEUE_BOUND
 from nf_host.peer_policy import PeerLimits
-from nf_host.timing import SWITCH_QUEUE_BOUND
 from nf_host.worker import WorkerConfig
 
 

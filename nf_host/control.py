@@ -1,4 +1,4 @@
-"""The gRPC `NfControl` server (nf_host/proto/nf_control.proto): the controller's handle on an NF.
+"""The gRPC `NfControl` server (contract/proto/nf_control.proto): the controller's handle on an NF.
 
 Runs in the parent process of an NF instance, on a thread pool, and turns each call into commands
 for the worker processes (`WorkerPool`): slot commands go to the worker that owns the slot
@@ -22,12 +22,14 @@ import grpc
 import msgpack
 import psutil
 
+from contract import commands
+from contract.nf_params import parse_params
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
+from contract.roles import Role
+from contract.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.config import NfHostConfig
-from nf_host.nf_api import parse_params
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.replication import split_address
-from nf_host.timing import CONTROL_REPLY_TIMEOUT
 from nf_host.tls import nf_identity
 from nf_host.worker import CommandError
 from nf_host.worker_process import WorkerPool
@@ -93,12 +95,12 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             log.warning("control call failed: %s", exc)
             return reply(str(exc) or type(exc).__name__)
 
-    def _all(self, name: str, args: dict[str, Any]) -> list[Any]:
-        return self.pool.broadcast(name, args)
+    def _all(self, cmd: commands.Command) -> list[Any]:
+        return self.pool.broadcast(cmd)
 
     # ---------------------------------------------------------------- RPCs
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:
-        parts = self._all("status", {})
+        parts = self._all(commands.Status())
         now = time.monotonic()
         packets = sum(p["packets"] for p in parts)
         with self._rate_lock:
@@ -152,7 +154,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, "a worker process of this NF has exited")
         try:  # every worker's event loop must answer, not just exist
             for w in range(self.cfg.workers):
-                self.pool.request(w, "ping", {}, timeout=HEARTBEAT_WORKER_TIMEOUT)
+                self.pool.request(w, commands.Ping(), timeout=HEARTBEAT_WORKER_TIMEOUT)
         except CommandError as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"worker not answering: {exc}")
         return pb.HeartbeatReply(
@@ -164,7 +166,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.Result:
             if request.role not in (pb.PRIMARY, pb.BACKUP, pb.IDLE):
                 raise BadRequest(f"role {request.role} is not PRIMARY, BACKUP or IDLE")
-            self._all("set_role", {"role": request.role})
+            self._all(commands.SetRole(Role(request.role)))
             self.role = request.role
             return pb.Result(ok=True)
 
@@ -177,7 +179,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 raise BadRequest("an NF cannot be its own backup")
             if request.backup_nf_id and not request.address:
                 raise BadRequest("a backup needs a replication address")
-            self._all("set_backup", {"nf_id": request.backup_nf_id, "address": request.address})
+            self._all(commands.SetBackup(request.backup_nf_id, request.address))
             self.backup_id = request.backup_nf_id
             return pb.Result(ok=True)
 
@@ -193,7 +195,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 if not p.address:
                     raise BadRequest(f"peer {p.nf_id} has no replication address")
                 peers.append((p.nf_id, p.address))
-            self._all("set_peers", {"peers": peers})
+            self._all(commands.SetPeers(peers))
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -211,8 +213,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 self.role = pb.BACKUP  # a spare taken from the pool (it holds nothing to drop)
             for w, slots in per.items():
                 # (the primary's id: whose links the replication server then accepts)
-                self.pool.request(w, "assign", {"slots": slots, "as_backup": request.as_backup,
-                                                "primary": request.primary_nf_id})
+                self.pool.request(w, commands.Assign(slots, request.as_backup,
+                                                     request.primary_nf_id))
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -222,11 +224,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             _check16("slot", request.slot)
             _check16("epoch", request.epoch)
             _check16("from_nf_id", request.from_nf_id)
-            self.pool.request(
-                self.pool.worker_of(request.slot), "adopt",
-                {"slot": request.slot, "epoch": request.epoch, "from_nf": request.from_nf_id,
-                 "from_address": request.from_address},
-            )
+            self.pool.request(self.pool.worker_of(request.slot), commands.Adopt(
+                request.slot, request.epoch, request.from_nf_id, request.from_address))
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -242,9 +241,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                     split_address(request.from_address)
                 except ValueError as exc:
                     raise BadRequest(f"from_address: {exc}") from None
-            res = self.pool.request(self.pool.worker_of(request.slot), "cancel_adopt", {
-                "slot": request.slot, "epoch": request.epoch, "from_nf": request.from_nf_id,
-                "from_address": request.from_address})
+            res = self.pool.request(self.pool.worker_of(request.slot), commands.CancelAdopt(
+                request.slot, request.epoch, request.from_nf_id, request.from_address))
             return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
 
         return self._guard(lambda e: pb.CancelAdoptReply(ok=False, error=e), run)
@@ -256,9 +254,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             if not request.to_address:
                 raise BadRequest("release needs the adopter's replication address")
             res = self.pool.request(
-                self.pool.worker_of(request.slot), "release",
-                {"slot": request.slot, "to_nf": request.to_nf_id, "to_address": request.to_address,
-                 "same_cluster": request.same_cluster},
+                self.pool.worker_of(request.slot),
+                commands.Release(request.slot, request.to_nf_id, request.to_address,
+                                 request.same_cluster),
                 timeout=CONTROL_REPLY_TIMEOUT,
             )
             return pb.ReleaseReply(ok=True, **res)
@@ -275,20 +273,19 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 raise BadRequest("an NF cannot be its own backup")
             if request.backup_nf_id and not request.backup_address:
                 raise BadRequest("a backup needs a replication address")
-            backup = {"backup": request.backup_nf_id, "address": request.backup_address}
             replayed = 0
             slots: list[int] = []
             for w in range(self.cfg.workers):
                 mine = [s for s in request.slots if self.pool.worker_of(s) == w]
                 if request.slots and not mine:  # nothing to promote here: only the new backup
                     if request.backup_nf_id:
-                        self.pool.request(w, "set_backup", {"nf_id": request.backup_nf_id,
-                                                            "address": request.backup_address})
+                        self.pool.request(w, commands.SetBackup(request.backup_nf_id,
+                                                                request.backup_address))
                     continue
                 # the backup is set in the same worker step as the promotion: no output of a
                 # promoted slot leaves before the new backup holds its state
-                res = self.pool.request(w, "promote", {"slots": mine, "dead": request.dead_nf_id,
-                                                       **backup})
+                res = self.pool.request(w, commands.Promote(
+                    mine, request.dead_nf_id, request.backup_nf_id, request.backup_address))
                 replayed += res["replayed"]
                 slots += res["slots"]
             if request.backup_nf_id:
@@ -308,9 +305,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 raise BadRequest("a successor needs a primary and a replication address")
             if request.primary_nf_id == request.successor_nf_id and request.primary_nf_id:
                 raise BadRequest("the successor cannot be the primary")
-            self._all("arm_takeover", {"primary": request.primary_nf_id,
-                                       "successor": request.successor_nf_id,
-                                       "address": request.successor_address})
+            self._all(commands.ArmTakeover(request.primary_nf_id, request.successor_nf_id,
+                                           request.successor_address))
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -318,7 +314,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
     def DumpSlot(self, request: pb.DumpSlotRequest, context: grpc.ServicerContext) -> pb.DumpSlotReply:
         def run() -> pb.DumpSlotReply:
             _check16("slot", request.slot)
-            res = self.pool.request(self.pool.worker_of(request.slot), "flows", {"slot": request.slot})
+            res = self.pool.request(self.pool.worker_of(request.slot), commands.Flows(request.slot))
             return pb.DumpSlotReply(
                 ok=True, version=res["version"], last_seq=res["last_seq"],
                 flows=msgpack.packb(res["flows"], use_bin_type=True),
@@ -333,8 +329,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             params = parse_params(request.params_json or "{}", "params_json")
             # every worker checks first (it builds the NF, it owns no slot), so that a refusal
             # leaves all of them on the old version rather than some on each
-            self._all("update_nf", {"params": params, "dry_run": True})
-            self._all("update_nf", {"params": params, "dry_run": False})
+            self._all(commands.UpdateNf(params, dry_run=True))
+            self._all(commands.UpdateNf(params, dry_run=False))
             log.warning("NF %s updated: params %s -> %s", self.cfg.nf, self.params, params)
             self.params = params
             return pb.Result(ok=True)

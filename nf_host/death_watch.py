@@ -29,10 +29,12 @@ import socket
 import ssl
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
+from contract.replication import encode
 from nf_host.peer_policy import hello
-from nf_host.replication import BYE_FRAME, encode, split_address
+from nf_host.replication import BYE_FRAME, split_address
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ class DeathWatch:
             return
         msg = hello(self.nf_id, w.index, len(self.watches))
         try:
-            sock.send(encode({**msg, "watch": True}))  # (a few bytes: an empty buffer takes them)
+            sock.send(encode(replace(msg, watch=True)))  # (a few bytes: an empty buffer takes them)
         except OSError:
             self._drop(w, goodbye=False)
             self._retry(w)

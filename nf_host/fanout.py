@@ -16,7 +16,7 @@ import ctypes
 import socket
 import struct
 
-from nf_host.shim import ETH_HDR_LEN, ETHERTYPE_NFC, SHIM_LEN
+from contract.shim import ETHERTYPE_NFC, ETHERTYPE_OFFSET, FRAME_SLOT, SHIM_FRAME_LEN
 
 SO_ATTACH_FILTER = 26
 
@@ -29,8 +29,6 @@ BPF_ALU_MOD_K = 0x94  # A <- A % k
 BPF_RET_K = 0x06  # return k bytes of the frame (0: drop)
 
 ACCEPT = 0x40000
-SLOT_OFFSET = ETH_HDR_LEN + 4
-MIN_SHIM_FRAME = ETH_HDR_LEN + SHIM_LEN
 
 Insn = tuple[int, int, int, int]
 
@@ -42,10 +40,10 @@ def worker_filter(index: int, workers: int) -> list[Insn]:
     non_shim = ACCEPT if index == 0 else 0
     return [
         (BPF_LD_W_LEN, 0, 0, 0),  # 0: frame length
-        (BPF_JGE_K, 0, 7, MIN_SHIM_FRAME),  # 1: long enough? -> 2 else -> 9
-        (BPF_LD_H_ABS, 0, 0, 12),  # 2: EtherType
+        (BPF_JGE_K, 0, 7, SHIM_FRAME_LEN),  # 1: long enough? -> 2 else -> 9
+        (BPF_LD_H_ABS, 0, 0, ETHERTYPE_OFFSET),  # 2: EtherType
         (BPF_JEQ_K, 0, 5, ETHERTYPE_NFC),  # 3: shim? -> 4 else -> 9
-        (BPF_LD_H_ABS, 0, 0, SLOT_OFFSET),  # 4: slot
+        (BPF_LD_H_ABS, 0, 0, FRAME_SLOT),  # 4: slot
         (BPF_ALU_MOD_K, 0, 0, workers),  # 5: slot % workers
         (BPF_JEQ_K, 0, 1, index),  # 6: ours? -> 7 else -> 8
         (BPF_RET_K, 0, 0, ACCEPT),  # 7

@@ -32,9 +32,9 @@ from typing import Any
 
 import psutil
 
+from contract.checker_record import RECORD
 from nf_host.global_state import MemoryStore
 from nf_host.harness import (
-    RECORD,
     CheckerSink,
     OutputDedup,
     Switch,
@@ -43,7 +43,7 @@ from nf_host.harness import (
     strip_shim,
     udp_frame,
 )
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from nf_host.state_store import key_to_wire
 from nf_host.worker import Worker, WorkerConfig
 

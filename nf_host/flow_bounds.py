@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import time
 
+from contract.roles import SlotRole
 from nf_host.nf_api import NetworkFunction
 from nf_host.receiving import Receiving
 from nf_host.state_store import FlowId
-from nf_host.worker_types import SlotRole, SlotRuntime
+from nf_host.worker_types import SlotRuntime
 
 
 def eviction_policy(nf: NetworkFunction) -> str:

@@ -42,15 +42,14 @@ from typing import Any
 
 import grpc
 
+from contract.checker_record import RECORD
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
+from contract.shim import ETH_HDR_LEN, FLAG_WATERMARK, SHIM_LEN, Kind, Shim, ShimError, encap
 from nf_host.pki import local_pki
 from nf_host.port import in_netns
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
-from nf_host.shim import ETH_HDR_LEN, SHIM_LEN, Kind, Shim, ShimError, encap
 from nf_host.tls import control_channel
-from nf_host.watermark import FLAG_WATERMARK
 
-RECORD = struct.Struct("!IIQ")
 _IP = struct.Struct("!BBHHHBBH4s4s")
 _UDP = struct.Struct("!HHHH")
 SWITCH_MAC = bytes.fromhex("020000000001")

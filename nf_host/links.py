@@ -8,40 +8,46 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
+from contract.replication import Ack, Delta, Message, SlotRow, SlotStateAck, TransferAck
+from contract.roles import SlotRole
 from nf_host.peer_policy import hello
-from nf_host.replication import Link, Message, worker_address
+from nf_host.replication import Link, worker_address
 from nf_host.worker_core import WorkerCore
-from nf_host.worker_types import SlotRole
 
 
 class Links(WorkerCore):
     """The worker's replication links (see the module docstring)."""
 
     def _on_link_message(self, link: Link, msg: Message) -> None:
-        t = msg.get("t")
-        if t == "a":
-            bid = int(msg["b"])
-            pend = self.pending_versions.get(link.nf_id, {})
-            acked = self.acked_versions.setdefault(link.nf_id, {})
-            for b in sorted(x for x in pend if x <= bid):
-                for slot, ver in pend.pop(b).items():
-                    acked[slot] = max(acked.get(slot, 0), ver)
-            if link.nf_id == self.backup_id:
-                for batch in self.commit.ack(bid):
-                    self._release(batch)
-                self._maybe_resume()
-        elif t == "xsa" and link.nf_id == self.backup_id:
-            self.adopt_commit.acked(int(msg["id"]))
-        elif t == "xa":
-            xid = int(msg["id"])
-            fut = self._xfer_waiters.pop(xid, None)
-            if fut is not None and not fut.done():
-                self._transfer_answered(xid, msg)  # decides the slot, whoever still waits
-                fut.set_result(msg)
+        """An answer on one of our links: an ack of our deltas, an adopter's answer to a
+        transfer, our backup's ack of an adopted slot's state; anything else is counted."""
+        if isinstance(msg, Ack):
+            self._on_ack(link, msg)
+        elif isinstance(msg, SlotStateAck) and link.nf_id == self.backup_id:
+            self.adopt_commit.acked(msg.id)
+        elif isinstance(msg, TransferAck):
+            self._on_transfer_ack(msg)
         else:
             self.c.repl_errors += 1
+
+    def _on_ack(self, link: Link, msg: Ack) -> None:
+        bid = msg.batch
+        pend = self.pending_versions.get(link.nf_id, {})
+        acked = self.acked_versions.setdefault(link.nf_id, {})
+        for b in sorted(x for x in pend if x <= bid):
+            for slot, ver in pend.pop(b).items():
+                acked[slot] = max(acked.get(slot, 0), ver)
+        if link.nf_id == self.backup_id:
+            for batch in self.commit.ack(bid):
+                self._release(batch)
+            self._maybe_resume()
+
+    def _on_transfer_ack(self, msg: TransferAck) -> None:
+        fut = self._xfer_waiters.pop(msg.id, None)
+        if fut is not None and not fut.done():
+            self._transfer_answered(msg.id, msg)  # decides the slot, whoever still waits
+            fut.set_result(msg)
 
     def _on_link_connected(self, link: Link) -> None:
         """A (re)connected backup or peer gets the full state of every slot we own (a sync).
@@ -56,7 +62,7 @@ class Links(WorkerCore):
         finally:
             self._syncing = None
         batch = self.commit.new_batch(time.monotonic())
-        slots_wire: list[list[Any]] = []
+        rows: list[SlotRow] = []
         versions: dict[int, int] = {}
         for slot, rt in self.slots.items():
             # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
@@ -68,13 +74,11 @@ class Links(WorkerCore):
             elif rt.release is not None and rt.release.to_nf == link.nf_id:
                 continue  # not to the adopter: one that started the slot refuses it (StaleSender)
             versions[slot] = rt.state.version
-            slots_wire.append(
-                [slot, rt.epoch, rt.state.version, rt.state.last_seq, rt.state.everything(),
-                 False, rt.state.gen]
-            )
+            rows.append(SlotRow(slot, rt.epoch, rt.state.version, rt.state.last_seq,
+                                rt.state.everything(), False, rt.state.gen))
             if rt.state.last_seq is not None:
                 batch.slot_seqs[slot] = rt.state.last_seq
-        msg: Message = {"t": "d", "b": batch.id, "s": slots_wire, "full": True, "n": self.cfg.nf_id}
+        msg = Delta(batch.id, rows, True, self.cfg.nf_id)
         if link.nf_id == self.backup_id:
             # the batches still waiting for an ack may have reached no backup at all (a new
             # one, or the old link's frames were lost): the new backup logs their output too

@@ -20,7 +20,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from nf_host.shim import ETH_HDR_LEN, ETHERTYPE_NFC, Kind, Shim
+from contract.shim import ETH_HDR_LEN, ETHERTYPE_NFC, Kind, Shim
 
 MIN_FRAME = 60  # Ethernet's minimum frame without FCS: the marker is padded to it
 

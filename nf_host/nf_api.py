@@ -12,14 +12,13 @@ itself. Global state (shared by many flows, e.g. a NAT's port pool) is reached t
 from __future__ import annotations
 
 import functools
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from nf_host.shim import Shim
+from contract.shim import Shim
 
 FlowState = dict[str, Any]
 """Per-flow state: plain, msgpack-serialisable data."""
@@ -180,30 +179,6 @@ def register_nf(cls: _N) -> _N:
         raise ValueError(f"two NFs are named {cls.name!r}")
     NF_TYPES[cls.name] = cls
     return cls
-
-
-def parse_params(text: str, what: str = "params") -> dict[str, Any]:
-    """An NF's parameters from their JSON text (a JSON object); ValueError naming `what` and
-    what is wrong. The one rule for `nf-host run --params`, `nfc update --params`, the API's
-    update body and `UpdateNf`."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} must be a JSON object, not {type(value).__name__}")
-    return value
-
-
-def make_nf(name: str, params: Mapping[str, Any] | None = None) -> NetworkFunction:
-    """Instantiate a registered NF by name, with a clear error naming the unknown one."""
-    import nf_host.nfs  # noqa: F401  (registers the example NFs)
-
-    try:
-        cls = NF_TYPES[name]
-    except KeyError:
-        raise ValueError(f"unknown NF type {name!r}; known: {', '.join(sorted(NF_TYPES))}") from None
-    return cls(params)
 
 
 StateFactory = Callable[[], FlowState]

@@ -9,21 +9,15 @@ import logging
 import time
 from typing import Any
 
+from contract.replication import Forward, Released, Transfer, TransferAck
+from contract.roles import Role, SlotRole
+from contract.seq import older_owner, seq_next
+from contract.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.flow_bounds import FlowBounds
 from nf_host.move_marker import marker_frame
-from nf_host.reorder import seq_next
-from nf_host.replication import Link, Message, worker_address
-from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
+from nf_host.replication import Link, worker_address
 from nf_host.state_store import Replica
-from nf_host.worker_types import (
-    CommandError,
-    ReleaseRecord,
-    Role,
-    SlotRole,
-    SlotRuntime,
-    TakeoverClock,
-    older_owner,
-)
+from nf_host.worker_types import CommandError, ReleaseRecord, SlotRuntime, TakeoverClock
 
 log = logging.getLogger("nf_host.worker")
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
@@ -104,7 +98,7 @@ class Ownership(FlowBounds):
             del self.slots[rt.slot]
             return
         for _shim, frame in held:
-            link.send({"t": "f", "f": frame})
+            link.send(Forward(bytes(frame)))
         self.c.forwarded += len(held)
         rt.forward = link
 
@@ -117,7 +111,7 @@ class Ownership(FlowBounds):
         closing the link that carried another slot's transfer (seed 18, all replies lost)."""
         backup = self.links.get(self.backup_id) if self.backup_id else None
         if backup is not None:
-            backup.send({"t": "r", "slot": slot, "e": epoch})
+            backup.send(Released(slot, epoch))
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
@@ -187,17 +181,15 @@ class Ownership(FlowBounds):
         self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
         self._xfer_id += 1
         xid = self._xfer_id
-        fut: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[TransferAck] = asyncio.get_running_loop().create_future()
         self._xfer_waiters[xid] = fut
         self._xfer_slots[xid] = slot
-        transfer = {
-            "t": "x", "id": xid, "n": self.cfg.nf_id, "slot": slot, "epoch": rt.epoch,
-            "seq": st.last_seq, "version": st.version, "base": -1 if base is None else base,
-            "flows": entries, "del": deleted or [],
-        }
+        transfer = Transfer(xid, slot, rt.epoch, st.last_seq, st.version,
+                            -1 if base is None else base, entries, list(deleted or []),
+                            sender=self.cfg.nf_id)
         nbytes = link.send(transfer)
         self.c.transfer_bytes += nbytes
-        rt.release = ReleaseRecord(to_nf, link, transfer, fut, {
+        rt.release = ReleaseRecord(to_nf, link, xid, transfer, fut, {
             "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
             "delta": base is not None,
         })
@@ -216,8 +208,8 @@ class Ownership(FlowBounds):
                 f"NF {rec.to_nf} did not answer the transfer of slot {rt.slot}: undecided, the "
                 "slot waits here, released, for its answer or the controller's decision"
             ) from None
-        if not reply.get("ok"):
-            raise CommandError(f"NF {rec.to_nf} refused slot {rt.slot}: {reply.get('err')}; the "
+        if not reply.ok:
+            raise CommandError(f"NF {rec.to_nf} refused slot {rt.slot}: {reply.err}; the "
                                "slot stays owned here")
         return rec.result
 
@@ -237,25 +229,25 @@ class Ownership(FlowBounds):
             if rt.forward is not None:
                 return rec.result
             raise CommandError(f"slot {rt.slot} was taken back meanwhile")
-        if rt.forward is None:
+        if rt.forward is None and rec.transfer is not None:
             rec.link = link
             link.send(rec.transfer)
         return await self._await_answer(rt, rec)
 
-    def _transfer_answered(self, xid: int, msg: Message) -> None:
+    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
         """The adopter's answer decides a released slot: accepted, what waited here and what
         arrives later is forwarded to it; refused, the slot is owned here again."""
         slot = self._xfer_slots.pop(xid, None)
         rt = self.slots.get(slot) if slot is not None else None
-        if rt is None or rt.release is None or rt.release.transfer["id"] != xid:
-            if msg.get("ok"):
+        if rt is None or rt.release is None or rt.release.xid != xid:
+            if msg.ok:
                 log.error("slot %s: transfer %d accepted after this NF took the slot back", slot, xid)
             return
         rec = rt.release
         if rt.role != SlotRole.RELEASED or rt.forward is not None:
             return
         held, rt.pending = rt.pending, []
-        if not msg.get("ok"):  # the slot stays here: resume processing, with what arrived meanwhile
+        if not msg.ok:  # the slot stays here: resume processing, with what arrived meanwhile
             rt.become(SlotRole.PRIMARY)
             rt.release = None
             self.track_slot(rt)
@@ -265,15 +257,15 @@ class Ownership(FlowBounds):
             return
         link = self.links.get(rec.to_nf) or rec.link
         rt.forward = link
-        rec.transfer = {"id": xid}  # accepted: the state it carried is not needed again
+        rec.transfer = None  # accepted: the state it carried is not needed again
         early = [item for _seq, item in rt.seq.take_buffered()]
         for _shim, frame in early + held:
-            link.send({"t": "f", "f": frame})
+            link.send(Forward(bytes(frame)))
         self.c.forwarded += len(early) + len(held)
         self._waiting.discard(slot)
         backup = self.links.get(self.backup_id) if self.backup_id else None
         if backup is not None and backup is not link:
-            backup.send({"t": "r", "slot": slot})  # our backup stops keeping copies of the slot
+            backup.send(Released(rt.slot))  # our backup stops keeping copies of the slot
         # (our output of s left before the transfer: a next move cannot start while our epoch's
         # output is held, which the switch's two-epoch output dedup needs)
 
@@ -283,11 +275,11 @@ class Ownership(FlowBounds):
         numbering, and the packets that waited here processed."""
         rec, rt.release = rt.release, None
         if rec is not None:
-            xid = int(rec.transfer["id"])
+            xid = rec.xid
             self._xfer_slots.pop(xid, None)
             fut = self._xfer_waiters.pop(xid, None)
             if fut is not None and not fut.done():
-                fut.set_result({"t": "xa", "id": xid, "ok": False, "err": "taken back"})
+                fut.set_result(TransferAck(xid, False, "taken back"))
         rt.become(SlotRole.PRIMARY)
         rt.epoch = epoch
         self.track_slot(rt)

@@ -5,7 +5,7 @@ plain slicing, no scapy. It is defensive: frames come from the network, so any l
 be wrong. It never raises on short or garbage input; what it cannot parse is reported as
 `flow=None` and offsets of -1. Rules:
 
-- The frame is the Ethernet frame *without* the nfcluster shim (see `nf_host.shim.decap`).
+- The frame is the Ethernet frame *without* the nfcluster shim (see `contract.shim.decap`).
 - 802.1Q / 802.1ad tags (at most two) are skipped; `l3_offset` is where the IPv4 header starts.
 - Non-IPv4 frames: `flow=None`, `l3_offset=-1`.
 - IPv4 with a bad version/IHL, or a total length shorter than the header: `flow=None`.
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import struct
 
+from contract.shim import Shim
 from nf_host.nf_api import FlowKey, Packet
-from nf_host.shim import Shim
 
 ETH_LEN = 14
 ETHERTYPE_IPV4 = 0x0800

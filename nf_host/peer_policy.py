@@ -33,21 +33,26 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import struct
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
+from contract.commands import Adopt, Assign, Command, Release, SetPeers
+from contract.replication import (
+    Delta,
+    Forward,
+    Hello,
+    InputCopy,
+    Message,
+    Released,
+    SlotState,
+    Transfer,
+)
+from contract.shim import FRAME_SLOT
 from nf_host.chunked import MAX_MESSAGE
 
 log = logging.getLogger(__name__)
 
-HELLO = "h"
 HELLO_MAX_FRAME = 4096
 HELLO_TIMEOUT = 2.0
-_FRAME_SLOT = struct.Struct("!H")  # a forwarded frame's slot, at shim offset 4 (frame offset 18)
-
-Message = dict[str, Any]
-
 
 @dataclass
 class PeerLimits:
@@ -68,9 +73,9 @@ class Refused(Exception):
         self.reason = reason
 
 
-def hello(nf_id: int, index: int, workers: int) -> Message:
+def hello(nf_id: int, index: int, workers: int) -> Hello:
     """The first message of every link: who is sending."""
-    return {"t": HELLO, "nf": nf_id, "w": index, "workers": workers}
+    return Hello(nf_id, index, workers)
 
 
 def _same_host(expected: str, actual: str | None) -> bool:
@@ -114,25 +119,23 @@ class PeerPolicy:
         self._logged: set[tuple[str, int | None]] = set()
 
     # ------------------------------------------------------------------ learning
-    def learn(self, command: str, args: dict[str, Any]) -> None:
+    def learn(self, cmd: Command) -> None:
         """Update the known peers from a control command (as the worker receives it)."""
-        if command == "set_peers":
-            self.peers = {
-                int(nf): _host(str(addr)) for nf, addr in args["peers"] if int(nf) != self.nf_id
-            }
-        elif command == "assign" and args.get("as_backup") and args.get("primary"):
-            self.primaries.add(int(args["primary"]))
-        elif command == "adopt":
-            slot, src = int(args["slot"]), int(args.get("from_nf") or 0)
+        if isinstance(cmd, SetPeers):
+            self.peers = {nf: _host(addr) for nf, addr in cmd.peers if nf != self.nf_id}
+        elif isinstance(cmd, Assign) and cmd.as_backup and cmd.primary:
+            self.primaries.add(cmd.primary)
+        elif isinstance(cmd, Adopt):
+            slot, src = cmd.slot, cmd.from_nf
             old = self.adopting.get(slot)
             if old is not None:
                 self._sources[old[0]] -= 1
                 if not self._sources[old[0]]:
                     del self._sources[old[0]]
-            self.adopting[slot] = (src, _host(str(args.get("from_address") or "")))
+            self.adopting[slot] = (src, _host(cmd.from_address))
             self._sources[src] = self._sources.get(src, 0) + 1
-        elif command == "release":
-            self.released_to[int(args["slot"])] = int(args["to_nf"])
+        elif isinstance(cmd, Release):
+            self.released_to[cmd.slot] = cmd.to_nf
 
     def known(self, nf: int) -> bool:
         return (nf in self.peers or nf in self.primaries or nf in self._sources
@@ -158,12 +161,9 @@ class PeerPolicy:
     # ------------------------------------------------------------------ decisions
     def admit(self, msg: Message, remote: str | None) -> int:
         """The sender of a connection whose first message is `msg` (a hello); raises Refused."""
-        if msg.get("t") != HELLO:
-            raise Refused("no_hello", f"first message from {remote} is {msg.get('t')!r}, not a hello")
-        try:
-            nf, index, workers = int(msg["nf"]), int(msg["w"]), int(msg["workers"])
-        except (KeyError, TypeError, ValueError):
-            raise Refused("no_hello", f"malformed hello from {remote}: {msg!r}") from None
+        if not isinstance(msg, Hello):
+            raise Refused("no_hello", f"first message from {remote} is {msg.T!r}, not a hello")
+        nf, index, workers = msg.nf, msg.worker, msg.workers
         if workers != self.workers or index != self.index:
             raise Refused(
                 "workers",
@@ -187,51 +187,45 @@ class PeerPolicy:
     def check(self, sender: int | None, msg: Message) -> Message | None:
         """The message to handle (a delta may lose entries), or None if it is dropped; raises
         Refused when the connection must be closed."""
-        t = msg.get("t")
         if sender is not None and self.limits.known_peers_only and not self.known(sender):
             raise Refused("unknown_peer", f"NF {sender} is no longer a known peer")
-        if t == "d":
+        if isinstance(msg, Delta):
             return self._check_delta(sender, msg)
-        if t in ("x", "f"):
+        if isinstance(msg, Transfer | Forward):
             slot = self._slot_of(msg)
             if slot is None:
                 return msg  # malformed: the worker's handler counts it and closes the connection
-            given_back = t == "f" and sender is not None and self.released_to.get(slot) == sender
+            fwd = isinstance(msg, Forward)
+            given_back = fwd and sender is not None and self.released_to.get(slot) == sender
             if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
-                self.refuse("slot", sender, f"{'transfer' if t == 'x' else 'forwarded packet'} "
+                self.refuse("slot", sender, f"{'forwarded packet' if fwd else 'transfer'} "
                                             f"of slot {slot} from NF {sender}, not adopted from it")
                 return None
             return msg
-        if t in ("c", "xs") and not self._trusted(sender):
+        if isinstance(msg, InputCopy | SlotState) and not self._trusted(sender):
             self.refuse("slot", sender, f"input copy from NF {sender}, not a primary here")
             return None
-        if t == "r" and not self._trusted(sender):
+        if isinstance(msg, Released) and not self._trusted(sender):
             self.refuse("slot", sender, f"release notice from NF {sender}, not a primary here")
             return None
         return msg
 
-    def _check_delta(self, sender: int | None, msg: Message) -> Message | None:
-        items = msg.get("s")
-        if not isinstance(items, list):
-            return msg  # malformed: the handler fails on it and the connection is closed
+    def _check_delta(self, sender: int | None, msg: Delta) -> Delta | None:
+        items = msg.rows
         if self._trusted(sender):
             for item in items:
-                slot = item[0] if isinstance(item, list) and item else None
-                if isinstance(slot, int) and slot % self.workers != self.index:
+                slot = item.slot
+                if slot % self.workers != self.index:
                     raise Refused("slot", f"delta from NF {sender} for slot {slot}, which is not "
                                           f"handled by worker {self.index} of {self.workers}")
             return msg
         # an NF this one only adopts from: keep the adopted slots' entries, drop the rest
-        keep = [
-            item for item in items
-            if isinstance(item, list) and item and isinstance(item[0], int)
-            and self.adopting.get(item[0], (None, ""))[0] == sender
-        ]
+        keep = [item for item in items if self.adopting.get(item.slot, (None, ""))[0] == sender]
         if len(keep) < len(items):
             for _ in range(len(items) - len(keep)):
                 self.refuse("slot", sender, f"delta entries from NF {sender} for slots not "
                                             "adopted from it (dropped)")
-            msg = {**msg, "s": keep}
+            msg = replace(msg, rows=keep)
         return msg
 
     def _adopted_from(self, slot: int, sender: int | None) -> bool:
@@ -243,11 +237,10 @@ class PeerPolicy:
         return src[0] == sender or (src[0] == 0 and sender in self.peers)
 
     @staticmethod
-    def _slot_of(msg: Message) -> int | None:
-        if msg.get("t") == "x":
-            slot = msg.get("slot")
-            return slot if isinstance(slot, int) else None
-        frame = msg.get("f")
-        if not isinstance(frame, bytes) or len(frame) < 20:
+    def _slot_of(msg: Transfer | Forward) -> int | None:
+        if isinstance(msg, Transfer):
+            return msg.slot
+        frame = msg.frame
+        if len(frame) < FRAME_SLOT + 2:
             return None
-        return int(_FRAME_SLOT.unpack_from(frame, 18)[0])
+        return int.from_bytes(frame[FRAME_SLOT:FRAME_SLOT + 2], "big")

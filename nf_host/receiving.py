@@ -7,98 +7,121 @@ adopting primary gives its backup, forwarded packets and input copies). A layer 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from typing import Any
 
+from contract.replication import (
+    Ack,
+    Delta,
+    Dispatch,
+    Forward,
+    InputCopy,
+    Message,
+    Released,
+    SlotRow,
+    SlotStateAck,
+    Transfer,
+    TransferAck,
+)
+from contract.replication import SlotState as SlotStateMsg
+from contract.roles import SlotRole
+from contract.seq import older_owner, seq_next
+from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
 from nf_host.links import Links
 from nf_host.move_marker import Parked
-from nf_host.reorder import seq_next
-from nf_host.replication import Message, StaleSender
-from nf_host.shim import Kind
+from nf_host.replication import Reply, StaleSender
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
-from nf_host.worker_core import _HDR, _SLOT_SEQ
-from nf_host.worker_types import SlotRole, older_owner
 
 
 class Receiving(Links):
     """The worker's receiving side of replication (see the module docstring)."""
 
-    def on_replication(self, msg: Message) -> Message | asyncio.Future[Message] | None:
-        t = msg["t"]
-        if t == "d":
-            full = bool(msg.get("full"))
-            sender = int(msg.get("n", 0))
-            self._check_owner(sender, msg["s"])
-            if "o" in msg:  # from the primary we back up: log its unreleased output
-                self.out_log.record(sender, msg["o"] or [], msg.get("rel"), full)
-            for item in msg["s"]:
-                slot, epoch, version, last_seq, raw, *more = item
-                # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
-                # is the base of the delta transfer that will complete the adoption)
-                rep = self.replicas.get(slot)
-                if rep is None or full or (more and more[0]):  # a whole slot from a new owner
-                    # the replica becomes that state, its last seq included: kept, a dead
-                    # owner's uncommitted numbers that reached this peer (not the backup) would
-                    # outlive the replacement, and promoted from it later (made the backup by
-                    # AssignSlots), this NF would skip the numbers after the new owner's last
-                    # without counting them (tests/nf_host/test_replica_last_seq.py)
-                    rep = self.replicas[slot] = Replica(int(slot))
-                rep.epoch = int(epoch)
-                rep.gen = int(more[1]) if len(more) > 1 else 0
-                if last_seq is None:  # the owner has not processed a packet of the slot yet
-                    rep.apply(raw, int(version), None, more[2] if len(more) > 2 else None)
-                    continue
-                rep.apply(raw, int(version), int(last_seq), more[2] if len(more) > 2 else None)
-                self.inbuf.drop_upto(int(slot), int(last_seq))
-            return {"t": "a", "b": msg["b"]}
-        if t == "x":
-            return self._on_transfer(msg)
-        if t == "r":  # the primary we back up released this slot: its copies are not needed
-            slot = int(msg["slot"])
-            self.backed_up.discard(slot)
-            self.inbuf.discard(slot)
+    def on_replication(self, msg: Message) -> Reply:
+        """Handle one message through the dispatch table; a type this side does not take
+        raises ProtocolError (counted, the connection closed)."""
+        return self._receive(msg)
+
+    @functools.cached_property
+    def _receive(self) -> Dispatch[Reply]:
+        """What a worker receives from other NFs, by message type."""
+        table = Dispatch[Reply]()
+        table.on(Delta, self._on_delta)
+        table.on(Transfer, self._on_transfer)
+        table.on(Released, self._on_released)
+        table.on(Forward, self._on_forward)
+        table.on(SlotStateMsg, self._on_slot_state)
+        table.on(InputCopy, self._on_input_copy)
+        return table
+
+    def _on_delta(self, msg: Delta) -> Ack:
+        full = msg.full
+        sender = msg.sender
+        self._check_owner(sender, msg.rows)
+        if msg.outputs is not None:  # from the primary we back up: log its unreleased output
+            self.out_log.record(sender, msg.outputs, msg.released, full)
+        for row in msg.rows:
+            slot = row.slot
+            # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
+            # is the base of the delta transfer that will complete the adoption)
             rep = self.replicas.get(slot)
-            if rep is not None and msg.get("e") is not None and rep.epoch == int(msg["e"]):
-                del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
-            return None
-        if t == "f":
-            frame = msg["f"]
-            if not isinstance(frame, bytes):
-                raise ValueError("forwarded frame is not bytes")
-            self._copy_to_backup(frame)
-            self.on_frame(frame)
-            return None
-        if t == "xs":  # the primary we back up adopted a slot: its whole state, first
-            slot = int(msg["slot"])
-            rep = self.replicas[slot] = Replica(slot, epoch=int(msg["epoch"]))
-            seq = msg["seq"]
-            rep.apply(msg["flows"], int(msg["version"]), None if seq is None else int(seq))
-            if seq is not None:
-                self.inbuf.drop_upto(slot, int(seq))
-            return {"t": "xsa", "id": msg["id"]}
-        if t == "c":  # our primary's copy of a packet forwarded to it: input we back up
-            frame = msg["f"]
-            if not isinstance(frame, bytes) or len(frame) < _HDR:
-                raise ValueError("input copy is not a frame")
-            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
-            self._backup_copy(slot, seq, frame)
-            return None
-        raise ValueError(f"unknown replication message type {t!r}")
+            if rep is None or full or row.replace:  # a whole slot from a new owner
+                # the replica becomes that state, its last seq included: kept, a dead
+                # owner's uncommitted numbers that reached this peer (not the backup) would
+                # outlive the replacement, and promoted from it later (made the backup by
+                # AssignSlots), this NF would skip the numbers after the new owner's last
+                # without counting them (tests/nf_host/test_replica_last_seq.py)
+                rep = self.replicas[slot] = Replica(slot)
+            rep.epoch = row.epoch
+            rep.gen = row.gen
+            rep.apply(row.entries, row.version, row.last_seq, row.deleted)
+            if row.last_seq is not None:  # (None: the owner has not processed a packet yet)
+                self.inbuf.drop_upto(slot, row.last_seq)
+        return Ack(msg.batch)
+
+    def _on_released(self, msg: Released) -> None:
+        """The primary we back up released this slot: its copies are not needed."""
+        slot = msg.slot
+        self.backed_up.discard(slot)
+        self.inbuf.discard(slot)
+        rep = self.replicas.get(slot)
+        if rep is not None and msg.epoch is not None and rep.epoch == msg.epoch:
+            del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
+
+    def _on_forward(self, msg: Forward) -> None:
+        self._copy_to_backup(msg.frame)
+        self.on_frame(msg.frame)
+
+    def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck:
+        """The primary we back up adopted a slot: its whole state, first."""
+        slot = msg.slot
+        rep = self.replicas[slot] = Replica(slot, epoch=msg.epoch)
+        rep.apply(msg.flows, msg.version, msg.seq)
+        if msg.seq is not None:
+            self.inbuf.drop_upto(slot, msg.seq)
+        return SlotStateAck(msg.id)
+
+    def _on_input_copy(self, msg: InputCopy) -> None:
+        """Our primary's copy of a packet forwarded to it: input we back up."""
+        frame = msg.frame
+        if len(frame) < SHIM_FRAME_LEN:
+            raise ValueError("input copy is not a frame")
+        slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
+        self._backup_copy(slot, seq, frame)
 
     def _copy_to_backup(self, frame: bytes) -> None:
         """A packet a releasing NF forwarded to us (stamped in its epoch, after its transfer) never
         had a copy sent to our backup by the switch: we send it one, ahead of the delta that will
         hold its processing, so that a promotion of our backup replays it if we die before that
         delta is acknowledged (found by the simulation, seed 55: the packet was lost)."""
-        if not self.backup_id or len(frame) < _HDR or frame[14] != Kind.PRIMARY:
+        if not self.backup_id or len(frame) < SHIM_FRAME_LEN or frame[FRAME_KIND] != Kind.PRIMARY:
             return
         link = self.links.get(self.backup_id)
         if link is not None:
             copy = bytearray(frame)
-            copy[14] = Kind.BACKUP
-            link.send({"t": "c", "f": bytes(copy)})
+            copy[FRAME_KIND] = Kind.BACKUP
+            link.send(InputCopy(bytes(copy)))
 
-    def _check_owner(self, sender: int, items: list[Any]) -> None:
+    def _check_owner(self, sender: int, rows: list[SlotRow]) -> None:
         """Refuse a delta from a slot's former owner: one that was failed over while alive (it
         hung, then went on) still sends deltas of the slots its backup now owns. Its
         acknowledged output would be of state nobody holds, and its versions would mix with the
@@ -106,9 +129,8 @@ class Receiving(Links):
         a slot is ordered by (epoch, generation): a move bumps the epoch, a promotion the
         generation. Checked before anything is applied; the connection is then closed, so no
         later (cumulative) ack covers the refused delta."""
-        for item in items:
-            slot, epoch = int(item[0]), int(item[1])
-            gen = int(item[6]) if len(item) > 6 else 0
+        for row in rows:
+            slot, epoch, gen = row.slot, row.epoch, row.gen
             own = self.slots.get(slot)
             if own is not None and own.role == SlotRole.PRIMARY:
                 raise StaleSender(f"delta from NF {sender} for slot {slot}, which this NF owns")
@@ -117,12 +139,12 @@ class Receiving(Links):
                 raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
                                   f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
 
-    def _on_transfer(self, msg: Message) -> Message | asyncio.Future[Message]:
-        slot = int(msg["slot"])
-        xid = msg["id"]
+    def _on_transfer(self, msg: Transfer) -> TransferAck | asyncio.Future[TransferAck]:
+        slot = msg.slot
+        xid = msg.id
         rt = self.slots.get(slot)
-        sender = msg.get("n")
-        origin = None if sender is None else (int(sender), int(xid))
+        sender = msg.sender
+        origin = None if sender is None else (sender, xid)
         pending = None if origin is None else self.adopt_commit.waiting(slot, origin)
         if pending is not None:
             return pending  # the same transfer again while our backup takes its state
@@ -131,38 +153,35 @@ class Receiving(Links):
             # release again): accepted already, whether the slot has started or waits for its
             # marker; answered the same, never refused (a refusal would make the old owner
             # take back a slot that started here)
-            return {"t": "xa", "id": xid, "ok": True, "err": ""}
+            return TransferAck(xid, True)
         if rt is None or rt.role != SlotRole.ADOPTING or rt.adopted_from is not None:
-            return {"t": "xa", "id": xid, "ok": False, "err": f"slot {slot} is not being adopted"}
-        base = int(msg["base"])
-        entries = entries_from_wire(msg["flows"])
+            return TransferAck(xid, False, f"slot {slot} is not being adopted")
+        base = msg.base
+        entries = entries_from_wire(msg.flows)
         if base >= 0:
             rep = self.replicas.get(slot)
             if rep is None or rep.version < base:
                 held = rep.version if rep is not None else None
-                return {
-                    "t": "xa", "id": xid, "ok": False,
-                    "err": f"delta against version {base} but this NF holds {held}",
-                }
+                return TransferAck(xid, False, f"delta against version {base} but this NF holds {held}")
             state, bad = rep.to_slot_state()
             self.c.repl_errors += bad
         else:
             state = SlotState(slot)
-        version = int(msg["version"])
-        for wk in msg.get("del") or []:  # deleted since the base (evicted by the old owner)
+        version = msg.version
+        for wk in msg.deleted:  # deleted since the base (evicted by the old owner)
             state.delete(key_from_wire(wk))
         state.deleted.clear()  # (not ours to replicate: our backup gets the whole state)
         state.load(entries, version)
         state.version = version
-        state.last_seq = None if msg["seq"] is None else int(msg["seq"])
+        state.last_seq = msg.seq
         self.replicas.pop(slot, None)
         self.inbuf.discard(slot)
         # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
         # as the one before 1)
         parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
                         time.monotonic())
-        origin = origin if origin is not None else (0, int(xid))
-        accepted: Message = {"t": "xa", "id": xid, "ok": True, "err": ""}
+        origin = origin if origin is not None else (0, xid)
+        accepted = TransferAck(xid, True)
 
         def commit() -> bool:
             if self.slots.get(slot) is not rt or rt.role != SlotRole.ADOPTING:
@@ -178,6 +197,6 @@ class Receiving(Links):
             commit()
             return accepted
         # the state goes to our backup before the old owner forgets it (nf_host/adopt_commit.py)
-        return self.adopt_commit.begin(backup, slot, origin, {
-            "slot": slot, "epoch": rt.epoch, "version": state.version, "seq": state.last_seq,
-            "flows": state.everything()}, accepted, commit)
+        return self.adopt_commit.begin(backup, slot, origin, lambda sid: SlotStateMsg(
+            sid, slot, rt.epoch, state.version, state.last_seq, state.everything()),
+            accepted, commit)

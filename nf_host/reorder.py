@@ -8,7 +8,7 @@ for longer than the gap timeout, the sequencer skips to the lowest buffered numb
 skipped numbers as gaps, so a loss on the wire never blocks a slot and is never silent.
 
 Sequence numbers are 32 bits and wrap around (the switch's register does): they are compared in
-serial-number arithmetic (RFC 1982), so a number is "after" another when it is less than 2**31
+serial-number arithmetic (RFC 1982, `contract.seq`), so a number is "after" another when it is less than 2**31
 ahead of it modulo 2**32.
 """
 
@@ -18,25 +18,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Generic, TypeVar
 
+from contract.seq import SEQ_HALF, SEQ_MASK
+
 T = TypeVar("T")
-
-SEQ_MASK = 0xFFFFFFFF
-_HALF = 1 << 31
-
-
-def seq_after(a: int, b: int) -> bool:
-    """Whether sequence number `a` comes after `b` (serial arithmetic modulo 2**32)."""
-    return 0 < ((a - b) & SEQ_MASK) < _HALF
-
-
-def seq_next(a: int) -> int:
-    return (a + 1) & SEQ_MASK
-
-
-def seq_distance(a: int, b: int) -> int:
-    """How many numbers `a` is after `b` (modulo 2**32)."""
-    return (a - b) & SEQ_MASK
-
 
 class Offer(IntEnum):
     """What happened to an offered packet."""
@@ -66,7 +50,7 @@ class Sequencer(Generic[T]):
         if nxt is None:  # first packet ever seen for this slot: start from it
             nxt = self.next_expected = seq
         ahead = (seq - nxt) & SEQ_MASK
-        if ahead >= _HALF or seq in self.buffer:  # behind next_expected: already released
+        if ahead >= SEQ_HALF or seq in self.buffer:  # behind next_expected: already released
             self.duplicates += 1
             return Offer.DUPLICATE
         if ahead == 0:

@@ -7,24 +7,10 @@ after a release. Because it is one ordered stream, a transfer always arrives aft
 sent before it, which is what makes "ship only the delta since the acknowledged version" safe.
 `docs/nf_host.md` records why framed TCP was chosen over a gRPC stream (measured).
 
-Frame: 4-byte big-endian length, then a msgpack map with a type field "t":
-    h   hello    {nf, w: worker index, workers(, watch)}  (first on every connection: who is
-                  sending; with `watch`, nothing else follows but a goodbye: nf_host.death_watch)
-    d   delta    {b: batch id, s: [[slot, epoch, version, last_seq, entries(, replace)], ...],
-                  full: bool}  (replace: the entries are the whole slot, from its new owner)
-    a   ack      {b: batch id}            (cumulative: every batch <= b is applied)
-    x   transfer {id, slot, epoch, seq, version, base (-1: full state), flows: entries}
-    xa  transfer ack {id, ok, err}        (an adopter with a backup answers once `xsa` came)
-    xs  slot state   {id, slot, epoch, version, seq, flows}  (to the adopter's backup: a
-                  transfer's whole state, before the transfer is answered: nf_host.adopt_commit)
-    xsa slot state ack {id}
-    f   forward  {f: frame with shim}
-    c   copy     {f: frame with shim, kind BACKUP}  (to the backup: the input copy of a packet
-                  forwarded to its primary, which the switch never copied to it)
-    r   released {slot}                   (to the backup: stop keeping copies of the slot)
-    bye goodbye  {}                       (the sender closes this connection on purpose)
-    k   fragment {p: bytes, m: more follow}  (a message over `CHUNK` bytes, in fragments with
-                  flow control; handled once reassembled: nf_host.chunked)
+Frame: 4-byte big-endian length, then a msgpack map; the messages and their one codec are
+`contract.replication`'s (hello first on every connection: who is sending; with `watch`, nothing
+else follows but a goodbye: nf_host.death_watch). Messages over `CHUNK` bytes leave in fragments
+(nf_host.chunked).
 The newest connection from a known sender that ends without its goodbye (end of stream or
 reset) means the sending process died or lost its socket: the server tells `on_lost(sender)`, which is how a
 backup armed for it takes over without waiting for the controller (docs/protocols.md §4.3). So
@@ -42,25 +28,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-import msgpack
-
-from nf_host.chunked import CHUNK, FRAGMENT, MAX_MESSAGE, FragmentError, Pacer, Reassembly
-from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME, HELLO_TIMEOUT, PeerPolicy, Refused
+from contract.replication import (
+    LEN,
+    Ack,
+    Bye,
+    Fragment,
+    Hello,
+    Message,
+    ProtocolError,
+    TransferAck,
+    decode,
+    encode,
+)
+from nf_host.chunked import CHUNK, MAX_MESSAGE, FragmentError, Pacer, Reassembly
+from nf_host.peer_policy import HELLO_MAX_FRAME, HELLO_TIMEOUT, PeerPolicy, Refused
 
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 64 * 1024 * 1024
-BYE = "bye"
 MAX_RETRY = 1.0  # the longest wait before a link reconnects (after connections that did not last)
-_LEN = struct.Struct("!I")
+_LEN = LEN
 
-Message = dict[str, Any]
-Handler = Callable[[Message], "Message | asyncio.Future[Message] | None"]
-"""A message's answer: now, later (a future: written when it resolves), or none."""
+Reply = Message | asyncio.Future[TransferAck] | None
+"""A message's answer: now, later (a future, for a transfer: written when it resolves), or none."""
+Handler = Callable[[Message], Reply]
 Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -88,32 +82,13 @@ TRANSPORT: StreamTransport = TCP
 """The transport every server and link of this process uses (the seam the simulation sets)."""
 
 
-class ProtocolError(ValueError):
-    """A frame that is too large or does not decode into a message."""
-
-
 class StaleSender(Exception):
     """A message the receiver must not acknowledge, now or through a later (cumulative) ack (its
     sender lost the slots it speaks for): the server closes the connection, as for any message
     that cannot be applied."""
 
 
-def encode(msg: Message) -> bytes:
-    body: bytes = msgpack.packb(msg, use_bin_type=True)
-    return _LEN.pack(len(body)) + body
-
-
-BYE_FRAME = encode({"t": BYE})
-
-
-def decode(body: bytes) -> Message:
-    try:
-        msg = msgpack.unpackb(body, raw=False, strict_map_key=False)
-    except Exception as exc:
-        raise ProtocolError(f"undecodable frame: {exc}") from exc
-    if not isinstance(msg, dict) or not isinstance(msg.get("t"), str):
-        raise ProtocolError("frame is not a map with a string 't'")
-    return msg
+BYE_FRAME = encode(Bye())
 
 
 class FrameTooLarge(ProtocolError):
@@ -193,7 +168,8 @@ class ReplicationServer:
             # one write per burst, and of consecutive cumulative acks only the last is needed
             out = [
                 encode(m) for i, m in enumerate(replies)
-                if not (m["t"] == "a" and i + 1 < len(replies) and replies[i + 1]["t"] == "a")
+                if not (isinstance(m, Ack) and i + 1 < len(replies)
+                        and isinstance(replies[i + 1], Ack))
             ]
             replies.clear()
             if not writer.is_closing():
@@ -224,17 +200,17 @@ class ReplicationServer:
                         older.transport.abort()
             else:
                 (msg, size), limit = await read_sized(reader), MAX_FRAME
-                self._count(None, str(msg["t"]), size)
+                self._count(None, msg.T, size)
             while True:
                 if msg is None:
                     msg, size = await read_sized(reader, limit)
-                    self._count(sender, str(msg["t"]), size)
-                if msg["t"] == FRAGMENT:  # a part of a large message (nf_host/chunked.py)
+                    self._count(sender, msg.T, size)
+                if isinstance(msg, Fragment):  # a part of a large message (nf_host/chunked.py)
                     body = parts.add(msg)
                     msg = None if body is None else decode(body)
                     if msg is None:
                         continue
-                if msg["t"] == BYE:
+                if isinstance(msg, Bye):
                     return  # closed on purpose: not a loss
                 if sender is not None and self._newest.get(sender) is not writer:
                     return  # superseded by a newer connection: stale, not applied
@@ -242,7 +218,7 @@ class ReplicationServer:
                     msg = policy.check(sender, msg)
                     if msg is None:
                         continue
-                elif msg["t"] == HELLO:
+                elif isinstance(msg, Hello):
                     msg = None
                     continue
                 try:
@@ -255,7 +231,7 @@ class ReplicationServer:
                     self.errors += 1
                     log.warning(
                         "closing replication connection: message %r cannot be applied: %r",
-                        msg.get("t"), exc,
+                        msg.T, exc,
                     )
                     break
                 msg = None
@@ -293,19 +269,19 @@ class ReplicationServer:
         whether it is a watch)."""
         if not policy.limits.known_peers_only:  # a hello is optional: note the sender if any
             msg, size = await read_sized(reader, policy.limits.max_frame)
-            if msg["t"] == HELLO:
+            if isinstance(msg, Hello):
                 sender = policy.admit(msg, remote)
-                self._count(sender, HELLO, size)
-                return sender, None, bool(msg.get("watch"))
-            self._count(None, str(msg["t"]), size)
+                self._count(sender, Hello.T, size)
+                return sender, None, msg.watch
+            self._count(None, msg.T, size)
             return None, msg, False
         try:
             msg, size = await asyncio.wait_for(read_sized(reader, HELLO_MAX_FRAME), HELLO_TIMEOUT)
         except TimeoutError:
             raise Refused("no_hello", f"no hello within {HELLO_TIMEOUT} s") from None
         sender = policy.admit(msg, remote)
-        self._count(sender, HELLO, size)
-        return sender, None, bool(msg.get("watch"))
+        self._count(sender, Hello.T, size)
+        return sender, None, isinstance(msg, Hello) and msg.watch
 
     async def _watch(self, sender: int, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
@@ -317,8 +293,8 @@ class ReplicationServer:
             older.transport.abort()
         try:
             msg, _size = await read_sized(reader, HELLO_MAX_FRAME)
-            if msg["t"] != BYE:
-                raise ProtocolError(f"a watch carries nothing but its goodbye, not {msg['t']!r}")
+            if not isinstance(msg, Bye):
+                raise ProtocolError(f"a watch carries nothing but its goodbye, not {msg.T!r}")
         except (asyncio.IncompleteReadError, ConnectionError):
             if self._watchers.get(sender) is writer:
                 self.watch_losses += 1

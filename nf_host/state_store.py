@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.seq import seq_after
 from nf_host.nf_api import FlowKey, FlowState
-from nf_host.reorder import seq_after
 
 FlowId = tuple[int, int, int, int, int] | None
 """The canonical flow of a packet as (src, dst, sport, dport, proto), or None for packets without

@@ -22,9 +22,10 @@ from typing import Any, Protocol
 
 import grpc
 
-from nf_host.peer_policy import HELLO, HELLO_MAX_FRAME
+from contract.replication import Hello, ProtocolError, decode
+from nf_host.peer_policy import HELLO_MAX_FRAME
 from nf_host.pki import nf_name
-from nf_host.replication import Accept, ProtocolError, decode
+from nf_host.replication import Accept
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +268,7 @@ def _hello_nf(body: bytes) -> int | None:
         msg = decode(body)
     except ProtocolError:
         return None
-    nf = msg.get("nf") if msg.get("t") == HELLO else None
-    return nf if isinstance(nf, int) and not isinstance(nf, bool) else None
+    return msg.nf if isinstance(msg, Hello) else None
 
 
 class _NfSecurity(Protocol):

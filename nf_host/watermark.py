@@ -25,9 +25,16 @@ dropped inputs, plus one after 2^29 >> g drops at the start of an ownership.
 
 from __future__ import annotations
 
-from nf_host.shim import ETH_HDR_LEN, ETHERTYPE_NFC, SHIM_LEN, Kind, Shim
+from contract.shim import (
+    ETHERTYPE_NFC,
+    FLAG_WATERMARK,
+    FRAME_FLAGS,
+    FRAME_KIND,
+    SHIM_FRAME_LEN,
+    Kind,
+    Shim,
+)
 
-FLAG_WATERMARK = 0x04  # the P4 program's SHIM_FLAG_WATERMARK (p4src/shared/define.p4)
 SPAN = 1 << 30
 """Numbers after an owner's last output or watermark frame at which it sends one."""
 MIN_FRAME = 60
@@ -45,10 +52,10 @@ def watermark_frame(nf_id: int, slot: int, stage: int, epoch: int, seq: int, fla
     shim = Shim(int(Kind.OUTPUT), FLAG_WATERMARK | flags, slot, epoch, nf_id, seq & 0xFFFFFFFF, 0,
                 stage)
     frame = b"\xff" * 6 + src + ETHERTYPE_NFC.to_bytes(2, "big") + shim.pack()
-    assert len(frame) == ETH_HDR_LEN + SHIM_LEN
+    assert len(frame) == SHIM_FRAME_LEN
     return frame + bytes(MIN_FRAME - len(frame))
 
 
 def is_watermark(frame: bytes | bytearray) -> bool:
     """Whether an NF's output frame (with its shim) is a watermark frame."""
-    return frame[ETH_HDR_LEN] == Kind.OUTPUT and bool(frame[ETH_HDR_LEN + 1] & FLAG_WATERMARK)
+    return frame[FRAME_KIND] == Kind.OUTPUT and bool(frame[FRAME_FLAGS] & FLAG_WATERMARK)

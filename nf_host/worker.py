@@ -21,26 +21,26 @@ peers, NF update, status and the command dispatcher).
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
+from contract import commands
+from contract.roles import Role, SlotRole
+from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit, OutputLog
 from nf_host.ownership import Ownership
-from nf_host.reorder import SEQ_MASK, seq_after
 from nf_host.replication import worker_address
 from nf_host.state_store import Replica
-from nf_host.worker_types import (
-    CommandError,
-    Counters,
-    Role,
-    SlotRole,
-    SlotRuntime,
-    WorkerConfig,
-    older_owner,
-)
+from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
 
-__all__ = ["CommandError", "Counters", "Role", "SlotRole", "SlotRuntime", "Worker", "WorkerConfig"]
+__all__ = ["CommandError", "Counters", "SlotRuntime", "Worker", "WorkerConfig"]
+
+CommandResult = Awaitable[dict[str, Any]] | dict[str, Any] | None
+"""What a command's handler returns: its result, now or to await, or None for {}."""
 
 log = logging.getLogger(__name__)
 
@@ -339,45 +339,47 @@ class Worker(Ownership):
             "flows": [[None if k is None else list(k), v] for k, v in flows.items()],
         }
 
-    async def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def command(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run one control command given by name and arguments (`contract.commands.decode`:
+        CommandError if it is no command)."""
+        try:
+            cmd = commands.decode(name, args)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        return await self.run(cmd)
+
+    async def run(self, cmd: commands.Command) -> dict[str, Any]:
         """Run one control command (from `nf_host.control` through the worker's pipe)."""
-        self.policy.learn(name, args)  # who may use the replication server (peer_policy)
-        if name == "ping":
-            return {}
-        if name == "status":
-            return self.status()
-        if name == "flows":
-            return self.flows(int(args["slot"]))
-        if name == "set_role":
-            self.set_role(Role(int(args["role"])))
-            return {}
-        if name == "set_backup":
-            self.set_backup(int(args["nf_id"]), str(args["address"]))
-            return {}
-        if name == "set_peers":
-            self.set_peers([(int(n), str(a)) for n, a in args["peers"]])
-            return {}
-        if name == "assign":
-            self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]))
-            return {}
-        if name == "cancel_adopt":
-            return self.cancel_adopt(int(args["slot"]), int(args["epoch"]),
-                                     int(args.get("from_nf") or 0), str(args.get("from_address") or ""))
-        if name == "adopt":
-            self.adopt(int(args["slot"]), int(args["epoch"]))
-            return {}
-        if name == "release":
-            return await self.release(
-                int(args["slot"]), int(args["to_nf"]), str(args["to_address"]), bool(args["same_cluster"])
-            )
-        if name == "arm_takeover":
-            self.arm_takeover(int(args["primary"]), int(args["successor"]), str(args["address"]))
-            return {}
-        if name == "promote":
-            dead = int(args.get("dead", 0))
-            self.takeover_plan = None  # the controller promotes us: nothing left to arm for
-            self.took_over_from.discard(dead)  # (it knows: it acts on the dead primary)
-            if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
-                self.set_backup(int(args["backup"]), str(args["address"]))
-            return await self.promote_soon([int(s) for s in args["slots"]], dead)
-        raise CommandError(f"unknown command {name!r}")
+        self.policy.learn(cmd)  # who may use the replication server (peer_policy)
+        result = self._commands(cmd)
+        if inspect.isawaitable(result):
+            result = await result
+        return result or {}
+
+    @functools.cached_property
+    def _commands(self) -> commands.Dispatch[CommandResult]:
+        """The worker's commands, by type (what each returns: its result, or None for {})."""
+        t = commands.Dispatch[CommandResult]()
+        t.on(commands.Ping, lambda c: None)
+        t.on(commands.Status, lambda c: self.status())
+        t.on(commands.Flows, lambda c: self.flows(c.slot))
+        t.on(commands.SetRole, lambda c: self.set_role(c.role))
+        t.on(commands.SetBackup, lambda c: self.set_backup(c.nf_id, c.address))
+        t.on(commands.SetPeers, lambda c: self.set_peers(c.peers))
+        t.on(commands.Assign, lambda c: self.assign(c.slots, c.as_backup))
+        t.on(commands.CancelAdopt,
+             lambda c: self.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
+        t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))
+        t.on(commands.Release,
+             lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster))
+        t.on(commands.ArmTakeover, lambda c: self.arm_takeover(c.primary, c.successor, c.address))
+        t.on(commands.Promote, self._on_promote)
+        return t
+
+    async def _on_promote(self, c: commands.Promote) -> dict[str, Any]:
+        self.takeover_plan = None  # the controller promotes us: nothing left to arm for
+        self.took_over_from.discard(c.dead)  # (it knows: it acts on the dead primary)
+        if c.backup:  # in the same step: no output leaves unprotected
+            self.set_backup(c.backup, c.address)
+        return await self.promote_soon(c.slots, c.dead)
+

@@ -10,11 +10,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from contract.replication import (
+    Delta,
+    Forward,
+    LoggedBatch,
+    Message,
+    SlotRow,
+    TransferAck,
+    encode,
+)
+from contract.roles import Role, SlotRole
+from contract.seq import SEQ_MASK, seq_after
+from contract.shim import (
+    ETH_HDR_LEN,
+    ETHERTYPE_NFC_BYTES,
+    FLAG_REVERSE,
+    FRAME_KIND,
+    FRAME_SLOT,
+    SHIM_FRAME_LEN,
+    SHIM_HEAD,
+    SLOT_SEQ,
+    Kind,
+    Shim,
+    ShimError,
+)
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
@@ -24,32 +48,15 @@ from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFuncti
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.quiet_window import QuietWindow
-from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after
-from nf_host.replication import (
-    Link,
-    Message,
-    ReplicationServer,
-    encode,
-)
-from nf_host.shim import ETH_HDR_LEN, FLAG_REVERSE, SHIM_LEN, Kind, Shim, ShimError
+from nf_host.reorder import Offer, Sequencer
+from nf_host.replication import Link, ReplicationServer, Reply
 from nf_host.state_store import FlowId, Replica, SlotState
 from nf_host.watermark import SPAN as WATERMARK_SPAN
 from nf_host.watermark import first_span, watermark_frame
-from nf_host.worker_types import (
-    Counters,
-    Role,
-    SlotRole,
-    SlotRuntime,
-    TakeoverClock,
-    WorkerConfig,
-)
+from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
 
 log = logging.getLogger("nf_host.worker")
 
-_OUT_SHIM = struct.Struct("!BBBBHHHI")  # the shim without its trailing ether_type
-_OUT_PREFIX = b"\x88\xb5"
-_HDR = ETH_HDR_LEN + SHIM_LEN
-_SLOT_SEQ = struct.Struct("!H4xI")  # slot and seq, from shim offset 4
 
 
 class WorkerCore:
@@ -84,7 +91,7 @@ class WorkerCore:
         self.server: ReplicationServer | None = None
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
-        self._xfer_waiters: dict[int, asyncio.Future[Message]] = {}
+        self._xfer_waiters: dict[int, asyncio.Future[TransferAck]] = {}
         # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
         self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
         self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
@@ -158,14 +165,14 @@ class WorkerCore:
     # ------------------------------------------------------------------ data path
     def on_frame(self, frame: bytes) -> None:
         """A frame from the switch (or forwarded by a releasing NF)."""
-        if len(frame) < _HDR or frame[12] != 0x88 or frame[13] != 0xB5:
-            if len(frame) >= ETH_HDR_LEN and (frame[12] != 0x88 or frame[13] != 0xB5):
+        if len(frame) < SHIM_FRAME_LEN or frame[12:14] != ETHERTYPE_NFC_BYTES:
+            if len(frame) >= ETH_HDR_LEN and frame[12:14] != ETHERTYPE_NFC_BYTES:
                 self.c.foreign += 1  # not nfcluster's (the kernel's, another protocol's)
             else:
                 self.c.malformed += 1  # a shim frame cut short, or not even Ethernet
             return
-        if frame[14] == Kind.BACKUP:  # fast path: a backup only files the copy away
-            slot, seq = _SLOT_SEQ.unpack_from(frame, 18)
+        if frame[FRAME_KIND] == Kind.BACKUP:  # fast path: a backup only files the copy away
+            slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
             self._backup_copy(slot, seq, frame)
             return
         try:
@@ -219,7 +226,7 @@ class WorkerCore:
         role = rt.role
         if role == SlotRole.RELEASED:
             if rt.forward is not None:
-                rt.forward.send({"t": "f", "f": frame})
+                rt.forward.send(Forward(bytes(frame)))
                 self.c.forwarded += 1
             elif len(rt.pending) < self.cfg.adopt_capacity:  # the transfer is not answered yet
                 rt.pending.append((shim, frame))
@@ -328,7 +335,7 @@ class WorkerCore:
             out = pkt.frame
             # insert EtherType 0x88B5 and the shim up to (not including) its ether_type field: the
             # frame's own EtherType, now right after it, becomes the shim's ether_type
-            out[12:12] = _OUT_PREFIX + _OUT_SHIM.pack(
+            out[12:12] = ETHERTYPE_NFC_BYTES + SHIM_HEAD.pack(
                 Kind.OUTPUT, shim.flags & FLAG_REVERSE, shim.stage, 0, rt.slot, rt.epoch,
                 self.cfg.nf_id, shim.seq
             )
@@ -388,23 +395,23 @@ class WorkerCore:
             self._batch_timer = None
         if self._takeover is not None and batch.outputs:
             self._takeover.sealed(batch.slot_seqs)
-        slots_wire: list[list[Any]] = []
+        rows: list[SlotRow] = []
         versions: dict[int, int] = {}
         for slot, last in batch.slot_seqs.items():
             rt = self.slots[slot]
             entries = rt.state.seal()
             versions[slot] = rt.state.version
-            item = [slot, rt.epoch, rt.state.version, last, entries, rt.replace, rt.state.gen]
+            row = SlotRow(slot, rt.epoch, rt.state.version, last, entries, rt.replace,
+                          rt.state.gen)
             if rt.state.deleted:  # (tombstones kept back to the oldest version a peer holds)
                 floor = min((acked.get(slot, 0) for acked in self.acked_versions.values()),
                             default=rt.state.version)
-                item.append(rt.state.seal_deletions(floor))
-            slots_wire.append(item)
+                row.deleted = list(rt.state.seal_deletions(floor))
+            rows.append(row)
             rt.replace = False
-        self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
-                                "n": self.cfg.nf_id}, versions)
+        self._replicate(batch, Delta(batch.id, rows, False, self.cfg.nf_id), versions)
 
-    def _replicate(self, batch: Batch, msg: Message, versions: dict[int, int]) -> None:
+    def _replicate(self, batch: Batch, msg: Delta, versions: dict[int, int]) -> None:
         data = encode(msg) if self.links else b""
         for nf_id, link in self.links.items():
             if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
@@ -446,10 +453,10 @@ class WorkerCore:
         if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
             self._pause_input(False)
 
-    def _for_backup(self, msg: Message, logged: list[list[Any]]) -> Message:
-        """`msg` as the backup receives it: with the outputs to log, the released watermark and
-        our id (the backup keeps one log per primary)."""
-        return {**msg, "o": logged, "rel": self.released_id}
+    def _for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
+        """`msg` as the backup receives it: with the outputs to log and the released watermark
+        (the backup keeps one log per primary, by the sender's id)."""
+        return replace(msg, outputs=logged, released=self.released_id)
 
     def _held_upto(self, batch_id: int) -> bool:
         """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
@@ -508,11 +515,11 @@ class WorkerCore:
             self.on_backup(*watch)
 
     # ------------------------------------------------------------------ receiving side
-    def on_replication(self, msg: Message) -> Message | asyncio.Future[Message] | None:
+    def on_replication(self, msg: Message) -> Reply:
         """A replication message from another NF (`nf_host.receiving.Receiving`)."""
         raise NotImplementedError
 
-    def _transfer_answered(self, xid: int, msg: Message) -> None:
+    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
         """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
 
     def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:

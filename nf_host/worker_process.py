@@ -3,7 +3,7 @@
 `nf-host run` starts one OS process per worker (the GIL rules out threads for CPU work). Each
 runs `worker_main`: its own asyncio loop, its own AF_PACKET socket with the BPF filter for its
 slots, its replication server, and a `Worker`. The parent talks to it over a multiprocessing pipe:
-requests `(id, command, args)` and replies `(id, ok, result or error message)`; `WorkerPool`
+requests `(id, command)` (`contract.commands`) and replies `(id, ok, result or error message)`; `WorkerPool`
 matches replies to requests so a slow command on one worker (a release waiting for the adopter)
 does not block status calls. A worker exits when its parent dies (PR_SET_PDEATHSIG) or the pipe closes.
 """
@@ -26,10 +26,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol
 
+from contract import commands
 from nf_host import liveness, replication
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
-from nf_host.nf_api import GlobalStore, make_nf
+from nf_host.nf_api import GlobalStore
+from nf_host.nfs import make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
 from nf_host.tls import TlsStreams, nf_heartbeat_key, nf_identity
 from nf_host.worker import CommandError, Worker
@@ -168,18 +170,18 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
             if worker.input_paused or time.monotonic() > deadline:
                 break
 
-    async def run_command(rid: int, name: str, args: dict[str, Any]) -> None:
+    async def run_command(rid: int, cmd: commands.Command) -> None:
         try:
-            if name == "update_nf":  # the worker cannot build an NF: it only knows its instance
-                try:
-                    new_nf = make_nf(cfg.nf, dict(args["params"]))
+            if isinstance(cmd, commands.UpdateNf):  # the worker cannot build an NF: it only
+                try:                                # knows its instance
+                    new_nf = make_nf(cfg.nf, cmd.params)
                 except Exception as exc:  # whatever the NF's constructor raises on bad params
                     raise CommandError(f"NF {cfg.nf} refuses these params: {exc}") from exc
-                worker.replace_nf(new_nf, dry_run=bool(args["dry_run"]))
+                worker.replace_nf(new_nf, dry_run=cmd.dry_run)
                 conn.send((rid, True, {}))
                 return
-            result = await worker.command(name, args)
-            if name == "status":
+            result = await worker.run(cmd)
+            if isinstance(cmd, commands.Status):
                 sender.report(result)
                 # link handler failures (each dropped and resynchronised its link) are errors too
                 result["repl_errors"] = result.get("repl_errors", 0) + sum(
@@ -193,12 +195,12 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
 
     def on_command() -> None:
         try:
-            rid, name, args = conn.recv()
+            rid, cmd = conn.recv()
         except (EOFError, OSError):
             if not done.done():
                 done.set_result(None)
             return
-        task = loop.create_task(run_command(rid, name, args))
+        task = loop.create_task(run_command(rid, cmd))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -327,7 +329,7 @@ class WorkerPool:
     def worker_of(self, slot: int) -> int:
         return slot % self.cfg.workers
 
-    def request(self, worker: int, name: str, args: dict[str, Any], timeout: float = 10.0) -> Any:
+    def request(self, worker: int, cmd: commands.Command, timeout: float = 10.0) -> Any:
         if not self.procs[worker].is_alive():
             raise CommandError(f"worker {worker} is not running")
         rid = next(self._ids)
@@ -335,16 +337,16 @@ class WorkerPool:
         with self._lock:
             self._waiting[rid] = fut
         with self._send_locks[worker]:
-            self.conns[worker].send((rid, name, args))
+            self.conns[worker].send((rid, cmd))
         try:
             return fut.result(timeout)
         except TimeoutError:
             with self._lock:
                 self._waiting.pop(rid, None)
-            raise CommandError(f"worker {worker} did not answer {name!r} within {timeout} s") from None
+            raise CommandError(f"worker {worker} did not answer {cmd.NAME!r} within {timeout} s") from None
 
-    def broadcast(self, name: str, args: dict[str, Any]) -> list[Any]:
-        return [self.request(i, name, args) for i in range(self.cfg.workers)]
+    def broadcast(self, cmd: commands.Command) -> list[Any]:
+        return [self.request(i, cmd) for i in range(self.cfg.workers)]
 
     def close(self) -> None:
         if self.responder is not None:

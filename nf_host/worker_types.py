@@ -1,5 +1,5 @@
-"""What a worker is made of: its configuration, the runtime of each slot, its counters, and the
-slot and NF roles (mirroring nf_control.proto), shared by the worker's layers (`worker_core`,
+"""What a worker is made of: its configuration, the runtime of each slot and its counters (the
+slot and NF roles are `contract.roles`'), shared by the worker's layers (`worker_core`,
 `ownership`, `worker`) and by the NF's control server."""
 
 from __future__ import annotations
@@ -7,59 +7,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
+from contract.replication import Transfer, TransferAck
+from contract.roles import SLOT_TRANSITIONS, SlotRole, SlotTransitionError
+from contract.shim import Shim
+from contract.timing import MARKER_WAIT, SWITCH_QUEUE_BOUND, TRANSFER_TIMEOUT
 from nf_host.chunked import CHUNK
 from nf_host.peer_policy import PeerLimits
 from nf_host.reorder import Sequencer
 from nf_host.replication import Link
-from nf_host.shim import Shim
 from nf_host.state_store import SlotState
-from nf_host.timing import MARKER_WAIT, SWITCH_QUEUE_BOUND, TRANSFER_TIMEOUT
-
-
-class SlotRole(IntEnum):
-    """Mirrors `SlotRole` in nf_control.proto."""
-
-    PRIMARY = 1
-    BACKUP = 2
-    ADOPTING = 3
-    RELEASED = 4
-    REPLICA = 5
-
-
-# The owned slot's lifecycle (docs/protocols.md §5): the only role changes a worker may make to a
-# slot it holds in `slots`, each by `SlotRuntime.become`, which refuses any other. (BACKUP and
-# REPLICA are the roles of slots held as replicas, reported by Status; never an owned slot's.)
-#   PRIMARY -> RELEASED: a Release sends the transfer; PRIMARY -> PRIMARY: owned anew from a
-#   replica's or a transfer's state. ADOPTING -> PRIMARY: the transfer (and marker) arrived;
-#   ADOPTING -> RELEASED: the move's fence cancelled the adoption (given back to the old owner).
-#   RELEASED -> PRIMARY: the adopter refused the transfer, or the controller took the slot back.
-SLOT_TRANSITIONS: dict[SlotRole, frozenset[SlotRole]] = {
-    SlotRole.PRIMARY: frozenset({SlotRole.PRIMARY, SlotRole.RELEASED}),
-    SlotRole.ADOPTING: frozenset({SlotRole.PRIMARY, SlotRole.RELEASED}),
-    SlotRole.RELEASED: frozenset({SlotRole.PRIMARY}),
-}
-
-
-class SlotTransitionError(RuntimeError):
-    """A role change of an owned slot that its lifecycle does not have (a bug, never input)."""
-
-
-class Role(IntEnum):
-    """Mirrors `Role` in nf_control.proto."""
-
-    PRIMARY = 1
-    BACKUP = 2
-    IDLE = 3
-
-
-def older_owner(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    """Whether ownership generation a = (epoch, gen) is before b (epochs: 16-bit serial numbers)."""
-    if a[0] != b[0]:
-        return 0 < (b[0] - a[0]) & 0xFFFF < 0x8000
-    return a[1] < b[1]
 
 
 class CommandError(Exception):
@@ -84,7 +42,7 @@ class WorkerConfig:
     marker_wait: float = MARKER_WAIT  # an adopter's wait for the old owner's move marker
     max_held: int = 65536  # outputs waiting for the backup before the worker stops reading input
     # as a backup, how long the primary's released output is kept after the release is known
-    # (the switch's queue bound: nf_host/timing.py, docs/protocols.md §2 "The output log")
+    # (the switch's queue bound: contract/timing.py, docs/protocols.md §2 "The output log")
     output_retain: float = SWITCH_QUEUE_BOUND
     # how long an adopter waits for a gap in the old owner's tail (packets stamped before the
     # move, still queued at the switch toward the old owner, which forwards them) before it
@@ -104,8 +62,9 @@ class ReleaseRecord:
 
     to_nf: int
     link: Link
-    transfer: dict[str, Any]      # the transfer message, sent again as it is
-    answer: asyncio.Future[dict[str, Any]]
+    xid: int
+    transfer: Transfer | None     # sent again as it is; None once accepted (not needed again)
+    answer: asyncio.Future[TransferAck]
     result: dict[str, Any]        # what `Release` answers once the transfer is accepted
 
 

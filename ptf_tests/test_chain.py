@@ -20,7 +20,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
-from nf_host.shim import Kind
+from contract.shim import Kind
 from ptf_tests.lib.nfc_test import (
     CLIENT_MAC,
     EDGE_CLIENT_PORT,

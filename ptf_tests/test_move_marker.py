@@ -15,7 +15,7 @@ from ptf.testutils import group
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
-from nf_host.shim import ETHERTYPE_NFC, Kind
+from contract.shim import ETHERTYPE_NFC, Kind
 from ptf_tests.lib.nfc_test import (
     EDGE_CLIENT_PORT,
     NF1_ID,

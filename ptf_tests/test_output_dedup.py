@@ -15,8 +15,7 @@ import ptf.testutils as testutils
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
 
-from nf_host.shim import ETHERTYPE_NFC, Kind
-from nf_host.watermark import FLAG_WATERMARK
+from contract.shim import ETHERTYPE_NFC, FLAG_WATERMARK, Kind
 from ptf_tests.lib.nfc_test import (
     EDGE_CLIENT_PORT,
     EDGE_SERVER_PORT,

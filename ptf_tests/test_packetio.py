@@ -13,7 +13,7 @@ from ptf.testutils import group
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet
 
-from nf_host.shim import Kind
+from contract.shim import Kind
 from ptf_tests.lib.nfc_test import EDGE_CLIENT_PORT, EDGE_SERVER_PORT, NF2_PORT, NfcTest
 from ptf_tests.lib.packets import push_shim, udp_packet
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ptf.testutils as testutils
 from ptf.testutils import group
 
-from nf_host.shim import Kind
+from contract.shim import Kind
 from ptf_tests.lib.nfc_test import EDGE_CLIENT_PORT, EDGE_SERVER_PORT, NfcTest, packet_slot
 from ptf_tests.lib.packets import push_shim, udp_packet
 

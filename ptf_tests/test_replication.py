@@ -10,7 +10,7 @@ import ptf.testutils as testutils
 from ptf.testutils import group
 from scapy.layers.l2 import Ether
 
-from nf_host.shim import Kind
+from contract.shim import Kind
 from ptf_tests.lib.nfc_test import (
     EDGE_CLIENT_PORT,
     EDGE_SERVER_PORT,

@@ -42,7 +42,7 @@ class SymmetricSlot(NfcTest):
 
 @group("slot")
 class SlotModelMatchesSwitch(NfcTest):
-    """The Python slot model (ptf_tests/lib/slot_hash.py) agrees with the switch on many flows.
+    """The Python slot model (contract/slot_hash.py) agrees with the switch on many flows.
 
     Both address orders, TCP, UDP, ICMP (no ports), IPv4 with options (one word and the
     maximum of ten: the ports behind them still count), a first fragment (it has the ports)

@@ -19,8 +19,8 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from contract.roles import SlotRole
 from nf_host.harness import read_checker
-from nf_host.worker_types import SlotRole
 from sim.switch import Delivered
 
 if TYPE_CHECKING:

@@ -17,11 +17,11 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.config import ControllerConfig
 from controlplane.nf_registry import NfControlError, NfRegistry
 from nf_host.global_state import MemoryStore
-from nf_host.nf_api import make_nf
-from nf_host.proto import nf_control_pb2 as pb
+from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
 from sim.network import SimNet
 

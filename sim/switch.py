@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from contract.seq import SEQ_MASK
+from contract.shim import ETH_HDR_LEN, FLAG_FIRST_OF_EPOCH, Kind, Shim, decap, encap
 from controlplane.slot_map import SlotEntry
 from nf_host.harness import OutputDedup
-from nf_host.reorder import SEQ_MASK
-from nf_host.shim import ETH_HDR_LEN, FLAG_FIRST_OF_EPOCH, Kind, Shim, decap, encap
 
 
 @dataclass

@@ -14,13 +14,20 @@ import pytest
 from finsy import pbutil
 from finsy.proto import p4i
 
+from contract.shim import (
+    ETHERTYPE_NFC,
+    FLAG_FIRST_OF_EPOCH,
+    FLAG_WATERMARK,
+    Kind,
+    Shim,
+    decap,
+    encap,
+)
+from contract.slot_hash import DEFAULT_SLOT_BITS, slot_of
 from controlplane.controller_core import SWITCH_DROP_REASONS
-from nf_host.shim import ETHERTYPE_NFC, FLAG_FIRST_OF_EPOCH, Kind, Shim, decap, encap
-from nf_host.watermark import FLAG_WATERMARK
 from ptf_tests import run as ptf_run
 from ptf_tests.lib import nfc_test
 from ptf_tests.lib.packets import udp_packet
-from ptf_tests.lib.slot_hash import DEFAULT_SLOT_BITS, slot_of
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM = REPO / "p4src" / "v1model" / "nfcluster.p4"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from topo.records import RECORD_LEN, Record
+from contract.checker_record import RECORD_LEN, Record
 
 MAX_DATAGRAM = 2048
 # receive buffers large enough to ride out a few seconds of a starved process (a 2-core machine

@@ -1,6 +1,7 @@
 """The checker NF: stamps each packet with its flow's running packet count, for end-to-end proofs.
 
-The traffic generator sends packets whose L4 payload starts with the record `!IIQ` =
+The traffic generator sends packets whose L4 payload starts with the record `!IIQ`
+(`contract.checker_record`) =
 (flow_id, pkt_no, checker_count = 0). For each such packet the checker increments the per-flow
 `count` (both directions of the connection share it) and writes it into `checker_count` (payload
 bytes 8..16), updating the TCP/UDP checksum. A sink then checks that `checker_count` rises by
@@ -18,13 +19,11 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from contract.checker_record import COUNT_OFFSET, RECORD
 from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, register_nf
 from nf_host.nfs.generic import spin
 from nf_host.parse import payload_bytes, write_l4_words
 
-RECORD = struct.Struct("!IIQ")
-"""(flow_id, pkt_no, checker_count): the start of every checked payload."""
-COUNT_OFFSET = 8
 _U64 = struct.Struct("!Q")
 
 

@@ -20,10 +20,10 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet
 
-from nf_host.shim import Kind
+from contract.shim import Kind
+from contract.slot_hash import slot_of
 from ptf_tests.lib.base_test import P4RuntimeTest
 from ptf_tests.lib.packets import NfcShim, masked, push_shim, set_field
-from ptf_tests.lib.slot_hash import slot_of
 
 ROLE_EDGE = 1
 ROLE_NF = 2

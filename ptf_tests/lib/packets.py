@@ -15,7 +15,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, bind_layers
 
-from nf_host.shim import ETHERTYPE_NFC, Kind
+from contract.shim import ETHERTYPE_NFC, Kind
 
 ETHERTYPE_IPV4 = 0x0800
 FLAG_FIRST_OF_EPOCH = 0x01
@@ -23,7 +23,7 @@ FLAG_REVERSE = 0x02
 
 
 class NfcShim(Packet):
-    """The nfcluster shim (16 bytes); same layout as nf_host.shim.Shim."""
+    """The nfcluster shim (16 bytes); same layout as contract.shim.Shim."""
 
     name = "NfcShim"
     fields_desc = [

@@ -9,9 +9,9 @@ from typing import Any
 
 import grpc
 
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.pki import local_pki
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.tls import nf_identity
 
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.pipeline_state import entry_args
 from nf_host.pki import local_pki
-from nf_host.proto import nf_control_pb2 as pb
 from p4sim.server.device import Device
 from p4sim.server.service import Server, serve, tls_credentials
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory
@@ -67,7 +67,7 @@ def flow_frame() -> bytes:
 def inject(server: Server, out: list[tuple[int, bytes]], frame: bytes) -> dict[int, Any]:
     """`frame` in on port 1 of the switch whose `port_sender` appends to `out`; the shims of
     its copies, by the port they left on."""
-    from nf_host.shim import decap
+    from contract.shim import decap
 
     out.clear()
     server.device.inject(1, frame)
@@ -242,7 +242,7 @@ def test_packets_follow_the_installed_slot_map_on_the_real_program(etcd_server, 
     """Real data-plane program: after the controller installs the switch, a client packet reaches
     its slot's primary (kind PRIMARY, nf_id = owner) and backup (kind BACKUP), and after a
     `move_slot` the same flow goes to the new owner with the next epoch."""
-    from nf_host.shim import Kind
+    from contract.shim import Kind
     from tests.controlplane.test_switch_session import compile_program
     from topo.launch.hot import slot_of
 

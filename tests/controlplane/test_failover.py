@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nf_host.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2 as pb
 from tests.controlplane.test_migration import wait_until, with_controller
 
 pytestmark = pytest.mark.unit

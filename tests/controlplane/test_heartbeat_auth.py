@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from contract import heartbeat
 from controlplane.liveness import UdpHeartbeats
 from nf_host import liveness
 from nf_host.pki import derive_heartbeat_key
@@ -46,11 +47,11 @@ def test_forged_replies_do_not_keep_a_dead_nf_alive_and_are_counted() -> None:
     without a tag, with NF 4's key, with the right key but from the wrong address, and from a
     recorded reply of another session. None makes the heartbeat succeed; each is counted."""
     forgeries = {
-        "no tag": lambda c, sess: liveness.reply(c, 3, 0, 1000, None, sess),
-        "another NF's key": lambda c, sess: liveness.reply(c, 3, 0, 1000, KEYS[4], sess),
-        "right key, wrong sender": lambda c, sess: liveness.reply(c, 3, 0, 1000, KEYS[3], sess),
-        "another session": lambda c, sess: liveness.reply(c, 3, 0, 1000, KEYS[3], sess ^ 1),
-        "unknown NF": lambda c, sess: liveness.reply(c, 99, 0, 1000, KEYS[3], sess),
+        "no tag": lambda c, sess: heartbeat.reply(c, 3, 0, 1000, None, sess),
+        "another NF's key": lambda c, sess: heartbeat.reply(c, 3, 0, 1000, KEYS[4], sess),
+        "right key, wrong sender": lambda c, sess: heartbeat.reply(c, 3, 0, 1000, KEYS[3], sess),
+        "another session": lambda c, sess: heartbeat.reply(c, 3, 0, 1000, KEYS[3], sess ^ 1),
+        "unknown NF": lambda c, sess: heartbeat.reply(c, 99, 0, 1000, KEYS[3], sess),
     }
 
     async def body() -> None:
@@ -89,7 +90,7 @@ def test_a_keyed_echo_answers_its_controller_and_ignores_untagged_requests() -> 
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.setblocking(False)
                 for key in (None, KEYS[4]):
-                    s.sendto(liveness.request(5, key, 1), ("127.0.0.1", port))
+                    s.sendto(heartbeat.request(5, key, 1), ("127.0.0.1", port))
                 deadline = time.monotonic() + 5
                 while echo.ignored < 2 and time.monotonic() < deadline:
                     await asyncio.sleep(0.01)  # (the echo runs on this loop)
@@ -115,7 +116,7 @@ def test_a_controller_without_keys_accepts_only_replies_from_the_workers_address
             await hb.start()
             stop = asyncio.Event()
             forger = asyncio.ensure_future(
-                _forger(hb, lambda c, sess: liveness.reply(c, 3, 0, 1, None, sess), stop))
+                _forger(hb, lambda c, sess: heartbeat.reply(c, 3, 0, 1, None, sess), stop))
             try:
                 assert await hb.ping(3, "127.0.0.1", port, 1, 2, timeout=0.1) is None
             finally:

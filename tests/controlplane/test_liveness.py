@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from contract import heartbeat
 from controlplane.config import parse_config
 from controlplane.liveness import UdpHeartbeats, local_address_towards
 from controlplane.nf_registry import NfEvent, NfLoad, NfRegistry
@@ -41,7 +42,7 @@ def test_an_nf_answers_only_when_every_worker_answers() -> None:
             assert await hb.ping(7, "127.0.0.1", port, 1, 3, timeout=2.0) is not None
             # a reply to another NF id or counter, or garbage, is not an answer
             echo1.transport = None
-            assert liveness.parse_reply(b"garbage") is None and liveness.parse_request(b"x") is None
+            assert heartbeat.parse_reply(b"garbage") is None and heartbeat.parse_request(b"x") is None
         finally:
             hb.close()
             w0.close()

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane import cli
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.migration import MoveError
 from controlplane.slot_map import SlotEntry
 from controlplane.spare_pool import ScaleError
-from nf_host.proto import nf_control_pb2 as pb
 from tests.controlplane.api_server import served_api
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.controlplane.oracle import OwnershipOracle

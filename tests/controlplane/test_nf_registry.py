@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.config import parse_config
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
 from controlplane.slot_map import SlotMap
-from nf_host.proto import nf_control_pb2 as pb
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.support.procs import free_port
 

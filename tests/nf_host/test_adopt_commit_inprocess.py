@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract.roles import SlotRole
 from nf_host.harness import checker_frame
-from nf_host.worker import SlotRole
 from tests.nf_host.test_worker_inprocess import SLOT, Node, owner_of_slot, run, until
 
 pytestmark = pytest.mark.unit

@@ -7,18 +7,18 @@ path is the one a 64 MiB limit and a million flows take."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
+from contract.replication import Delta, Fragment, SlotRow, decode, encode
 from nf_host.chunked import FragmentError, Pacer, Reassembly, fragments
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from nf_host.peer_policy import PeerLimits
-from nf_host.replication import decode, encode
 from nf_host.state_store import SlotState
 from nf_host.worker import Worker, WorkerConfig
+from tests.nf_host.raw_frames import raw_frame
 from tests.nf_host.test_flow_bounds import run, until
 from tests.support.procs import free_port
 
@@ -52,18 +52,24 @@ def fill(st: SlotState, flows: int, pad: int = 200) -> None:
     st.last_seq = 0
 
 
+def fragment(frame: bytes) -> Fragment:
+    msg = decode(frame[4:])
+    assert isinstance(msg, Fragment)
+    return msg
+
+
 def test_fragments_reassemble_to_the_message_and_the_limit_holds() -> None:
-    msg: dict[str, Any] = {"t": "d", "b": 1, "s": [[1, 1, 1, 1, [[b"k" * 13, {"p": bytes(5000)}]]]]}
+    msg = Delta(1, [SlotRow(1, 1, 1, 1, [[b"k" * 13, {"p": bytes(5000)}]])])
     frame = encode(msg)
     parts = list(fragments(frame, 1000))
     assert len(parts) == (len(frame) - 4 + 999) // 1000 and all(len(p) < 1100 for p in parts)
     r = Reassembly()
-    bodies = [r.add(decode(p[4:])) for p in parts]
+    bodies = [r.add(fragment(p)) for p in parts]
     assert bodies[:-1] == [None] * (len(parts) - 1) and decode(bodies[-1] or b"") == msg
     small = Reassembly(limit=2500)
     with pytest.raises(FragmentError, match="exceeds 2500"):
         for p in parts:
-            small.add(decode(p[4:]))
+            small.add(fragment(p))
 
 
 def test_a_snapshot_over_the_frame_limit_syncs_a_new_backup_and_deltas_follow_it() -> None:
@@ -146,7 +152,7 @@ def test_a_stalled_receiver_holds_the_sender_to_about_one_fragment_in_flight() -
                 got.extend(await reader.read(1 << 20))
             writer.close()
 
-        frame = encode({"t": "x", "flows": bytes(32 << 20)})  # 32 MiB
+        frame = raw_frame({"t": "x", "flows": bytes(32 << 20)})  # 32 MiB
         total = sum(len(p) for p in fragments(frame, CHUNK))
         server = await asyncio.start_server(slow, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]

@@ -12,12 +12,12 @@ from typing import Any
 import grpc
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
+from contract.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host import pki
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
 from nf_host.pki import local_pki
-from nf_host.proto import nf_control_pb2 as pb
-from nf_host.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host.tls import Identity, channel_options, control_channel
 from tests.support.procs import free_port
 

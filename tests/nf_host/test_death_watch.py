@@ -16,12 +16,12 @@ from multiprocessing.process import BaseProcess
 
 import pytest
 
+from contract.replication import Hello, Released, encode
+from contract.roles import SlotRole
 from nf_host import liveness, replication
-from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
-from nf_host.replication import ReplicationServer, encode
+from nf_host.replication import ReplicationServer
 from nf_host.tls import Identity, TlsStreams, nf_identity
-from nf_host.worker import SlotRole
 from tests.nf_host.test_takeover_inprocess import _delivered, _feed, armed
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port
@@ -142,7 +142,7 @@ def test_a_watch_carries_nothing_but_its_goodbye() -> None:
     async def body() -> None:
         async with armed() as (_a, b, _c, _sw):
             _r, writer = await asyncio.open_connection("127.0.0.1", b.port)
-            writer.write(encode({**hello(1, 0, 1), "watch": True}) + encode({"t": "r", "slot": SLOT}))
+            writer.write(encode(Hello(1, 0, 1, watch=True)) + encode(Released(SLOT)))
             await until(lambda: server(b).errors == 1, "the message refused")
             assert not watched(b)() and server(b).watch_losses == 0
             assert SLOT in b.w.backed_up  # not applied

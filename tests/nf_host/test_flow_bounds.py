@@ -14,7 +14,7 @@ import pytest
 from nf_host.flow_table import FlowTable
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from nf_host.state_store import Replica, key_to_wire
 from nf_host.worker import Worker, WorkerConfig
 from tests.nf_host.nfs.packets import tcp

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -22,12 +23,14 @@ import grpc
 import msgpack
 import pytest
 
+from contract.commands import Command
+from contract.proto import nf_control_pb2 as pb
+from contract.replication import Ack, encode
 from nf_host import replication
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
 from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
-from nf_host.proto import nf_control_pb2 as pb
 from nf_host.tls import TlsStreams, control_channel, nf_identity
 from tests.nf_host.test_replication_robustness import delta, guarded
 from tests.support.procs import free_port
@@ -96,15 +99,15 @@ def test_replication_server_survives_fuzzed_frames_over_tls() -> None:
             for _ in range(FRAME_CASES):
                 r, w = await peer.open_connection("127.0.0.1", x.port)
                 frames = [_frame(rng) for _ in range(rng.randint(1, 4))]
-                w.write(replication.encode(hello(9, 0, 1)) + b"".join(frames))
+                w.write(encode(hello(9, 0, 1)) + b"".join(frames))
                 await w.drain()
                 w.close()  # (a truncated frame: the server sees the end of the stream)
                 with contextlib.suppress(OSError, TimeoutError):
                     await asyncio.wait_for(w.wait_closed(), 2)
             # still replicating: a peer's delta is applied and acknowledged
             r, w = await peer.open_connection("127.0.0.1", x.port)
-            w.write(replication.encode(hello(9, 0, 1)) + delta(3, 10_000))
-            assert await asyncio.wait_for(replication.read_message(r), 5) == {"t": "a", "b": 10_000}
+            w.write(encode(hello(9, 0, 1)) + delta(3, 10_000))
+            assert await asyncio.wait_for(replication.read_message(r), 5) == Ack(10_000)
             w.close()
             st = x.w.status()
             assert st["repl_errors"] + st["repl_refused"] > 0  # what it could not use, counted
@@ -126,12 +129,13 @@ class RecordingPool:
     def __init__(self) -> None:
         self.commands: list[tuple[str, dict[str, Any]]] = []
 
-    def broadcast(self, name: str, args: dict[str, Any]) -> list[Any]:
-        self.commands.append((name, args))
+    def broadcast(self, cmd: Command) -> list[Any]:
+        self.commands.append((cmd.NAME, dataclasses.asdict(cmd)))
         return []
 
-    def request(self, worker: int, name: str, args: dict[str, Any], timeout: float = 10.0) -> Any:
-        self.commands.append((name, args))
+    def request(self, worker: int, cmd: Command, timeout: float = 10.0) -> Any:
+        name = cmd.NAME
+        self.commands.append((name, dataclasses.asdict(cmd)))
         return {"promote": {"replayed": 0, "slots": []},
                 "flows": {"version": 0, "last_seq": 0, "flows": {}},
                 "cancel_adopt": {"started": False}}.get(name, {})

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from contract import heartbeat
 from nf_host import liveness
 from tests.support.procs import free_port, free_udp_pair
 
@@ -27,9 +28,9 @@ def ask(port: int, counter: int, timeout: float) -> tuple[int, int, int, int] | 
     """One heartbeat request to 127.0.0.1:port; the parsed reply, None if none within `timeout`."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(timeout)
-        s.sendto(liveness.request(counter), ("127.0.0.1", port))
+        s.sendto(heartbeat.request(counter), ("127.0.0.1", port))
         try:
-            return liveness.parse_reply(s.recv(64))
+            return heartbeat.parse_reply(s.recv(64))
         except TimeoutError:
             return None
 

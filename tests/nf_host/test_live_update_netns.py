@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
 from nf_host.harness import Switch, assign
-from nf_host.proto import nf_control_pb2 as pb
 from tests.nf_host.test_runtime_netns import SLOT, Lab, Node, lab, send, sink_of
 from tests.support.procs import wait_for
 

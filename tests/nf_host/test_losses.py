@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
 from nf_host.config import NfHostConfig
 from nf_host.control import NfControlServicer
 from nf_host.global_state import MemoryStore
-from nf_host.nf_api import make_nf
-from nf_host.proto import nf_control_pb2 as pb
+from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit

@@ -10,10 +10,12 @@ import asyncio
 
 import pytest
 
+from contract.replication import Message, Transfer, TransferAck
+from contract.roles import SlotRole
+from contract.shim import Kind
 from nf_host.harness import CheckerSink, Switch, checker_frame, read_checker, strip_shim
-from nf_host.replication import Message
-from nf_host.shim import Kind
-from nf_host.worker import CommandError, SlotRole
+from nf_host.replication import Reply
+from nf_host.worker import CommandError
 from tests.nf_host.test_worker_inprocess import (
     SLOT,
     Node,
@@ -146,11 +148,11 @@ def test_a_release_without_an_answer_stays_undecided_until_the_answer_decides_it
             sw = owner_of_slot(a, 4)
             a.w.close_batch()
             await until(lambda: len(a.out) == 4, "A's output")
-            held: list[Message] = []
+            held: list[Transfer] = []
             answer = p.w.on_replication
 
-            def delayed(msg: Message) -> Message | asyncio.Future[Message] | None:
-                if msg.get("t") == "x":
+            def delayed(msg: Message) -> Reply:
+                if isinstance(msg, Transfer):
                     held.append(msg)  # the answer is late: kept back here
                     return None
                 return answer(msg)
@@ -169,11 +171,11 @@ def test_a_release_without_an_answer_stays_undecided_until_the_answer_decides_it
                 await a.w.command("release", {"slot": SLOT, "to_nf": 3, "to_address": p.addr,
                                               "same_cluster": False})
             await until(lambda: len(held) == 2, "the transfer sent again")
-            assert held[0]["id"] == held[1]["id"]
+            assert held[0].id == held[1].id
             # (p has no backup: its answers come at once, not deferred: nf_host/adopt_commit.py)
             first, again = (p.w._on_transfer(m) for m in held)
-            assert isinstance(first, dict) and isinstance(again, dict)
-            assert first["ok"] and again["ok"]  # accepted once, and the same again
+            assert isinstance(first, TransferAck) and isinstance(again, TransferAck)
+            assert first.ok and again.ok  # accepted once, and the same again
             a.w._on_link_message(a.w.links[3], first)  # the late answer reaches A
             assert rt.forward is not None and rt.pending == []
             for no in (6, 7):

@@ -46,15 +46,18 @@ from typing import Any
 
 import pytest
 
+from contract.replication import Delta, Forward, Message, Transfer, decode, encode
+from contract.roles import Role, SlotRole
+from contract.seq import SEQ_MASK
+from contract.shim import ETH_HDR_LEN, Kind, Shim
 from nf_host.global_state import MemoryStore
 from nf_host.harness import OutputDedup, Switch, checker_frame, read_checker, strip_shim
-from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict, make_nf
-from nf_host.reorder import SEQ_MASK
-from nf_host.replication import Message, StaleSender, decode, encode, worker_address
-from nf_host.shim import ETH_HDR_LEN, Kind, Shim
+from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict
+from nf_host.nfs import make_nf
+from nf_host.replication import StaleSender, worker_address
 from nf_host.state_store import FlowId, flow_id, key_from_wire
 from nf_host.watermark import is_watermark
-from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
 
@@ -234,8 +237,8 @@ class SimLink:
 
     def lost(self, msg: Message) -> None:
         """A message the runtime sent into a dead link: a forwarded packet is lost there."""
-        if msg.get("t") == "f":
-            shim = Shim.unpack(msg["f"], ETH_HDR_LEN)
+        if isinstance(msg, Forward):
+            shim = Shim.unpack(msg.frame, ETH_HDR_LEN)
             self.sim.link_lost.add((shim.slot, shim.seq))
 
     def send_raw(self, data: bytes) -> int:
@@ -283,11 +286,11 @@ class SimLink:
         msg = decode(self.out.popleft()[4:])
         if self.dst.dead:
             return
-        if msg["t"] == "x":
+        if isinstance(msg, Transfer):
             self.dst.transfers.append((self.src.nf_id, msg))
-        if msg["t"] == "d":
-            for slot, _epoch, version, last_seq, *_entries in msg["s"]:
-                self.sim.version_seq[(self.src.nf_id, slot, version)] = last_seq
+        if isinstance(msg, Delta):
+            for row in msg.rows:
+                self.sim.version_seq[(self.src.nf_id, row.slot, row.version)] = row.last_seq
         if self.src.nf_id in self.sim.fenced and self.dst.nf_id != self.src.nf_id:
             self.sim.refused += 1  # no longer a peer: the receiver's policy closes the connection
             self.cut()
@@ -315,7 +318,7 @@ class Node:
         self.dead = False
         self.dying: int | None = None  # outputs it still sends before it dies mid-release
         self.inq: list[bytes] = []
-        self.transfers: list[tuple[int, Message]] = []  # (from NF, transfer message)
+        self.transfers: list[tuple[int, Transfer]] = []  # (from NF, transfer message)
         self.nf = Recorder(sim, nf_id)
         self.w = Worker(
             WorkerConfig(
@@ -758,18 +761,18 @@ def check(sim: Sim, slots: list[int], segments: dict[int, list[tuple[int, int, s
 
 def check_move(sim: Sim, s: int, src: int, dst: int, how: str, res: dict[str, Any]) -> None:
     """P4: what the transfer carried."""
-    xfers = [m for f, m in sim.nodes[dst].transfers if f == src and m["slot"] == s]
+    xfers = [m for f, m in sim.nodes[dst].transfers if f == src and m.slot == s]
     if not xfers:
         sim.fail(f"P4: no transfer of slot {s} from NF {src} to NF {dst}")
         return
     x = xfers[-1]
-    src_state = sim.state_at(s, x["seq"])
-    shipped: set[FlowId] = {struct_key(e[0]) for e in x["flows"]}
+    src_state = sim.state_at(s, x.seq)
+    shipped: set[FlowId] = {struct_key(e[0]) for e in x.flows}
     if how == "inter":
         if res["delta"] or len(shipped) != len(src_state):
             sim.fail(f"P4: inter-cluster move shipped {len(shipped)} of {len(src_state)} flows")
     elif res["delta"]:  # exactly the flows that changed after the version the peer acknowledged
-        base_seq = sim.version_seq.get((src, s, int(x["base"])))
+        base_seq = sim.version_seq.get((src, s, x.base))
         ref = sim.state_at(s, base_seq)
         changed = {k for k, v in src_state.items() if ref.get(k) != v}
         if shipped != changed:
@@ -778,7 +781,7 @@ def check_move(sim: Sim, s: int, src: int, dst: int, how: str, res: dict[str, An
         sim.fail(f"P4: bytes_shipped {res['bytes_shipped']} != transfer size {len(encode(x))}")
 
 
-def struct_key(raw: bytes) -> FlowId:
+def struct_key(raw: object) -> FlowId:
     return key_from_wire(raw)
 
 

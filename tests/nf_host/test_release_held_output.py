@@ -13,9 +13,9 @@ import asyncio
 
 import pytest
 
+from contract.roles import SlotRole
 from nf_host.harness import Switch, checker_frame
 from nf_host.worker import CommandError
-from nf_host.worker_types import SlotRole
 from tests.nf_host.test_worker_inprocess import (
     SLOT,
     HeldAcks,

@@ -12,14 +12,13 @@ Before the fix the replaced replica kept A's higher last seq, and P skipped them
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
+from contract.replication import Delta, Message, SlotRow, decode
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
-from nf_host.nf_api import make_nf
-from nf_host.replication import decode
+from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
@@ -29,9 +28,8 @@ SLOT = 3
 
 
 def delta(sender: int, batch: int, version: int, last_seq: int, replace: bool, gen: int
-          ) -> dict[str, Any]:
-    return {"t": "d", "b": batch, "full": False, "n": sender,
-            "s": [[SLOT, 1, version, last_seq, [], replace, gen]]}
+          ) -> Delta:
+    return Delta(batch, [SlotRow(SLOT, 1, version, last_seq, [], replace, gen)], sender=sender)
 
 
 def test_a_replaced_replica_takes_the_new_owners_last_seq_and_the_skip_is_counted() -> None:
@@ -72,9 +70,9 @@ class FakeLink:
         self.nf_id, self.address = nf_id, address
         self.connected = asyncio.Event()
         self.connected.set()
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[Message] = []
 
-    def send(self, msg: dict[str, Any]) -> int:
+    def send(self, msg: Message) -> int:
         self.sent.append(msg)
         return 1
 
@@ -123,5 +121,5 @@ def test_a_cluster_peer_made_the_backup_gets_a_snapshot_with_the_held_output() -
     p_link, held = asyncio.run(run())
     assert held == 3
     snap = p_link.sent[-1]
-    assert snap["t"] == "d" and snap["full"]
-    assert sum(len(frames) for _bid, frames in snap["o"]) == 3  # the held output, logged at P
+    assert isinstance(snap, Delta) and snap.full and snap.outputs is not None
+    assert sum(len(frames) for _bid, frames in snap.outputs) == 3  # the held output, logged at P

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from contract.replication import Ack, Delta, Forward, Message, SlotRow, encode
+from contract.roles import SlotRole
 from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
-from nf_host.replication import Link, Message, ReplicationServer, encode, read_message
-from nf_host.worker import SlotRole
+from nf_host.replication import Link, ReplicationServer, Reply, read_message
 from nf_host.worker_process import FrameSender
+from tests.nf_host.raw_frames import raw_frame
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port
 
@@ -38,9 +40,9 @@ def test_a_delta_that_cannot_be_applied_breaks_the_link_and_no_later_ack_covers_
             apply = b.w.server.handler
             refused: list[int] = []
 
-            def handler(msg: Message) -> Message | asyncio.Future[Message] | None:
-                if msg["t"] == "d" and not msg.get("full") and not refused:
-                    refused.append(msg["b"])
+            def handler(msg: Message) -> Reply:
+                if isinstance(msg, Delta) and not msg.full and not refused:
+                    refused.append(msg.batch)
                     raise ValueError("injected: this delta cannot be applied")
                 return apply(msg)
 
@@ -147,7 +149,8 @@ def test_a_transmit_error_in_the_ack_handler_is_counted_and_the_link_survives(er
 def test_a_link_whose_handler_fails_reconnects_instead_of_dying() -> None:
     async def body() -> None:
         port = free_port()
-        server = ReplicationServer("127.0.0.1", port, lambda m: {"t": "a", "b": m["b"]})
+        server = ReplicationServer("127.0.0.1", port,
+                                   lambda m: Ack(m.batch) if isinstance(m, Delta) else None)
         await server.start()
         got: list[int] = []
         connects = 0
@@ -156,12 +159,13 @@ def test_a_link_whose_handler_fails_reconnects_instead_of_dying() -> None:
             if not got:
                 got.append(-1)
                 raise OSError(errno.ENETDOWN, "injected")
-            got.append(int(msg["b"]))
+            assert isinstance(msg, Ack)
+            got.append(msg.batch)
 
         def on_connected(link: Link) -> None:
             nonlocal connects
             connects += 1
-            link.send({"t": "d", "b": connects, "s": [], "full": True})
+            link.send(Delta(connects, [], full=True))
 
         link = Link(9, f"127.0.0.1:{port}", on_message, on_connected)
         try:
@@ -199,8 +203,8 @@ async def raw(port: int, *frames: bytes) -> bytes:
 
 
 def delta(slot: int, b: int = 1) -> bytes:
-    flow = [b"\x0a\x00\x00\x01\x0a\x01\x00\x01\x03\xe9\x00\x50\x11", {"count": 1}]
-    return encode({"t": "d", "b": b, "s": [[slot, 1, 1, 1, [flow]]], "full": False})
+    flow: list[object] = [b"\x0a\x00\x00\x01\x0a\x01\x00\x01\x03\xe9\x00\x50\x11", {"count": 1}]
+    return encode(Delta(b, [SlotRow(slot, 1, 1, 1, [flow])]))
 
 
 def test_an_unknown_sender_creates_no_replica_and_is_counted() -> None:
@@ -218,7 +222,7 @@ def test_an_unknown_sender_creates_no_replica_and_is_counted() -> None:
             # once NF 9 is a cluster peer, the same messages are applied and acknowledged
             await x.w.command("set_peers", {"peers": [[9, "127.0.0.1:1"]]})
             reply = await raw_until_ack(x.port, encode(hello(9, 0, 1)), delta(5))
-            assert reply == {"t": "a", "b": 1} and 5 in x.w.replicas
+            assert reply == Ack(1) and 5 in x.w.replicas
         finally:
             await x.w.stop()
 
@@ -261,7 +265,7 @@ def test_frames_and_connections_are_bounded() -> None:
         await x.w.start()
         try:
             await x.w.command("set_peers", {"peers": [[3, "127.0.0.1:1"]]})
-            big = encode({"t": "d", "b": 1, "s": [], "full": False, "pad": bytes(5000)})
+            big = raw_frame({"t": "d", "b": 1, "s": [], "full": False, "pad": bytes(5000)})
             # before the hello only a small frame is read; after it, the configured limit
             assert await raw(x.port, big) == b""
             assert await raw(x.port, encode(hello(3, 0, 1)), big) == b""
@@ -298,7 +302,7 @@ def test_a_move_partner_installs_only_the_adopted_slot() -> None:
             assert res["flows_shipped"] == 1 and c.w.slots[SLOT].role == SlotRole.PRIMARY
             assert 7 not in c.w.replicas and 7 not in c.w.slots
             # a packet of slot 7 forwarded by NF 1: not a slot adopted from it
-            a.w.links[3].send({"t": "f", "f": sw.stamp(7, checker_frame(7, 2), 1)[0]})
+            a.w.links[3].send(Forward(bytes(sw.stamp(7, checker_frame(7, 2), 1)[0])))
             a.w.on_frame(sw.stamp(SLOT, checker_frame(SLOT, 2), 1)[0])  # forwarded: adopted
             await until(lambda: c.w.c.packets == 1, "the adopted slot's packet processed")
             await until(lambda: c.w.policy.refused.get("slot", 0) == 2, "two refusals counted")

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from contract.replication import Hello, encode
 from nf_host import pki
 from nf_host.peer_policy import hello
 from nf_host.pki import local_pki
-from nf_host.replication import encode, read_message
+from nf_host.replication import read_message
 from nf_host.tls import Identity, TlsStreams, nf_identity
 from tests.support.procs import free_port
 
@@ -58,8 +59,8 @@ def test_a_peer_with_a_certificate_of_the_ca_gets_through() -> None:
         try:
             reader, writer = await TlsStreams(nf_identity(local_pki(), 1)).open_connection(
                 "127.0.0.1", port)
-            writer.write(encode({"t": "h", "nf": 1}))
-            assert await read_message(reader) == {"t": "h", "nf": 1}
+            writer.write(encode(Hello(1, 0, 1)))
+            assert await read_message(reader) == Hello(1, 0, 1)
             assert writer.get_extra_info("ssl_object").version() == "TLSv1.3"
             writer.close()
             assert echo.connections == 1 and server_side.refused == 0
@@ -79,7 +80,7 @@ def test_peers_without_a_valid_certificate_are_refused_and_counted(tmp_path: Pat
         try:
             # plaintext: a hello as the replication protocol sends it, then nothing
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(encode({"t": "h", "nf": 1, "w": 0, "workers": 1}))
+            writer.write(encode(Hello(1, 0, 1)))
             with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
                 await reader.readexactly(1)
             writer.close()
@@ -88,7 +89,7 @@ def test_peers_without_a_valid_certificate_are_refused_and_counted(tmp_path: Pat
             no_cert = ssl.create_default_context(cafile=str(local_pki() / "ca.crt"))
             no_cert.check_hostname = False
             reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=no_cert)
-            writer.write(encode({"t": "h", "nf": 1}))
+            writer.write(encode(Hello(1, 0, 1)))
             with pytest.raises((asyncio.IncompleteReadError, ConnectionError, ssl.SSLError)):
                 await reader.readexactly(1)
             writer.close()
@@ -100,7 +101,7 @@ def test_peers_without_a_valid_certificate_are_refused_and_counted(tmp_path: Pat
             wrong.load_cert_chain(str(forged.cert), str(forged.key))
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=wrong)
-                writer.write(encode({"t": "h", "nf": 1}))
+                writer.write(encode(Hello(1, 0, 1)))
                 with pytest.raises((asyncio.IncompleteReadError, ConnectionError, ssl.SSLError)):
                     await reader.readexactly(1)
                 writer.close()
@@ -131,7 +132,8 @@ def test_a_hello_that_names_another_nf_than_the_certificate_is_refused() -> None
             await until(lambda: server_side.refused == 1, "the impostor's hello refused")
             reader, writer = await nf1.open_connection("127.0.0.1", port)
             writer.write(encode(hello(1, 0, 1)))
-            assert (await read_message(reader))["nf"] == 1  # (echoed: it got through)
+            echoed = await read_message(reader)
+            assert isinstance(echoed, Hello) and echoed.nf == 1  # (it got through)
             writer.close()
             assert server_side.refused == 1
         finally:

@@ -20,6 +20,7 @@ import msgpack
 import psutil
 import pytest
 
+from contract.proto import nf_control_pb2 as pb
 from nf_host.harness import (
     CheckerSink,
     Netns,
@@ -33,7 +34,6 @@ from nf_host.harness import (
     strip_shim,
     through_switch,
 )
-from nf_host.proto import nf_control_pb2 as pb
 from tests.support.procs import free_port, wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
@@ -392,7 +392,7 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
         if "spawn_main" in " ".join(p.cmdline()) and os.sched_getscheduler(p.pid) != os.SCHED_FIFO
     ]
     assert len(workers) == 2
-    from nf_host import liveness
+    from contract import heartbeat
     from nf_host.pki import local_pki
     from nf_host.port import in_netns
     from nf_host.tls import heartbeat_key_path
@@ -404,9 +404,9 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
         """A UDP heartbeat to `worker`, answered by the nf-host's responder (None: no answer)."""
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.settimeout(0.5)
-            s.sendto(liveness.request(7, key), (host, int(port) + worker))
+            s.sendto(heartbeat.request(7, key), (host, int(port) + worker))
             try:
-                return liveness.parse_reply(s.recv(64), key)
+                return heartbeat.parse_reply(s.recv(64), key)
             except TimeoutError:
                 return None
 
@@ -430,7 +430,7 @@ def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
     """A merely slow NF is not failed over: with a second of work queued (2 ms per packet), its
     worker answers a UDP heartbeat while most of the backlog is still waiting, because one turn of
     its loop reads frames for a bounded time (`worker_process.TURN_BUDGET_S`)."""
-    from nf_host import liveness
+    from contract import heartbeat
     from nf_host.pki import local_pki
     from nf_host.port import in_netns
     from nf_host.tls import heartbeat_key_path
@@ -444,13 +444,13 @@ def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
     host, port = a.nf.repl.rsplit(":", 1)
     key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (NF 1's: the controller's MAC)
 
-    def heartbeat() -> bytes:
+    def beat() -> bytes:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.settimeout(5)
-            s.sendto(liveness.request(7, key), (host, int(port)))
+            s.sendto(heartbeat.request(7, key), (host, int(port)))
             return s.recv(64)
 
-    answer = liveness.parse_reply(in_netns(lab.ns.name, heartbeat), key)
+    answer = heartbeat.parse_reply(in_netns(lab.ns.name, beat), key)
     assert answer is not None and answer[0] == 7 and answer[1] == 1
     answered_after = a.port.count()
     assert answered_after < backlog // 2, f"answered only after {answered_after} of {backlog} packets"

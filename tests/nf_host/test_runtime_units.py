@@ -5,6 +5,20 @@ from __future__ import annotations
 
 import pytest
 
+from contract.replication import (
+    Delta,
+    Forward,
+    Fragment,
+    Hello,
+    ProtocolError,
+    Released,
+    SlotRow,
+    Transfer,
+    TransferAck,
+    decode,
+    encode,
+)
+from contract.shim import Kind, Shim, encap
 from nf_host import fanout
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit
@@ -12,8 +26,7 @@ from nf_host.config import ConfigError, load_config
 from nf_host.harness import checker_frame, read_checker, udp_frame
 from nf_host.nf_api import FlowKey
 from nf_host.reorder import Offer, Sequencer
-from nf_host.replication import MAX_FRAME, ProtocolError, decode, encode, worker_address
-from nf_host.shim import Kind, Shim, encap
+from nf_host.replication import MAX_FRAME, worker_address
 from nf_host.state_store import (
     Replica,
     SlotState,
@@ -22,6 +35,7 @@ from nf_host.state_store import (
     key_from_wire,
     key_to_wire,
 )
+from tests.nf_host.raw_frames import raw_frame
 
 pytestmark = pytest.mark.unit
 
@@ -70,7 +84,9 @@ def test_slot_state_versions_give_deltas() -> None:
     assert delta == [[key_to_wire(k2), {"n": 2}]] and st.version == 2
     assert st.since(1) == delta and len(st.since(0)) == 2 and len(st.everything()) == 2
     rep = Replica(7)
-    rep.apply(decode(encode({"t": "d", "e": st.since(0)})[4:])["e"], st.version, 10)
+    wire = decode(encode(Delta(1, [SlotRow(7, 1, st.version, 10, st.since(0))]))[4:])
+    assert isinstance(wire, Delta)
+    rep.apply(wire.rows[0].entries, st.version, 10)
     assert rep.version == 2 and rep.last_seq == 10
     owned, bad = rep.to_slot_state()
     assert bad == 0 and owned.flows[k2] == {"n": 2} and owned.flows[k1] == {"n": 1}
@@ -133,13 +149,21 @@ def test_bpf_filter_sends_each_slot_to_exactly_one_worker(workers: int) -> None:
 
 
 def test_replication_codec_rejects_garbage() -> None:
-    msg = {"t": "d", "b": 3, "s": [[1, 1, 2, 9, [[None, {"a": b"x"}]]]], "full": False}
+    msg = Delta(3, [SlotRow(1, 1, 2, 9, [[None, {"a": b"x"}]], gen=2, deleted=[b"k" * 13])],
+                sender=4, outputs=[(3, [b"frame"])], released=2)
     data = encode(msg)
     assert decode(data[4:]) == msg
+    for other in (Transfer(5, 1, 2, None, 3, -1, [], sender=1), TransferAck(5, False, "no"),
+                  Hello(1, 0, 2, watch=True), Released(7, 3), Forward(b"f"), Fragment(b"p", True)):
+        assert decode(encode(other)[4:]) == other
     with pytest.raises(ProtocolError):
         decode(b"\xc1")
-    with pytest.raises(ProtocolError):
-        decode(encode({"x": 1})[4:])
+    bad = [{"x": 1}, {"t": "zz"}, {"t": "a"}, {"t": "a", "b": "1"}, {"t": "a", "b": True},
+           {"t": "d", "b": 1, "s": [[1, 1]]}, {"t": "d", "b": 1, "s": {}}, {"t": "f", "f": "s"},
+           {"t": "d", "b": 1, "s": [], "o": [[1, ["not bytes"]]]}, [1, 2]]
+    for obj in bad:
+        with pytest.raises(ProtocolError):
+            decode(raw_frame(obj)[4:])
     assert MAX_FRAME >= 1 << 20
     assert worker_address("127.0.0.1:5000", 2) == "127.0.0.1:5002"
 
@@ -199,13 +223,13 @@ def test_output_log_keeps_released_output_for_a_while() -> None:
     from nf_host.commit import OutputLog
 
     log = OutputLog(retain=0.5)
-    log.record(1, [[1, [b"a"]], [2, [b"b"]]], released=0, full=False, now=10.0)
-    log.record(1, [[3, [b"c"]]], released=1, full=False, now=10.2)  # 1 released at 10.2
+    log.record(1, [(1, [b"a"]), (2, [b"b"])], released=0, full=False, now=10.0)
+    log.record(1, [(3, [b"c"])], released=1, full=False, now=10.2)  # 1 released at 10.2
     log.record(1, [], released=2, full=False, now=10.6)  # 2 released at 10.6; 1 only 0.4 s
     assert log.frames == 3
     log.record(1, [], released=2, full=True, now=10.7)  # a snapshot: 1 is 0.5 s released
     assert log.frames == 2
-    log.record(1, [[3, [b"c"]], [4, [b"d"]]], released=2, full=True, now=10.8)  # 3 not twice
+    log.record(1, [(3, [b"c"]), (4, [b"d"])], released=2, full=True, now=10.8)  # 3 not twice
     assert log.take_split(1) == ([b"b"], [b"c", b"d"]) and log.frames == 0
     assert log.evicted == 0
 
@@ -216,10 +240,10 @@ def test_output_log_is_bounded_and_counts_what_it_drops_early() -> None:
     from nf_host.commit import OutputLog
 
     log = OutputLog(retain=2.0, max_frames=3)
-    log.record(1, [[1, [b"a", b"b"]], [2, [b"c"]]], released=None, full=False, now=0.0)
-    log.record(1, [[3, [b"d"]]], released=1, full=False, now=0.1)
+    log.record(1, [(1, [b"a", b"b"]), (2, [b"c"])], released=None, full=False, now=0.0)
+    log.record(1, [(3, [b"d"])], released=1, full=False, now=0.1)
     assert log.frames == 2 and log.evicted == 2  # batch 1 released and over the bound
-    log.record(1, [[4, [b"e"], ], [5, [b"f"]]], released=None, full=False, now=0.2)
+    log.record(1, [(4, [b"e"]), (5, [b"f"])], released=None, full=False, now=0.2)
     assert log.frames == 4 and log.evicted == 2  # nothing released to drop
     assert log.take(1) == [b"c", b"d", b"e", b"f"]
 

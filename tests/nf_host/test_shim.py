@@ -1,4 +1,4 @@
-"""nf_host/shim.py agrees with `header nfc_shim_h` and the shim constants in p4src/shared/*.p4.
+"""contract/shim.py agrees with `header nfc_shim_h` and the shim constants in p4src/shared/*.p4.
 
 The P4 side is read with p4sim's own front end (preprocessor and parser), so typedefs and
 includes resolve exactly as they do when the switch program is compiled.
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from nf_host import shim as py_shim
+from contract import shim as py_shim
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER_P4 = REPO / "p4src" / "shared" / "header.p4"
 
-# (field, width in bits) in wire order, as nf_host/shim.py packs them (struct "!BBBBHHHIH").
+# (field, width in bits) in wire order, as contract/shim.py packs them (struct "!BBBBHHHIH").
 PY_LAYOUT = [
     ("kind", 8), ("flags", 8), ("stage", 8), ("reserved", 8), ("slot", 16),
     ("epoch", 16), ("nf_id", 16), ("seq", 32), ("ether_type", 16),

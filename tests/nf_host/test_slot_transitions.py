@@ -7,10 +7,11 @@ import itertools
 
 import pytest
 
+from contract.roles import SLOT_TRANSITIONS, SlotRole, SlotTransitionError
+from contract.shim import Shim
 from nf_host.reorder import Sequencer
-from nf_host.shim import Shim
 from nf_host.state_store import SlotState
-from nf_host.worker_types import SLOT_TRANSITIONS, SlotRole, SlotRuntime, SlotTransitionError
+from nf_host.worker_types import SlotRuntime
 
 pytestmark = pytest.mark.unit
 

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from contract.replication import Delta, SlotRow, encode
+from contract.roles import SlotRole
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.peer_policy import hello
-from nf_host.replication import encode
-from nf_host.worker import SlotRole
 from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
 
 pytestmark = pytest.mark.unit
@@ -194,8 +194,8 @@ def test_a_primarys_older_connection_is_closed_unapplied_and_its_end_is_no_death
             _r, newer = await asyncio.open_connection("127.0.0.1", b.port)
             newer.write(encode(hello(1, 0, 1)))
             await until(lambda: server.superseded == 2, "the older connection superseded")
-            stale = {"t": "d", "b": 99, "n": 1, "full": False,
-                     "s": [[SLOT, 1, 1, 2, [[k, {"count": 1}] for k in before], False, 0]]}
+            stale = Delta(99, [SlotRow(SLOT, 1, 1, 2, [[k, {"count": 1}] for k in before])],
+                          sender=1)
             old.write(encode(stale))  # (the server has closed it: nothing is read any more)
             with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
                 assert await asyncio.wait_for(old_r.read(), 5) == b""  # closed, no ack

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
+from contract.shim import ETH_HDR_LEN, Shim
 from nf_host.global_state import MemoryStore
 from nf_host.harness import OutputDedup, Switch, checker_frame
 from nf_host.nf_api import Context, FlowState, NetworkFunction, Packet, Verdict
-from nf_host.shim import ETH_HDR_LEN, Shim
 from nf_host.watermark import SPAN, first_span, is_watermark
 from nf_host.worker import Worker, WorkerConfig
 

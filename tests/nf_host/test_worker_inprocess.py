@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 
+from contract.replication import Ack, Message, TransferAck
+from contract.roles import Role, SlotRole
+from contract.shim import Kind
 from nf_host.global_state import MemoryStore
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame, strip_shim
-from nf_host.nf_api import make_nf
-from nf_host.replication import Link, Message
-from nf_host.shim import Kind
+from nf_host.nfs import make_nf
+from nf_host.replication import Link
 from nf_host.state_store import Replica
-from nf_host.worker import CommandError, Role, SlotRole, Worker, WorkerConfig
+from nf_host.worker import CommandError, Worker, WorkerConfig
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
@@ -207,16 +209,17 @@ def test_replication_garbage_is_counted() -> None:
         a = Node(1)
         await a.w.start()
         try:
-            from nf_host.replication import encode
+            from contract.replication import Delta, encode
+            from tests.nf_host.raw_frames import raw_frame
 
             bad = [
-                encode({"t": "d", "b": 1, "s": [[1, 1, 1, 1, [[["unhashable"], {}]]]]}),
-                encode({"t": "zz"}),
+                raw_frame({"t": "d", "b": 1, "s": [[1, 1, 1, 1, [[["unhashable"], {}]]]]}),
+                raw_frame({"t": "zz"}),
                 b"\xff\xff\xff\xff",  # a frame over the size limit
             ]
             for n, data in enumerate(bad, 1):
                 r, w = await asyncio.open_connection("127.0.0.1", a.port)
-                w.write(data + encode({"t": "d", "b": 2, "s": [], "full": False}))
+                w.write(data + encode(Delta(2, [])))
                 await w.drain()
                 # each closes the connection: what follows is not handled (nor acknowledged)
                 assert await r.read() == b""
@@ -325,7 +328,7 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
             seen: list[SlotRole] = []
 
             def answer_arrives(link: Link, msg: Message) -> None:
-                if msg.get("t") == "xa":  # a packet arrives just before the adopter's answer
+                if isinstance(msg, TransferAck):  # a packet arrives just before the adopter's answer
                     seen.append(a.w.slots[SLOT].role)
                     a.w.on_frame(late)
                 original(link, msg)
@@ -596,7 +599,7 @@ class HeldAcks:
         a.w._on_link_message = self._acks_held  # type: ignore[method-assign]
 
     def _acks_held(self, link: Link, msg: Message) -> None:
-        if self.hold and msg.get("t") == "a":
+        if self.hold and isinstance(msg, Ack):
             self.held.append((link, msg))
         else:
             self.on_message(link, msg)

@@ -354,7 +354,7 @@ def test_native_engine_matches_python_engine_on_wide_values(seed: int) -> None:
 
 
 def nfcluster_templates(rng: random.Random) -> list[bytes]:
-    from nf_host.shim import Kind, Shim
+    from contract.shim import Kind, Shim
 
     tcp = Ether() / IP(src="10.0.0.1", dst="10.0.1.1") / TCP(sport=1000, dport=80, flags="S") / (b"x" * 20)
     out = [bytes(tcp), bytes(Ether() / IP(src="10.0.0.2", dst="10.0.1.1") / UDP(sport=5, dport=6) / b"y"),

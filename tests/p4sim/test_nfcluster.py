@@ -13,7 +13,7 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
-from nf_host.shim import Kind, decap
+from contract.shim import Kind, decap
 from p4sim.runtime.api_values import Match
 from p4sim.runtime.engine_loader import load_switch
 from p4sim.runtime.switch import Switch

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
+from contract.shim import Kind, Shim, encap
 from nf_host.harness import checker_frame
-from nf_host.shim import Kind, Shim, encap
 from sim import loop
 from sim.__main__ import main, outcomes, scenario
 from sim.checks import check_delivery

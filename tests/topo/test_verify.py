@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract.checker_record import Record
 from topo.faults.loss_evidence import loss_summary, system_line, windows_of
-from topo.records import Record
 from topo.verify import BOTH, INPUT, OUTAGE, OUTPUT, WIRE, Evidence, LossWindow, Verdict, verify
 
 

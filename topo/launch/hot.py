@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
-from p4sim.runtime.primitives import crc16
+from contract.slot_hash import flow_hash
 
 HOT_NF = 1
 HOT_SHARE = 0.8
@@ -39,16 +37,11 @@ FIRST_PORT = 20000
 # shows one report after the moves, not two (a report straddling them still looks hot)
 LOAD_BALANCER = {"enabled": True, "period_s": 0.4, "report_s": 0.4, "nf_settle_s": 0.8,
                  "slot_cooldown_s": 30.0, "idle_for_s": 3600.0, "max_concurrent_moves": 16}
-_KEY = struct.Struct("!IIHHB")
 
 
 def slot_of(src: str, dst: str, sport: int, dport: int, proto: int, slot_count: int) -> int:
-    """The slot the switch gives a packet (p4src/v1model/include/control/slot.p4): CRC-16 of the
-    5-tuple with the lower (address, port) first, so both directions share the slot."""
-    a, b = int(IPv4Address(src)), int(IPv4Address(dst))
-    if a > b or (a == b and sport > dport):
-        a, b, sport, dport = b, a, dport, sport
-    return crc16(_KEY.pack(a, b, sport, dport, proto)) % slot_count
+    """The slot the switch gives a packet (`contract.slot_hash`) among `slot_count` slots."""
+    return flow_hash(src, dst, sport, dport, proto) % slot_count
 
 
 def skewed_ports(hot_slots: set[int], client: str, server: str, dport: int, flows: int,

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nf_host.shim import SHIM_LEN
+from contract.shim import SHIM_LEN
 from topo.launch.topology import MGMT_BRIDGE, Topology
 
 # an NF link's MTU: an edge packet of 1500 bytes and the shim the switch inserts before it

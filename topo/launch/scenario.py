@@ -260,7 +260,7 @@ def _slots_of_flows(cfg: ControllerConfig, client: SideReport) -> dict[int, int]
     """Each flow's slot, as the switch hashes its 5-tuple (client port -> the sink's port, UDP)."""
     client_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "client").split("/")[0]
     server_ip = next(h.prefixes[0] for h in cfg.edge if h.name == "server").split("/")[0]
-    # (topo's own model of the hash: `ptf_tests`, the PTF suite's, is no installed package)
+    # (`contract.slot_hash`, the model the PTF suite checks against the switch)
     return {flow: hot_run.slot_of(client_ip, server_ip, port, SINK_PORT, 17,
                                   cfg.switch.slot_count)
             for flow, port in client.ports.items()}

@@ -11,7 +11,8 @@ import argparse
 import time
 
 from nf_host.global_state import open_store
-from nf_host.nf_api import Context, Verdict, make_nf
+from nf_host.nf_api import Context, Verdict
+from nf_host.nfs import make_nf
 from nf_host.parse import parse_frame
 from tests.nf_host.nfs.packets import shim, udp
 

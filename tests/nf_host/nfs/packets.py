@@ -10,6 +10,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet as ScapyPacket
 
+from contract.shim import Kind, Shim
 from nf_host.global_state import MemoryStore
 from nf_host.nf_api import (
     Context,
@@ -21,7 +22,6 @@ from nf_host.nf_api import (
     Verdict,
 )
 from nf_host.parse import parse_frame
-from nf_host.shim import Kind, Shim
 
 
 def eth(**fields: Any) -> ScapyPacket:

@@ -6,8 +6,9 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from nf_host.nf_api import Verdict, make_nf
-from nf_host.nfs.checker import RECORD
+from contract.checker_record import RECORD
+from nf_host.nf_api import Verdict
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, checksums_valid, eth, tcp, udp
 
 pytestmark = pytest.mark.unit

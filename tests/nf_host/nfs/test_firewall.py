@@ -7,7 +7,8 @@ from scapy.layers.inet import ICMP, IP
 from scapy.layers.l2 import ARP
 from scapy.packet import Packet as ScapyPacket
 
-from nf_host.nf_api import Verdict, make_nf
+from nf_host.nf_api import Verdict
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, eth, packet_of, tcp, udp
 
 pytestmark = pytest.mark.unit

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nf_host.nf_api import Verdict, make_nf
+from nf_host.nf_api import Verdict
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, udp
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from nf_host.nf_api import make_nf
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, udp
 
 pytestmark = pytest.mark.unit

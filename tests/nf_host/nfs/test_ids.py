@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from scapy.packet import Packet as ScapyPacket
 
-from nf_host.nf_api import Verdict, make_nf
+from nf_host.nf_api import Verdict
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, tcp
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,8 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
-from nf_host.nf_api import Verdict, make_nf
+from nf_host.nf_api import Verdict
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, checksums_valid, ip2int, tcp, udp
 
 pytestmark = pytest.mark.unit

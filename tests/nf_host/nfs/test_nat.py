@@ -7,7 +7,8 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
 from nf_host.global_state import MemoryStore
-from nf_host.nf_api import FlowKey, Verdict, make_nf
+from nf_host.nf_api import FlowKey, Verdict
+from nf_host.nfs import make_nf
 from nf_host.nfs.nat import PoolExhausted, PortPool
 from tests.nf_host.nfs.packets import FlowTable, checksums_valid, eth, ip2int, tcp, udp
 

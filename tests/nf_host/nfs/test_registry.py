@@ -8,8 +8,9 @@ import msgpack
 import pytest
 from scapy.packet import Packet as ScapyPacket
 
-from nf_host.nf_api import NF_TYPES, Verdict, make_nf
-from nf_host.nfs.checker import RECORD
+from contract.checker_record import RECORD
+from nf_host.nf_api import NF_TYPES, Verdict
+from nf_host.nfs import make_nf
 from tests.nf_host.nfs.packets import FlowTable, tcp, udp
 
 pytestmark = pytest.mark.unit

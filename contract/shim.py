@@ -29,9 +29,23 @@ SHIM_LEN = 16
 ETH_HDR_LEN = 14
 FLAG_FIRST_OF_EPOCH = 0x01
 FLAG_REVERSE = 0x02  # the packet traverses its chain backwards; an NF's output keeps it
+FLAG_WATERMARK = 0x04  # an NF's output that only advances the dedup watermark (nf_host/watermark.py)
 
 _SHIM = struct.Struct("!BBBBHHHIH")
 assert _SHIM.size == SHIM_LEN
+SHIM_HEAD = struct.Struct("!BBBBHHHI")
+"""The shim without its trailing ether_type: what an NF's output inserts before its own EtherType."""
+
+# Where the fields are in an Ethernet frame that carries the shim, for the paths that read or
+# write them in place (the worker's fast path, the socket filter, the backup's copies)
+ETHERTYPE_OFFSET = 12
+ETHERTYPE_NFC_BYTES = ETHERTYPE_NFC.to_bytes(2, "big")
+SHIM_FRAME_LEN = ETH_HDR_LEN + SHIM_LEN
+FRAME_KIND = ETH_HDR_LEN
+FRAME_FLAGS = ETH_HDR_LEN + 1
+FRAME_SLOT = ETH_HDR_LEN + 4
+SLOT_SEQ = struct.Struct("!H4xI")
+"""(slot, seq), read at `FRAME_SLOT`."""
 
 
 class Kind(IntEnum):

@@ -7,7 +7,7 @@ no final XOR, also known as CRC-16/ARC) of
 The ports are those of the TCP or UDP header, found behind IPv4 options too; a packet without
 one (ICMP, a later fragment) hashes with ports 0, except that a later fragment (offset > 0) is
 given the slot its first fragment had, which the switch remembers (SlotMap's fragment memory).
-Tests use it to know which slot a packet lands in before sending it; one test checks that
+Tests and the topology's traffic (`topo/launch/hot.py`) use it to know which slot a packet lands in before sending it; one test checks that
 the model agrees with the switch.
 """
 
@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ipaddress
 
-DEFAULT_SLOT_BITS = 12
+from contract.shim import SLOT_BITS
+
+DEFAULT_SLOT_BITS = SLOT_BITS
 
 _CRC16_TABLE: list[int] = []
 for _byte in range(256):
@@ -37,15 +39,15 @@ def _addr(value: str | int) -> int:
     return int(ipaddress.IPv4Address(value))
 
 
-def slot_of(
+def flow_hash(
     src_addr: str | int,
     dst_addr: str | int,
     src_port: int = 0,
     dst_port: int = 0,
     protocol: int = 0,
-    slot_bits: int = DEFAULT_SLOT_BITS,
 ) -> int:
-    """The slot the switch gives a packet with this 5-tuple (ports 0 when it has no TCP/UDP)."""
+    """The switch's 16-bit hash of this 5-tuple, the same for both directions; the slot is the
+    hash modulo the slot count."""
     src, dst = _addr(src_addr), _addr(dst_addr)
     if (src, src_port) > (dst, dst_port):
         src, dst, src_port, dst_port = dst, src, dst_port, src_port
@@ -56,4 +58,16 @@ def slot_of(
         + dst_port.to_bytes(2, "big")
         + protocol.to_bytes(1, "big")
     )
-    return crc16(data) % (1 << slot_bits)
+    return crc16(data)
+
+
+def slot_of(
+    src_addr: str | int,
+    dst_addr: str | int,
+    src_port: int = 0,
+    dst_port: int = 0,
+    protocol: int = 0,
+    slot_bits: int = DEFAULT_SLOT_BITS,
+) -> int:
+    """The slot the switch gives a packet with this 5-tuple (ports 0 when it has no TCP/UDP)."""
+    return flow_hash(src_addr, dst_addr, src_port, dst_port, protocol) % (1 << slot_bits)

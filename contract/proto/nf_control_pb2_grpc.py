@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from nf_host.proto import nf_control_pb2 as nf__host_dot_proto_dot_nf__control__pb2
+from contract.proto import nf_control_pb2 as contract_dot_proto_dot_nf__control__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in nf_host/proto/nf_control_pb2_grpc.py depends on'
+        + ' but the generated code in contract/proto/nf_control_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,68 +36,68 @@ class NfControlStub:
         """
         self.Status = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Status',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.StatusRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.StatusReply.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.StatusRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.StatusReply.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Heartbeat',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.HeartbeatReply.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.HeartbeatReply.FromString,
                 _registered_method=True)
         self.SetRole = channel.unary_unary(
                 '/nfcluster.nf.NfControl/SetRole',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.SetRoleRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.SetRoleRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
         self.SetBackup = channel.unary_unary(
                 '/nfcluster.nf.NfControl/SetBackup',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.SetBackupRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.SetBackupRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
         self.SetClusterPeers = channel.unary_unary(
                 '/nfcluster.nf.NfControl/SetClusterPeers',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.SetClusterPeersRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.SetClusterPeersRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
         self.AssignSlots = channel.unary_unary(
                 '/nfcluster.nf.NfControl/AssignSlots',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.AssignSlotsRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.AssignSlotsRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
         self.Adopt = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Adopt',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
         self.CancelAdopt = channel.unary_unary(
                 '/nfcluster.nf.NfControl/CancelAdopt',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
                 _registered_method=True)
         self.Release = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Release',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.ReleaseRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.ReleaseReply.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.ReleaseRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.ReleaseReply.FromString,
                 _registered_method=True)
         self.Promote = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Promote',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteReply.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.PromoteRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.PromoteReply.FromString,
                 _registered_method=True)
         self.SetSuccessor = channel.unary_unary(
                 '/nfcluster.nf.NfControl/SetSuccessor',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
         self.DumpSlot = channel.unary_unary(
                 '/nfcluster.nf.NfControl/DumpSlot',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotReply.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.DumpSlotReply.FromString,
                 _registered_method=True)
         self.UpdateNf = channel.unary_unary(
                 '/nfcluster.nf.NfControl/UpdateNf',
-                request_serializer=nf__host_dot_proto_dot_nf__control__pb2.UpdateNfRequest.SerializeToString,
-                response_deserializer=nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.UpdateNfRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
 
 
@@ -214,68 +214,68 @@ def add_NfControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.StatusRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.StatusReply.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.StatusRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.StatusReply.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.HeartbeatRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.HeartbeatReply.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.HeartbeatRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.HeartbeatReply.SerializeToString,
             ),
             'SetRole': grpc.unary_unary_rpc_method_handler(
                     servicer.SetRole,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.SetRoleRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.SetRoleRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'SetBackup': grpc.unary_unary_rpc_method_handler(
                     servicer.SetBackup,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.SetBackupRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.SetBackupRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'SetClusterPeers': grpc.unary_unary_rpc_method_handler(
                     servicer.SetClusterPeers,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.SetClusterPeersRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.SetClusterPeersRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'AssignSlots': grpc.unary_unary_rpc_method_handler(
                     servicer.AssignSlots,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.AssignSlotsRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.AssignSlotsRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'Adopt': grpc.unary_unary_rpc_method_handler(
                     servicer.Adopt,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'CancelAdopt': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelAdopt,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.CancelAdoptReply.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.CancelAdoptReply.SerializeToString,
             ),
             'Release': grpc.unary_unary_rpc_method_handler(
                     servicer.Release,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.ReleaseRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.ReleaseReply.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.ReleaseRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.ReleaseReply.SerializeToString,
             ),
             'Promote': grpc.unary_unary_rpc_method_handler(
                     servicer.Promote,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.PromoteReply.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.PromoteRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.PromoteReply.SerializeToString,
             ),
             'SetSuccessor': grpc.unary_unary_rpc_method_handler(
                     servicer.SetSuccessor,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'DumpSlot': grpc.unary_unary_rpc_method_handler(
                     servicer.DumpSlot,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.DumpSlotReply.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.DumpSlotRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.DumpSlotReply.SerializeToString,
             ),
             'UpdateNf': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateNf,
-                    request_deserializer=nf__host_dot_proto_dot_nf__control__pb2.UpdateNfRequest.FromString,
-                    response_serializer=nf__host_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.UpdateNfRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -303,8 +303,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/Status',
-            nf__host_dot_proto_dot_nf__control__pb2.StatusRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.StatusReply.FromString,
+            contract_dot_proto_dot_nf__control__pb2.StatusRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.StatusReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -330,8 +330,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/Heartbeat',
-            nf__host_dot_proto_dot_nf__control__pb2.HeartbeatRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.HeartbeatReply.FromString,
+            contract_dot_proto_dot_nf__control__pb2.HeartbeatRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.HeartbeatReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -357,8 +357,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/SetRole',
-            nf__host_dot_proto_dot_nf__control__pb2.SetRoleRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.SetRoleRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,
@@ -384,8 +384,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/SetBackup',
-            nf__host_dot_proto_dot_nf__control__pb2.SetBackupRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.SetBackupRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,
@@ -411,8 +411,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/SetClusterPeers',
-            nf__host_dot_proto_dot_nf__control__pb2.SetClusterPeersRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.SetClusterPeersRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,
@@ -438,8 +438,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/AssignSlots',
-            nf__host_dot_proto_dot_nf__control__pb2.AssignSlotsRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.AssignSlotsRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,
@@ -465,8 +465,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/Adopt',
-            nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,
@@ -492,8 +492,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/CancelAdopt',
-            nf__host_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
+            contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -519,8 +519,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/Release',
-            nf__host_dot_proto_dot_nf__control__pb2.ReleaseRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.ReleaseReply.FromString,
+            contract_dot_proto_dot_nf__control__pb2.ReleaseRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.ReleaseReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -546,8 +546,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/Promote',
-            nf__host_dot_proto_dot_nf__control__pb2.PromoteRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.PromoteReply.FromString,
+            contract_dot_proto_dot_nf__control__pb2.PromoteRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.PromoteReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -573,8 +573,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/SetSuccessor',
-            nf__host_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,
@@ -600,8 +600,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/DumpSlot',
-            nf__host_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.DumpSlotReply.FromString,
+            contract_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.DumpSlotReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -627,8 +627,8 @@ class NfControl:
             request,
             target,
             '/nfcluster.nf.NfControl/UpdateNf',
-            nf__host_dot_proto_dot_nf__control__pb2.UpdateNfRequest.SerializeToString,
-            nf__host_dot_proto_dot_nf__control__pb2.Result.FromString,
+            contract_dot_proto_dot_nf__control__pb2.UpdateNfRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,6 +1,7 @@
 """The numbered-traffic record carried at the start of every test payload.
 
-Layout (16 bytes, network byte order), shared with the checker NF (`nf_host/nfs/checker.py`):
+Layout (16 bytes, network byte order), written by the traffic generators (`topo/traffic.py`,
+`nf_host/harness.py`), stamped by the checker NF (`nf_host/nfs/checker.py`), read by the sinks:
 
     flow_id: u32   which flow (a connection: both directions share it)
     pkt_no:  u32   numbered from 1 per flow and direction by the sender
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 
 RECORD = struct.Struct("!IIQ")
 RECORD_LEN = RECORD.size
+COUNT_OFFSET = 8
+"""Where `count` starts in the record (the bytes the checker NF overwrites)."""
 
 
 @dataclass(frozen=True, slots=True)

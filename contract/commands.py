@@ -1,0 +1,235 @@
+"""The commands an NF's control server (`nf_host.control`, in its parent process) gives its worker
+processes, one dataclass each, and their one decoder from the plain (name, arguments) form.
+
+The gRPC calls of the NF control API (`contract/proto/nf_control.proto`) become these commands:
+slot commands go to the worker that owns the slot, the others to every worker. The worker runs
+them through a dispatch table (`nf_host.worker.Worker.run`); the peer policy learns its peers from
+them (`nf_host.peer_policy.PeerPolicy.learn`). Tests and the simulation may give a command by
+name and arguments (`Worker.command("release", {...})`): `decode` checks that form and makes the
+command, raising `ValueError` for an unknown name or a missing or mistyped argument.
+
+    name          command        arguments
+    ping          Ping           -
+    status        Status         -
+    flows         Flows          slot
+    set_role      SetRole        role (contract.roles.Role)
+    set_backup    SetBackup      nf_id, address
+    set_peers     SetPeers       peers: [(nf_id, address), ...]
+    assign        Assign         slots: [(slot, epoch, next_seq or None), ...], as_backup, primary
+    adopt         Adopt          slot, epoch, from_nf, from_address
+    cancel_adopt  CancelAdopt    slot, epoch, from_nf, from_address
+    release       Release        slot, to_nf, to_address, same_cluster
+    arm_takeover  ArmTakeover    primary, successor, address
+    promote       Promote        slots, dead, backup, address
+    update_nf     UpdateNf       params, dry_run  (run by the worker process: it builds the NF)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+from contract.roles import Role
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    NAME: ClassVar[str] = "ping"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    NAME: ClassVar[str] = "status"
+
+
+@dataclass(frozen=True, slots=True)
+class Flows:
+    NAME: ClassVar[str] = "flows"
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetRole:
+    NAME: ClassVar[str] = "set_role"
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class SetBackup:
+    NAME: ClassVar[str] = "set_backup"
+    nf_id: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetPeers:
+    NAME: ClassVar[str] = "set_peers"
+    peers: list[tuple[int, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    NAME: ClassVar[str] = "assign"
+    slots: list[tuple[int, int, int | None]]
+    as_backup: bool
+    primary: int = 0  # with as_backup: the primary whose links the replication server accepts
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    NAME: ClassVar[str] = "adopt"
+    slot: int
+    epoch: int
+    from_nf: int = 0
+    from_address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelAdopt:
+    NAME: ClassVar[str] = "cancel_adopt"
+    slot: int
+    epoch: int
+    from_nf: int = 0
+    from_address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    NAME: ClassVar[str] = "release"
+    slot: int
+    to_nf: int
+    to_address: str
+    same_cluster: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTakeover:
+    NAME: ClassVar[str] = "arm_takeover"
+    primary: int
+    successor: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class Promote:
+    NAME: ClassVar[str] = "promote"
+    slots: list[int]
+    dead: int = 0
+    backup: int = 0
+    address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateNf:
+    NAME: ClassVar[str] = "update_nf"
+    params: dict[str, Any] = field(default_factory=dict)
+    dry_run: bool = False
+
+
+Command = (Ping | Status | Flows | SetRole | SetBackup | SetPeers | Assign | Adopt | CancelAdopt
+           | Release | ArmTakeover | Promote | UpdateNf)
+
+
+# ---------------------------------------------------------------------------------- decoding
+def _int(args: Mapping[str, object], key: str, default: int | None = None) -> int:
+    v = args.get(key, default)
+    if v is None and default is not None:
+        return default
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ValueError(f"argument {key!r} is not an integer: {v!r}")
+    return v
+
+
+def _str(args: Mapping[str, object], key: str, default: str | None = None) -> str:
+    v = args.get(key, default)
+    if v is None and default is not None:
+        return default
+    if not isinstance(v, str):
+        raise ValueError(f"argument {key!r} is not a string: {v!r}")
+    return v
+
+
+def _list(args: Mapping[str, object], key: str) -> list[Any]:
+    v = args.get(key)
+    if not isinstance(v, list | tuple):
+        raise ValueError(f"argument {key!r} is not a list: {v!r}")
+    return list(v)
+
+
+def _ints(items: list[Any], n: int, what: str) -> tuple[Any, ...]:
+    if not isinstance(items, list | tuple) or len(items) != n:
+        raise ValueError(f"{what} is not {n} values: {items!r}")
+    return tuple(items)
+
+
+def _peer(item: Any) -> tuple[int, str]:
+    nf, address = _ints(item, 2, "a peer")
+    return _int({"nf_id": nf}, "nf_id"), _str({"address": address}, "address")
+
+
+def _slot_epoch(item: Any) -> tuple[int, int, int | None]:
+    slot, epoch, nxt = _ints(item, 3, "a slot assignment")
+    return (_int({"slot": slot}, "slot"), _int({"epoch": epoch}, "epoch"),
+            None if nxt is None else _int({"next_seq": nxt}, "next_seq"))
+
+
+def _role(args: Mapping[str, object]) -> Role:
+    try:
+        return Role(_int(args, "role"))
+    except ValueError:
+        raise ValueError(f"role {args.get('role')!r} is not PRIMARY, BACKUP or IDLE") from None
+
+
+_DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
+    "ping": lambda a: Ping(),
+    "status": lambda a: Status(),
+    "flows": lambda a: Flows(_int(a, "slot")),
+    "set_role": lambda a: SetRole(_role(a)),
+    "set_backup": lambda a: SetBackup(_int(a, "nf_id"), _str(a, "address")),
+    "set_peers": lambda a: SetPeers([_peer(p) for p in _list(a, "peers")]),
+    "assign": lambda a: Assign([_slot_epoch(s) for s in _list(a, "slots")],
+                               bool(a.get("as_backup")), _int(a, "primary", 0)),
+    "adopt": lambda a: Adopt(_int(a, "slot"), _int(a, "epoch"), _int(a, "from_nf", 0),
+                             _str(a, "from_address", "")),
+    "cancel_adopt": lambda a: CancelAdopt(_int(a, "slot"), _int(a, "epoch"), _int(a, "from_nf", 0),
+                                          _str(a, "from_address", "")),
+    "release": lambda a: Release(_int(a, "slot"), _int(a, "to_nf"), _str(a, "to_address"),
+                                 bool(a.get("same_cluster"))),
+    "arm_takeover": lambda a: ArmTakeover(_int(a, "primary"), _int(a, "successor"),
+                                          _str(a, "address")),
+    "promote": lambda a: Promote([_int({"slot": s}, "slot") for s in _list(a, "slots")],
+                                 _int(a, "dead", 0), _int(a, "backup", 0), _str(a, "address", "")),
+    "update_nf": lambda a: UpdateNf(dict(a.get("params") or {}),  # type: ignore[call-overload]
+                                    bool(a.get("dry_run"))),
+}
+
+
+def decode(name: str, args: Mapping[str, object] | None = None) -> Command:
+    """The command of a (name, arguments) pair; ValueError if it is none."""
+    make = _DECODE.get(name)
+    if make is None:
+        raise ValueError(f"unknown command {name!r}")
+    return make(args or {})
+
+
+# ---------------------------------------------------------------------------------- dispatch
+R = TypeVar("R")
+C = TypeVar("C", Ping, Status, Flows, SetRole, SetBackup, SetPeers, Assign, Adopt, CancelAdopt,
+            Release, ArmTakeover, Promote, UpdateNf)
+
+
+class Dispatch(Generic[R]):
+    """A runner's table: command type -> its handler (each registered with its own type)."""
+
+    def __init__(self) -> None:
+        self._table: dict[type, Callable[[Any], R]] = {}
+
+    def on(self, cls: type[C], handler: Callable[[C], R]) -> None:
+        self._table[cls] = handler
+
+    def __call__(self, cmd: Command) -> R:
+        handler = self._table.get(type(cmd))
+        if handler is None:
+            raise ValueError(f"no handler here for the command {cmd.NAME!r}")
+        return handler(cmd)
