@@ -116,6 +116,8 @@ class Controller(NfLifecycle):
             "moves": dict(self.move_counts),
             "failover_count": len(self.failovers),
             "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
+            # transitions and invariants the cluster state did not expect (cluster_state.py)
+            "state_violations": self.state.violations.count,
             # backups armed to take over by themselves (docs/protocols.md §4.3), by backup
             "self_takeover": self.cfg.heartbeat.self_takeover,
             "armed": {str(b): {"primary": p, "successor": s}

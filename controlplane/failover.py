@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from finsy.p4client import P4ClientError
 
+from controlplane.cluster_state import NfPhase
 from controlplane.migration import NotPrimaryError
 from controlplane.nf_registry import NfControlError
 from nf_host.proto import nf_control_pb2 as pb
@@ -94,9 +95,10 @@ def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
         state = ctl.registry.nfs[nf.id]
         if nf.id in busy or nf.id in exclude or nf.id == primary or nf.node == me.node:
             continue
-        if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
+        if state.declared_down or state.alive is False \
+                or ctl.state.nfs[nf.id] is NfPhase.ACTED_ON:
             continue  # (failed over or replaced, not configured anew yet: it may still own slots)
-        if nf.id not in ctl.nfs_configured:
+        if not ctl.state.nfs.configured(nf.id):
             # its configuration is under way (it answered again after a suspicion): that
             # configuration was decided before this choice and would undo it, a `SetRole(spare)`
             # landing after our `AssignSlots(as_backup)` (seen in a busy hang run: the backup
@@ -166,7 +168,7 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
     tried: set[int] = {dead}
     error = ""
     steps: dict[str, float] = {}
-    armed = ctl.armed.pop(promoted, None)  # the successor it may have taken over with already
+    armed = ctl.state.disarm(promoted)  # the successor it may have taken over with already
     while True:
         new_backup = choose_backup(ctl, promoted, exclude=tried,
                                    prefer=armed[1] if armed and armed[0] == dead else None)

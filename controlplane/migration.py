@@ -117,7 +117,7 @@ def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
         # an NF that restarted (or is being reconfigured) holds nothing it was given: a move
         # to or from it waits until the controller has configured it again (found by the
         # simulation, seed 5: a move queued before a crash ran after the restart)
-        if nf not in ctl.nfs_configured:
+        if not ctl.state.nfs.configured(nf):
             raise MoveError(f"NF {nf} is not configured (it restarted or is being reconfigured)")
     if ctl.urgent:
         raise MoveError("a fail-over is waiting: moves wait for it")

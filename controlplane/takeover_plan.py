@@ -49,8 +49,8 @@ def wanted_plans(ctl: ControllerCore) -> tuple[dict[int, tuple[int, int]], set[i
     for primary, backup in ctl.pairs.items():
         if backup is None:
             continue
-        if nfs[primary].declared_down or nfs[backup].declared_down or backup in ctl.acted_on \
-                or backup not in ctl.nfs_configured:
+        if nfs[primary].declared_down or nfs[backup].declared_down \
+                or not ctl.state.nfs.configured(backup):  # (acted on, or being configured)
             busy.add(backup)
             continue
         successor = choose_backup(ctl, backup, exclude={primary})
@@ -67,7 +67,7 @@ async def arm_takeovers(ctl: ControllerCore) -> int:
         (b, plan) for b, plan in want.items() if ctl.armed.get(b) != plan]
     calls += [(b, (0, 0)) for b in stale if not ctl.registry.nfs[b].declared_down]
     for b in stale:
-        ctl.armed.pop(b, None)
+        ctl.state.disarm(b)
 
     async def one(backup: int, plan: tuple[int, int]) -> None:
         primary, successor = plan
@@ -80,7 +80,7 @@ async def arm_takeovers(ctl: ControllerCore) -> int:
             LOG.info("NF %d not armed for a takeover yet: %s", backup, exc)
             return
         if primary:
-            ctl.armed[backup] = plan
+            ctl.state.arm(backup, plan)
             LOG.info("NF %d armed: takes over from NF %d with %s as backup", backup, primary,
                      f"NF {successor}" if successor else "no NF (none qualifies)")
 
