@@ -195,7 +195,8 @@ class Controller(NfLifecycle):
 
     async def update_nf(self, nf: int, params: dict[str, Any]) -> dict[str, Any]:
         """Live update of NF `nf` with new parameters (live_update.py)."""
-        return (await update_nf(self, nf, params)).to_json()
+        return (await update_nf(self, nf, params, targets_of=self.pool.targets,
+                                hands_off=self.balancer.draining)).to_json()
 
     def move_rows(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.moves]
