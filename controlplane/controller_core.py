@@ -1,7 +1,8 @@
 """The controller's core: its live state and the building blocks the protocols run on.
 
-`ControllerCore` owns the current primary/backup pairs, the replica groups, the slot map (etcd),
-the switch session, the NF registry and the last switch counters, and gives the building blocks:
+`ControllerCore` owns the cluster state (`cluster_state.ClusterState`: pairs, replica groups,
+armed backups, each NF's phase), the slot map (etcd), the switch session, the NF registry and
+the last switch counters, and gives the building blocks:
 `move_slot()` (one `slot_owner` write + one etcd write, epoch + 1), `move_slots()`, `set_pair()`
 and `rewrite_group()` (a primary's multicast group), the switch's reconcile when this controller
 becomes its primary (after a switch restart, each slot's numbering resumed where its NFs are),
