@@ -70,9 +70,10 @@ class BalancedController(Protocol):
     """What the loop needs from the controller (controlplane/controller.py)."""
 
     cfg: ControllerConfig
-    pairs: dict[int, int | None]
     metrics: ControllerMetrics
 
+    @property
+    def pairs(self) -> dict[int, int | None]: ...
     @property
     def session(self) -> _Session: ...
     @property

@@ -18,11 +18,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from contract.roles import NfRole
-from nf_host.etcd_endpoints import parse_endpoints
-from nf_host.tls import Identity
+from controlplane.config_management import (
+    ApiConfig,
+    EtcdConfig,
+    HeartbeatConfig,
+    SecurityConfig,
+)
+from controlplane.config_management import ConfigModel as _Model
+from controlplane.config_management import check_hostport as _check_hostport
 
 MAC_RE = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAX_PORT = 510  # bit<9> port numbers; 511 is the v1model drop port
@@ -40,15 +46,6 @@ class ConfigError(Exception):
         super().__init__("\n".join([head, *(f"  {path}: {why}" for path, why in problems)]))
 
 
-def _check_hostport(value: str) -> str:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"{value!r} is not HOST:PORT")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"port {port!r} in {value!r} is not a TCP port (1..65535)")
-    return value
-
-
 def split_hostport(value: str) -> tuple[str, int]:
     """`"10.99.0.11:7101"` -> `("10.99.0.11", 7101)`."""
     host, _, port = value.rpartition(":")
@@ -57,10 +54,6 @@ def split_hostport(value: str) -> tuple[str, int]:
 
 def mac_to_int(mac: str) -> int:
     return int(mac.replace(":", ""), 16)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SwitchConfig(_Model):
@@ -252,75 +245,6 @@ class BatchConfig(_Model):
 
     size: int = Field(default=32, ge=1, le=65536)
     timeout_us: int = Field(default=500, ge=1)
-
-
-class HeartbeatConfig(_Model):
-    """Failure detection: one heartbeat per interval; dead after `misses` in a row."""
-
-    interval_ms: int = Field(default=50, ge=1)
-    misses: int = Field(default=3, ge=1)
-    timeout_ms: int = Field(default=40, ge=1)
-    # the one probe that confirms a suspicion (missed heartbeats, or the NF's control connection
-    # closing: a crashed process closes its sockets) before a fail-over; a live NF answers it
-    confirm_timeout_ms: int = Field(default=200, ge=1)
-    # how heartbeats travel: "grpc" (the control API's Heartbeat: the NF's parent asks each
-    # worker through its pipe), or "udp" (a datagram each worker's event loop echoes,
-    # nf_host/liveness.py: microseconds, so heartbeats of a few ms do not load the machine)
-    transport: Literal["grpc", "udp"] = "grpc"
-    # the address the UDP heartbeat socket binds (its port is the kernel's); default: the local
-    # address that routes to the first NF's replication host (its management address), never all
-    bind: str | None = None
-    # backups armed to take over by themselves when their primary's replication link closes
-    # without a goodbye (docs/protocols.md §4.3); off: the controller's fail-over alone
-    self_takeover: bool = True
-
-
-class EtcdConfig(_Model):
-    endpoints: list[str] = Field(default_factory=lambda: ["127.0.0.1:2379"], min_length=1)
-    prefix: str = "/nfcluster"
-    # the leader's lease (controlplane/leader.py): a standby takes over this long after the
-    # leader died; longer than an election of etcd's own leader (about 2 s), during which no
-    # lease can be renewed
-    leader_ttl_s: float = Field(default=5.0, ge=1.0, le=60.0)
-
-    @field_validator("endpoints")
-    @classmethod
-    def _endpoints(cls, values: list[str]) -> list[str]:
-        values = [_check_hostport(v) for v in values]
-        parse_endpoints(values)  # several members: IPv4 addresses (one gRPC address list)
-        return values
-
-
-class ApiConfig(_Model):
-    listen: str = "127.0.0.1:8080"
-    # bearer token for state-changing requests; the environment variable NFC_API_TOKEN wins
-    token: str | None = Field(default=None, min_length=1)
-
-    @field_validator("listen")
-    @classmethod
-    def _hostport(cls, value: str) -> str:
-        return _check_hostport(value)
-
-
-class SecurityConfig(_Model):
-    """The management plane's security (docs/security.md): mutual TLS to every NF's control API
-    and to the switch's P4Runtime server (when `switch_tls`), with
-    `<name>.crt/.key` and `ca.crt` of `pki_dir`, and heartbeats authenticated with keys derived
-    from `pki_dir/heartbeat.secret`, and to etcd (when `etcd_tls`: the leadership and the slot
-    map). `tls: false` is plaintext everywhere: debugging only."""
-
-    tls: bool = True
-    pki_dir: Path = Path("build/pki")
-    name: str = "controller"  # this controller's certificate (`<name>.crt`, `<name>.key`)
-    # P4Runtime over TLS (p4sim serves it with `--tls-dir`; a real switch if configured so)
-    switch_tls: bool = True
-    # etcd over mutual TLS (etcd's certificate checked against the name "etcd"); false: plaintext
-    # to etcd only, for an etcd that serves no TLS (debugging, the tests' shared etcd)
-    etcd_tls: bool = True
-
-    def etcd_identity(self) -> Identity | None:
-        """Who the controller is to etcd: its certificate, None for plaintext."""
-        return Identity(self.pki_dir, self.name) if self.tls and self.etcd_tls else None
 
 
 class ControllerConfig(_Model):

@@ -116,6 +116,8 @@ class Controller(NfLifecycle):
             "moves": dict(self.move_counts),
             "failover_count": len(self.failovers),
             "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
+            # transitions and invariants the cluster state did not expect (cluster_state.py)
+            "state_violations": self.state.violations.count,
             # backups armed to take over by themselves (docs/protocols.md §4.3), by backup
             "self_takeover": self.cfg.heartbeat.self_takeover,
             "armed": {str(b): {"primary": p, "successor": s}
@@ -193,7 +195,8 @@ class Controller(NfLifecycle):
 
     async def update_nf(self, nf: int, params: dict[str, Any]) -> dict[str, Any]:
         """Live update of NF `nf` with new parameters (live_update.py)."""
-        return (await update_nf(self, nf, params)).to_json()
+        return (await update_nf(self, nf, params, targets_of=self.pool.targets,
+                                hands_off=self.balancer.draining)).to_json()
 
     def move_rows(self) -> list[dict[str, Any]]:
         return [m.to_json() for m in self.moves]

@@ -1,7 +1,8 @@
 """The controller's core: its live state and the building blocks the protocols run on.
 
-`ControllerCore` owns the current primary/backup pairs, the replica groups, the slot map (etcd),
-the switch session, the NF registry and the last switch counters, and gives the building blocks:
+`ControllerCore` owns the cluster state (`cluster_state.ClusterState`: pairs, replica groups,
+armed backups, each NF's phase), the slot map (etcd), the switch session, the NF registry and
+the last switch counters, and gives the building blocks:
 `move_slot()` (one `slot_owner` write + one etcd write, epoch + 1), `move_slots()`, `set_pair()`
 and `rewrite_group()` (a primary's multicast group), the switch's reconcile when this controller
 becomes its primary (after a switch restart, each slot's numbering resumed where its NFs are),
@@ -27,6 +28,7 @@ import aiohttp
 from contract.proto import nf_control_pb2 as pb
 from contract.seq import SEQ_MASK, seq_after
 from controlplane import switch_stats
+from controlplane.cluster_state import ClusterState, NfPhase
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult
 from controlplane.flow_table import FlowTable
@@ -75,16 +77,15 @@ class ControllerCore(ABC):
         counter_interval: float = 1.0,
         load_interval: float | None = None,
         session: SwitchSession | None = None,
+        strict_state: bool = False,
     ) -> None:
         self.cfg = cfg
         self.metrics = ControllerMetrics()
         self.flows = FlowTable()
         self.registry = NfRegistry(cfg)
         self.registry.add_listener(self._nf_event)
-        self.pairs: dict[int, int | None] = {p.id: p.backup for p in cfg.primaries()}
-        # each primary's replica group (multicast group, the switch's `slot_owner` points at it):
-        # its own id at first; a promoted backup takes over its dead primary's group
-        self.groups: dict[int, int] = {p: p for p in self.pairs}
+        # pairs, replica groups, armed backups, one phase per NF (controlplane/cluster_state.py)
+        self.state = ClusterState({p.id: p.backup for p in cfg.primaries()}, strict=strict_state)
         self.slot_map = self.fresh_slot_map()
         self.resumed = False
         self.use_etcd = use_etcd
@@ -111,10 +112,6 @@ class ControllerCore(ABC):
         self.port_packets_at: float | None = None  # time.time() of that read
         self.last_reconcile: dict[str, int] | None = None
         self.reconciled_at: float | None = None  # time.time() of the last reconcile
-        self.nfs_configured: set[int] = set()
-        # NFs configured at least once: they may hold state, so their death is always acted on
-        # (also while a reconfiguration after a false alarm is still under way)
-        self.ever_configured: set[int] = set()
         self.started = time.time()
         self.counter_interval = counter_interval
         # NF load reports: the configuration's load_balancer.report_s unless given
@@ -141,15 +138,6 @@ class ControllerCore(ABC):
         self.failovers: deque[FailoverResult] = deque(maxlen=HISTORY)
         # what happened, in order (NF events, fail-overs, moves, balancer decisions): the web view
         self.timeline = Timeline()
-        # primaries confirmed dead whose fail-over found no live backup (a double fault, or a
-        # backup only suspected then): retried when their backup answers again
-        self.orphans: set[int] = set()
-        # NFs whose failure was acted on (failed over, replaced as a backup) since they were
-        # last configured: when they answer again they are configured anew (as spares)
-        self.acted_on: set[int] = set()
-        # backups armed to take over by themselves: backup -> (its primary, its successor), as
-        # last sent (controlplane/takeover_plan.py)
-        self.armed: dict[int, tuple[int, int]] = {}
         self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
         # an NF's role commands come from one decision at a time: a configuration (decided
         # from the state when it starts) and a fail-over's Promote/AssignSlots to that NF never
@@ -175,11 +163,12 @@ class ControllerCore(ABC):
         self.store = SlotStore(endpoints, self.cfg.etcd.prefix,
                                tls=self.cfg.security.etcd_identity())
         # slots are stored by replica group: the groups first (a fail-over changed only them)
-        self.groups = await self.store.load_groups() or self.groups
+        groups = await self.store.load_groups() or self.groups
         self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map(),
-                                                          self.groups)
+                                                          groups)
+        # (pairs after fail-overs; a map built afresh keeps the configuration's)
+        self.state.load(await self.store.load_pairs() if self.resumed else None, groups)
         if self.resumed:
-            self.pairs = await self.store.load_pairs() or self.pairs  # after fail-overs
             self._resumed_nfs_hold_state()
             await self._resume_moves()
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
@@ -233,10 +222,7 @@ class ControllerCore(ABC):
 
     def primary_of_group(self, group: int) -> int:
         """The primary whose replica group is `group` (after fail-overs, its promoted backup)."""
-        for primary in self.pairs:
-            if self.groups.get(primary, primary) == group:
-                return primary
-        raise ValueError(f"no primary holds replica group {group}")
+        return self.state.primary_of_group(group)
 
     def finish_open_moves(self) -> None:
         """Finish each journalled move whose adopter is configured (told `Adopt` again) and
@@ -248,8 +234,9 @@ class ControllerCore(ABC):
                 self._spawn(self.close_move(slot))
                 continue
             src_state = self.registry.nfs.get(move.src)
-            ready = move.dst in self.nfs_configured and (
-                move.src in self.nfs_configured or src_state is None or src_state.declared_down)
+            ready = self.state.nfs.configured(move.dst) and (
+                self.state.nfs.configured(move.src) or src_state is None
+                or src_state.declared_down)
             if ready and slot not in self._finishing:
                 self._finishing.add(slot)
                 self._spawn(self._finish_move(move))
@@ -270,8 +257,7 @@ class ControllerCore(ABC):
         """A map resumed from etcd was running: its primaries and backups may hold state, so
         their death must be acted on even before this controller configured them (an NF that
         died while no controller led is failed over as soon as this one leads)."""
-        self.ever_configured.update(self.pairs)
-        self.ever_configured.update(b for b in self.pairs.values() if b is not None)
+        self.state.nfs.holds_state([*self.pairs, *self.state.backups()])
 
     async def _on_primary(self, session: SwitchSession) -> None:
         """Runs each time we become the switch's primary: make the switch equal to our state."""
@@ -283,8 +269,7 @@ class ControllerCore(ABC):
                 stored = await self.store.load(self.cfg.slot_space, groups)
                 if stored is not None:
                     self.slot_map = stored
-                    self.pairs = await self.store.load_pairs() or self.pairs
-                    self.groups = groups
+                    self.state.load(await self.store.load_pairs(), groups)
                     if not self.move_lock.locked():  # (our own move under way: ours is current)
                         await self._resume_moves()
             await self._resume_numbering(session)
@@ -304,7 +289,7 @@ class ControllerCore(ABC):
         # NFs declared down while we were not primary (a standby watching, or nobody leading):
         # their "down" was not acted on then; it is now
         for nf_id, state in sorted(self.registry.nfs.items()):
-            if state.declared_down and nf_id in self.ever_configured:
+            if state.declared_down and self.state.nfs.ever_configured(nf_id):
                 await self._nf_event(NfEvent("down", nf_id, state.misses))
 
     async def _resume_numbering(self, session: SwitchSession) -> None:
@@ -347,20 +332,22 @@ class ControllerCore(ABC):
 
     async def configure_nfs(self, retry: float = 1.0) -> None:
         """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
-        while len(self.nfs_configured) < len(self.registry.nfs):
+        nfs = self.state.nfs
+        while not all(nfs.configured(n) for n in self.registry.nfs):
             await self.switch_ready.wait()  # next_seqs come from the switch's counter and bases
             next_seqs = await self.next_seqs()
-            for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
+            # an orphan or an NF acted on is configured by its own return (NfLifecycle)
+            for nf_id in sorted(n for n in self.registry.nfs
+                                if nfs[n] in (NfPhase.NEW, NfPhase.UNSETTLED)):
                 try:
                     await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
                                                      self.open_moves)
-                    self.nfs_configured.add(nf_id)
-                    self.ever_configured.add(nf_id)
+                    nfs.to(nf_id, NfPhase.CONFIGURED)
                     LOG.info("NF %d configured", nf_id)
                 except NfControlError as exc:
                     LOG.debug("NF %d not configured yet: %s", nf_id, exc)
             self.finish_open_moves()
-            if len(self.nfs_configured) < len(self.registry.nfs):
+            if not all(nfs.configured(n) for n in self.registry.nfs):
                 await asyncio.sleep(retry)
 
     def background_tasks(self) -> list[str]:
@@ -444,24 +431,12 @@ class ControllerCore(ABC):
         (slot epochs unchanged), persisted in etcd."""
         async with self._lock:
             self.slot_map.hand_over(dead, promoted)
-            self.groups[promoted] = self.groups.pop(dead)
-            self.pairs.pop(dead, None)
-            self.pairs[promoted] = backup
+            self.state.hand_over(dead, promoted, backup)
             if self.store is not None:
                 # slots are stored by group, and the group changed hands: no slot is written
                 await self.store.save_groups(self.groups)
                 await self.store.save_pairs(self.pairs)
             self.metrics.update_slot_counts(self.slot_map.counts())
-
-    def _group_for(self, primary: int) -> int:
-        """`primary`'s replica group id: its own, or for a new primary whose id a promoted NF
-        already uses as its group, the next free one."""
-        if primary in self.groups:
-            return self.groups[primary]
-        used = set(self.groups.values())
-        group = primary if primary not in used else max(used | set(self.pairs)) + 1
-        self.groups[primary] = group
-        return group
 
     async def retire_primary(self, nf: int) -> None:
         """A drained primary (no slot left) is a primary no more: its pair and replica group go
@@ -469,8 +444,7 @@ class ControllerCore(ABC):
         if self.slot_map.slots_of(nf):
             raise ValueError(f"NF {nf} still owns slots")
         async with self._lock:
-            self.pairs.pop(nf, None)
-            group = self.groups.pop(nf, None)
+            group = self.state.retire(nf)
             if self.store is not None:
                 await self.store.save_pairs(self.pairs)
                 await self.store.save_groups(self.groups)
@@ -481,8 +455,7 @@ class ControllerCore(ABC):
         """Make `primary` a primary with `backup`; writes its replica group."""
         async with self._lock:
             insert = primary not in self.pairs
-            self.pairs[primary] = backup
-            group = self._group_for(primary)
+            group = self.state.set_pair(primary, backup)
             if self.store is not None:
                 await self.store.save_pairs(self.pairs)
                 await self.store.save_groups(self.groups)
@@ -591,6 +564,27 @@ class ControllerCore(ABC):
         """A fail-over, a dead backup replaced, a backup given or a double fault's state lost."""
         self.failovers.append(result)
         self.timeline.failover(result)
+
+    # the state's parts by their old names (read them; change them through `state`)
+    @property
+    def pairs(self) -> dict[int, int | None]:
+        return self.state.pairs
+
+    @property
+    def groups(self) -> dict[int, int]:
+        return self.state.groups
+
+    @property
+    def armed(self) -> dict[int, tuple[int, int]]:
+        return self.state.armed
+
+    @property
+    def nfs_configured(self) -> frozenset[int]:
+        return self.state.nfs.in_phase(NfPhase.CONFIGURED)
+
+    @property
+    def orphans(self) -> frozenset[int]:
+        return self.state.nfs.in_phase(NfPhase.ORPHAN)
 
     @abstractmethod
     async def _nf_event(self, event: NfEvent) -> None:

@@ -24,7 +24,7 @@ The promotion is the critical path (A''s output waits for it): nothing else goes
 `Promote`, and the result's `timeline_ms` says when each step ended, counted from the first
 evidence of the failure. A backup only suspected (missed heartbeats) is probed and promoted if
 it answers; a primary left without a live backup stays an orphan the controller retries
-(`Controller.orphans`), and `state_lost` records a double fault that lost the state.
+(phase `ORPHAN`, controlplane/cluster_state.py), and `state_lost` records a double fault that lost the state.
 
 A dead backup is replaced the same way (steps 1-2 and its primary's group), so a primary whose
 backup died does not hold its output forever. A dead spare only leaves the pool.
@@ -38,17 +38,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from finsy.p4client import P4ClientError
 
 from contract.proto import nf_control_pb2 as pb
 from contract.roles import NfRole
+from controlplane.cluster_state import ClusterState, NfPhase
+from controlplane.config import ControllerConfig
 from controlplane.migration import NotPrimaryError
-from controlplane.nf_registry import NfControlError
-
-if TYPE_CHECKING:
-    from controlplane.controller_core import ControllerCore
+from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.slot_map import SlotMap
 
 LOG = logging.getLogger(__name__)
 
@@ -83,21 +83,52 @@ class FailoverResult:
         return asdict(self)
 
 
-def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
+class BackupChoiceView(Protocol):
+    """What choosing a backup reads: the configuration, the NFs' liveness, the cluster state."""
+
+    @property
+    def cfg(self) -> ControllerConfig: ...
+    @property
+    def registry(self) -> NfRegistry: ...
+    @property
+    def state(self) -> ClusterState: ...
+
+
+class FailoverHost(BackupChoiceView, Protocol):
+    """What a fail-over reads and the building blocks it runs on (`ControllerCore` is one):
+    the slot map, the confirm deadline, the epochs an undone move could not tell, the NFs' role
+    locks and the pair and group writes (switch and etcd)."""
+
+    @property
+    def slot_map(self) -> SlotMap: ...
+    @property
+    def confirm_timeout(self) -> float: ...
+    @property
+    def untold_epochs(self) -> dict[int, dict[int, int]]: ...
+    def role_lock(self, nf_id: int) -> asyncio.Lock: ...
+    async def rewrite_group(self, dead: int, promoted: int, backup: int | None) -> None: ...
+    async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None: ...
+    async def set_pair(self, primary: int, backup: int | None) -> None: ...
+    async def copies_to(self, primary: int, backup: int) -> None: ...
+
+
+def choose_backup(ctl: BackupChoiceView, primary: int, exclude: set[int],
                   prefer: int | None = None) -> int | None:
     """An idle NF of `primary`'s cluster on another node, alive: `prefer` if it qualifies (the
     successor a backup was armed with, which it may use already), else a spare first, else an
     NF that is neither a primary nor a live primary's backup."""
     me = ctl.cfg.nf(primary)
-    busy = set(ctl.pairs) | {b for p, b in ctl.pairs.items() if b is not None and p not in exclude}
+    pairs = ctl.state.pairs
+    busy = set(pairs) | {b for p, b in pairs.items() if b is not None and p not in exclude}
     candidates = []
     for nf in ctl.cfg.cluster_members(me.cluster):
         state = ctl.registry.nfs[nf.id]
         if nf.id in busy or nf.id in exclude or nf.id == primary or nf.node == me.node:
             continue
-        if state.declared_down or state.alive is False or nf.id in ctl.acted_on:
+        if state.declared_down or state.alive is False \
+                or ctl.state.nfs[nf.id] is NfPhase.ACTED_ON:
             continue  # (failed over or replaced, not configured anew yet: it may still own slots)
-        if nf.id not in ctl.nfs_configured:
+        if not ctl.state.nfs.configured(nf.id):
             # its configuration is under way (it answered again after a suspicion): that
             # configuration was decided before this choice and would undo it, a `SetRole(spare)`
             # landing after our `AssignSlots(as_backup)` (seen in a busy hang run: the backup
@@ -107,7 +138,7 @@ def choose_backup(ctl: ControllerCore, primary: int, exclude: set[int],
     return min(candidates)[2] if candidates else None
 
 
-async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: list[int]) -> None:
+async def _assign_backup(ctl: FailoverHost, backup: int, primary: int, slots: list[int]) -> None:
     """Tell `backup` it backs up `slots` of `primary` (kept copies, accepted deltas); a spare
     that is told so becomes a backup."""
     # asked again while unanswered: the assignment is idempotent, and one whose reply was lost
@@ -121,12 +152,12 @@ async def _assign_backup(ctl: ControllerCore, backup: int, primary: int, slots: 
 SET_BACKUP_TIMEOUT = 0.5  # a primary that does not answer within this hangs (the move lock waits)
 
 
-def _role_lock(ctl: ControllerCore, nf_id: int | None) -> contextlib.AbstractAsyncContextManager[Any]:
+def _role_lock(ctl: FailoverHost, nf_id: int | None) -> contextlib.AbstractAsyncContextManager[Any]:
     """`ctl.role_lock(nf_id)`, or nothing to hold when there is no such NF (no new backup)."""
     return ctl.role_lock(nf_id) if nf_id is not None else contextlib.nullcontext()
 
 
-async def _set_backup(ctl: ControllerCore, primary: int, backup: int | None) -> None:
+async def _set_backup(ctl: FailoverHost, primary: int, backup: int | None) -> None:
     if backup is None:
         await ctl.registry.call(primary, "SetBackup", pb.SetBackupRequest(backup_nf_id=0),
                                 timeout=SET_BACKUP_TIMEOUT)
@@ -136,7 +167,7 @@ async def _set_backup(ctl: ControllerCore, primary: int, backup: int | None) -> 
             timeout=SET_BACKUP_TIMEOUT)
 
 
-async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
+async def fail_over(ctl: FailoverHost, dead: int, since: float = 0.0,
                     confirmed_at: float = 0.0) -> FailoverResult:
     """Promote the backup of dead primary `dead` for all its slots (see the module docstring).
     `since` is the time.time() of the first evidence of the failure and `confirmed_at` of its
@@ -152,7 +183,7 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
         timeline["confirmed"] = round((confirmed_at - since) * 1000, 2)
     mark("decided")
     slots = ctl.slot_map.slots_of(dead)
-    promoted = ctl.pairs.get(dead)
+    promoted = ctl.state.pairs.get(dead)
     if promoted is not None and ctl.registry.nfs[promoted].declared_down \
             and await ctl.registry.probe_hang(promoted, ctl.confirm_timeout):
         # the backup was only suspected (heartbeats missed on a loaded machine) and answers:
@@ -167,7 +198,7 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
     tried: set[int] = {dead}
     error = ""
     steps: dict[str, float] = {}
-    armed = ctl.armed.pop(promoted, None)  # the successor it may have taken over with already
+    armed = ctl.state.disarm(promoted)  # the successor it may have taken over with already
     while True:
         new_backup = choose_backup(ctl, promoted, exclude=tried,
                                    prefer=armed[1] if armed and armed[0] == dead else None)
@@ -194,7 +225,7 @@ async def fail_over(ctl: ControllerCore, dead: int, since: float = 0.0,
                           steps_ms=steps, timeline_ms=timeline, suspected_at=since)
 
 
-async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int | None,
+async def _take_over(ctl: FailoverHost, dead: int, promoted: int, backup: int | None,
                      slots: list[int], steps: dict[str, float],
                      mark: Callable[[str], None] = lambda _name: None,
                      took_over: bool = False) -> int:
@@ -254,7 +285,7 @@ async def _take_over(ctl: ControllerCore, dead: int, promoted: int, backup: int 
     return int(reply.replayed)
 
 
-async def _tell_epochs(ctl: ControllerCore, dead: int, promoted: int) -> None:
+async def _tell_epochs(ctl: FailoverHost, dead: int, promoted: int) -> None:
     """Slots given back to `dead` by an undone move while it could not be told (it was dying):
     their promoted owner learns their epoch (its replica still has the one before the move).
     Best effort, after everything else: nothing waits for it."""
@@ -269,7 +300,7 @@ async def _tell_epochs(ctl: ControllerCore, dead: int, promoted: int) -> None:
         LOG.warning("NF %d not told the epochs of slots %s: %s", promoted, sorted(untold), exc)
 
 
-def state_lost(ctl: ControllerCore, dead: int) -> FailoverResult:
+def state_lost(ctl: FailoverHost, dead: int) -> FailoverResult:
     """The record of a double fault: primary `dead` died without a live backup (`fail_over`
     refused) and came back as a new process, so the state of its slots is gone. It owns them
     again from empty state (nobody else can); the record makes the loss visible (status,
@@ -282,27 +313,27 @@ def state_lost(ctl: ControllerCore, dead: int) -> FailoverResult:
                           kind="lost")
 
 
-async def replace_backup(ctl: ControllerCore, dead_backup: int) -> FailoverResult | None:
+async def replace_backup(ctl: FailoverHost, dead_backup: int) -> FailoverResult | None:
     """A backup died: give its primary a new backup (or none), so its output is not held forever."""
-    primary = next((p for p, b in ctl.pairs.items() if b == dead_backup), None)
+    primary = next((p for p, b in ctl.state.pairs.items() if b == dead_backup), None)
     if primary is None:
         LOG.warning("NF %d (not a backup of a live primary) is down: it leaves the pool", dead_backup)
         return None
     return await give_backup(ctl, primary, dead_backup)
 
 
-async def protect(ctl: ControllerCore) -> list[FailoverResult]:
+async def protect(ctl: FailoverHost) -> list[FailoverResult]:
     """Give every live primary that runs without a backup one from the pool, if one qualifies
     now (a spare that came back, or was added): called when an NF joins the pool."""
     done = []
-    for primary, backup in sorted(ctl.pairs.items()):
+    for primary, backup in sorted(ctl.state.pairs.items()):
         if backup is None and not ctl.registry.nfs[primary].declared_down \
                 and choose_backup(ctl, primary, exclude=set()) is not None:
             done.append(await give_backup(ctl, primary, None))
     return done
 
 
-async def give_backup(ctl: ControllerCore, primary: int, dead_backup: int | None) -> FailoverResult:
+async def give_backup(ctl: FailoverHost, primary: int, dead_backup: int | None) -> FailoverResult:
     """Give `primary` a new backup from the pool (or none if no NF qualifies), replacing
     `dead_backup` (None: it had none): assign the slots, tell the primary, then rewrite its group
     and record the pair. The primary is told first: until it answers, its output is committed

@@ -37,7 +37,7 @@ from aiohttp import web
 from controlplane.timeline import Timeline
 
 if TYPE_CHECKING:
-    from controlplane.api import ControllerView
+    from controlplane.controller_view import ControllerView
 
 MAX_CLIENTS = 16
 PERIOD_S = 1.0        # a snapshot at least this often while someone watches

@@ -20,17 +20,33 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from contract.proto import nf_control_pb2 as pb
-from controlplane.nf_registry import NfControlError
+from controlplane.cluster_state import ClusterState
+from controlplane.config import ControllerConfig
+from controlplane.migration import MoveResult
+from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.slot_map import SlotMap
 from controlplane.spare_pool import ScaleError
 
-if TYPE_CHECKING:
-    from controlplane.controller import Controller
-
 LOG = logging.getLogger(__name__)
+
+
+class UpdateHost(Protocol):
+    """What a live update reads and runs on (`Controller` is one)."""
+
+    @property
+    def cfg(self) -> ControllerConfig: ...
+    @property
+    def registry(self) -> NfRegistry: ...
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def slot_map(self) -> SlotMap: ...
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
 
 
 @dataclass
@@ -51,7 +67,7 @@ class UpdateReport:
                 "ok": not self.error, "error": self.error, "seconds": round(self.seconds, 3)}
 
 
-async def _move(ctl: Controller, slots: list[int], targets: list[int]) -> list[int]:
+async def _move(ctl: UpdateHost, slots: list[int], targets: list[int]) -> list[int]:
     """Move each slot to the next target in turn; the slots moved (stops at the first failure)."""
     moved = []
     for i, slot in enumerate(slots):
@@ -62,27 +78,29 @@ async def _move(ctl: Controller, slots: list[int], targets: list[int]) -> list[i
     return moved
 
 
-async def update_nf(ctl: Controller, nf: int, params: dict[str, Any]) -> UpdateReport:
+async def update_nf(ctl: UpdateHost, nf: int, params: dict[str, Any], *,
+                    targets_of: Callable[[int], list[int]], hands_off: set[int]) -> UpdateReport:
     """Run NF `nf` (and its backup) with `params`, moving its slots out and back (see the
-    module docstring). Raises ScaleError, with nothing changed, when it cannot start."""
+    module docstring). `targets_of(nf)`: where its slots go meanwhile (the spare pool's
+    targets); `hands_off`: NFs the balancer leaves alone (its `draining`). Raises ScaleError, with nothing changed, when it cannot start."""
     if nf not in {n.id for n in ctl.cfg.nfs}:
         raise ScaleError(f"no NF {nf} in the configuration")
     if ctl.registry.nfs[nf].declared_down or ctl.registry.nfs[nf].alive is False:
         raise ScaleError(f"NF {nf} is down: nothing to update")
     report = UpdateReport(nf=nf, params=params)
     started = time.monotonic()
-    slots = ctl.slot_map.slots_of(nf) if nf in ctl.pairs else []
-    targets = ctl.pool.targets(nf) if slots else []
+    slots = ctl.slot_map.slots_of(nf) if nf in ctl.state.pairs else []
+    targets = targets_of(nf) if slots else []
     if slots and not targets:
         raise ScaleError(f"NF {nf} is the only live primary: nowhere to move its slots meanwhile")
-    ctl.balancer.draining.add(nf)
+    hands_off.add(nf)
     try:
         moved = await _move(ctl, slots, targets)
         report.slots_moved_out = len(moved)
         if len(moved) < len(slots):
             report.error = f"slot {slots[len(moved)]} could not be moved away: NF {nf} not updated"
         else:
-            backup = ctl.pairs.get(nf)
+            backup = ctl.state.pairs.get(nf)
             for target in [nf] + ([backup] if backup is not None else []):
                 try:
                     await ctl.registry.call(target, "UpdateNf", pb.UpdateNfRequest(
@@ -97,7 +115,7 @@ async def update_nf(ctl: Controller, nf: int, params: dict[str, Any]) -> UpdateR
             report.error += (f"; {len(moved) - len(back)} slots stayed with NF {nf}'s cluster peers "
                              "(the balancer may move them later)")
     finally:
-        ctl.balancer.draining.discard(nf)
+        hands_off.discard(nf)
     report.seconds = time.monotonic() - started
     log = LOG.warning if report.error else LOG.info
     log("live update of NF %d: %s (out %d, back %d slots, %.2f s)%s", nf, report.updated,

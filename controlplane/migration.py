@@ -33,16 +33,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from contract.proto import nf_control_pb2 as pb
 from contract.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
-from controlplane.nf_registry import NfControlError
-from controlplane.slot_map import next_epoch
+from controlplane.cluster_state import ClusterState
+from controlplane.config import ControllerConfig
+from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent
-
-if TYPE_CHECKING:
-    from controlplane.controller_core import ControllerCore
 
 LOG = logging.getLogger(__name__)
 
@@ -89,13 +88,46 @@ class MoveResult:
         return asdict(self)
 
 
-def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
+class _Session(Protocol):
+    @property
+    def is_primary(self) -> bool: ...
+
+
+class MoveHost(Protocol):
+    """What a move reads and the building blocks it runs on (`ControllerCore` is one): the
+    configuration, the NFs, the cluster state and slot map, the move journal, the fail-overs
+    waiting (`urgent`) and the one atomic slot write."""
+
+    @property
+    def cfg(self) -> ControllerConfig: ...
+    @property
+    def registry(self) -> NfRegistry: ...
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def slot_map(self) -> SlotMap: ...
+    @property
+    def session(self) -> _Session: ...
+    @property
+    def open_moves(self) -> dict[int, MoveIntent]: ...
+    @property
+    def urgent(self) -> int: ...
+    @property
+    def fence_patience(self) -> float: ...
+    @property
+    def untold_epochs(self) -> dict[int, dict[int, int]]: ...
+    async def open_move(self, move: MoveIntent) -> None: ...
+    async def close_move(self, slot: int) -> None: ...
+    async def move_slot(self, slot: int, to_nf: int) -> SlotEntry: ...
+
+
+def check_move(ctl: MoveHost, slot: int, to_nf: int) -> int:
     """Validate a move request; return the current owner (raises MoveError)."""
     if not ctl.session.is_primary:
         raise NotPrimaryError("this controller is not the switch's primary: it moves nothing")
     if not 0 <= slot < ctl.slot_map.slot_count:
         raise MoveError(f"slot {slot} is outside 0..{ctl.slot_map.slot_count - 1}")
-    if to_nf not in ctl.pairs:
+    if to_nf not in ctl.state.pairs:
         raise MoveError(f"NF {to_nf} is not a primary")
     if ctl.registry.nfs[to_nf].declared_down:
         raise MoveError(f"NF {to_nf} is down")
@@ -117,14 +149,14 @@ def check_move(ctl: ControllerCore, slot: int, to_nf: int) -> int:
         # an NF that restarted (or is being reconfigured) holds nothing it was given: a move
         # to or from it waits until the controller has configured it again (found by the
         # simulation, seed 5: a move queued before a crash ran after the restart)
-        if nf not in ctl.nfs_configured:
+        if not ctl.state.nfs.configured(nf):
             raise MoveError(f"NF {nf} is not configured (it restarted or is being reconfigured)")
     if ctl.urgent:
         raise MoveError("a fail-over is waiting: moves wait for it")
     return owner
 
 
-async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
+async def migrate_slot(ctl: MoveHost, slot: int, to_nf: int,
                        release_timeout: float = RELEASE_TIMEOUT) -> MoveResult:
     """Move `slot` from its owner to primary `to_nf`; undo a move the adopter's fence cancelled.
     Raises MoveError only for a request that cannot start; a move that fails on the way returns
@@ -134,7 +166,7 @@ async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
     src_cfg = cfg.nf(src)
     started, t0 = time.time(), time.monotonic()
     old_epoch = ctl.slot_map.epoch(slot)
-    intent = MoveIntent(slot, src, to_nf, next_epoch(old_epoch), ctl.groups.get(src, src))
+    intent = MoveIntent(slot, src, to_nf, next_epoch(old_epoch), ctl.state.groups.get(src, src))
     result = _results(intent, cfg.nf(src).cluster == cfg.nf(to_nf).cluster, started, t0)
 
     try:
@@ -146,7 +178,7 @@ async def migrate_slot(ctl: ControllerCore, slot: int, to_nf: int,
         # them as unowned and, promoted later, own s with nothing (found by the simulation,
         # seed 55). If it does not answer, the move does not start; a dead one is replaced
         # (after this move: the same lock) with every slot B owns then.
-        backup = ctl.pairs.get(to_nf)
+        backup = ctl.state.pairs.get(to_nf)
         if backup is not None:
             await reg.call(backup, "AssignSlots", pb.AssignSlotsRequest(
                 slots=[pb.SlotEpoch(slot=slot, epoch=intent.epoch)], as_backup=True,
@@ -180,7 +212,7 @@ def _results(intent: MoveIntent, same_cluster: bool, started: float,
     return result
 
 
-async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: float,
+async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
                       result: Callable[..., MoveResult] | None = None) -> MoveResult:
     """From the switch write on (the slot is B's at e+1): A's `Release`, and if it does not
     succeed, B's fence decides (see the module docstring). Also how a new leader finishes a
@@ -243,7 +275,7 @@ async def finish_move(ctl: ControllerCore, intent: MoveIntent, release_timeout: 
     return await _undo(ctl, intent, error, result)
 
 
-async def fence(ctl: ControllerCore, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
+async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
     """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
     "started", "cancelled", "down" (declared down before it answered) or "unknown" (no answer
     within `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
@@ -269,7 +301,7 @@ async def fence(ctl: ControllerCore, slot: int, to_nf: int, epoch: int, src: int
         await asyncio.sleep(FENCE_RETRY)
 
 
-async def _cancel_adoption(ctl: ControllerCore, slot: int, to_nf: int, epoch: int) -> None:
+async def _cancel_adoption(ctl: MoveHost, slot: int, to_nf: int, epoch: int) -> None:
     """The adopter forgets an adoption whose switch write failed (A was never told to release,
     so B cannot have started; best effort: one that does not answer keeps an idle ADOPTING
     slot, which a later `Adopt` or assignment takes over, keeping what it buffered)."""
@@ -280,14 +312,14 @@ async def _cancel_adoption(ctl: ControllerCore, slot: int, to_nf: int, epoch: in
         LOG.warning("adoption of slot %d by NF %d not cancelled: %s", slot, to_nf, exc)
 
 
-async def _undo(ctl: ControllerCore, intent: MoveIntent, error: str,
+async def _undo(ctl: MoveHost, intent: MoveIntent, error: str,
                 result: Callable[..., MoveResult]) -> MoveResult:
     """The adopter cancelled the adoption: the slot goes back to its old owner (next epoch) and
     the owner is told. If the old owner is no longer a primary (failed over meanwhile), the
     slot goes to the primary that holds its replica group now."""
     slot, src = intent.slot, intent.src
     try:
-        owner = src if src in ctl.pairs else ctl.primary_of_group(intent.src_group)
+        owner = src if src in ctl.state.pairs else ctl.state.primary_of_group(intent.src_group)
     except ValueError as exc:  # (A's group is gone: a double fault; the slot stays at B)
         LOG.error("move of slot %d cannot be undone: %s", slot, exc)
         return result(False, intent.epoch, error=f"{error}; not undone: {exc}", fenced=True)

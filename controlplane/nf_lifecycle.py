@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from controlplane.cluster_state import NfPhase
 from controlplane.controller_core import ControllerCore
 from controlplane.failover import (
     FailoverResult,
@@ -38,21 +39,23 @@ class NfLifecycle(ControllerCore):
         self.metrics.nf_events.labels(kind=event.kind).inc()
         if not self.session.is_primary:
             return  # a standby watches but does not act
+        nfs = self.state.nfs
         if event.kind in ("up", "restarted"):
             restarted = event.kind == "restarted" or event.restarted
-            if not restarted and event.nf_id in self.ever_configured \
-                    and event.nf_id not in self.acted_on:
+            if restarted:
+                nfs.new_process(event.nf_id)
+            if not restarted and nfs[event.nf_id] not in (NfPhase.NEW, NfPhase.ACTED_ON):
                 # a suspicion that came to nothing (late heartbeats): the NF kept its role and
                 # slots, and configuring it again would only load a loaded machine more
                 self._spawn(self._back_after_false_alarm(event.nf_id))
                 return
             # an NF that comes back has lost its configuration (a new process), or was failed
             # over or replaced meanwhile: give it its role and slots again
-            self.nfs_configured.discard(event.nf_id)
+            nfs.unsettle(event.nf_id)
             self._spawn(self._reconfigure(event.nf_id, restarted))
-        elif event.kind == "down" and event.nf_id in self.ever_configured:
+        elif event.kind == "down" and nfs.ever_configured(event.nf_id):
             # an NF never configured (not started yet) holds no state: nothing to fail over
-            self.nfs_configured.discard(event.nf_id)
+            nfs.unsettle(event.nf_id)
             if event.nf_id in self.pairs:
                 self._spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
                                             time.time()))
@@ -65,13 +68,14 @@ class NfLifecycle(ControllerCore):
         few heartbeats of a live NF; failing over a live primary would leave two NFs processing
         its slots' state. The NF must have been silent for `confirm_timeout` in all: the probe's
         deadline is what remains of it after the first missed heartbeat (`since`), and at least
-        a heartbeat's deadline."""
+        a heartbeat's deadline. In an NF's start-up grace that is `startup_confirm_timeout`."""
         if not self.registry.nfs[nf_id].declared_down:
             return False
         if confirmed:
             return True
         silent = time.time() - since if since else 0.0
-        deadline = max(self.confirm_timeout - silent, self.cfg.heartbeat.timeout_ms / 1000)
+        deadline = max(self.confirm_timeout_of(nf_id) - silent,
+                       self.cfg.heartbeat.timeout_ms / 1000)
         if await self.registry.probe_hang(nf_id, deadline):
             LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
             return False
@@ -84,6 +88,17 @@ class NfLifecycle(ControllerCore):
             return False
         return state.declared_down
 
+    def confirm_timeout_of(self, nf_id: int) -> float:
+        """How long `nf_id` must be silent before it is failed over (s): `confirm_timeout`, or
+        `startup_confirm_timeout_ms` when longer for `startup_grace_ms` after the first
+        configuration of its process (its workers' first moments can stall on a loaded machine:
+        TLS handshakes, links set up; ~260 ms seen in CI, over the 200 ms `confirm_timeout_ms`)."""
+        hb = self.cfg.heartbeat
+        age = self.state.nfs.since_first_configured(nf_id)
+        if age is not None and age < hb.startup_grace_ms / 1000:
+            return max(self.confirm_timeout, hb.startup_confirm_timeout_ms / 1000)
+        return self.confirm_timeout
+
     async def _fail_over(self, dead: int, confirmed: bool = False, since: float = 0.0,
                          emitted: float = 0.0) -> None:
         if not self.switch_ready.is_set():
@@ -95,7 +110,6 @@ class NfLifecycle(ControllerCore):
             if dead in self.pairs and await self._really_down(dead, confirmed, since):
                 result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
                 if result.ok:
-                    self.orphans.discard(dead)
                     self._acted_on(dead)
                 if result.ok or result.promoted is not None:
                     self.record_failover(result)
@@ -104,9 +118,9 @@ class NfLifecycle(ControllerCore):
                     # no live backup: its slots stay with it (status "orphans"), tried again when
                     # its backup answers again; recorded once resolved (failed over, or its state
                     # lost); an orphan that answers again itself was a false alarm: nothing to record
-                    self.orphans.add(dead)
+                    self.state.nfs.to(dead, NfPhase.ORPHAN)
             else:
-                self.nfs_configured.add(dead)
+                self.state.nfs.settle(dead)
 
     async def _orphan_back(self, nf_id: int) -> bool:
         """Orphaned primary `nf_id` (it died without a live backup) came back as a new process:
@@ -114,9 +128,9 @@ class NfLifecycle(ControllerCore):
         which is recorded, and it owns its slots again from empty state. True if it was failed
         over (it is a spare now)."""
         async with self.move_lock:
-            if nf_id not in self.orphans or nf_id not in self.pairs:
+            if self.state.nfs[nf_id] is not NfPhase.ORPHAN or nf_id not in self.pairs:
                 return False
-            self.orphans.discard(nf_id)
+            self.state.nfs.to(nf_id, NfPhase.UNSETTLED)
             result = await fail_over(self, nf_id)
             self.record_failover(result if result.ok else state_lost(self, nf_id))
             self._new_backup_down(result)
@@ -169,9 +183,8 @@ class NfLifecycle(ControllerCore):
         """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
         again while that was under way (a false alarm whose "up" came first), nothing else will
         tell it: it is configured anew now (a spare: its runtime drops the slots it owned)."""
-        self.acted_on.add(nf_id)
+        self.state.nfs.to(nf_id, NfPhase.ACTED_ON)
         if not self.registry.nfs[nf_id].declared_down:
-            self.nfs_configured.discard(nf_id)
             self._spawn(self._reconfigure(nf_id))
 
     async def _back_after_false_alarm(self, nf_id: int) -> None:
@@ -179,8 +192,8 @@ class NfLifecycle(ControllerCore):
         is configured as it was. Only the cluster views sent while it was thought down (which
         left it out) are sent again, and the primaries it backs up that died meanwhile are
         failed over now."""
-        self.orphans.discard(nf_id)
-        self.nfs_configured.add(nf_id)
+        if self.state.nfs[nf_id] is not NfPhase.ACTED_ON:  # (else its reconfiguration is under way)
+            self.state.nfs.to(nf_id, NfPhase.CONFIGURED)
         if self.registry.left_out.pop(nf_id, None) is not None:
             await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)
         await self._retry_orphans(nf_id)
@@ -188,14 +201,14 @@ class NfLifecycle(ControllerCore):
     async def _retry_orphans(self, backup: int) -> None:
         """`backup` answers again without having restarted (a false alarm: it kept its state):
         fail over the orphaned primaries it backs up."""
-        for dead in sorted(self.orphans):
+        for dead in sorted(self.state.nfs.in_phase(NfPhase.ORPHAN)):
             if self.pairs.get(dead) == backup and self.registry.nfs[dead].declared_down:
                 await self._fail_over(dead, confirmed=True)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
         async with self._urgent_lock():
             if not await self._really_down(dead, confirmed, since):
-                self.nfs_configured.add(dead)
+                self.state.nfs.settle(dead)
                 return
             result = await replace_backup(self, dead)
             if result is not None:
@@ -225,18 +238,18 @@ class NfLifecycle(ControllerCore):
             await self._reconfigure_now(nf_id, restarted)
 
     async def _reconfigure_now(self, nf_id: int, restarted: bool) -> None:
-        if restarted and nf_id in self.pairs and nf_id in self.ever_configured \
-                and nf_id not in self.orphans:
+        phase = self.state.nfs[nf_id]
+        if restarted and nf_id in self.pairs and phase not in (NfPhase.NEW, NfPhase.ORPHAN):
             # a primary that died and came back before its fail-over ran (it waited behind a
             # move): the new process holds nothing, its backup holds the state (and may have
             # taken over by itself already). Fail over now; configuring it as the primary
             # again would give its slots to empty state (found by the simulation, seed 5)
             await self._restarted_primary(nf_id)
-        if nf_id in self.orphans:
+        if self.state.nfs[nf_id] is NfPhase.ORPHAN:
             if restarted:  # a new process: it holds nothing of its slots
                 await self._orphan_back(nf_id)
             else:  # alive all along (it was slow or hung, then went on): it keeps its slots
-                self.orphans.discard(nf_id)
+                self.state.nfs.to(nf_id, NfPhase.UNSETTLED)
         wait = RECONFIGURE_RETRY
         while True:
             try:
@@ -256,11 +269,9 @@ class NfLifecycle(ControllerCore):
                 LOG.info("NF %d not reconfigured yet (%s): again in %.2f s", nf_id, exc, wait)
                 await asyncio.sleep(wait)  # a retry's back-off
                 wait *= 2
-        self.nfs_configured.add(nf_id)
-        self.ever_configured.add(nf_id)
-        self.acted_on.discard(nf_id)
+        self.state.nfs.to(nf_id, NfPhase.CONFIGURED)
         self.finish_open_moves()  # a journalled move may have waited for this NF
-        self.armed.pop(nf_id, None)  # (a new process, or a new role: armed anew if a backup)
+        self.state.disarm(nf_id)  # (a new process, or a new role: armed anew if a backup)
         self.registry.left_out.pop(nf_id, None)
         LOG.info("NF %d reconfigured", nf_id)
         await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)  # a member again

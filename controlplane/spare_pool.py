@@ -18,16 +18,15 @@ Scaling is serialised with moves and fail-overs by the controller's lock around 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from contract.proto import nf_control_pb2 as pb
 from contract.roles import NfRole
-from controlplane.failover import choose_backup, protect
+from controlplane.failover import FailoverHost, FailoverResult, choose_backup, protect
+from controlplane.migration import MoveResult
 from controlplane.nf_registry import NfControlError
-
-if TYPE_CHECKING:
-    from controlplane.controller import Controller
 
 LOG = logging.getLogger(__name__)
 
@@ -36,17 +35,28 @@ class ScaleError(Exception):
     """A scale-out or drain that cannot be done (no spare, unknown NF, ...); nothing changed."""
 
 
+class PoolHost(FailoverHost, Protocol):
+    """What the pool runs on besides a fail-over's building blocks (`Controller` is one): moves
+    (serialised by `move_lock`), a drained primary's retirement, the fail-over record."""
+
+    @property
+    def move_lock(self) -> asyncio.Lock: ...
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...
+    async def retire_primary(self, nf: int) -> None: ...
+    def record_failover(self, result: FailoverResult) -> None: ...
+
+
 class SparePool:
     """Elasticity on the controller's spare pool (see the module docstring)."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: PoolHost) -> None:
         self.ctl = ctl
 
     def spares(self, cluster: str | None = None, stage: int | None = None) -> list[int]:
         """Live idle NFs (of `cluster`, or of every cluster of chain `stage`, or of every
         cluster), lowest id first."""
         ctl = self.ctl
-        busy = set(ctl.pairs) | {b for b in ctl.pairs.values() if b is not None}
+        busy = set(ctl.state.pairs) | {b for b in ctl.state.pairs.values() if b is not None}
         return sorted(
             nf.id for nf in ctl.cfg.nfs
             if (cluster is None or nf.cluster == cluster) and nf.id not in busy
@@ -89,7 +99,7 @@ class SparePool:
         first; another cluster's of its chain stage when it has none."""
         ctl = self.ctl
         cluster, stage = ctl.cfg.nf(nf).cluster, ctl.cfg.stage_of(nf)
-        live = [p for p in ctl.pairs if p != nf and not ctl.registry.nfs[p].declared_down
+        live = [p for p in ctl.state.pairs if p != nf and not ctl.registry.nfs[p].declared_down
                 and ctl.cfg.stage_of(p) == stage]
         mine = [p for p in live if ctl.cfg.nf(p).cluster == cluster]
         load = {}
@@ -102,7 +112,7 @@ class SparePool:
         """Move every slot of primary `nf` away (ordinary migrations, deltas within the cluster),
         then return it and its backup to the pool."""
         ctl = self.ctl
-        if nf not in ctl.pairs:
+        if nf not in ctl.state.pairs:
             raise ScaleError(f"NF {nf} is not a primary")
         targets = self.targets(nf)
         if not targets:
@@ -113,7 +123,7 @@ class SparePool:
             if not result.ok:
                 raise ScaleError(f"drain of NF {nf} stopped at slot {slot}: {result.error}")
         async with ctl.move_lock:
-            backup = ctl.pairs.get(nf)
+            backup = ctl.state.pairs.get(nf)
             await ctl.retire_primary(nf)
             for idle in (nf, backup):
                 if idle is None:

@@ -39,7 +39,8 @@ from finsy import (
 from finsy.p4client import P4ClientError
 
 from contract.seq import SEQ_MASK
-from controlplane.config import CHAIN_STAGES, SecurityConfig, SwitchConfig
+from controlplane.config import CHAIN_STAGES, SwitchConfig
+from controlplane.config_management import SecurityConfig
 from controlplane.p4names import P4Names
 from controlplane.pipeline_state import (
     MANAGED_TABLES,

@@ -26,31 +26,41 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from contract.proto import nf_control_pb2 as pb
-from controlplane.failover import choose_backup
+from controlplane.failover import BackupChoiceView, choose_backup
 from controlplane.nf_registry import NfControlError
-
-if TYPE_CHECKING:
-    from controlplane.controller_core import ControllerCore
 
 LOG = logging.getLogger(__name__)
 
 ARM_INTERVAL = 0.1  # how often the plans are compared with the pairs and the pool (s)
 
 
-def wanted_plans(ctl: ControllerCore) -> tuple[dict[int, tuple[int, int]], set[int]]:
+class _Session(Protocol):
+    @property
+    def is_primary(self) -> bool: ...
+
+
+class TakeoverHost(BackupChoiceView, Protocol):
+    """What takeover planning reads (the cluster state, whose `armed` it keeps) and whether
+    this controller leads the switch."""
+
+    @property
+    def session(self) -> _Session: ...
+
+
+def wanted_plans(ctl: TakeoverHost) -> tuple[dict[int, tuple[int, int]], set[int]]:
     """(backup -> (its primary, its successor or 0)) for every live pair, and the backups to
     leave alone now (their primary is down: a fail-over promotes them, which ends the plan)."""
     want: dict[int, tuple[int, int]] = {}
     busy: set[int] = set()
     nfs = ctl.registry.nfs
-    for primary, backup in ctl.pairs.items():
+    for primary, backup in ctl.state.pairs.items():
         if backup is None:
             continue
-        if nfs[primary].declared_down or nfs[backup].declared_down or backup in ctl.acted_on \
-                or backup not in ctl.nfs_configured:
+        if nfs[primary].declared_down or nfs[backup].declared_down \
+                or not ctl.state.nfs.configured(backup):  # (acted on, or being configured)
             busy.add(backup)
             continue
         successor = choose_backup(ctl, backup, exclude={primary})
@@ -58,16 +68,16 @@ def wanted_plans(ctl: ControllerCore) -> tuple[dict[int, tuple[int, int]], set[i
     return want, busy
 
 
-async def arm_takeovers(ctl: ControllerCore) -> int:
+async def arm_takeovers(ctl: TakeoverHost) -> int:
     """Send `SetSuccessor` to every backup whose plan changed; returns how many were sent. A
     backup that does not answer is tried again on the next call."""
     want, busy = wanted_plans(ctl)
-    stale = [b for b in ctl.armed if b not in want and b not in busy]
+    stale = [b for b in ctl.state.armed if b not in want and b not in busy]
     calls: list[tuple[int, tuple[int, int]]] = [
-        (b, plan) for b, plan in want.items() if ctl.armed.get(b) != plan]
+        (b, plan) for b, plan in want.items() if ctl.state.armed.get(b) != plan]
     calls += [(b, (0, 0)) for b in stale if not ctl.registry.nfs[b].declared_down]
     for b in stale:
-        ctl.armed.pop(b, None)
+        ctl.state.disarm(b)
 
     async def one(backup: int, plan: tuple[int, int]) -> None:
         primary, successor = plan
@@ -80,7 +90,7 @@ async def arm_takeovers(ctl: ControllerCore) -> int:
             LOG.info("NF %d not armed for a takeover yet: %s", backup, exc)
             return
         if primary:
-            ctl.armed[backup] = plan
+            ctl.state.arm(backup, plan)
             LOG.info("NF %d armed: takes over from NF %d with %s as backup", backup, primary,
                      f"NF {successor}" if successor else "no NF (none qualifies)")
 
@@ -88,7 +98,7 @@ async def arm_takeovers(ctl: ControllerCore) -> int:
     return len(calls)
 
 
-async def takeover_loop(ctl: ControllerCore, interval: float = ARM_INTERVAL) -> None:
+async def takeover_loop(ctl: TakeoverHost, interval: float = ARM_INTERVAL) -> None:
     """`arm_takeovers` every `interval` while this controller leads, forever (cancel to stop)."""
     while True:
         if ctl.session.is_primary:

@@ -24,7 +24,7 @@ from controlplane.live_feed import LiveFeed
 from controlplane.timeline import Timeline
 
 if TYPE_CHECKING:
-    from controlplane.api import ControllerView
+    from controlplane.controller_view import ControllerView
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 WEB_FILES = {"app.js": "text/javascript", "style.css": "text/css"}

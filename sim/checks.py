@@ -91,6 +91,8 @@ def check_owners(system: System) -> list[str]:
 def check(system: System, outcome: Outcome) -> None:
     """Every check of the module docstring, into `outcome.problems` (at most MAX_PROBLEMS)."""
     found = check_delivery(system.switch.edge, system.sent) + check_owners(system)
+    if system.ctl.state.violations.count:  # (each one logged: controlplane/cluster_state.py)
+        found.append(f"{system.ctl.state.violations.count} cluster state violations")
     outcome.delivered = len(system.switch.edge)
     outcome.failovers = len(system.ctl.failovers)
     outcome.problems += found

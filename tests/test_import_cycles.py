@@ -22,6 +22,13 @@ def test_topo_has_none_even_counting_type_checking_imports() -> None:
     assert n == 0, text
 
 
+def test_controlplane_has_none_even_counting_type_checking_imports() -> None:
+    """The protocols take narrow Protocols, not the controller (docs/architecture.md, "Inside
+    the controller"): none imports the controller back, not even for its type hints."""
+    n, text = report(Path(__file__).resolve().parent.parent, ("controlplane",), type_checking=True)
+    assert n == 0, text
+
+
 def write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / name

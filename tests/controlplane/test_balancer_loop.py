@@ -15,6 +15,7 @@ from rich.console import Console
 
 from controlplane import cli
 from controlplane.balancer_loop import BalancerLoop
+from controlplane.cluster_state import NfPhase
 from controlplane.config import LoadBalancerConfig
 from controlplane.controller import Controller
 from controlplane.load_balancer import Move
@@ -75,7 +76,7 @@ async def with_balancer(body: Any, **knobs: Any) -> None:
     lb = {"idle_for_s": 1000.0, "nf_settle_s": 2.0, "slot_cooldown_s": 10.0, **knobs}
     cfg = config(ports)
     cfg = cfg.model_copy(update={"load_balancer": LoadBalancerConfig(**lb)})
-    c = Controller(cfg, use_etcd=False, p4info=P4INFO, device_config=b"x")
+    c = Controller(cfg, use_etcd=False, p4info=P4INFO, device_config=b"x", strict_state=True)
     session = CounterSession()
     c.session = session  # type: ignore[assignment]
     clock = Clock()
@@ -84,8 +85,8 @@ async def with_balancer(body: Any, **knobs: Any) -> None:
         for s in servers.values():
             await s.start()
         await c.registry.configure(c.pairs, c.slot_map)
-        c.nfs_configured.update(IDS)
-        c.ever_configured.update(IDS)
+        for i in IDS:
+            c.state.nfs.to(i, NfPhase.CONFIGURED)
         await body(c, fakes, session, clock)
     finally:
         await c.balancer.cancel_scaling()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from finsy import P4Schema
 
+from controlplane.cluster_state import ClusterState, NfPhase
 from controlplane.config import ConfigError, load_config, parse_config
 from controlplane.migration import MoveError, check_move
 from controlplane.p4names import P4Names
@@ -129,9 +130,12 @@ def _ctl(cfg: Any) -> Any:
     """Just what check_move reads: a primary session, the map, pairs and registry states."""
     m = SlotMap.build_staged([[1], [2, 3], [7]], cfg.switch.slot_count)
     nfs = {nf.id: SimpleNamespace(declared_down=False) for nf in cfg.nfs}
+    state = ClusterState({1: 4, 2: 5, 3: 6, 7: 8}, strict=True)
+    for nf in nfs:
+        state.nfs.to(nf, NfPhase.CONFIGURED)
     return SimpleNamespace(cfg=cfg, session=SimpleNamespace(is_primary=True), slot_map=m,
-                           pairs={1: 4, 2: 5, 3: 6, 7: 8}, registry=SimpleNamespace(nfs=nfs),
-                           open_moves={}, nfs_configured=set(nfs), urgent=0)
+                           pairs=state.pairs, registry=SimpleNamespace(nfs=nfs),
+                           open_moves={}, state=state, urgent=0)
 
 
 def test_a_slot_moves_within_its_stage_only():

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from contract.proto import nf_control_pb2 as pb
+from controlplane.cluster_state import NfPhase
 from tests.controlplane.test_migration import wait_until, with_controller
 
 pytestmark = pytest.mark.unit
@@ -334,7 +335,7 @@ def test_a_spare_whose_configuration_is_under_way_is_not_taken_as_the_new_backup
     the backup dropped its copies as unowned, then was promoted and skipped their numbers). Such
     an NF is not chosen until its configuration is done."""
     async def body(c, fakes, servers):
-        c.nfs_configured.discard(5)  # as `_nf_event` does before it configures NF 5 again
+        c.state.nfs.unsettle(5)  # as `_nf_event` does before it configures NF 5 again
         fakes[5].assigned.clear()
         await kill_primary_1(c, servers)
         await wait_until(lambda: bool(c.failovers))
@@ -353,7 +354,7 @@ def test_a_configuration_begun_before_a_promotion_does_not_undo_it():
     the configuration, so NF 3 ends a primary."""
     async def body(c, fakes, servers):
         fakes[3].setrole_delay = 0.5
-        c.nfs_configured.discard(3)
+        c.state.nfs.unsettle(3)
         configuring = asyncio.get_running_loop().create_task(c._reconfigure(3))
         await wait_until(lambda: any(n == "SetRole" for n, _ in fakes[3].calls))
         await kill_primary_1(c, servers)
@@ -362,5 +363,59 @@ def test_a_configuration_begun_before_a_promotion_does_not_undo_it():
         fo = c.failovers[0]
         assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
         assert fakes[3].role == pb.PRIMARY and c.pairs.get(3, "none") != "none"
+
+    asyncio.run(with_controller(body))
+
+
+def _grace(c: Any, ms: int) -> None:
+    c.cfg = c.cfg.model_copy(update={"heartbeat": c.cfg.heartbeat.model_copy(
+        update={"startup_grace_ms": ms})})
+
+
+def test_an_nf_in_its_startup_grace_is_given_the_longer_confirm_deadline():
+    """For `startup_grace_ms` after the first configuration of an NF's process, missed
+    heartbeats are confirmed only after `startup_confirm_timeout_ms` of silence (1 s), not
+    `confirm_timeout_ms` (200 ms); after the grace the usual deadline applies, and a restart
+    (a new process, configured again) starts a new grace."""
+    async def body(c, fakes, servers):
+        deadlines: list[float] = []
+
+        async def probe_hang(nf: int, timeout: float) -> bool:
+            deadlines.append(timeout)
+            return True
+
+        c.registry.probe_hang = probe_hang
+        c.registry.nfs[1].declared_down = True
+        assert not await c._really_down(1, since=time.time() - 0.1)  # configured just now
+        assert 0.85 <= deadlines[-1] <= 0.9
+        _grace(c, 1)  # 1 ms: over at once
+        await wait_until(lambda: c.state.nfs.since_first_configured(1) > 0.001)
+        assert not await c._really_down(1, since=time.time() - 0.1)
+        assert 0.05 <= deadlines[-1] <= 0.1  # 200 ms in all, at least a heartbeat's deadline
+        c.state.nfs.new_process(1)  # it restarted...
+        c.state.nfs.unsettle(1)
+        c.state.nfs.to(1, NfPhase.CONFIGURED)  # ...and was configured again: a new grace
+        _grace(c, 3000)
+        assert not await c._really_down(1, since=time.time() - 0.1)
+        assert 0.85 <= deadlines[-1] <= 0.9
+
+    asyncio.run(with_controller(body))
+
+
+@pytest.mark.parametrize("grace_ms,failed_over", [(3000, False), (0, True)])
+def test_a_worker_stall_right_after_start_up_is_not_taken_for_a_hang(grace_ms, failed_over):
+    """A loaded CI machine stalls an NF's workers ~260 ms right after start-up (TLS handshakes,
+    links set up): longer than `confirm_timeout_ms`, so without the start-up grace the live
+    primary was failed over; in its grace it answers the probe and keeps its role."""
+    async def body(c, fakes, servers):
+        _grace(c, grace_ms)
+        await c.registry.heartbeat_round()  # every NF answered once
+        fakes[1].slow = 0.3  # its heartbeats answer 300 ms late
+        for _ in range(2):
+            await c.registry.heartbeat(1)
+        assert c.registry.nfs[1].declared_down
+        await wait_until(lambda: not c.background_tasks(), timeout=5)
+        assert bool(c.failovers) is failed_over
+        assert (c.pairs.get(1) == 3) is not failed_over
 
     asyncio.run(with_controller(body))

@@ -17,6 +17,7 @@ import pytest
 
 from contract.proto import nf_control_pb2 as pb
 from controlplane import cli
+from controlplane.cluster_state import NfPhase
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.migration import MoveError
@@ -77,12 +78,13 @@ class FakeSession:
 
 
 def make(cfg: Any, etcd: bool) -> Controller:
-    c = Controller(cfg, use_etcd=etcd, p4info=P4INFO, device_config=b"x")
+    c = Controller(cfg, use_etcd=etcd, p4info=P4INFO, device_config=b"x", strict_state=True)
     c.session = FakeSession()  # type: ignore[assignment]
     return c
 
 
-async def with_controller(body: Any, etcd: str | None = None) -> None:
+async def with_controller(body: Any, etcd: str | None = None,
+                          never_configured: tuple[int, ...] = ()) -> None:
     ports = {i: free_port() for i in IDS}
     fakes = {i: FakeNf(i) for i in IDS}
     servers = {i: FakeNfServer(fakes[i], ports[i]) for i in IDS}
@@ -92,8 +94,9 @@ async def with_controller(body: Any, etcd: str | None = None) -> None:
             await s.start()
         await c.load_slot_map()
         await c.registry.configure(c.pairs, c.slot_map)
-        c.nfs_configured.update(IDS)
-        c.ever_configured.update(IDS)
+        for i in IDS:
+            if i not in never_configured:
+                c.state.nfs.to(i, NfPhase.CONFIGURED)
         c.switch_ready.set()  # (the fake switch has its pipeline)
         await body(c, fakes, servers)
     finally:
@@ -244,8 +247,6 @@ def test_a_live_primary_whose_connection_blips_is_not_failed_over():
 
 def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
     async def body(c, fakes, servers):
-        c.nfs_configured.discard(1)  # at start-up, NFs not running yet miss their heartbeats
-        c.ever_configured.discard(1)
         before = c.slot_map.copy()
         await servers[1].stop()
         for _ in range(3):
@@ -256,7 +257,7 @@ def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
         assert c.background_tasks() == []
         assert not c.failovers and c.slot_map == before and 1 in c.pairs
 
-    asyncio.run(with_controller(body))
+    asyncio.run(with_controller(body, never_configured=(1,)))
 
 
 def test_a_slow_primary_that_misses_heartbeats_but_answers_the_probe_is_not_failed_over():
@@ -475,7 +476,7 @@ def test_a_primary_that_dies_while_being_reconfigured_after_a_false_alarm_is_fai
     """A slow NF declared down then up is reconfigured; if it really dies before that finishes,
     its death must still be acted on (it holds state): it was configured once."""
     async def body(c, fakes, servers):
-        c.nfs_configured.discard(1)  # a reconfiguration after an "up" is under way
+        c.state.nfs.unsettle(1)  # a reconfiguration after an "up" is under way
         await servers[1].stop()
         for _ in range(3):
             await c.registry.heartbeat_round()

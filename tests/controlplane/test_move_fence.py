@@ -179,7 +179,8 @@ def test_a_new_leader_finishes_a_move_its_predecessor_left_half_done(
             assert new.slot_map.entry(slot) == SlotEntry(slot, 2, epoch + 1)
             new.switch_ready.set()
             await new.configure_nfs(retry=0.05)
-            await wait_until(lambda: not new.open_moves)
+            # (the move is recorded after its journal entry is cleared in etcd: wait for both)
+            await wait_until(lambda: not new.open_moves and bool(new.moves))
             assert not [a for a in fakes[2].assigned if slot in a[0] and not a[1]]
             assert ("Adopt", (slot, epoch + 1, 1)) in fakes[2].calls
             assert fakes[1].released == [(slot, 2, True)]
