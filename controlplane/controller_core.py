@@ -75,6 +75,7 @@ class ControllerCore(ABC):
         counter_interval: float = 1.0,
         load_interval: float | None = None,
         session: SwitchSession | None = None,
+        etcd_client: Any = None,
     ) -> None:
         self.cfg = cfg
         self.metrics = ControllerMetrics()
@@ -88,6 +89,7 @@ class ControllerCore(ABC):
         self.slot_map = self.fresh_slot_map()
         self.resumed = False
         self.use_etcd = use_etcd
+        self.etcd_client = etcd_client  # (given: the simulation's in-memory etcd, sim/etcd.py)
         self.store: SlotStore | None = None
         # (a given session: the deterministic simulation's switch model, sim/switch.py)
         self.session = session or SwitchSession(
@@ -173,7 +175,7 @@ class ControllerCore(ABC):
             return
         endpoints = self.cfg.etcd.endpoints
         self.store = SlotStore(endpoints, self.cfg.etcd.prefix,
-                               tls=self.cfg.security.etcd_identity())
+                               tls=self.cfg.security.etcd_identity(), client=self.etcd_client)
         # slots are stored by replica group: the groups first (a fail-over changed only them)
         self.groups = await self.store.load_groups() or self.groups
         self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map(),
@@ -353,7 +355,7 @@ class ControllerCore(ABC):
             for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
                 try:
                     await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
-                                                     self.open_moves)
+                                                     self.open_moves, first=True)
                     self.nfs_configured.add(nf_id)
                     self.ever_configured.add(nf_id)
                     LOG.info("NF %d configured", nf_id)

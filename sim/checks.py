@@ -92,6 +92,6 @@ def check(system: System, outcome: Outcome) -> None:
     """Every check of the module docstring, into `outcome.problems` (at most MAX_PROBLEMS)."""
     found = check_delivery(system.switch.edge, system.sent) + check_owners(system)
     outcome.delivered = len(system.switch.edge)
-    outcome.failovers = len(system.ctl.failovers)
+    outcome.failovers = sum(len(c.failovers) for c in system.controllers())
     outcome.problems += found
     del outcome.problems[MAX_PROBLEMS:]
