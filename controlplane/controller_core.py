@@ -349,11 +349,18 @@ class ControllerCore(ABC):
 
     async def configure_nfs(self, retry: float = 1.0) -> None:
         """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
+        told: set[int] = set()  # primaries found restarted (`_restart_unseen`), acted on once
         while len(self.nfs_configured) < len(self.registry.nfs):
             await self.switch_ready.wait()  # next_seqs come from the switch's counter and bases
             next_seqs = await self.next_seqs()
             for nf_id in sorted(set(self.registry.nfs) - self.nfs_configured):
                 try:
+                    dead = await self._restart_unseen(nf_id) if self.resumed else None
+                    if dead is not None:  # failed over first; `nf_id` configured after that
+                        if dead not in told:
+                            told.add(dead)
+                            await self._nf_event(NfEvent("restarted", dead))
+                        continue
                     await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
                                                      self.open_moves, first=True)
                     self.nfs_configured.add(nf_id)
@@ -364,6 +371,29 @@ class ControllerCore(ABC):
             self.finish_open_moves()
             if len(self.nfs_configured) < len(self.registry.nfs):
                 await asyncio.sleep(retry)
+
+    async def _restart_unseen(self, nf_id: int) -> int | None:
+        """A primary of the resumed map whose process ended while no controller watched (the
+        previous leader died), found at this leader's first configuration of `nf_id`: `nf_id`
+        itself if it is a primary that holds none of its slots (a new process: configured as
+        the primary it would own them with empty state), or the primary whose slots `nf_id`,
+        its backup, took over by itself (§4.3: its link closed without a goodbye; configured
+        as the backup it would drop them). None if neither (docs/protocols.md §8, L1-L2).
+        This controller's registry has no earlier uptime of the NF to see the restart by."""
+        reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+        mine = set(self.slot_map.slots_of(nf_id)) if nf_id in self.pairs else set()
+        held = {st.slot for st in reply.slots
+                if st.role in (pb.SLOT_PRIMARY, pb.SLOT_ADOPTING, pb.SLOT_RELEASED)}
+        if mine and not mine & held:
+            LOG.warning("primary NF %d holds none of its %d slots: it restarted while no "
+                        "controller led", nf_id, len(mine))
+            return nf_id
+        for primary in reply.took_over_from:
+            if self.pairs.get(primary) == nf_id:
+                LOG.warning("NF %d took over from its primary NF %d while no controller led",
+                            nf_id, primary)
+                return int(primary)
+        return None
 
     def background_tasks(self) -> list[str]:
         """Names of the fail-overs, backup replacements and reconfigurations still running."""

@@ -139,7 +139,7 @@ def to_reply(name: str, res: dict[str, Any]) -> Any:
             slots=sorted((pb.SlotStatus(**x) for x in res["slots"]), key=lambda x: x.slot),
             load=pb.Load(packets=res["packets"], drops=res["drops"], gaps=res["gaps"],
                          unowned=res["unowned"], duplicates=res["duplicates"]),
-            workers=1)
+            took_over_from=sorted(res.get("took_over_from", [])), workers=1)
     return pb.Result(ok=True)
 
 
