@@ -109,6 +109,7 @@ class Worker(Ownership):
         if role != old:
             self.takeover_plan = None
             self.took_over_from.clear()
+            self.took_over_slots.clear()
         if role == Role.PRIMARY or role == old:
             return  # (a reconfiguration in the same role, e.g. after a false alarm, keeps all)
         dropped = [s for s, rt in self.slots.items() if rt.role != SlotRole.REPLICA]
@@ -206,6 +207,7 @@ class Worker(Ownership):
                     f"NF {successor}" if successor else "no NF (none qualifies)")
         self.c.self_promotions += 1
         self.took_over_from.add(primary)
+        self.took_over_slots[primary] = set(slots)
         self.quiet.begin()  # (before the backup changes: its watch waits for the first output)
         if successor:
             self.set_backup(successor, address)  # in the same step: no output leaves unprotected
@@ -377,6 +379,9 @@ class Worker(Ownership):
             dead = int(args.get("dead", 0))
             self.takeover_plan = None  # the controller promotes us: nothing left to arm for
             self.took_over_from.discard(dead)  # (it knows: it acts on the dead primary)
+            listed = {int(s) for s in args["slots"]}
+            for slot in sorted(self.took_over_slots.pop(dead, set()) - listed if listed else ()):
+                self.give_up_taken(slot, dead)
             if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
                 self.set_backup(int(args["backup"]), str(args["address"]))
             return await self.promote_soon([int(s) for s in args["slots"]], dead)
