@@ -58,15 +58,15 @@ class SimController:
         cfg = self.cfg
         session = SimSession(self.switch, lambda nf: cfg.nf(nf).port,
                              alive=lambda: self.alive, node=self.name)
-        ctl = Controller(cfg, use_etcd=True, session=session,  # type: ignore[arg-type]
+        ctl = Controller(cfg, use_etcd=True, session=session,
                          etcd_client=self.etcd.client(self.name))
-        session.on_primary = ctl._on_primary  # type: ignore[assignment]
+        session.on_primary = ctl._on_primary
         ctl.registry = SimRegistry(cfg, self.net, self.nfs, self.lose_reply, node=self.name,
                                    step=self.step)
         ctl.registry.add_listener(ctl._nf_event)
         ctl.registry.add_listener(ctl.timeline.nf_event)
         lead = Leadership(cfg.etcd.endpoints, cfg.etcd.prefix, self.name, cfg.etcd.leader_ttl_s,
-                          client=self.etcd.client(self.name))  # type: ignore[arg-type]
+                          client=self.etcd.client(self.name))
         ctl.leadership = lead
         self.ctl, self.session, self.leadership = ctl, session, lead
         self.history.append(ctl)

@@ -165,6 +165,7 @@ class SimEtcdClient:
         node = etcd.net.nodes.get(self.node)
         if node is None or not node.alive:
             await asyncio.get_running_loop().create_future()  # a dead process writes nothing
+            return None
         etcd.step(self.node, what)
         if not node.alive:  # (the step killed it: the call never reached etcd)
             await asyncio.get_running_loop().create_future()

@@ -127,6 +127,10 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
     raise NotImplementedError(f"the simulation does not model NfControl.{name}")
 
 
+def _slot_of(st: Any) -> int:
+    return int(st.slot)
+
+
 def to_reply(name: str, res: dict[str, Any]) -> Any:
     if name == "Release":
         return pb.ReleaseReply(ok=True, **res)
@@ -136,7 +140,7 @@ def to_reply(name: str, res: dict[str, Any]) -> Any:
         return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
     if name == "Status":  # (as nf_host/control.py builds it, the fields the controller reads)
         return pb.StatusReply(
-            slots=sorted((pb.SlotStatus(**x) for x in res["slots"]), key=lambda x: x.slot),
+            slots=sorted([pb.SlotStatus(**x) for x in res["slots"]], key=_slot_of),
             load=pb.Load(packets=res["packets"], drops=res["drops"], gaps=res["gaps"],
                          unowned=res["unowned"], duplicates=res["duplicates"]),
             took_over_from=sorted(res.get("took_over_from", [])), workers=1)
@@ -201,8 +205,10 @@ class SimRegistry(NfRegistry):
         if name not in ("Status",):
             self.step(self.node, name)
         # (sent only by a live process: a call of a dead controller never reaches the NF)
-        self.net.send(self.node, lambda: loop.call_later(
-            self.net.delay(), self.net.deliver, self.node, nf.name, on_nf))
+        def send_request() -> None:
+            loop.call_later(self.net.delay(), self.net.deliver, self.node, nf.name, on_nf)
+
+        self.net.send(self.node, send_request)
         changed = asyncio.ensure_future(nf.changed().wait())
         try:  # a process that dies resets the call's connection at once
             await asyncio.wait([done, changed], timeout=timeout,

@@ -414,11 +414,11 @@ class System:
         if armed is None or armed[1] != node:
             return
         at = armed[0]
-        hit = (at == "switch write" and what == "switch write"
-               or at == "slot etcd write" and ("/slots/s/" in what and what[:3] in ("put", "txn"))
-               or at == "journal write" and "/slots/moves/" in what
-               or at == "move call" and what in ("Adopt", "Release", "CancelAdopt", "Promote",
-                                                 "AssignSlots"))
+        hit = ((at == "switch write" and what == "switch write")
+               or (at == "slot etcd write" and ("/slots/s/" in what and what[:3] in ("put", "txn")))
+               or (at == "journal write" and "/slots/moves/" in what)
+               or (at == "move call" and what in ("Adopt", "Release", "CancelAdopt", "Promote",
+                                                 "AssignSlots")))
         if hit:
             self.armed = None
             ctl = next(c for c in self.ctls if c.name == node)
