@@ -32,8 +32,10 @@ class SimController:
 
     def __init__(self, name: str, cfg: ControllerConfig, net: SimNet, nfs: dict[int, SimNf],
                  switch: SwitchModel, etcd: SimEtcd, lose_reply: Callable[[int, str], str],
-                 step: Callable[[str, str], None]) -> None:
+                 step: Callable[[str, str], None],
+                 on_exit: Callable[[SimController], None] = lambda c: None) -> None:
         self.name, self.cfg, self.net, self.nfs = name, cfg, net, nfs
+        self.on_exit = on_exit  # (the supervisor: starts it again)
         self.switch, self.etcd, self.lose_reply, self.step = switch, etcd, lose_reply, step
         self.ctl: Controller | None = None
         self.session: SimSession | None = None
@@ -75,7 +77,8 @@ class SimController:
     async def _main(self, ctl: Controller, lead: Leadership) -> None:
         status = await lead_then_run(ctl, lead, ELECTION_BASE)
         self.exit_status = status
-        self.net.kill(self.name)  # (the process exits: lost leadership, crash-only)
+        self.on_exit(self)
+        self.kill()  # (the process exits: lost leadership, crash-only)
 
     def kill(self) -> None:
         """SIGKILL: the switch sees its stream close; etcd and the NFs hear nothing more."""

@@ -14,6 +14,7 @@ exactly-once processing with no state lost (docs/protocols.md, P6).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from dataclasses import dataclass, field
@@ -131,7 +132,8 @@ class System:
         self._lose = random.Random(self.rng.getrandbits(64))
         self.etcd = SimEtcd(self.net, random.Random(self.rng.getrandbits(64)), self._step)
         self.ctls = [SimController(f"ctl{i}", self.cfg, self.net, self.nfs, self.switch,
-                                   self.etcd, self._lose_reply, self._step) for i in (1, 2)]
+                                   self.etcd, self._lose_reply, self._step, self._exited)
+                     for i in (1, 2)]
         self.sent: dict[int, int] = {}  # flow -> packets sent
         self.down: set[int] = set()  # NFs dead or hung now (the run keeps it to one)
         self.events_on = False  # replies are lost only once the system is up
@@ -219,13 +221,14 @@ class System:
         loop.default_exception_handler(context)
 
     def _later(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
+        # (in no node's context: a task of the run, not of the process that triggered it)
+        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self._pending[task] = None
         task.add_done_callback(lambda t: self._pending.pop(t, None))
 
     def _task_factory(self, loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> Any:
         task = asyncio.Task(coro, loop=loop, **kw)
-        self.net.track(task)
+        self.net.track(task, kw.get("context"))
         return task
 
     async def _until(self, cond: Any, timeout: float, what: str) -> bool:
@@ -428,6 +431,12 @@ class System:
         self.log(f"kill the controller {c.name} ({how})")
         self.outcome.faults += 1
         c.kill()
+        self._later(self._restart_ctl_later(c, 0.3 + self._lose.random()))
+
+    def _exited(self, c: SimController) -> None:
+        """A controller process stopped by itself (it lost its lease): a supervisor starts it
+        again, as a standby."""
+        self.log(f"the controller {c.name} stops (exit status {c.exit_status})")
         self._later(self._restart_ctl_later(c, 0.3 + self._lose.random()))
 
     async def _restart_ctl_later(self, c: SimController, after: float) -> None:

@@ -152,6 +152,13 @@ def test_limit_output_reemitted_after_a_switch_restart() -> None:
     assert o.ok, o.problems[:2]
 
 
+@pytest.mark.xfail(strict=True, reason="known limit: a fail-over whose etcd write fails after its "
+                   "switch write is rolled back by the next leader's reconcile (seed 3)")
+def test_limit_a_failover_not_persisted_in_an_etcd_outage() -> None:
+    o = run_seed(3, ETCD_OUTAGES)
+    assert o.ok, o.problems[:2]
+
+
 def test_the_cli_runs_seeds_and_names_a_wrong_setting(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--seeds", "2"]) == 0
     assert "sim: 2 passed, 0 failed" in capsys.readouterr().out
