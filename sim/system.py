@@ -1,5 +1,6 @@
-"""One simulated nfcluster: the real controller, real NF workers, the switch model, traffic, and
-the events of one seeded run (moves, kills, hangs, cuts, lost replies), overlapping.
+"""One simulated nfcluster: two real controller processes (one leads), the in-memory etcd, real
+NF workers, the switch model, traffic, and the events of one seeded run (moves, kills, hangs,
+cuts, lost replies, leader deaths, switch restarts, etcd outages), overlapping.
 
 A run is a pure function of its `Scenario` and seed: the same seed takes the same steps, so a
 failing seed replays exactly (`python -m sim --seed N --trace`).

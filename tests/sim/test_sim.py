@@ -159,6 +159,17 @@ def test_limit_a_failover_not_persisted_in_an_etcd_outage() -> None:
     assert o.ok, o.problems[:2]
 
 
+# found by the new fault kinds and not diagnosed yet (docs/protocols.md, "Known limits")
+UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES")]
+
+
+@pytest.mark.xfail(strict=True, reason="found, not diagnosed yet (docs/protocols.md, Known limits)")
+@pytest.mark.parametrize(("seed", "name"), UNDIAGNOSED)
+def test_limit_not_diagnosed_yet(seed: int, name: str) -> None:
+    o = run_seed(seed, {"SWITCH_RESTARTS": SWITCH_RESTARTS, "ETCD_OUTAGES": ETCD_OUTAGES}[name])
+    assert o.ok, o.problems[:2]
+
+
 def test_the_cli_runs_seeds_and_names_a_wrong_setting(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--seeds", "2"]) == 0
     assert "sim: 2 passed, 0 failed" in capsys.readouterr().out
