@@ -23,6 +23,7 @@ its writes change the model at once (a P4Runtime write is atomic).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -304,7 +305,10 @@ class SimSession:
                 if model.up:
                     model.connect(self)
                     if self.is_primary and self.on_primary is not None:
-                        await self.on_primary(self)
+                        # (demoted, or the switch restarted, meanwhile: the next wake-up
+                        # connects again, as finsy reconnects)
+                        with contextlib.suppress(NotPrimary):
+                            await self.on_primary(self)
                 await self._wake.wait()
         finally:
             model.disconnect(self)
