@@ -78,6 +78,7 @@ class ControllerCore(ABC):
         load_interval: float | None = None,
         session: SwitchSession | None = None,
         strict_state: bool = False,
+        etcd_client: Any = None,
     ) -> None:
         self.cfg = cfg
         self.metrics = ControllerMetrics()
@@ -89,6 +90,7 @@ class ControllerCore(ABC):
         self.slot_map = self.fresh_slot_map()
         self.resumed = False
         self.use_etcd = use_etcd
+        self.etcd_client = etcd_client  # (given: the simulation's in-memory etcd, sim/etcd.py)
         self.store: SlotStore | None = None
         # (a given session: the deterministic simulation's switch model, sim/switch.py)
         self.session = session or SwitchSession(
@@ -161,7 +163,7 @@ class ControllerCore(ABC):
             return
         endpoints = self.cfg.etcd.endpoints
         self.store = SlotStore(endpoints, self.cfg.etcd.prefix,
-                               tls=self.cfg.security.etcd_identity())
+                               tls=self.cfg.security.etcd_identity(), client=self.etcd_client)
         # slots are stored by replica group: the groups first (a fail-over changed only them)
         groups = await self.store.load_groups() or self.groups
         self.slot_map, self.resumed = await load_or_build(self.store, self.fresh_slot_map(),
@@ -333,6 +335,7 @@ class ControllerCore(ABC):
     async def configure_nfs(self, retry: float = 1.0) -> None:
         """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
         nfs = self.state.nfs
+        told: set[int] = set()  # primaries found restarted (`_restart_unseen`), acted on once
         while not all(nfs.configured(n) for n in self.registry.nfs):
             await self.switch_ready.wait()  # next_seqs come from the switch's counter and bases
             next_seqs = await self.next_seqs()
@@ -340,8 +343,14 @@ class ControllerCore(ABC):
             for nf_id in sorted(n for n in self.registry.nfs
                                 if nfs[n] in (NfPhase.NEW, NfPhase.UNSETTLED)):
                 try:
+                    dead = await self._restart_unseen(nf_id) if self.resumed else None
+                    if dead is not None:  # failed over first; `nf_id` configured after that
+                        if dead not in told:
+                            told.add(dead)
+                            await self._nf_event(NfEvent("restarted", dead))
+                        continue
                     await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
-                                                     self.open_moves)
+                                                     self.open_moves, first=True)
                     nfs.to(nf_id, NfPhase.CONFIGURED)
                     LOG.info("NF %d configured", nf_id)
                 except NfControlError as exc:
@@ -349,6 +358,29 @@ class ControllerCore(ABC):
             self.finish_open_moves()
             if not all(nfs.configured(n) for n in self.registry.nfs):
                 await asyncio.sleep(retry)
+
+    async def _restart_unseen(self, nf_id: int) -> int | None:
+        """A primary of the resumed map whose process ended while no controller watched (the
+        previous leader died), found at this leader's first configuration of `nf_id`: `nf_id`
+        itself if it is a primary that holds none of its slots (a new process: configured as
+        the primary it would own them with empty state), or the primary whose slots `nf_id`,
+        its backup, took over by itself (§4.3: its link closed without a goodbye; configured
+        as the backup it would drop them). None if neither (docs/protocols.md §8, L1-L2).
+        This controller's registry has no earlier uptime of the NF to see the restart by."""
+        reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+        mine = set(self.slot_map.slots_of(nf_id)) if nf_id in self.pairs else set()
+        held = {st.slot for st in reply.slots
+                if st.role in (pb.SLOT_PRIMARY, pb.SLOT_ADOPTING, pb.SLOT_RELEASED)}
+        if mine and not mine & held:
+            LOG.warning("primary NF %d holds none of its %d slots: it restarted while no "
+                        "controller led", nf_id, len(mine))
+            return nf_id
+        for primary in reply.took_over_from:
+            if self.pairs.get(primary) == nf_id:
+                LOG.warning("NF %d took over from its primary NF %d while no controller led",
+                            nf_id, primary)
+                return int(primary)
+        return None
 
     def background_tasks(self) -> list[str]:
         """Names of the fail-overs, backup replacements and reconfigurations still running."""

@@ -37,13 +37,15 @@ class Leadership:
     """One controller's campaign for, and tenure of, the leadership (module docstring)."""
 
     def __init__(self, endpoints: str | Sequence[str], prefix: str, name: str,
-                 ttl_s: float = 5.0, poll_s: float = 0.1, tls: Identity | None = None) -> None:
-        """`tls`: the controller's identity to etcd (mutual TLS), None: plaintext."""
+                 ttl_s: float = 5.0, poll_s: float = 0.1, tls: Identity | None = None,
+                 client: aetcd.Client | None = None) -> None:
+        """`tls`: the controller's identity to etcd (mutual TLS), None: plaintext. `client`: an
+        etcd client to use instead of one to `endpoints` (the simulation's in-memory etcd)."""
         self.key = f"{prefix.rstrip('/')}/leader".encode()
         self.name = name
         self.ttl = max(1, round(ttl_s))  # etcd leases are whole seconds
         self.poll = poll_s
-        self._client = etcd_client(endpoints, ATTEMPT_TIMEOUT, tls)
+        self._client = client or etcd_client(endpoints, ATTEMPT_TIMEOUT, tls)
         self._lease: aetcd.Lease | None = None
         self.term: int | None = None  # the etcd revision at which this controller became leader
         self.leader: str | None = None  # who leads, as last seen

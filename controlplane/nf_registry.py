@@ -300,14 +300,18 @@ class NfRegistry:
 
     async def configure_nf(self, nf_id: int, pairs: Mapping[int, int | None], slot_map: SlotMap,
                            next_seqs: Mapping[int, int] | None = None,
-                           moves: Mapping[int, MoveIntent] | None = None) -> None:
+                           moves: Mapping[int, MoveIntent] | None = None,
+                           first: bool = False) -> None:
         """Configure one NF. `next_seqs` (slot -> the next number the switch will stamp: the
         slot's seq_base + the packets `slot_traffic` counted + 1) tells a new owner or backup
         where each slot's numbering stands, so that a first packet that was reordered or lost is
         a counted gap, not a silent restart. `moves` are the journalled moves still under way
         (a new leader's): their slots are the adopter's in `slot_map`, but it is told `Adopt`
         again rather than `AssignSlots`, which keeps the adoption and what it buffered (and
-        starts one in an adopter that restarted), so the move can be finished."""
+        starts one in an adopter that restarted), so the move can be finished. `first`: this
+        leader's first configuration of the NF (no move of its own involves it yet): a
+        primary's adoption that neither the journal nor the slot map names is cancelled
+        (`_cancel_unjournalled`)."""
         state = self.nfs[nf_id]
         primaries = set(pairs)
         backs_up = {b: p for p, b in pairs.items() if b is not None}
@@ -338,11 +342,29 @@ class NfRegistry:
                 except NfControlError as exc:
                     LOG.warning("journalled move of slot %d: NF %d not told to adopt it: %s",
                                 m.slot, nf_id, exc)
+            if first:
+                await self._cancel_unjournalled(nf_id, skip | set(slot_map.slots_of(nf_id)))
         elif role == "backup":
             primary = backs_up[nf_id]
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
                 slots=_slot_epochs(slot_map, slot_map.slots_of(primary), next_seqs),
                 as_backup=True, primary_nf_id=primary))
+
+    async def _cancel_unjournalled(self, nf_id: int, known: set[int]) -> None:
+        """Cancel every adoption of primary `nf_id` outside `known` (its journalled moves and
+        its slots): a previous leader told it `Adopt` and died before journalling the move
+        (docs/protocols.md §5, M12). The journal is written before the switch is, so the switch
+        never sent it that slot's packets at the adoption's epoch: the cancel drops nothing, and
+        tells the NF's backup to drop the copy it was told to keep for the move. Without it the
+        adoption stays open forever, and its backup promotes a replica of a slot it does not
+        back up when the NF dies (simulation, leader kills, seed 4)."""
+        reply = await self._call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+        for st in reply.slots:
+            if st.role == pb.SLOT_ADOPTING and st.slot not in known:
+                LOG.warning("NF %d adopts slot %d (epoch %d), a move no journal names: cancelled",
+                            nf_id, st.slot, st.epoch)
+                await self._call(nf_id, "CancelAdopt", pb.AdoptRequest(slot=st.slot,
+                                                                             epoch=st.epoch))
 
     def _peers_of(self, nf_id: int) -> Any:
         """The cluster view `nf_id` gets: the other members of its cluster that are not declared

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
+import aetcd
+
 from controlplane.slot_map import SlotEntry, SlotMap
 from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
 from nf_host.tls import Identity
@@ -57,12 +59,14 @@ class SlotStore:
     """Reads and writes the slot map under `prefix` in etcd."""
 
     def __init__(self, endpoints: str | Sequence[str], prefix: str = "/nfcluster",
-                 timeout: float = 5.0, tls: Identity | None = None) -> None:
-        """`tls`: the controller's identity to etcd (mutual TLS), None: plaintext."""
+                 timeout: float = 5.0, tls: Identity | None = None,
+                 client: aetcd.Client | None = None) -> None:
+        """`tls`: the controller's identity to etcd (mutual TLS), None: plaintext. `client`: an
+        etcd client to use instead of one to `endpoints` (the simulation's in-memory etcd)."""
         self.prefix = prefix.rstrip("/")
         self.timeout = timeout
         # every member, each call retried until `timeout`: rides over the loss of one, even the leader
-        self._client = etcd_client(endpoints, min(timeout, ATTEMPT_TIMEOUT), tls)
+        self._client = client or etcd_client(endpoints, min(timeout, ATTEMPT_TIMEOUT), tls)
 
     async def __aenter__(self) -> SlotStore:
         await self._client.connect()

@@ -113,6 +113,27 @@ class Ownership(FlowBounds):
         if backup is not None:
             backup.send(Released(slot, epoch))
 
+    def give_up_taken(self, slot: int, dead: int) -> None:
+        """`slot`, taken over from `dead` by ourselves (§4.3), is not in the controller's
+        `Promote` for `dead`: the slot map gives it to another NF (`dead` was releasing it), so
+        owning it here makes two owners (simulation, leader kills, seed 28: both processed it,
+        and our deltas of it, refused as a stale owner's, closed the links another slot's
+        transfer was on). It goes back to being a replica, with the state it has (if the move
+        is undone, the slot comes back here by `AssignSlots`, which promotes the replica), and
+        our backup drops the replica our deltas made (the release notice)."""
+        self._to_promote.pop(slot, None)
+        self.backed_up.discard(slot)
+        rt = self.slots.get(slot)
+        if rt is None or rt.role != SlotRole.PRIMARY:
+            return
+        log.warning("slot %d, taken over from NF %d, is not in its Promote (NF %d was releasing "
+                    "it): kept as a replica only", slot, dead, dead)
+        rep = Replica(slot, epoch=rt.epoch, gen=rt.state.gen)
+        rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
+        self.replicas[slot] = rep
+        del self.slots[slot]
+        self._unprotect(slot, rt.epoch)
+
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
         still running (a new leader's, while its predecessor's runs) waits for that one and

@@ -109,6 +109,7 @@ class Worker(Ownership):
         if role != old:
             self.takeover_plan = None
             self.took_over_from.clear()
+            self.took_over_slots.clear()
         if role == Role.PRIMARY or role == old:
             return  # (a reconfiguration in the same role, e.g. after a false alarm, keeps all)
         dropped = list(self.slots)  # (every slot in `slots` is owned: SLOT_TRANSITIONS)
@@ -206,6 +207,7 @@ class Worker(Ownership):
                     f"NF {successor}" if successor else "no NF (none qualifies)")
         self.c.self_promotions += 1
         self.took_over_from.add(primary)
+        self.took_over_slots[primary] = set(slots)
         self.quiet.begin()  # (before the backup changes: its watch waits for the first output)
         if successor:
             self.set_backup(successor, address)  # in the same step: no output leaves unprotected
@@ -379,6 +381,9 @@ class Worker(Ownership):
     async def _on_promote(self, c: commands.Promote) -> dict[str, Any]:
         self.takeover_plan = None  # the controller promotes us: nothing left to arm for
         self.took_over_from.discard(c.dead)  # (it knows: it acts on the dead primary)
+        listed = set(c.slots)  # a slot taken over by itself that the Promote leaves out goes back
+        for slot in sorted(self.took_over_slots.pop(c.dead, set()) - listed if listed else ()):
+            self.give_up_taken(slot, c.dead)
         if c.backup:  # in the same step: no output leaves unprotected
             self.set_backup(c.backup, c.address)
         return await self.promote_soon(c.slots, c.dead)

@@ -123,6 +123,7 @@ class WorkerCore:
         # primary's replication link closes without its goodbye (Worker.on_peer_lost)
         self.takeover_plan: tuple[int, int, str] | None = None
         self.took_over_from: set[int] = set()  # until the controller's Promote for them
+        self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
         self._tasks: set[asyncio.Task[Any]] = set()
         # idle slots a promotion has yet to reach (slot -> dead primary): a packet promotes one
         self._to_promote: dict[int, int] = {}

@@ -199,9 +199,10 @@ class SimNet:
         task: asyncio.Task[Any] = node.context.run(asyncio.ensure_future, coro)
         return task
 
-    def track(self, task: asyncio.Task[Any]) -> None:
-        """The loop's task factory calls this for every task: it belongs to the current node."""
-        name = CURRENT.get()
+    def track(self, task: asyncio.Task[Any], context: contextvars.Context | None = None) -> None:
+        """The loop's task factory calls this for every task: it belongs to the node of its
+        context (given, else the current one)."""
+        name = context.get(CURRENT, "") if context is not None else CURRENT.get()
         if name and name in self.nodes:
             node = self.nodes[name]
             node.tasks[task] = None

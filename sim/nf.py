@@ -127,6 +127,10 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
     raise NotImplementedError(f"the simulation does not model NfControl.{name}")
 
 
+def _slot_of(st: Any) -> int:
+    return int(st.slot)
+
+
 def to_reply(name: str, res: dict[str, Any]) -> Any:
     if name == "Release":
         return pb.ReleaseReply(ok=True, **res)
@@ -134,8 +138,12 @@ def to_reply(name: str, res: dict[str, Any]) -> Any:
         return pb.PromoteReply(ok=True, replayed=res["replayed"], slots=sorted(res["slots"]))
     if name == "CancelAdopt":
         return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
-    if name == "Status":
-        return res  # (the simulation's checks read the worker's own status dict)
+    if name == "Status":  # (as nf_host/control.py builds it, the fields the controller reads)
+        return pb.StatusReply(
+            slots=sorted([pb.SlotStatus(**x) for x in res["slots"]], key=_slot_of),
+            load=pb.Load(packets=res["packets"], drops=res["drops"], gaps=res["gaps"],
+                         unowned=res["unowned"], duplicates=res["duplicates"]),
+            took_over_from=sorted(res.get("took_over_from", [])), workers=1)
     return pb.Result(ok=True)
 
 
@@ -143,9 +151,12 @@ class SimRegistry(NfRegistry):
     """The controller's NF registry over the simulated network (see the module docstring)."""
 
     def __init__(self, cfg: ControllerConfig, net: SimNet, nfs: dict[int, SimNf],
-                 lose_reply: Callable[[int, str], str]) -> None:
+                 lose_reply: Callable[[int, str], str], node: str = CONTROLLER,
+                 step: Callable[[str, str], None] = lambda node, what: None) -> None:
         super().__init__(cfg)
         self.net, self.sim_nfs = net, nfs
+        self.node = node  # the controller process whose calls these are
+        self.step = step  # the run's hook before each call leaves (it may kill the caller)
         # (nf, call) -> "" or how this call's reply is lost after the call took effect: "reset"
         # (the connection breaks: UNAVAILABLE at once) or "silent" (a partition: the deadline)
         self.lose_reply = lose_reply
@@ -180,7 +191,7 @@ class SimRegistry(NfRegistry):
                 reply = (to_error_reply(name, str(exc)) if exc is not None
                          else to_reply(name, f.result()))
                 def back() -> None:
-                    loop.call_later(self.net.delay(), self.net.deliver, nf.name, CONTROLLER,
+                    loop.call_later(self.net.delay(), self.net.deliver, nf.name, self.node,
                                     lambda: settle(reply))
 
                 self.net.send(nf.name, back)
@@ -191,7 +202,13 @@ class SimRegistry(NfRegistry):
             await asyncio.sleep(self.net.delay())
             self.calls.append((loop.time(), nf_id, name, "refused"))
             raise NfControlError(nf_id, name, "UNAVAILABLE: connection refused")
-        loop.call_later(self.net.delay(), self.net.deliver, CONTROLLER, nf.name, on_nf)
+        if name not in ("Status",):
+            self.step(self.node, name)
+        # (sent only by a live process: a call of a dead controller never reaches the NF)
+        def send_request() -> None:
+            loop.call_later(self.net.delay(), self.net.deliver, self.node, nf.name, on_nf)
+
+        self.net.send(self.node, send_request)
         changed = asyncio.ensure_future(nf.changed().wait())
         try:  # a process that dies resets the call's connection at once
             await asyncio.wait([done, changed], timeout=timeout,
@@ -211,7 +228,8 @@ class SimRegistry(NfRegistry):
         return reply
 
     def _answers(self, nf_id: int) -> bool:
-        return self.net.reachable(CONTROLLER, self.sim_nfs[nf_id].name)
+        return (self.net.reachable(self.node, self.sim_nfs[nf_id].name)
+                and self.net.nodes[self.node].alive)
 
     async def _beat(self, nf_id: int, counter: int, timeout: float) -> int | None:
         return await self._ping(nf_id, timeout)

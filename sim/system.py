@@ -1,5 +1,6 @@
-"""One simulated nfcluster: the real controller, real NF workers, the switch model, traffic, and
-the events of one seeded run (moves, kills, hangs, cuts, lost replies), overlapping.
+"""One simulated nfcluster: two real controller processes (one leads), the in-memory etcd, real
+NF workers, the switch model, traffic, and the events of one seeded run (moves, kills, hangs,
+cuts, lost replies, leader deaths, switch restarts, etcd outages), overlapping.
 
 A run is a pure function of its `Scenario` and seed: the same seed takes the same steps, so a
 failing seed replays exactly (`python -m sim --seed N --trace`).
@@ -14,6 +15,7 @@ exactly-once processing with no state lost (docs/protocols.md, P6).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from dataclasses import dataclass, field
@@ -22,15 +24,16 @@ from typing import Any
 from controlplane.config import ControllerConfig, parse_config
 from controlplane.controller import Controller
 from controlplane.migration import MoveError
-from controlplane.takeover_plan import takeover_loop
 from nf_host import replication
 from nf_host.harness import checker_frame
 from sim import network
 from sim.checks import check, last_delivered
+from sim.controllers import SimController
+from sim.etcd import SimEtcd
 from sim.loop import run
 from sim.network import SimNet
-from sim.nf import CONTROLLER, SimNf, SimRegistry
-from sim.switch import SimSession, SwitchModel
+from sim.nf import SimNf
+from sim.switch import SwitchModel
 
 LOG = logging.getLogger("sim")
 
@@ -57,6 +60,8 @@ def config(slot_bits: int) -> ControllerConfig:
         "nfs": [nf(i) for i in sorted(ROLES)],
         "heartbeat": {"interval_ms": 50, "misses": 3, "timeout_ms": 40,
                       "confirm_timeout_ms": 200, "transport": "grpc"},
+        "etcd": {"leader_ttl_s": 1.0},
+        "security": {"etcd_tls": False},  # (the in-memory etcd: sim/etcd.py)
     })
 
 
@@ -77,6 +82,10 @@ class Scenario:
     lost_reply_calls: str = "Release,Adopt,CancelAdopt,AssignSlots,Promote"  # ...for these calls
     slow_ports: float = 0.2        # per second: a port queue that stalls up to `max_queue`
     max_queue: float = 0.5         # seconds a port queue can hold a frame (the docs admit 1 s)
+    leader_kills: float = 0.0      # per second: the leading controller dies (at a chosen step)
+    switch_restarts: float = 0.0   # per second: the switch restarts (its state lost)
+    etcd_outages: float = 0.0      # per second: etcd loses its quorum for a while
+    etcd_outage_max: float = 1.5   # seconds an etcd outage lasts at most
 
 
 @dataclass
@@ -118,17 +127,40 @@ class System:
         self.outcome = Outcome(seed)
         self.cfg = config(sc.slot_bits)
         self.switch = SwitchModel(random.Random(self.rng.getrandbits(64)), self._to_nf)
+        self.switch.step = self._step
         self.nfs = {i: SimNf(self.net, i, host_of(i), 7000, self.switch.from_port)
                     for i in sorted(ROLES)}
         self._lose = random.Random(self.rng.getrandbits(64))
-        session = SimSession(self.switch, lambda nf: nf)
-        self.ctl = Controller(self.cfg, use_etcd=False, session=session)
-        self.ctl.registry = SimRegistry(self.cfg, self.net, self.nfs, self._lose_reply)
-        self.ctl.registry.add_listener(self.ctl._nf_event)
+        self.etcd = SimEtcd(self.net, random.Random(self.rng.getrandbits(64)), self._step)
+        self.ctls = [SimController(f"ctl{i}", self.cfg, self.net, self.nfs, self.switch,
+                                   self.etcd, self._lose_reply, self._step, self._exited)
+                     for i in (1, 2)]
         self.sent: dict[int, int] = {}  # flow -> packets sent
         self.down: set[int] = set()  # NFs dead or hung now (the run keeps it to one)
         self.events_on = False  # replies are lost only once the system is up
         self._pending: dict[asyncio.Task[Any], None] = {}  # the events' own tasks
+        # a controller death armed to strike at a step of the leader: (what, node, deadline)
+        self.armed: tuple[str, str, float] | None = None
+
+    @property
+    def ctl(self) -> Controller:
+        """The controller that leads now, else the most recent one."""
+        lead = self.leader()
+        if lead is not None:
+            assert lead.ctl is not None
+            return lead.ctl
+        return max((c for c in self.ctls if c.ctl is not None),
+                   key=lambda c: c.ctl.started if c.ctl else 0).ctl  # type: ignore[return-value]
+
+    def leader(self) -> SimController | None:
+        for c in self.ctls:
+            if c.leading:
+                return c
+        return None
+
+    def controllers(self) -> list[Controller]:
+        """Every controller instance of the run (each process's incarnations)."""
+        return [ctl for c in self.ctls for ctl in c.history]
 
     # -- wiring -------------------------------------------------------------------------------
     def _to_nf(self, port: int, frame: bytes) -> None:
@@ -154,17 +186,14 @@ class System:
         loop.set_exception_handler(self._loop_error)
         for nf in self.nfs.values():
             await nf.start()
-        ctl = self.ctl
-        # the switch as the controller's reconcile leaves it: every slot at its owner's group
-        for primary, backup in ctl.pairs.items():
-            await ctl.session.set_group(primary, primary, backup)
-        for slot in range(ctl.slot_map.slot_count):
-            await ctl.session.write_slot(ctl.slot_map.entry(slot))
-        ctl.switch_ready.set()
-        background = [self.net.spawn(CONTROLLER, c) for c in (
-            ctl.configure_nfs(retry=0.2), ctl.registry.heartbeat_loop(),
-            ctl.registry.watch_loop(), takeover_loop(ctl))]
-        await self._until(lambda: len(ctl.nfs_configured) == len(self.nfs), 5.0, "configured")
+        # the first process is elected, reconciles the switch and configures the NFs; the
+        # second stands by
+        first, second = self.ctls
+        first.start()
+        await self._until(lambda: first.leading, 5.0, "the first leader")
+        second.start()
+        await self._until(lambda: len(self.ctl.nfs_configured) == len(self.nfs), 5.0,
+                          "configured")
         self.events_on = True
         drivers = [asyncio.ensure_future(d) for d in (
             self._traffic(), self._moves(), self._faults())]
@@ -177,9 +206,8 @@ class System:
         await asyncio.sleep(self.sc.settle)
         await self._final_packets()
         self.outcome.virtual_s = loop.time()
-        for t in background:
-            t.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        for c in self.ctls:
+            c.kill()
         return self.outcome
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -194,13 +222,14 @@ class System:
         loop.default_exception_handler(context)
 
     def _later(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
+        # (in no node's context: a task of the run, not of the process that triggered it)
+        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self._pending[task] = None
         task.add_done_callback(lambda t: self._pending.pop(t, None))
 
     def _task_factory(self, loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> Any:
         task = asyncio.Task(coro, loop=loop, **kw)
-        self.net.track(task)
+        self.net.track(task, kw.get("context"))
         return task
 
     async def _until(self, cond: Any, timeout: float, what: str) -> bool:
@@ -231,9 +260,9 @@ class System:
         if self.sc.moves <= 0:
             return
         rng = random.Random(self.rng.getrandbits(64))
-        ctl = self.ctl
         while True:
             await asyncio.sleep(rng.expovariate(self.sc.moves))
+            ctl = self.ctl
             slot = rng.randrange(ctl.slot_map.slot_count)
             stage = self.cfg.stage_of_slot(slot)
             targets = sorted(p for p in ctl.pairs if self.cfg.stage_of(p) == stage
@@ -241,12 +270,18 @@ class System:
             if not targets:
                 continue
             to = rng.choice(targets)
-            self.log(f"move slot {slot} from NF {ctl.slot_map.owner(slot)} to NF {to}")
-            self._later(self._move(slot, to))
+            lead = self.leader()
+            if lead is None:
+                continue
+            self.log(f"move slot {slot} from NF {ctl.slot_map.owner(slot)} to NF {to}"
+                     f" ({lead.name})")
+            task = self.net.spawn(lead.name, self._move(ctl, slot, to))
+            self._pending[task] = None
+            task.add_done_callback(lambda t: self._pending.pop(t, None))
 
-    async def _move(self, slot: int, to: int) -> None:
+    async def _move(self, ctl: Controller, slot: int, to: int) -> None:
         try:
-            results = await self.ctl.migrate([slot], to)
+            results = await ctl.migrate([slot], to)
         except MoveError as exc:
             self.log(f"move of slot {slot} to NF {to} refused: {exc}")
             return
@@ -258,7 +293,9 @@ class System:
 
     async def _faults(self) -> None:
         sc = self.sc
-        rates = {"kill": sc.kills, "hang": sc.hangs, "cut": sc.cuts, "slow": sc.slow_ports}
+        rates = {"kill": sc.kills, "hang": sc.hangs, "cut": sc.cuts, "slow": sc.slow_ports,
+                 "leader": sc.leader_kills, "switch": sc.switch_restarts,
+                 "etcd": sc.etcd_outages}
         total = sum(rates.values())
         if total <= 0:
             return
@@ -271,6 +308,19 @@ class System:
             self.outcome.faults += 1
             if kind == "slow":
                 self._slow_port(nf, rng.uniform(0.01, sc.max_queue))
+                continue
+            if kind == "leader":
+                self._kill_leader(rng)
+                continue
+            if kind == "switch":
+                downtime = rng.uniform(0.01, 0.5)
+                self.log(f"the switch restarts (down {downtime:.3f} s)")
+                self.switch.restart(downtime)
+                continue
+            if kind == "etcd":
+                length = rng.uniform(0.05, sc.etcd_outage_max)
+                self.log(f"etcd loses its quorum for {length:.3f} s")
+                self.etcd.outage(length)
                 continue
             if not self._protected():
                 continue  # one fault at a time for each pair (double faults lose state by design)
@@ -286,16 +336,23 @@ class System:
                 self.net.hang(self.nfs[nf].name)
                 self._later(self._resume_later(nf, length))
             else:
+                lead = self.leader()
+                if lead is None:
+                    continue
                 length = rng.uniform(0.05, 1.0)
-                self.log(f"cut the controller from NF {nf} for {length:.3f} s")
-                self.net.cut(CONTROLLER, self.nfs[nf].name)
-                self._later(self._heal_later(nf, length))
+                self.log(f"cut the controller ({lead.name}) from NF {nf} for {length:.3f} s")
+                self.net.cut(lead.name, self.nfs[nf].name)
+                self._later(self._heal_later(lead.name, nf, length))
 
     def _protected(self) -> bool:
         """Every NF up and configured, every primary with a live backup: a crash or hang now is
         a single fault, which the system must survive without loss. (A fault while a primary has
-        no backup is a double fault: its state is lost by design, `failover.state_lost`.)"""
-        ctl = self.ctl
+        no backup is a double fault: its state is lost by design, `failover.state_lost`.) Only
+        while a controller leads (a fault of an NF while none does is acted on late, not lost)."""
+        lead = self.leader()
+        if lead is None or lead.ctl is None:
+            return False
+        ctl = lead.ctl
         if self.down or any(not nf.alive for nf in self.nfs.values()):
             return False
         if len(ctl.nfs_configured) < len(self.nfs) or ctl.orphans:
@@ -323,10 +380,71 @@ class System:
         self.net.resume(self.nfs[nf].name)
         self.down.discard(nf)
 
-    async def _heal_later(self, nf: int, after: float) -> None:
+    async def _heal_later(self, ctl: str, nf: int, after: float) -> None:
         await asyncio.sleep(after)
-        self.log(f"the cut between the controller and NF {nf} heals")
-        self.net.heal(CONTROLLER, self.nfs[nf].name)
+        self.log(f"the cut between the controller ({ctl}) and NF {nf} heals")
+        self.net.heal(ctl, self.nfs[nf].name)
+
+    # -- controller deaths --------------------------------------------------------------------
+    STEPS = ("now", "switch write", "slot etcd write", "journal write", "move call")
+
+    def _kill_leader(self, rng: random.Random) -> None:
+        """The leader dies now or at a chosen step of its own (before the step takes effect):
+        its next switch write, its next etcd write of a slot (a move's, after its switch
+        write), of the move journal, or its next call of a move or a fail-over to an NF. Only
+        while the other process stands by (alive), one armed death at a time."""
+        lead = self.leader()
+        if lead is None or self.armed is not None or not all(c.alive for c in self.ctls):
+            return
+        at = rng.choice(self.STEPS)
+        now = asyncio.get_running_loop().time()
+        if at == "now":
+            self._kill_ctl(lead, "now")
+            return
+        self.log(f"the leader ({lead.name}) will die at its next step: {at}")
+        self.armed = (at, lead.name, now + 1.0)
+        self._later(self._disarm_later(lead, 1.0))
+
+    async def _disarm_later(self, lead: SimController, after: float) -> None:
+        await asyncio.sleep(after)
+        if self.armed is not None and self.armed[1] == lead.name:
+            self.armed = None
+            if lead.alive:
+                self._kill_ctl(lead, "no such step within 1 s: now")
+
+    def _step(self, node: str, what: str) -> None:
+        """The hook every controller step passes (`sim.etcd`, `SimSession`, `SimRegistry`)."""
+        armed = self.armed
+        if armed is None or armed[1] != node:
+            return
+        at = armed[0]
+        hit = ((at == "switch write" and what == "switch write")
+               or (at == "slot etcd write" and ("/slots/s/" in what and what[:3] in ("put", "txn")))
+               or (at == "journal write" and "/slots/moves/" in what)
+               or (at == "move call" and what in ("Adopt", "Release", "CancelAdopt", "Promote",
+                                                 "AssignSlots")))
+        if hit:
+            self.armed = None
+            ctl = next(c for c in self.ctls if c.name == node)
+            self._kill_ctl(ctl, f"before {what}")
+
+    def _kill_ctl(self, c: SimController, how: str) -> None:
+        self.log(f"kill the controller {c.name} ({how})")
+        self.outcome.faults += 1
+        c.kill()
+        self._later(self._restart_ctl_later(c, 0.3 + self._lose.random()))
+
+    def _exited(self, c: SimController) -> None:
+        """A controller process stopped by itself (it lost its lease): a supervisor starts it
+        again, as a standby."""
+        self.log(f"the controller {c.name} stops (exit status {c.exit_status})")
+        self._later(self._restart_ctl_later(c, 0.3 + self._lose.random()))
+
+    async def _restart_ctl_later(self, c: SimController, after: float) -> None:
+        await asyncio.sleep(after)
+        if not c.alive:
+            self.log(f"the controller {c.name} starts again (a standby)")
+            c.start()
 
     async def _heal(self) -> None:
         """End of the events: every cut healed, every hung NF resumed, every dead one restarted."""
@@ -342,6 +460,12 @@ class System:
                 await nf.start()
             self.down.discard(nf_id)
         self.switch.slow_ports.clear()
+        self.armed = None
+        self.etcd.recover()
+        for c in self.ctls:
+            if not c.alive:
+                self.log(f"the controller {c.name} starts again (a standby)")
+                c.start()
 
     async def _final_packets(self) -> None:
         """After the settle time, one more packet per flow: each must come out (no slot wedged)."""
