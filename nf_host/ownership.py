@@ -11,7 +11,7 @@ from typing import Any
 
 from nf_host.flow_bounds import FlowBounds
 from nf_host.move_marker import marker_frame
-from nf_host.reorder import seq_next
+from nf_host.reorder import SEQ_MASK, seq_next
 from nf_host.replication import Link, Message, worker_address
 from nf_host.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.state_store import Replica
@@ -345,6 +345,25 @@ class Ownership(FlowBounds):
         if dead is not None:
             self._promote([slot], dead, measured=[])
 
+    def holes(self) -> list[int]:
+        """The slots backed up here (not owned yet) whose input copies do not start right after
+        the replica's last number: a promotion now would skip the numbers in between as a gap
+        (nf_host/promote_wait.py). Copies at or before that number (committed) do not count."""
+        out = []
+        for slot in self.backed_up:
+            per = self.inbuf.slots.get(slot)
+            if not per or slot in self.slots:
+                continue
+            rep = self.replicas.get(slot)
+            nxt = (seq_next(rep.last_seq) if rep is not None and rep.last_seq is not None
+                   else self.backup_next_seq.get(slot))
+            if nxt is None:
+                continue  # (no number known: the first copy starts the slot)
+            ahead = [d for d in ((s - nxt) & SEQ_MASK for s in per) if d < 1 << 31]
+            if ahead and min(ahead) > 0:
+                out.append(slot)
+        return out
+
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
         """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
         step (docs/protocols.md §4)."""
@@ -403,6 +422,8 @@ class Ownership(FlowBounds):
             replayed += len(buffered)
             done.append(slot)
         self.c.replayed += replayed
+        if dead and chosen:
+            self.primary_sync.forget(dead)  # (its slots are ours: nothing more to wait for)
         self.close_batch()
         return {"replayed": replayed, "slots": done, "reemitted": len(sent) + len(unsent)}
 

@@ -50,6 +50,10 @@ class Receiving(Links):
                     continue
                 rep.apply(raw, int(version), int(last_seq), more[2] if len(more) > 2 else None)
                 self.inbuf.drop_upto(int(slot), int(last_seq))
+            if full and "o" in msg:  # our primary's snapshot: its state and held output
+                self.primary_sync.snapshot(sender)
+            else:
+                self.primary_sync.changed()  # (a waiting promotion's hole may be filled)
             return {"t": "a", "b": msg["b"]}
         if t == "x":
             return self._on_transfer(msg)

@@ -50,7 +50,10 @@ class Worker(Ownership):
     promotion (`ownership`), and here the rest of the control surface and the status."""
 
     # ------------------------------------------------------------------ commands
-    def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool) -> None:
+    def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,
+               primary: int = 0) -> None:
+        if as_backup and primary and slots:
+            self.primary_sync.assigned(primary)  # its snapshot will come (promote_wait.py)
         if as_backup and self.role == Role.IDLE and slots:
             self.role = Role.BACKUP  # a spare taken from the pool (as the control server records)
         elif not as_backup and slots:
@@ -121,6 +124,7 @@ class Worker(Ownership):
         self.backed_up.clear()
         self._to_promote.clear()
         self.backup_next_seq.clear()
+        self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
         self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
         self.commit = OutputCommit(next_id=self.commit.next_id)
@@ -193,6 +197,7 @@ class Worker(Ownership):
         Safe even if `sender` is alive after all: its output waits for our acks, which stop (we
         refuse its deltas for slots we own), so it cannot release anything more; and the
         controller, which sees `took_over_from` in our status, fails it over."""
+        self.primary_sync.peer_lost(sender)  # a promotion waiting for its state waits no more
         plan = self.takeover_plan
         if plan is None or plan[0] != sender or not self.backed_up:
             log.info("the replication link of NF %d closed without a goodbye (armed for %s, %d "
@@ -303,6 +308,9 @@ class Worker(Ownership):
             "cancelled": c.cancelled, "markers": self.markers.markers,
             "marker_timeouts": self.markers.timeouts,
             "self_promotions": c.self_promotions, "took_over_from": sorted(self.took_over_from),
+            "promote_waits": self.primary_sync.waits,
+            "promote_wait_timeouts": self.primary_sync.timeouts,
+            "promote_waited_ms": round(self.primary_sync.waited_ms, 1),
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
@@ -358,7 +366,8 @@ class Worker(Ownership):
             self.set_peers([(int(n), str(a)) for n, a in args["peers"]])
             return {}
         if name == "assign":
-            self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]))
+            self.assign([(int(s), int(e), n) for s, e, n in args["slots"]], bool(args["as_backup"]),
+                        int(args.get("primary") or 0))
             return {}
         if name == "cancel_adopt":
             return self.cancel_adopt(int(args["slot"]), int(args["epoch"]),
@@ -377,6 +386,8 @@ class Worker(Ownership):
             dead = int(args.get("dead", 0))
             self.takeover_plan = None  # the controller promotes us: nothing left to arm for
             self.took_over_from.discard(dead)  # (it knows: it acts on the dead primary)
+            if dead:  # a false alarm's primary is alive: first what we lack of it, if anything
+                await self.primary_sync.wait(dead, self.holes, self.cfg.promote_wait)
             if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected
                 self.set_backup(int(args["backup"]), str(args["address"]))
             return await self.promote_soon([int(s) for s in args["slots"]], dead)

@@ -23,6 +23,7 @@ from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
+from nf_host.promote_wait import PrimarySync
 from nf_host.quiet_window import QuietWindow
 from nf_host.reorder import SEQ_MASK, Offer, Sequencer, seq_after
 from nf_host.replication import (
@@ -68,6 +69,7 @@ class WorkerCore:
         self.replicas: dict[int, Replica] = {}
         self.backed_up: set[int] = set()
         self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
+        self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
         self.commit = OutputCommit()
         self.batch: Batch | None = None

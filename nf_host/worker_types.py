@@ -57,6 +57,8 @@ class WorkerConfig:
     batch_size: int = 32
     batch_time: float = 0.0005
     gap_timeout: float = 0.05
+    # a promotion's longest wait for the dead primary's state it lacks (nf_host/promote_wait.py)
+    promote_wait: float = 1.0
     reorder_capacity: int = 4096
     adopt_capacity: int = 65536
     backup_buffer_bytes: int = 64 * 1024 * 1024

@@ -1,0 +1,159 @@
+"""A promotion waits, bounded, for the dead primary's state it lacks (nf_host/promote_wait.py,
+docs/protocols.md §4): a false alarm's primary is alive and still has it. In-process workers
+over loopback TCP, as in test_worker_inprocess."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
+from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.unit
+
+
+def _delivered(*nodes: Node) -> CheckerSink:
+    """What the switch forwards of the nodes' output (each input's output once), checked."""
+    dedup, sink = OutputDedup(), CheckerSink()
+    for n in nodes:
+        for f in n.out:
+            if dedup.offer(f):
+                sink.feed(f)
+    return sink
+
+
+def _promote(c: Node) -> asyncio.Task[dict[str, Any]]:
+    """The controller's `Promote(slots=[SLOT], dead=1)` to C, without a new backup."""
+    return asyncio.get_running_loop().create_task(c.w.command(
+        "promote", {"slots": [SLOT], "dead": 1, "backup": 0, "address": ""}))
+
+
+async def _new_backup(a: Node, c: Node, *, primary_told: bool) -> None:
+    """C (NF 3) is made A's backup as the controller does: AssignSlots to C, then (if
+    `primary_told`) SetBackup to A, whose snapshot C has applied on return."""
+    await c.w.command("assign", {"slots": [(SLOT, 1, None)], "as_backup": True, "primary": 1})
+    if primary_told:
+        a.w.set_backup(3, c.addr)
+        await until(lambda: 1 in c.w.primary_sync.synced, "A's snapshot applied at C")
+
+
+def test_a_backup_promoted_before_the_primarys_snapshot_waits_for_it() -> None:
+    """The hang run's loss (NF 3 failed over to NF 7 100 ms after NF 7 became its backup): A
+    lost its backup, so it holds its output; C is made its backup and promoted before A's
+    snapshot arrived. Without the wait C started the slot from empty state (counts 1.. again)
+    and A's held output was never released; with it, C takes A's state and held output."""
+    async def body() -> None:
+        a, c = Node(1), Node(3)
+        for n in (a, c):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            a.w.set_backup(9, f"127.0.0.1:{free_port()}")  # a backup that no longer answers
+            sw = Switch()
+            for no in range(1, 5):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1, 0)[0])
+            await _new_backup(a, c, primary_told=False)
+            for no in range(5, 9):  # the group rewritten: C gets the copies
+                prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 3)
+                assert copy is not None
+                a.w.on_frame(prim)
+                c.w.on_frame(copy)
+            assert a.w.commit.held_outputs == 8 and a.out == []
+            task = _promote(c)
+            await until(lambda: c.w.primary_sync.waits == 1, "the promotion waits")
+            assert SLOT not in c.w.slots and not task.done()
+            a.w.set_backup(3, c.addr)  # A (alive) is told at last: its snapshot reaches C
+            res = await task
+            assert res["slots"] == [SLOT] and res["replayed"] == 0 and res["reemitted"] == 8
+            for no in range(9, 13):  # the switch now sends the slot to C (a batch of 4)
+                c.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3, 0)[0])
+            await until(lambda: _delivered(a, c).received == 12, "every packet delivered")
+            sink = _delivered(a, c)
+            assert sink.errors == [] and sink.last_count == {1: 12}
+            st = c.w.status()
+            assert st["gaps"] == 0 and st["promote_waits"] == 1 and st["promote_wait_timeouts"] == 0
+        finally:
+            for n in (a, c):
+                await n.w.stop()
+
+    run(body)
+
+
+async def _with_hole(wait: float) -> tuple[Node, Node, Switch, list[bytes]]:
+    """A (NF 1) owns SLOT and released 1..4; C (NF 3) is its new backup, A's snapshot (through 4)
+    applied; 5..8 were stamped before the group rewrite (A has not read them yet: returned) and
+    9..12 after it, their copies at C: a hole of 5..8 at C."""
+    a, c = Node(1), Node(3)
+    c.w.cfg.promote_wait = wait
+    for n in (a, c):
+        await n.w.start()
+    a.w.assign([(SLOT, 1, 1)], as_backup=False)
+    sw = Switch()
+    for no in range(1, 5):
+        a.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 1, 0)[0])
+    await until(lambda: len(a.out) == 4, "A's output released (no backup)")
+    await _new_backup(a, c, primary_told=True)
+    backlog = [sw.stamp(SLOT, checker_frame(1, no), 1, 0)[0] for no in range(5, 9)]
+    for no in range(9, 13):
+        prim, copy = sw.stamp(SLOT, checker_frame(1, no), 1, 3)
+        assert copy is not None
+        backlog.append(prim)
+        c.w.on_frame(copy)
+    assert c.w.holes() == [SLOT]
+    return a, c, sw, backlog
+
+
+def test_a_promotion_waits_for_the_live_primarys_backlog_then_replays_the_rest() -> None:
+    """C's copies start after a hole (packets stamped before the switch sent C copies, still in
+    A's backlog): A is alive, processes them and its delta fills the hole; C then promotes and
+    replays the rest. Without the wait C skipped 5..8 as a gap and they were lost."""
+    async def body() -> None:
+        a, c, sw, backlog = await _with_hole(wait=5.0)
+        try:
+            task = _promote(c)
+            await until(lambda: c.w.primary_sync.waits == 1, "the promotion waits")
+            for frame in backlog:  # A reads its backlog (the false alarm's primary is alive)
+                a.w.on_frame(frame)
+            res = await task
+            assert res["slots"] == [SLOT]
+            for no in range(13, 17):  # the switch now sends the slot to C (a batch of 4)
+                c.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3, 0)[0])
+            await until(lambda: _delivered(a, c).received == 16, "every packet delivered")
+            sink = _delivered(a, c)
+            assert sink.errors == [] and sink.last_count == {1: 16}
+            assert c.w.status()["gaps"] == 0 and c.w.primary_sync.timeouts == 0
+        finally:
+            for n in (a, c):
+                await n.w.stop()
+
+    run(body)
+
+
+@pytest.mark.parametrize("end", ["lost", "bound"])
+def test_a_promotion_waits_no_longer_than_the_primary_can_send(end: str) -> None:
+    """A dead primary's connection ends without a goodbye: the promotion waits no more. One
+    that stays silent (hung) is waited for `promote_wait` at most. Either way the hole is then
+    skipped as a gap, counted, and a wait to the bound is counted too."""
+    async def body() -> None:
+        a, c, _sw, _backlog = await _with_hole(wait=20.0 if end == "lost" else 0.2)
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            task = _promote(c)
+            await until(lambda: c.w.primary_sync.waits == 1, "the promotion waits")
+            if end == "lost":
+                c.w.on_peer_lost(1)
+            res = await task
+            assert res["slots"] == [SLOT] and res["replayed"] == 4
+            assert loop.time() - started < 5.0
+            assert c.w.primary_sync.timeouts == (1 if end == "bound" else 0)
+            await until(lambda: c.w.status()["gaps"] == 4, "the hole skipped and counted")
+        finally:
+            for n in (a, c):
+                await n.w.stop()
+
+    run(body)
