@@ -71,28 +71,35 @@ class PrimarySync:
     def missing_snapshot(self, primary: int) -> bool:
         return primary in self.backing and primary not in self.synced
 
-    async def wait(self, primary: int, holes: Callable[[], list[int]], timeout: float) -> bool:
+    async def wait(self, primary: int, holes: Callable[[], list[int]], timeout: float) -> str:
         """Until this worker holds `primary`'s snapshot and `holes()` is empty, `primary` is
-        lost, or `timeout` s passed; True if it waited at all."""
+        lost, or `timeout` s passed. Returns "" if it did not wait, else how the wait ended and
+        how long it took, for the log."""
         def ready() -> bool:
             return primary in self.lost or (not self.missing_snapshot(primary) and not holes())
 
         if timeout <= 0 or ready():
-            return False
+            return ""
+        missing = "its snapshot" if self.missing_snapshot(primary) else "a hole in the copies"
         self.waits += 1
         loop = asyncio.get_running_loop()  # (its clock: a simulation's may be virtual)
         started = loop.time()
         deadline = started + timeout
         event = self._changed = self._changed or asyncio.Event()
+        end = "complete"
         try:
             while not ready():
                 left = deadline - loop.time()
                 if left <= 0:
                     self.timeouts += 1
+                    end = "the bound, still missing something: skipped as gaps"
                     break
                 event.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), left)
+            if primary in self.lost and end == "complete":
+                end = "its connection lost (dead)"
         finally:
-            self.waited_ms = max(self.waited_ms, (loop.time() - started) * 1000)
-        return True
+            took = (loop.time() - started) * 1000
+            self.waited_ms = max(self.waited_ms, took)
+        return f"lacked {missing}; waited {took:.0f} ms, until {end}"
