@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from nf_host.flow_bounds import FlowBounds
@@ -345,14 +346,15 @@ class Ownership(FlowBounds):
         if dead is not None:
             self._promote([slot], dead, measured=[])
 
-    def holes(self) -> list[int]:
-        """The slots backed up here (not owned yet) whose input copies do not start right after
-        the replica's last number: a promotion now would skip the numbers in between as a gap
-        (nf_host/promote_wait.py). Copies at or before that number (committed) do not count."""
+    def holes(self, among: Iterable[int] | None = None) -> list[int]:
+        """The slots backed up here (not owned yet; of `among` only, if given) whose input
+        copies do not start right after the replica's last number: a promotion now would skip
+        the numbers in between as a gap (nf_host/promote_wait.py). Copies at or before that
+        number (committed) do not count."""
         out = []
-        for slot in self.backed_up:
+        for slot in self.backed_up if among is None else among:
             per = self.inbuf.slots.get(slot)
-            if not per or slot in self.slots:
+            if not per or slot in self.slots or slot not in self.backed_up:
                 continue
             rep = self.replicas.get(slot)
             nxt = (seq_next(rep.last_seq) if rep is not None and rep.last_seq is not None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 
 class PrimarySync:
@@ -38,6 +38,8 @@ class PrimarySync:
         self.waits = 0                   # promotions that waited for the dead primary's state
         self.timeouts = 0                # ... and ended at the bound with something missing
         self.waited_ms = 0.0             # the longest such wait
+        self.waiting = 0                 # promotions waiting now (a copy's arrival tells them)
+        self._snapshots = 0
         self._changed: asyncio.Event | None = None
 
     def assigned(self, primary: int) -> None:
@@ -48,6 +50,7 @@ class PrimarySync:
     def snapshot(self, sender: int) -> None:
         """`sender`'s full snapshot for its backup was applied here."""
         self.synced.add(sender)
+        self._snapshots += 1  # (the replicas were replaced: every slot is checked again)
         self.changed()
 
     def peer_lost(self, sender: int) -> None:
@@ -71,12 +74,25 @@ class PrimarySync:
     def missing_snapshot(self, primary: int) -> bool:
         return primary in self.backing and primary not in self.synced
 
-    async def wait(self, primary: int, holes: Callable[[], list[int]], timeout: float) -> str:
-        """Until this worker holds `primary`'s snapshot and `holes()` is empty, `primary` is
-        lost, or `timeout` s passed. Returns "" if it did not wait, else how the wait ended and
-        how long it took, for the log."""
+    async def wait(self, primary: int, holes: Callable[[Iterable[int] | None], list[int]],
+                   timeout: float) -> str:
+        """Until this worker holds `primary`'s snapshot and `holes()` finds no slot with a hole,
+        `primary` is lost, or `timeout` s passed. Returns "" if it did not wait, else how the wait
+        ended and how long it took, for the log. Once found, only the slots with a hole are
+        checked again (a hole only closes), all of them again after a snapshot."""
+        pending: list[int] | None = None
+        seen = -1
+
         def ready() -> bool:
-            return primary in self.lost or (not self.missing_snapshot(primary) and not holes())
+            nonlocal pending, seen
+            if primary in self.lost:
+                return True
+            if self.missing_snapshot(primary):
+                return False
+            if seen != self._snapshots:
+                pending, seen = None, self._snapshots
+            pending = holes(pending)
+            return not pending
 
         if timeout <= 0 or ready():
             return ""
@@ -87,6 +103,7 @@ class PrimarySync:
         deadline = started + timeout
         event = self._changed = self._changed or asyncio.Event()
         end = "complete"
+        self.waiting += 1
         try:
             while not ready():
                 left = deadline - loop.time()
@@ -100,6 +117,7 @@ class PrimarySync:
             if primary in self.lost and end == "complete":
                 end = "its connection lost (dead)"
         finally:
+            self.waiting -= 1
             took = (loop.time() - started) * 1000
             self.waited_ms = max(self.waited_ms, took)
         return f"lacked {missing}; waited {took:.0f} ms, until {end}"

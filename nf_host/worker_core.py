@@ -209,6 +209,8 @@ class WorkerCore:
             return  # already committed by the primary: nothing to keep
         if self.inbuf.add(slot, seq, frame):
             self.c.backup_copies += 1
+            if self.primary_sync.waiting:  # (it may close a waiting promotion's hole)
+                self.primary_sync.changed()
 
     def _primary_input(self, shim: Shim, frame: bytes) -> None:
         rt = self.slots.get(shim.slot)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
+from nf_host.shim import Kind
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port
 
@@ -152,6 +153,31 @@ def test_a_promotion_waits_no_longer_than_the_primary_can_send(end: str) -> None
             assert loop.time() - started < 5.0
             assert c.w.primary_sync.timeouts == (1 if end == "bound" else 0)
             await until(lambda: c.w.status()["gaps"] == 4, "the hole skipped and counted")
+        finally:
+            for n in (a, c):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_late_copy_that_closes_the_hole_ends_the_wait() -> None:
+    """The hole is closed by the copies themselves (late at the backup, behind newer ones): the
+    promotion goes on as the last one arrives, not at the bound, and replays them all."""
+    async def body() -> None:
+        a, c, _sw, backlog = await _with_hole(wait=20.0)
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            task = _promote(c)
+            await until(lambda: c.w.primary_sync.waits == 1, "the promotion waits")
+            for frame in backlog[:4]:  # the copies of 5..8, as the switch would have sent them
+                copy = bytearray(frame)
+                copy[14] = Kind.BACKUP
+                c.w.on_frame(bytes(copy))
+            res = await task
+            assert res["replayed"] == 8 and loop.time() - started < 5.0
+            await until(lambda: c.w.c.packets == 8, "5..12 processed at C")
+            assert c.w.status()["gaps"] == 0 and c.w.primary_sync.timeouts == 0
         finally:
             for n in (a, c):
                 await n.w.stop()
