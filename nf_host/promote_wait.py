@@ -109,7 +109,7 @@ class PrimarySync:
                 left = deadline - loop.time()
                 if left <= 0:
                     self.timeouts += 1
-                    end = "the bound, still missing something: skipped as gaps"
+                    end = "the bound (promoted with what it held: a hole left is skipped as a gap)"
                     break
                 event.clear()
                 with contextlib.suppress(TimeoutError):
