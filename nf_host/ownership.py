@@ -424,8 +424,7 @@ class Ownership(FlowBounds):
             replayed += len(buffered)
             done.append(slot)
         self.c.replayed += replayed
-        if dead and chosen:
-            self.primary_sync.forget(dead)  # (its slots are ours: nothing more to wait for)
+        self.primary_sync.forget(done, dead)  # (ours now: nothing more to wait for)
         self.close_batch()
         return {"replayed": replayed, "slots": done, "reemitted": len(sent) + len(unsent)}
 

@@ -27,30 +27,49 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
 
+UNNAMED = -1  # the whole state came from a message that names no sender (an adoption's "xs")
+
 
 class PrimarySync:
-    """What this worker holds of the primaries it backs up, and the wait of a promotion."""
+    """Whose whole state of each slot this worker holds, and the wait of a promotion."""
 
     def __init__(self) -> None:
+        # slot -> the NF whose whole state of it (a snapshot's, or a promotion's or adoption's
+        # "replace" entry) this worker holds, with that NF's deltas since
+        self.holder: dict[int, int] = {}
         self.backing: set[int] = set()   # primaries this worker was assigned to back up
-        self.synced: set[int] = set()    # primaries whose backup snapshot was applied here
+        self.synced: set[int] = set()    # ... whose snapshot for their backup (with the
+                                         # output they hold) was applied here
         self.lost: set[int] = set()      # primaries whose connection ended without a goodbye
         self.waits = 0                   # promotions that waited for the dead primary's state
         self.timeouts = 0                # ... and ended at the bound with something missing
         self.waited_ms = 0.0             # the longest such wait
         self.waiting = 0                 # promotions waiting now (a copy's arrival tells them)
-        self._snapshots = 0
         self._changed: asyncio.Event | None = None
 
     def assigned(self, primary: int) -> None:
-        """This worker backs up slots of `primary` (AssignSlots as backup)."""
+        """This worker backs up slots of `primary` (AssignSlots as backup): alive again."""
         self.backing.add(primary)
         self.lost.discard(primary)
 
     def snapshot(self, sender: int) -> None:
-        """`sender`'s full snapshot for its backup was applied here."""
+        """`sender`'s snapshot for its backup was applied here (its held output logged)."""
         self.synced.add(sender)
-        self._snapshots += 1  # (the replicas were replaced: every slot is checked again)
+        self.changed()
+
+    def whole(self, slot: int, sender: int) -> None:
+        """The replica of `slot` became `sender`'s whole state."""
+        self.holder[slot] = sender
+        self.changed()
+
+    def delta(self, slot: int, sender: int) -> None:
+        """A delta of `slot` from `sender` was applied: on another NF's whole state, the
+        replica is a mix of two owners' (it waits for `sender`'s whole state)."""
+        held = self.holder.get(slot)
+        if held == UNNAMED:
+            self.holder[slot] = sender
+        elif held is not None and held != sender:
+            del self.holder[slot]
         self.changed()
 
     def peer_lost(self, sender: int) -> None:
@@ -59,44 +78,50 @@ class PrimarySync:
         self.changed()
 
     def changed(self) -> None:
-        """Something a waiting promotion checks may have changed (a delta applied)."""
+        """Something a waiting promotion checks may have changed."""
         if self._changed is not None:
             self._changed.set()
 
-    def forget(self, primary: int | None = None) -> None:
-        """No longer a backup of `primary` (None: of anyone)."""
-        for s in (self.backing, self.synced, self.lost):
-            if primary is None:
-                s.clear()
-            else:
-                s.discard(primary)
+    def forget(self, slots: Iterable[int] | None = None, primary: int = 0) -> None:
+        """`slots` (None: every slot, and every primary) are no longer backed up here, nor
+        `primary`'s slots at all (0: none)."""
+        if slots is None:
+            for held in (self.holder, self.backing, self.synced, self.lost):
+                held.clear()
+            return
+        for slot in slots:
+            self.holder.pop(slot, None)
+        self.backing.discard(primary)
+        self.synced.discard(primary)
 
-    def missing_snapshot(self, primary: int) -> bool:
-        return primary in self.backing and primary not in self.synced
+    def lacking(self, primary: int, slots: Iterable[int]) -> list[int]:
+        """The slots of `slots` whose whole state from `primary` this worker does not hold
+        (all of them while its snapshot for its backup has not come)."""
+        if primary in self.backing and primary not in self.synced:
+            return list(slots)
+        return [s for s in slots if self.holder.get(s) != primary]
 
-    async def wait(self, primary: int, holes: Callable[[Iterable[int] | None], list[int]],
-                   timeout: float) -> str:
-        """Until this worker holds `primary`'s snapshot and `holes()` finds no slot with a hole,
-        `primary` is lost, or `timeout` s passed. Returns "" if it did not wait, else how the wait
-        ended and how long it took, for the log. Once found, only the slots with a hole are
-        checked again (a hole only closes), all of them again after a snapshot."""
-        pending: list[int] | None = None
-        seen = -1
+    async def wait(self, primary: int, slots: list[int],
+                   holes: Callable[[Iterable[int]], list[int]], timeout: float) -> str:
+        """Until this worker holds `primary`'s whole state of every slot of `slots` and
+        `holes()` finds none of them with a hole, `primary` is lost, or `timeout` s passed.
+        Returns "" if it did not wait, else how the wait ended and how long it took, for the
+        log. Once found, only the slots still lacking something are checked again."""
+        pending = list(slots)
 
         def ready() -> bool:
-            nonlocal pending, seen
+            nonlocal pending
             if primary in self.lost:
                 return True
-            if self.missing_snapshot(primary):
-                return False
-            if seen != self._snapshots:
-                pending, seen = None, self._snapshots
-            pending = holes(pending)
+            pending = sorted(set(self.lacking(primary, pending)) | set(holes(pending)))
             return not pending
 
         if timeout <= 0 or ready():
             return ""
-        missing = "its snapshot" if self.missing_snapshot(primary) else "a hole in the copies"
+        lacked = self.lacking(primary, pending)
+        missing = (("its snapshot" if primary not in self.synced else
+                    f"the state of {len(lacked)} slots") if lacked
+                   else f"copies of {len(pending)} slots (a hole)")
         self.waits += 1
         loop = asyncio.get_running_loop()  # (its clock: a simulation's may be virtual)
         started = loop.time()
@@ -109,13 +134,14 @@ class PrimarySync:
                 left = deadline - loop.time()
                 if left <= 0:
                     self.timeouts += 1
-                    end = "the bound (promoted with what it held: a hole left is skipped as a gap)"
+                    end = (f"the bound, {len(pending)} slots still lacking (promoted with what "
+                           "it held: a hole left is skipped as a gap)")
                     break
                 event.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), left)
             if primary in self.lost and end == "complete":
-                end = "its connection lost (dead)"
+                end = "its connection was lost (dead)"
         finally:
             self.waiting -= 1
             took = (loop.time() - started) * 1000

@@ -12,6 +12,7 @@ from typing import Any
 
 from nf_host.links import Links
 from nf_host.move_marker import Parked
+from nf_host.promote_wait import UNNAMED
 from nf_host.reorder import seq_next
 from nf_host.replication import Message, StaleSender
 from nf_host.shim import Kind
@@ -36,7 +37,12 @@ class Receiving(Links):
                 # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
                 # is the base of the delta transfer that will complete the adoption)
                 rep = self.replicas.get(slot)
-                if rep is None or full or (more and more[0]):  # a whole slot from a new owner
+                whole = full or bool(more and more[0])
+                if whole:
+                    self.primary_sync.whole(int(slot), sender)  # (promote_wait.py)
+                else:
+                    self.primary_sync.delta(int(slot), sender)
+                if rep is None or whole:  # a whole slot from a new owner
                     # the replica becomes that state, its last seq included: kept, a dead
                     # owner's uncommitted numbers that reached this peer (not the backup) would
                     # outlive the replacement, and promoted from it later (made the backup by
@@ -52,8 +58,6 @@ class Receiving(Links):
                 self.inbuf.drop_upto(int(slot), int(last_seq))
             if full and "o" in msg:  # our primary's snapshot: its state and held output
                 self.primary_sync.snapshot(sender)
-            else:
-                self.primary_sync.changed()  # (a waiting promotion's hole may be filled)
             return {"t": "a", "b": msg["b"]}
         if t == "x":
             return self._on_transfer(msg)
@@ -61,6 +65,7 @@ class Receiving(Links):
             slot = int(msg["slot"])
             self.backed_up.discard(slot)
             self.inbuf.discard(slot)
+            self.primary_sync.forget([slot])
             rep = self.replicas.get(slot)
             if rep is not None and msg.get("e") is not None and rep.epoch == int(msg["e"]):
                 del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
@@ -75,6 +80,7 @@ class Receiving(Links):
         if t == "xs":  # the primary we back up adopted a slot: its whole state, first
             slot = int(msg["slot"])
             rep = self.replicas[slot] = Replica(slot, epoch=int(msg["epoch"]))
+            self.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
             seq = msg["seq"]
             rep.apply(msg["flows"], int(msg["version"]), None if seq is None else int(seq))
             if seq is not None:

@@ -387,7 +387,9 @@ class Worker(Ownership):
             self.takeover_plan = None  # the controller promotes us: nothing left to arm for
             self.took_over_from.discard(dead)  # (it knows: it acts on the dead primary)
             if dead:  # a false alarm's primary is alive: first what we lack of it, if anything
-                how = await self.primary_sync.wait(dead, self.holes, self.cfg.promote_wait)
+                mine = [s for s in (args["slots"] or sorted(self.backed_up))
+                        if self.owns(int(s)) and int(s) in self.backed_up]
+                how = await self.primary_sync.wait(dead, mine, self.holes, self.cfg.promote_wait)
                 if how:
                     log.warning("promotion for NF %d: %s", dead, how)
             if int(args.get("backup", 0)):  # in the same step: no output leaves unprotected

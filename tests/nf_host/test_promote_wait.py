@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
+from nf_host.promote_wait import UNNAMED, PrimarySync
 from nf_host.shim import Kind
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port
@@ -39,7 +40,7 @@ async def _new_backup(a: Node, c: Node, *, primary_told: bool) -> None:
     await c.w.command("assign", {"slots": [(SLOT, 1, None)], "as_backup": True, "primary": 1})
     if primary_told:
         a.w.set_backup(3, c.addr)
-        await until(lambda: 1 in c.w.primary_sync.synced, "A's snapshot applied at C")
+        await until(lambda: c.w.primary_sync.holder.get(SLOT) == 1, "A's snapshot applied at C")
 
 
 def test_a_backup_promoted_before_the_primarys_snapshot_waits_for_it() -> None:
@@ -183,3 +184,25 @@ def test_a_late_copy_that_closes_the_hole_ends_the_wait() -> None:
                 await n.w.stop()
 
     run(body)
+
+
+def test_a_slot_counts_as_held_only_once_its_owner_sent_its_whole_state() -> None:
+    """The fix2 bench run: A took over slots with C as its new backup in one step, so its
+    snapshot to C (taken just before) held none of them; each came later as a "replace" entry.
+    C promoted in between must not count its snapshot as the state of those slots; a delta of
+    another NF on top of a whole state leaves a mix, held by nobody."""
+    sync = PrimarySync()
+    sync.assigned(5)
+    assert sync.lacking(5, [1, 2]) == [1, 2]  # no snapshot yet
+    sync.snapshot(5)  # (empty: A owned nothing yet)
+    assert sync.lacking(5, [1, 2]) == [1, 2]
+    sync.whole(1, 5)  # A's replace entry of slot 1
+    assert sync.lacking(5, [1, 2]) == [2]
+    sync.delta(1, 5)  # A's own deltas keep it
+    sync.delta(1, 6)  # another owner's delta on top: a mix
+    assert sync.lacking(5, [1, 2]) == [1, 2]
+    sync.whole(2, UNNAMED)  # an adoption's state ("xs"), named by the primary's next delta
+    sync.delta(2, 5)
+    assert sync.lacking(5, [1, 2]) == [1]
+    sync.forget([2], primary=5)  # promoted here: no longer backed up
+    assert sync.lacking(5, [1]) == [1] and 5 not in sync.backing
