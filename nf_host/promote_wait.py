@@ -47,10 +47,15 @@ class PrimarySync:
         self.waiting = 0                 # promotions waiting now (a copy's arrival tells them)
         self._changed: asyncio.Event | None = None
 
-    def assigned(self, primary: int) -> None:
-        """This worker backs up slots of `primary` (AssignSlots as backup): alive again."""
+    def assigned(self, primary: int, fresh: Iterable[int] = ()) -> None:
+        """This worker backs up slots of `primary` (AssignSlots as backup): alive again.
+        `fresh` are those it held nothing of: their empty replica is `primary`'s whole state
+        until its snapshot says otherwise (a slot given to it fresh is shipped only with its
+        first packet)."""
         self.backing.add(primary)
         self.lost.discard(primary)
+        for slot in fresh:
+            self.holder[slot] = primary
 
     def snapshot(self, sender: int) -> None:
         """`sender`'s snapshot for its backup was applied here (its held output logged)."""
@@ -99,7 +104,7 @@ class PrimarySync:
         (all of them while its snapshot for its backup has not come)."""
         if primary in self.backing and primary not in self.synced:
             return list(slots)
-        return [s for s in slots if self.holder.get(s) != primary]
+        return [s for s in slots if self.holder.get(s) not in (primary, UNNAMED)]
 
     async def wait(self, primary: int, slots: list[int],
                    holes: Callable[[Iterable[int]], list[int]], timeout: float) -> str:

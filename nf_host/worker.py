@@ -52,8 +52,8 @@ class Worker(Ownership):
     # ------------------------------------------------------------------ commands
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,
                primary: int = 0) -> None:
-        if as_backup and primary and slots:
-            self.primary_sync.assigned(primary)  # its snapshot will come (promote_wait.py)
+        if as_backup and primary and slots:  # its snapshot will come (promote_wait.py)
+            self.primary_sync.assigned(primary, [s for s, _e, _n in slots if s not in self.replicas])
         if as_backup and self.role == Role.IDLE and slots:
             self.role = Role.BACKUP  # a spare taken from the pool (as the control server records)
         elif not as_backup and slots:

@@ -405,6 +405,16 @@ class WorkerCore:
                 item.append(rt.state.seal_deletions(floor))
             slots_wire.append(item)
             rt.replace = False
+        for slot in batch.replaced:
+            empty = self.slots.get(slot)
+            if slot in batch.slot_seqs or empty is None or not empty.replace \
+                    or empty.role != SlotRole.PRIMARY:
+                continue
+            entries = empty.state.seal()
+            versions[slot] = empty.state.version
+            slots_wire.append([slot, empty.epoch, empty.state.version, empty.state.last_seq,
+                               entries, True, empty.state.gen])
+            empty.replace = False
         self._replicate(batch, {"t": "d", "b": batch.id, "s": slots_wire, "full": False,
                                 "n": self.cfg.nf_id}, versions)
 
@@ -537,9 +547,15 @@ class WorkerCore:
         rt.seq.next_expected = next_seq
         rt.committed_seq = state.last_seq or 0
         self.track_slot(rt)
+        batch = self.batch or self._open_batch(time.monotonic())
         if state.flows and state.last_seq is not None:
-            batch = self.batch or self._open_batch(time.monotonic())
             batch.slot_seqs[rt.slot] = state.last_seq
+        else:
+            # an empty slot goes too: shipped only with its first packet, the backup and peers
+            # kept the previous owner's replica, older than ours: a backup promoted from it
+            # started an older owner generation, its peers refused all its deltas (a newer one
+            # held), and its output waited for an ack that never came (busy-host hang runs)
+            batch.replaced.add(rt.slot)
 
     def _new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
         return SlotRuntime(
