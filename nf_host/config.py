@@ -40,7 +40,7 @@ class NfHostConfig(BaseModel):
     batch_time_us: int = Field(default=500, ge=0)
     gap_timeout_ms: float = Field(default=50.0, gt=0)
     # a promoted backup's longest wait for the dead primary's state it lacks (promote_wait.py)
-    promote_wait_ms: float = Field(default=1000.0, ge=0)
+    promote_wait_ms: float = Field(default=500.0, ge=0)
     reorder_capacity: int = Field(default=4096, ge=1)
     backup_buffer_mb: float = Field(default=64.0, gt=0)
     max_held: int = Field(default=65536, ge=1)

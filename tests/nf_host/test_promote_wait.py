@@ -50,6 +50,7 @@ def test_a_backup_promoted_before_the_primarys_snapshot_waits_for_it() -> None:
     and A's held output was never released; with it, C takes A's state and held output."""
     async def body() -> None:
         a, c = Node(1), Node(3)
+        c.w.cfg.promote_wait = 5.0  # (the default is short; the test's host may be slow)
         for n in (a, c):
             await n.w.start()
         try:
