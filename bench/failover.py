@@ -34,8 +34,8 @@ reordered over the whole run (all must be 0), and false fail-overs (live NFs fai
 writes `results/bench/failover.json`.
 
 The verdict of a run is FAILED when its own verdict failed or, in any run (a comparison run
-too), when a live NF was failed over and anything was lost: a false alarm may cost time, never a
-packet. The exit status is non-zero when any verdict shown is FAILED for that reason or a judged
+too), when a live NF was failed over and anything was lost (or the run's losses were not
+recorded: unknown, not nothing): a false alarm may cost time, never a packet. The exit status is non-zero when any verdict shown is FAILED for that reason or a judged
 run failed. A FAILED verdict says how many of the lost packets the switch itself lost at its
 ports (p4sim's count, `switch_port_losses` in the JSON): on a busy host, losses that looked like
 those of false fail-overs were all kernel drops at the switch's client port, the switch starved
@@ -128,7 +128,10 @@ def row(kind: str, dist: dict[str, Any]) -> dict[str, Any]:
         # where the switch itself lost frames (port: count): the site of a loss, beside its count
         "switch_port_losses": dist.get("switch_port_losses", {}),
     }
-    r["false_failover_lost"] = bool(r["false_failovers"] and (r["lost"] or r["lost_by_system"]))
+    # (no losses recorded with false fail-overs: the run ended without its verdict; what it
+    # lost is unknown, so it is not taken for nothing)
+    r["false_failover_lost"] = bool(r["false_failovers"] and (
+        r["lost"] is None or r["lost"] or r["lost_by_system"]))
     return r
 
 
@@ -137,8 +140,8 @@ def verdict(r: dict[str, Any]) -> str:
     at_switch = sum(r.get("switch_port_losses", {}).values())
     where = f" ({at_switch} at the switch's ports)" if at_switch else ""
     if r["false_failover_lost"]:
-        return (f"FAILED: {r['false_failovers']} false f-o, "
-                f"{r['lost_by_system'] or r['lost']} lost{where}")
+        lost = "losses not known" if r["lost"] is None else f"{r['lost_by_system'] or r['lost']} lost"
+        return f"FAILED: {r['false_failovers']} false f-o, {lost}{where}"
     return "ok" if r["verified"] else f"FAILED{where}"
 
 

@@ -253,8 +253,11 @@ async def _take_over(ctl: FailoverHost, dead: int, promoted: int, backup: int | 
         # asked again while unanswered: a promotion told again promotes nothing twice (the
         # slots are owned already: the answer is the same), while a lost reply taken as a
         # failure made the fail-over start again with another backup, A' promoted already
+        # (also while A' is declared down but only slow to answer: a starved A' carries the
+        # promotion out all the same, and a fail-over given up on then had it made a backup
+        # again, dropping the slots it had promoted: 8 flows wedged in a busy-host hang run)
         reply = await reg.call_again(promoted, "Promote", request, PROMOTE_ATTEMPT,
-                                     PROMOTE_TIMEOUT)
+                                     PROMOTE_TIMEOUT, slow_while_down=True)
         mark("promoted")
         return reply
 

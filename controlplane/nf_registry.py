@@ -272,20 +272,24 @@ class NfRegistry:
         return await self._call(nf_id, name, request, timeout)
 
     async def call_again(self, nf_id: int, name: str, request: Any, attempt: float,
-                         total: float) -> Any:
+                         total: float, slow_while_down: bool = False) -> Any:
         """An idempotent call (one the NF answers the same however often it is told: `Release`,
         `Promote`, `AssignSlots`, `Adopt`) asked again while it goes unanswered (a lost reply, a
         reset connection), each attempt within `attempt` seconds, until an answer, `total`
         seconds, or the NF is declared down. An answer, ok or not, ends it; so does the last
         attempt's error. An NF that acted on an attempt whose reply was lost answers the next
-        one with the same result, so a lost reply neither counts as done nor as failed."""
+        one with the same result, so a lost reply neither counts as done nor as failed.
+        `slow_while_down`: an NF declared down whose attempts only time out (its connection is
+        up: a live NF starved of CPU, not a dead one, whose connection fails) is asked again
+        too, until `total` (a `Promote`: docs/protocols.md Known limits)."""
         deadline = time.monotonic() + total
         while True:
             left = deadline - time.monotonic()
             try:
                 return await self._call(nf_id, name, request, min(attempt, max(left, 0.001)))
             except NfControlError as exc:
-                if not exc.unanswered or self.nfs[nf_id].declared_down \
+                slow = slow_while_down and exc.error.startswith("DEADLINE_EXCEEDED")
+                if not exc.unanswered or (self.nfs[nf_id].declared_down and not slow) \
                         or deadline - time.monotonic() <= 0:
                     raise
                 LOG.info("NF %d %s unanswered (%s): asked again", nf_id, name, exc.error)

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch-size", type=int, help="B: a batch closes after B packets (default 32)")
     run.add_argument("--batch-time-us", type=int, help="T: or after T microseconds (default 500)")
     run.add_argument("--gap-timeout-ms", type=float, help="skip a missing sequence number after this (default 50)")
+    run.add_argument("--promote-wait-ms", type=float,
+                     help="a promoted backup waits at most this long for the state of a dead "
+                          "primary it lacks while that primary may be alive (default 500; 0: never)")
     run.add_argument("--reorder-capacity", type=int, help="per-slot reorder buffer (packets)")
     run.add_argument("--backup-buffer-mb", type=float, help="memory for the backup's input copies per worker")
     run.add_argument("--max-held", type=int,

@@ -24,6 +24,9 @@ class Batch:
     packets: int = 0
     opened: float = 0.0
     slot_seqs: dict[int, int] = field(default_factory=dict)  # slot -> last seq processed in it
+    # slots taken over with nothing to number (no flows or no packet yet): their whole state
+    # (and owner generation) goes with the batch all the same (nf_host/promote_wait.py)
+    replaced: set[int] = field(default_factory=set)
     # a promotion's output of the dead primary that it had already handed to its socket: sent
     # again at once (not held: it was released), and logged at the backup with this batch
     resent: list[bytes] = field(default_factory=list)

@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from contract.replication import Forward, Released, Transfer, TransferAck
 from contract.roles import Role, SlotRole
-from contract.seq import older_owner, seq_next
+from contract.seq import SEQ_MASK, older_owner, seq_next
 from contract.shim import ETH_HDR_LEN, SLOT_BITS, Shim
 from nf_host.flow_bounds import FlowBounds
 from nf_host.move_marker import marker_frame
@@ -359,6 +360,26 @@ class Ownership(FlowBounds):
         if dead is not None:
             self._promote([slot], dead, measured=[])
 
+    def holes(self, among: Iterable[int] | None = None) -> list[int]:
+        """The slots backed up here (not owned yet; of `among` only, if given) whose input
+        copies do not start right after the replica's last number: a promotion now would skip
+        the numbers in between as a gap (nf_host/promote_wait.py). Copies at or before that
+        number (committed) do not count."""
+        out = []
+        for slot in self.backed_up if among is None else among:
+            per = self.inbuf.slots.get(slot)
+            if not per or slot in self.slots or slot not in self.backed_up:
+                continue
+            rep = self.replicas.get(slot)
+            nxt = (seq_next(rep.last_seq) if rep is not None and rep.last_seq is not None
+                   else self.backup_next_seq.get(slot))
+            if nxt is None:
+                continue  # (no number known: the first copy starts the slot)
+            ahead = [d for d in ((s - nxt) & SEQ_MASK for s in per) if d < 1 << 31]
+            if ahead and min(ahead) > 0:
+                out.append(slot)
+        return out
+
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
         """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
         step (docs/protocols.md §4)."""
@@ -417,6 +438,7 @@ class Ownership(FlowBounds):
             replayed += len(buffered)
             done.append(slot)
         self.c.replayed += replayed
+        self.primary_sync.forget(done, dead)  # (ours now: nothing more to wait for)
         self.close_batch()
         return {"replayed": replayed, "slots": done, "reemitted": len(sent) + len(unsent)}
 

@@ -29,6 +29,7 @@ from contract.seq import older_owner, seq_next
 from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
 from nf_host.links import Links
 from nf_host.move_marker import Parked
+from nf_host.promote_wait import UNNAMED
 from nf_host.replication import Reply, StaleSender
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
 
@@ -64,7 +65,12 @@ class Receiving(Links):
             # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
             # is the base of the delta transfer that will complete the adoption)
             rep = self.replicas.get(slot)
-            if rep is None or full or row.replace:  # a whole slot from a new owner
+            whole = full or row.replace
+            if whole:
+                self.primary_sync.whole(slot, sender)  # (promote_wait.py)
+            else:
+                self.primary_sync.delta(slot, sender)
+            if rep is None or whole:  # a whole slot from a new owner
                 # the replica becomes that state, its last seq included: kept, a dead
                 # owner's uncommitted numbers that reached this peer (not the backup) would
                 # outlive the replacement, and promoted from it later (made the backup by
@@ -76,6 +82,8 @@ class Receiving(Links):
             rep.apply(row.entries, row.version, row.last_seq, row.deleted)
             if row.last_seq is not None:  # (None: the owner has not processed a packet yet)
                 self.inbuf.drop_upto(slot, row.last_seq)
+        if full and msg.outputs is not None:  # our primary's snapshot: its state and held output
+            self.primary_sync.snapshot(sender)
         return Ack(msg.batch)
 
     def _on_released(self, msg: Released) -> None:
@@ -83,6 +91,7 @@ class Receiving(Links):
         slot = msg.slot
         self.backed_up.discard(slot)
         self.inbuf.discard(slot)
+        self.primary_sync.forget([slot])
         rep = self.replicas.get(slot)
         if rep is not None and msg.epoch is not None and rep.epoch == msg.epoch:
             del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
@@ -95,6 +104,7 @@ class Receiving(Links):
         """The primary we back up adopted a slot: its whole state, first."""
         slot = msg.slot
         rep = self.replicas[slot] = Replica(slot, epoch=msg.epoch)
+        self.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
         rep.apply(msg.flows, msg.version, msg.seq)
         if msg.seq is not None:
             self.inbuf.drop_upto(slot, msg.seq)

@@ -50,7 +50,10 @@ class Worker(Ownership):
     promotion (`ownership`), and here the rest of the control surface and the status."""
 
     # ------------------------------------------------------------------ commands
-    def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool) -> None:
+    def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,
+               primary: int = 0) -> None:
+        if as_backup and primary and slots:  # its snapshot will come (promote_wait.py)
+            self.primary_sync.assigned(primary, [s for s, _e, _n in slots if s not in self.replicas])
         if as_backup and self.role == Role.IDLE and slots:
             self.role = Role.BACKUP  # a spare taken from the pool (as the control server records)
         elif not as_backup and slots:
@@ -122,6 +125,7 @@ class Worker(Ownership):
         self.backed_up.clear()
         self._to_promote.clear()
         self.backup_next_seq.clear()
+        self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
         self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
         self.commit = OutputCommit(next_id=self.commit.next_id)
@@ -194,6 +198,7 @@ class Worker(Ownership):
         Safe even if `sender` is alive after all: its output waits for our acks, which stop (we
         refuse its deltas for slots we own), so it cannot release anything more; and the
         controller, which sees `took_over_from` in our status, fails it over."""
+        self.primary_sync.peer_lost(sender)  # a promotion waiting for its state waits no more
         plan = self.takeover_plan
         if plan is None or plan[0] != sender or not self.backed_up:
             log.info("the replication link of NF %d closed without a goodbye (armed for %s, %d "
@@ -305,6 +310,9 @@ class Worker(Ownership):
             "cancelled": c.cancelled, "markers": self.markers.markers,
             "marker_timeouts": self.markers.timeouts,
             "self_promotions": c.self_promotions, "took_over_from": sorted(self.took_over_from),
+            "promote_waits": self.primary_sync.waits,
+            "promote_wait_timeouts": self.primary_sync.timeouts,
+            "promote_waited_ms": round(self.primary_sync.waited_ms, 1),
             "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
             "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
             "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
@@ -368,7 +376,7 @@ class Worker(Ownership):
         t.on(commands.SetRole, lambda c: self.set_role(c.role))
         t.on(commands.SetBackup, lambda c: self.set_backup(c.nf_id, c.address))
         t.on(commands.SetPeers, lambda c: self.set_peers(c.peers))
-        t.on(commands.Assign, lambda c: self.assign(c.slots, c.as_backup))
+        t.on(commands.Assign, lambda c: self.assign(c.slots, c.as_backup, c.primary))
         t.on(commands.CancelAdopt,
              lambda c: self.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
         t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))
@@ -384,6 +392,12 @@ class Worker(Ownership):
         listed = set(c.slots)  # a slot taken over by itself that the Promote leaves out goes back
         for slot in sorted(self.took_over_slots.pop(c.dead, set()) - listed if listed else ()):
             self.give_up_taken(slot, c.dead)
+        if c.dead:  # a false alarm's primary is alive: first what we lack of it, if anything
+            mine = [s for s in (c.slots or sorted(self.backed_up))
+                    if self.owns(s) and s in self.backed_up]
+            how = await self.primary_sync.wait(c.dead, mine, self.holes, self.cfg.promote_wait)
+            if how:
+                log.warning("promotion for NF %d: %s", c.dead, how)
         if c.backup:  # in the same step: no output leaves unprotected
             self.set_backup(c.backup, c.address)
         return await self.promote_soon(c.slots, c.dead)

@@ -47,6 +47,7 @@ from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
+from nf_host.promote_wait import PrimarySync
 from nf_host.quiet_window import QuietWindow
 from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import Link, ReplicationServer, Reply
@@ -75,6 +76,7 @@ class WorkerCore:
         self.replicas: dict[int, Replica] = {}
         self.backed_up: set[int] = set()
         self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
+        self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
         self.commit = OutputCommit()
         self.batch: Batch | None = None
@@ -215,6 +217,8 @@ class WorkerCore:
             return  # already committed by the primary: nothing to keep
         if self.inbuf.add(slot, seq, frame):
             self.c.backup_copies += 1
+            if self.primary_sync.waiting:  # (it may close a waiting promotion's hole)
+                self.primary_sync.changed()
 
     def _primary_input(self, shim: Shim, frame: bytes) -> None:
         rt = self.slots.get(shim.slot)
@@ -410,6 +414,16 @@ class WorkerCore:
                 row.deleted = list(rt.state.seal_deletions(floor))
             rows.append(row)
             rt.replace = False
+        for slot in batch.replaced:  # a slot taken over empty: its generation, at once
+            empty = self.slots.get(slot)
+            if slot in batch.slot_seqs or empty is None or not empty.replace \
+                    or empty.role != SlotRole.PRIMARY:
+                continue
+            entries = empty.state.seal()
+            versions[slot] = empty.state.version
+            rows.append(SlotRow(slot, empty.epoch, empty.state.version, empty.state.last_seq,
+                                entries, True, empty.state.gen))
+            empty.replace = False
         self._replicate(batch, Delta(batch.id, rows, False, self.cfg.nf_id), versions)
 
     def _replicate(self, batch: Batch, msg: Delta, versions: dict[int, int]) -> None:
@@ -541,9 +555,15 @@ class WorkerCore:
         rt.seq.next_expected = next_seq
         rt.committed_seq = state.last_seq or 0
         self.track_slot(rt)
+        batch = self.batch or self._open_batch(time.monotonic())
         if state.flows and state.last_seq is not None:
-            batch = self.batch or self._open_batch(time.monotonic())
             batch.slot_seqs[rt.slot] = state.last_seq
+        else:
+            # an empty slot goes too: shipped only with its first packet, the backup and peers
+            # kept the previous owner's replica, older than ours: a backup promoted from it
+            # started an older owner generation, its peers refused all its deltas (a newer one
+            # held), and its output waited for an ack that never came (busy-host hang runs)
+            batch.replaced.add(rt.slot)
 
     def _new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
         return SlotRuntime(

@@ -33,6 +33,9 @@ class WorkerConfig:
     batch_size: int = 32
     batch_time: float = 0.0005
     gap_timeout: float = 0.05
+    # a promotion's longest wait for the dead primary's state it lacks (nf_host/promote_wait.py)
+    # (well under the controller's Promote attempt, 2 s: a later reply fails the fail-over)
+    promote_wait: float = 0.5
     reorder_capacity: int = 4096
     adopt_capacity: int = 65536
     backup_buffer_bytes: int = 64 * 1024 * 1024

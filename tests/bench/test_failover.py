@@ -80,3 +80,14 @@ def test_main_exits_non_zero_on_a_false_fail_over_that_lost_packets(
     assert doc["busy"] == 2 and doc["headline"].endswith("over 2 faults (kill, hang (realtime echo))")
     assert [r["verdict"] for r in doc["runs"]] == ["ok", "ok", "FAILED: 1 false f-o, 2 lost"]
     assert runs == [("kill", "", 2), ("hang", "realtime", 2), ("hang", "loop", 2)]
+
+
+def test_a_run_without_its_verdict_and_with_false_fail_overs_fails() -> None:
+    """A run whose losses were not recorded (it ended without its verdict: no fault could be
+    injected on a host too loaded to settle) had false fail-overs all the same: what it lost is
+    unknown, never taken for nothing (one such run had lost 5,015 packets)."""
+    dist = _dist([], false_fo=6, verified=False)
+    del dist["losses"]
+    r = failover.row("hang (loop echo)", dist)
+    assert r["false_failover_lost"] and failover.verdict(r) == "FAILED: 6 false f-o, losses not known"
+    assert not failover.passed([r], [])

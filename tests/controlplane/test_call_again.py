@@ -62,3 +62,20 @@ def test_it_gives_up_at_its_total_and_when_the_nf_is_declared_down() -> None:
     with pytest.raises(NfControlError):
         run(down)
     assert len(down.calls) == 1
+
+
+def test_a_slow_nf_declared_down_is_asked_again_when_told_so_a_dead_one_is_not() -> None:
+    """`slow_while_down` (a `Promote`): an NF declared down whose attempts time out is only
+    slow (starved: it may be carrying the call out) and is asked again; one whose connection
+    fails is dead, and the call gives up at once as before."""
+    slow = Scripted(["silent", "silent", "the answer"])
+    slow.nfs[1].declared_down = True
+    assert asyncio.run(slow.call_again(1, "Promote", None, attempt=0.05, total=5.0,
+                                       slow_while_down=True)) == "the answer"
+    assert len(slow.calls) == 3
+    dead = Scripted([NfControlError(1, "Promote", "UNAVAILABLE: connection refused"), "never"])
+    dead.nfs[1].declared_down = True
+    with pytest.raises(NfControlError, match="UNAVAILABLE"):
+        asyncio.run(dead.call_again(1, "Promote", None, attempt=0.05, total=5.0,
+                                    slow_while_down=True))
+    assert len(dead.calls) == 1

@@ -203,9 +203,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             dist.modes = chaos_modes.modes_summary(
                 dist.faults, dist.failovers,
                 (dist.chaos_moves, dist.moves_refused) if opts.moves else None)
+        # every run's losses, faults or none: a run whose faults never started (the system
+        # never settled) had false fail-overs all the same, and its losses must show
+        dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses,
+                       "wedged_flows": len(wedged)}
         if dist.faults:
-            dist.losses = {**loss_report(inputs, counted=not cfg.chains), **losses,
-                           "wedged_flows": len(wedged)}
             takeover_times(dist.faults, client_rep, server_rep, _slots_of_flows(cfg, client_rep))
             first_output_times(dist.faults, log_dir)
         (log_dir / "disturbances.json").write_text(json.dumps(

@@ -1,0 +1,154 @@
+"""A promoted backup's wait for the dead primary's state it lacks (docs/protocols.md §4,
+"A promotion waits for a primary that may be alive").
+
+`Promote(dead=A)` comes from the controller's detection, which on a loaded host can be a false
+alarm: A alive, only starved of CPU. A backup that holds everything of A (its snapshot, then a
+copy of every packet after A's last delta) loses nothing either way. But a backup given to A a
+moment before can lack part of it: A's snapshot (its state, and the output it still holds)
+may not have reached it yet, and the switch's copies start at the group rewrite, while A may
+still be processing packets stamped before it. Promoted then, the backup skips those numbers as
+a gap and A's held output is never released; if A is alive, it had all of it, and it is then
+made a spare and drops it: a false alarm that lost packets (`make bench-failover`'s loop-echo
+hang run on a busy host: a primary failed over 100 ms after it was given a new backup).
+
+So a promotion first waits, at most `promote_wait`, until the worker holds A's snapshot and,
+for every slot it backs up, copies that start right after its replica's last number (no
+hole). The wait ends at once when A's replication connection ends without a goodbye (A is dead:
+nothing more will come) and never happens for a backup that is complete (the common case, so a
+crash's takeover does not wait). Meanwhile the worker stays A's backup: it applies and
+acknowledges A's deltas and keeps the packets the rewritten switch sends it as copies. A wait
+that ends at the bound with a hole left promotes anyway (the hole is skipped as a gap, counted)
+and is counted in `promote_wait_timeouts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable
+
+UNNAMED = -1  # the whole state came from a message that names no sender (an adoption's "xs")
+
+
+class PrimarySync:
+    """Whose whole state of each slot this worker holds, and the wait of a promotion."""
+
+    def __init__(self) -> None:
+        # slot -> the NF whose whole state of it (a snapshot's, or a promotion's or adoption's
+        # "replace" entry) this worker holds, with that NF's deltas since
+        self.holder: dict[int, int] = {}
+        self.backing: set[int] = set()   # primaries this worker was assigned to back up
+        self.synced: set[int] = set()    # ... whose snapshot for their backup (with the
+                                         # output they hold) was applied here
+        self.lost: set[int] = set()      # primaries whose connection ended without a goodbye
+        self.waits = 0                   # promotions that waited for the dead primary's state
+        self.timeouts = 0                # ... and ended at the bound with something missing
+        self.waited_ms = 0.0             # the longest such wait
+        self.waiting = 0                 # promotions waiting now (a copy's arrival tells them)
+        self._changed: asyncio.Event | None = None
+
+    def assigned(self, primary: int, fresh: Iterable[int] = ()) -> None:
+        """This worker backs up slots of `primary` (AssignSlots as backup): alive again.
+        `fresh` are those it held nothing of: their empty replica is `primary`'s whole state
+        until its snapshot says otherwise (a slot given to it fresh is shipped only with its
+        first packet)."""
+        self.backing.add(primary)
+        self.lost.discard(primary)
+        for slot in fresh:
+            self.holder[slot] = primary
+
+    def snapshot(self, sender: int) -> None:
+        """`sender`'s snapshot for its backup was applied here (its held output logged)."""
+        self.synced.add(sender)
+        self.changed()
+
+    def whole(self, slot: int, sender: int) -> None:
+        """The replica of `slot` became `sender`'s whole state."""
+        self.holder[slot] = sender
+        self.changed()
+
+    def delta(self, slot: int, sender: int) -> None:
+        """A delta of `slot` from `sender` was applied: on another NF's whole state, the
+        replica is a mix of two owners' (it waits for `sender`'s whole state)."""
+        held = self.holder.get(slot)
+        if held == UNNAMED:
+            self.holder[slot] = sender
+        elif held is not None and held != sender:
+            del self.holder[slot]
+        self.changed()
+
+    def peer_lost(self, sender: int) -> None:
+        """`sender`'s newest connection ended without a goodbye: it is dead."""
+        self.lost.add(sender)
+        self.changed()
+
+    def changed(self) -> None:
+        """Something a waiting promotion checks may have changed."""
+        if self._changed is not None:
+            self._changed.set()
+
+    def forget(self, slots: Iterable[int] | None = None, primary: int = 0) -> None:
+        """`slots` (None: every slot, and every primary) are no longer backed up here, nor
+        `primary`'s slots at all (0: none)."""
+        if slots is None:
+            for held in (self.holder, self.backing, self.synced, self.lost):
+                held.clear()
+            return
+        for slot in slots:
+            self.holder.pop(slot, None)
+        self.backing.discard(primary)
+        self.synced.discard(primary)
+
+    def lacking(self, primary: int, slots: Iterable[int]) -> list[int]:
+        """The slots of `slots` whose whole state from `primary` this worker does not hold
+        (all of them while its snapshot for its backup has not come)."""
+        if primary in self.backing and primary not in self.synced:
+            return list(slots)
+        return [s for s in slots if self.holder.get(s) not in (primary, UNNAMED)]
+
+    async def wait(self, primary: int, slots: list[int],
+                   holes: Callable[[Iterable[int]], list[int]], timeout: float) -> str:
+        """Until this worker holds `primary`'s whole state of every slot of `slots` and
+        `holes()` finds none of them with a hole, `primary` is lost, or `timeout` s passed.
+        Returns "" if it did not wait, else how the wait ended and how long it took, for the
+        log. Once found, only the slots still lacking something are checked again."""
+        pending = list(slots)
+
+        def ready() -> bool:
+            nonlocal pending
+            if primary in self.lost:
+                return True
+            pending = sorted(set(self.lacking(primary, pending)) | set(holes(pending)))
+            return not pending
+
+        if timeout <= 0 or ready():
+            return ""
+        lacked = self.lacking(primary, pending)
+        missing = (("its snapshot" if primary not in self.synced else
+                    f"the state of {len(lacked)} slots") if lacked
+                   else f"copies of {len(pending)} slots (a hole)")
+        self.waits += 1
+        loop = asyncio.get_running_loop()  # (its clock: a simulation's may be virtual)
+        started = loop.time()
+        deadline = started + timeout
+        event = self._changed = self._changed or asyncio.Event()
+        end = "complete"
+        self.waiting += 1
+        try:
+            while not ready():
+                left = deadline - loop.time()
+                if left <= 0:
+                    self.timeouts += 1
+                    end = (f"the bound, {len(pending)} slots still lacking (promoted with what "
+                           "it held: a hole left is skipped as a gap)")
+                    break
+                event.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), left)
+            if primary in self.lost and end == "complete":
+                end = "its connection was lost (dead)"
+        finally:
+            self.waiting -= 1
+            took = (loop.time() - started) * 1000
+            self.waited_ms = max(self.waited_ms, took)
+        return f"lacked {missing}; waited {took:.0f} ms, until {end}"
