@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
+from contract.commands import Command
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host import pki
@@ -32,12 +33,12 @@ class StubPool:
     def __init__(self) -> None:
         self.commands: list[str] = []
 
-    def broadcast(self, name: str, args: dict[str, Any]) -> list[Any]:
-        self.commands.append(name)
+    def broadcast(self, cmd: Command) -> list[Any]:
+        self.commands.append(cmd.NAME)
         return []
 
-    def request(self, worker: int, name: str, args: dict[str, Any], timeout: float = 10.0) -> Any:
-        self.commands.append(name)
+    def request(self, worker: int, cmd: Command, timeout: float = 10.0) -> Any:
+        self.commands.append(cmd.NAME)
         return {}
 
     def alive(self) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from contract.commands import Command, Status
 from contract.proto import nf_control_pb2 as pb
 from nf_host.config import NfHostConfig
 from nf_host.control import NfControlServicer
@@ -31,8 +32,8 @@ class Pool:
     def __init__(self, workers: list[Worker]) -> None:
         self.workers = workers
 
-    def broadcast(self, name: str, args: dict[str, Any]) -> list[Any]:
-        assert name == "status"
+    def broadcast(self, cmd: Command) -> list[Any]:
+        assert isinstance(cmd, Status)
         return [w.status() for w in self.workers]
 
     def heartbeats_withheld(self) -> int:
