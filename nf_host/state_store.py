@@ -20,8 +20,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from contract.replication import WireEntry
 from contract.seq import seq_after
 from nf_host.nf_api import FlowKey, FlowState
 
@@ -31,8 +31,6 @@ an IPv4 flow. A plain tuple, not a `FlowKey`: it is hashed several times per pac
 hash and compare in C."""
 
 WireKey = bytes | None
-WireEntry = list[Any]
-"""[wire key, state] on the wire."""
 
 _KEY = struct.Struct("!IIHHB")
 TOMBSTONES = 4096
@@ -49,7 +47,7 @@ def key_to_wire(key: FlowId) -> WireKey:
     return None if key is None else _KEY.pack(*key)
 
 
-def key_from_wire(raw: Any) -> FlowId:
+def key_from_wire(raw: object) -> FlowId:
     """Decode a flow key from the wire; raises ValueError on anything but nil or 13 bytes."""
     if raw is None:
         return None
@@ -59,7 +57,7 @@ def key_from_wire(raw: Any) -> FlowId:
     return (a, b, c, d, e)
 
 
-def entries_from_wire(raw: Any) -> list[tuple[FlowId, FlowState]]:
+def entries_from_wire(raw: object) -> list[tuple[FlowId, FlowState]]:
     """Decode and validate [[key, state], ...]; raises ValueError on a malformed list."""
     if not isinstance(raw, list):
         raise ValueError("flow entries must be a list")
@@ -178,8 +176,8 @@ class Replica:
     epoch: int = 0
     gen: int = 0  # the owner generation of the last delta applied (see Worker._check_owner)
 
-    def apply(self, raw_entries: Any, version: int, last_seq: int | None,
-              deleted: Any = None) -> None:
+    def apply(self, raw_entries: object, version: int, last_seq: int | None,
+              deleted: object = None) -> None:
         """Apply a delta as received ([[wire key, state], ...], then the wire keys the owner
         deleted before them); TypeError/ValueError if malformed."""
         if not isinstance(raw_entries, list):

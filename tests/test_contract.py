@@ -33,3 +33,21 @@ def test_the_processes_share_the_shim_and_the_wire_formats_only_through_contract
     reached = [(src, mod, f"{path.name}:{line}") for src, _dst, mod, path, line in cross_edges(ROOT)
                if any(mod == s or mod.startswith(s + ".") for s in shared)]
     assert reached == []
+
+
+def test_the_slot_hash_model_uses_the_switch_simulators_crc16() -> None:
+    """`contract.slot_hash` keeps its own CRC-16/ARC (it imports nothing of the project): the
+    same function as p4sim's `crc16`, which the switch program's `hash` runs on."""
+    import random
+
+    from contract.slot_hash import crc16, flow_hash
+    from p4sim.runtime.primitives import crc16 as p4sim_crc16
+
+    rng = random.Random(35)
+    assert crc16(b"123456789") == 0xBB3D
+    for _ in range(200):
+        data = rng.randbytes(rng.randrange(1, 20))
+        assert crc16(data) == p4sim_crc16(data)
+    # both directions of a flow hash alike
+    assert flow_hash("10.0.0.1", "10.1.0.1", 1000, 80, 17) == flow_hash("10.1.0.1", "10.0.0.1",
+                                                                        80, 1000, 17)
