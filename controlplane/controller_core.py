@@ -42,7 +42,6 @@ from controlplane.migration import (
     finish_move,
 )
 from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
-from controlplane.p4names import P4NameError
 from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
@@ -52,15 +51,6 @@ from controlplane.timeline import Timeline
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
 HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded memory)
 
-# Counters of the switch indexed by a drop reason, and the reasons in index order
-# (OUTPUT_DROP_*, SLOT_MAP_DROP_*, PUNT_DROP_* in p4src/shared/define.p4).
-# the P4 program's per-port packet counters (p4src/*/include/control/port_counters.p4)
-PORT_COUNTERS = {"port_rx": "rx", "port_tx": "tx"}
-SWITCH_DROP_REASONS: dict[str, tuple[str, ...]] = {
-    "nf_output_drops": ("duplicate", "stale_epoch", "bad_slot", "wrong_stage", "watermark"),
-    "slot_map_drops": ("orphan_fragment",),
-    "punt_drops": ("no_handler", "over_rate"),
-}
 
 
 class ControllerCore(ABC):
@@ -103,7 +93,7 @@ class ControllerCore(ABC):
             credentials=switch_credentials(cfg.security),
         )
         self.slot_counters: dict[int, tuple[int, int]] = {}
-        self.switch_drops: dict[str, int] = {}  # Controller.read_switch_drops, every counter round
+        self.switch_drops: dict[str, int] = {}  # switch_stats.read_drops, every counter round
         # p4sim's port losses (switch.stats), "port/reason" -> packets; None: not read (yet)
         self.switch_ports: dict[str, int] | None = None
         self.switch_stats_error: str | None = None
@@ -515,7 +505,7 @@ class ControllerCore(ABC):
                 try:
                     self.slot_counters = await self.session.read_counter(SLOT_COUNTER)
                     self.metrics.update_slot_traffic(self.slot_counters)
-                    self.switch_drops = await self.read_switch_drops()
+                    self.switch_drops = await switch_stats.read_drops(self.session)
                     self.metrics.update_switch_drops(self.switch_drops)
                     await self.refresh_port_packets()
                 except Exception as exc:
@@ -540,38 +530,9 @@ class ControllerCore(ABC):
         self.switch_ports = switch_stats.port_losses(doc)
         self.metrics.update_switch_ports(self.switch_ports)
 
-    async def read_switch_drops(self) -> dict[str, int]:
-        """What the switch dropped and counted: NF output the dedup dropped, edge packets
-        dropped before a slot (orphan fragments), non-IPv4 edge packets not punted (each by
-        reason), edge packets of unowned slots, anything unroutable from NF ports (one wildcard
-        read per counter; reasons as in p4src/shared/define.p4)."""
-        out: dict[str, int] = {}
-        for name, reasons in SWITCH_DROP_REASONS.items():
-            cells = await self.session.read_counter(name)
-            for index, reason in enumerate(reasons):
-                out[f"{name}/{reason}"] = cells.get(index, (0, 0))[0]
-        for name in ("unowned_drops", "nf_port_drops", "no_route_drops"):
-            out[f"{name}/all"] = sum(p for p, _ in (await self.session.read_counter(name)).values())
-        return out
-
-    async def read_port_packets(self) -> dict[str, dict[str, int]]:
-        """The P4 program's per-port packet counters: "port" -> {"rx": packets that entered
-        the pipeline on it, "tx": packets the pipeline sent out of it}, non-zero ports only (one
-        wildcard read of `port_rx` and one of `port_tx`; {} for a program without them)."""
-        out: dict[str, dict[str, int]] = {}
-        for name, key in PORT_COUNTERS.items():
-            try:
-                cells = await self.session.read_counter(name)
-            except P4NameError:  # a program of before the port counters
-                return {}
-            for port, (packets, _bytes) in sorted(cells.items()):
-                if packets:
-                    out.setdefault(str(port), {})[key] = packets
-        return out
-
     async def refresh_port_packets(self) -> dict[str, Any]:
         """Read the per-port counters now (`GET /switch/ports?refresh=1`) and keep them."""
-        self.port_packets = await self.read_port_packets()
+        self.port_packets = await switch_stats.read_port_packets(self.session)
         self.port_packets_at = time.time()
         self.metrics.update_port_packets(self.port_packets)
         return self.port_packets_view()

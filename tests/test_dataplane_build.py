@@ -24,7 +24,7 @@ from contract.shim import (
     encap,
 )
 from contract.slot_hash import DEFAULT_SLOT_BITS, slot_of
-from controlplane.controller_core import SWITCH_DROP_REASONS
+from controlplane.switch_stats import SWITCH_DROP_REASONS
 from ptf_tests import run as ptf_run
 from ptf_tests.lib import nfc_test
 from ptf_tests.lib.packets import udp_packet

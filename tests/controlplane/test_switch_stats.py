@@ -11,6 +11,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from controlplane import switch_stats
 from controlplane.cli import drops_line, status_table
 from controlplane.config import parse_config
 from controlplane.controller import Controller
@@ -124,6 +125,6 @@ def test_the_controller_reads_the_per_port_packet_counters() -> None:
         "nfc_switch_port_packets", {"port": "3", "direction": "tx"}) == 10
     # a program of before the counters: nothing, not an error
     ctl.session = CounterSession({})  # type: ignore[assignment]
-    assert asyncio.run(ctl.read_port_packets()) == {}
+    assert asyncio.run(switch_stats.read_port_packets(ctl.session)) == {}
     ctl.session, ctl.port_packets = session, view["ports"]
     assert ctl.status()["switch_port_packets"] == view["ports"]
