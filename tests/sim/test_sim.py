@@ -138,11 +138,9 @@ def test_leader_kill_seeds_pass() -> None:
 
 # Findings not fixed yet (docs/protocols.md, "Known limits"): strict expected failures, so the day
 # one is fixed this suite fails and the seed moves to REGRESSIONS.
-@pytest.mark.xfail(strict=True, reason="known limit: an adopter that dies during the old epoch's "
-                   "tail loses the packets its old owner forwards to it (seed 48)")
-def test_limit_an_adopter_dying_during_the_tail() -> None:
-    o = run_seed(48, MOVE_REPLIES_LOST)
-    assert o.ok, o.problems[:2]
+# (seed 48 of MOVE_REPLIES_LOST, "an adopter that dies during the old epoch's tail", took another
+# path once the controller ran as two processes over etcd and passes: the limit is still open by
+# reading, docs/protocols.md, and no seed of the current runs reproduces it)
 
 
 @pytest.mark.xfail(strict=True, reason="known limit: a switch restart empties the output dedup; "
