@@ -158,13 +158,14 @@ def test_limit_a_failover_not_persisted_in_an_etcd_outage() -> None:
 
 
 # found by the new fault kinds and not diagnosed yet (docs/protocols.md, "Known limits")
-UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES")]
+UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES"), (87, "CI")]
 
 
 @pytest.mark.xfail(strict=True, reason="found, not diagnosed yet (docs/protocols.md, Known limits)")
 @pytest.mark.parametrize(("seed", "name"), UNDIAGNOSED)
 def test_limit_not_diagnosed_yet(seed: int, name: str) -> None:
-    o = run_seed(seed, {"SWITCH_RESTARTS": SWITCH_RESTARTS, "ETCD_OUTAGES": ETCD_OUTAGES}[name])
+    o = run_seed(seed, {"SWITCH_RESTARTS": SWITCH_RESTARTS, "ETCD_OUTAGES": ETCD_OUTAGES,
+                        "CI": CI}[name])
     assert o.ok, o.problems[:2]
 
 
