@@ -158,7 +158,8 @@ def test_limit_a_failover_not_persisted_in_an_etcd_outage() -> None:
 
 
 # found by the new fault kinds and not diagnosed yet (docs/protocols.md, "Known limits")
-UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES"), (87, "CI")]
+UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES"),
+               (28, "ETCD_OUTAGES"), (32, "ETCD_OUTAGES"), (40, "ETCD_OUTAGES"), (87, "CI")]
 
 
 @pytest.mark.xfail(strict=True, reason="found, not diagnosed yet (docs/protocols.md, Known limits)")
