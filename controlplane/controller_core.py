@@ -350,26 +350,7 @@ class ControllerCore(ABC):
                 await asyncio.sleep(retry)
 
     async def _restart_unseen(self, nf_id: int) -> int | None:
-        """A primary of the resumed map whose process ended while no controller watched (the
-        previous leader died), found at this leader's first configuration of `nf_id`: `nf_id`
-        itself if it is a primary that holds none of its slots (a new process: configured as
-        the primary it would own them with empty state), or the primary whose slots `nf_id`,
-        its backup, took over by itself (§4.3: its link closed without a goodbye; configured
-        as the backup it would drop them). None if neither (docs/protocols.md §8, L1-L2).
-        This controller's registry has no earlier uptime of the NF to see the restart by."""
-        reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
-        mine = set(self.slot_map.slots_of(nf_id)) if nf_id in self.pairs else set()
-        held = {st.slot for st in reply.slots
-                if st.role in (pb.SLOT_PRIMARY, pb.SLOT_ADOPTING, pb.SLOT_RELEASED)}
-        if mine and not mine & held:
-            LOG.warning("primary NF %d holds none of its %d slots: it restarted while no "
-                        "controller led", nf_id, len(mine))
-            return nf_id
-        for primary in reply.took_over_from:
-            if self.pairs.get(primary) == nf_id:
-                LOG.warning("NF %d took over from its primary NF %d while no controller led",
-                            nf_id, primary)
-                return int(primary)
+        """A primary that restarted while no controller led (`NfLifecycle` decides)."""
         return None
 
     def background_tasks(self) -> list[str]:

@@ -23,6 +23,7 @@ from controlplane.failover import (
 )
 from controlplane.migration import MoveResult, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent
+from nf_host.proto import nf_control_pb2 as pb
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
 
@@ -61,6 +62,42 @@ class NfLifecycle(ControllerCore):
                                             time.time()))
             elif event.nf_id in self.pairs.values():
                 self._spawn(self._replace_backup(event.nf_id, event.confirmed, event.since))
+
+    async def _restart_unseen(self, nf_id: int) -> int | None:
+        """A primary of the resumed map whose process ended while no controller watched (the
+        previous leader died), found at this leader's first configuration of `nf_id`: `nf_id`
+        itself if it is a primary that holds none of its slots while its backup holds some (a
+        new process: configured as the primary it would own them with empty state), or the primary whose slots `nf_id`,
+        its backup, took over by itself (§4.3: its link closed without a goodbye; configured
+        as the backup it would drop them). None if neither (docs/protocols.md §8, L1-L2).
+        This controller's registry has no earlier uptime of the NF to see the restart by."""
+        reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
+        mine = set(self.slot_map.slots_of(nf_id)) if nf_id in self.pairs else set()
+        held = {st.slot for st in reply.slots
+                if st.role in (pb.SLOT_PRIMARY, pb.SLOT_ADOPTING, pb.SLOT_RELEASED)}
+        if mine and not mine & held and await self._backup_holds(nf_id, mine):
+            LOG.warning("primary NF %d holds none of its %d slots, its backup does: it restarted "
+                        "while no controller led", nf_id, len(mine))
+            return nf_id
+        for primary in reply.took_over_from:
+            if self.pairs.get(primary) == nf_id:
+                LOG.warning("NF %d took over from its primary NF %d while no controller led",
+                            nf_id, primary)
+                return int(primary)
+        return None
+
+    async def _backup_holds(self, primary: int, slots: set[int]) -> bool:
+        """Whether `primary`'s backup holds any of `slots` (a copy to fail over to). When no NF
+        holds them (the whole cluster started afresh over a map left in etcd), there is no state
+        to save, and the primary is configured as it is."""
+        backup = self.pairs.get(primary)
+        if backup is None:
+            return False
+        try:
+            reply = await self.registry.call(backup, "Status", pb.StatusRequest(), timeout=1.0)
+        except NfControlError:
+            return False
+        return any(st.slot in slots for st in reply.slots)
 
     async def _really_down(self, nf_id: int, confirmed: bool = False, since: float = 0.0) -> bool:
         """Confirm a "down" before acting on it: still declared down, and a last probe fails

@@ -181,13 +181,16 @@ class SimRegistry(NfRegistry):
             lost = self.lose_reply(nf_id, name)
 
             def answered(f: asyncio.Future[dict[str, Any]]) -> None:
-                if f.cancelled() or lost == "silent":
+                if f.cancelled():
+                    return
+                exc = f.exception()  # (retrieved even when the reply is lost: the NF's
+                # control server answers every command; the loss is on the wire)
+                if lost == "silent":
                     return
                 if lost == "reset":  # the connection broke after the call acted
                     loop.call_later(self.net.delay(), settle, None, NfControlError(
                         nf_id, name, "UNAVAILABLE: connection reset after the call"))
                     return
-                exc = f.exception()
                 reply = (to_error_reply(name, str(exc)) if exc is not None
                          else to_reply(name, f.result()))
                 def back() -> None:

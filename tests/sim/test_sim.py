@@ -138,11 +138,9 @@ def test_leader_kill_seeds_pass() -> None:
 
 # Findings not fixed yet (docs/protocols.md, "Known limits"): strict expected failures, so the day
 # one is fixed this suite fails and the seed moves to REGRESSIONS.
-@pytest.mark.xfail(strict=True, reason="known limit: an adopter that dies during the old epoch's "
-                   "tail loses the packets its old owner forwards to it (seed 48)")
-def test_limit_an_adopter_dying_during_the_tail() -> None:
-    o = run_seed(48, MOVE_REPLIES_LOST)
-    assert o.ok, o.problems[:2]
+# (seed 48 of MOVE_REPLIES_LOST, "an adopter that dies during the old epoch's tail", took another
+# path once the controller ran as two processes over etcd and passes: the limit is still open by
+# reading, docs/protocols.md, and no seed of the current runs reproduces it)
 
 
 @pytest.mark.xfail(strict=True, reason="known limit: a switch restart empties the output dedup; "
@@ -160,13 +158,15 @@ def test_limit_a_failover_not_persisted_in_an_etcd_outage() -> None:
 
 
 # found by the new fault kinds and not diagnosed yet (docs/protocols.md, "Known limits")
-UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES")]
+UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (6, "ETCD_OUTAGES"), (9, "ETCD_OUTAGES"),
+               (28, "ETCD_OUTAGES"), (32, "ETCD_OUTAGES"), (40, "ETCD_OUTAGES"), (87, "CI")]
 
 
 @pytest.mark.xfail(strict=True, reason="found, not diagnosed yet (docs/protocols.md, Known limits)")
 @pytest.mark.parametrize(("seed", "name"), UNDIAGNOSED)
 def test_limit_not_diagnosed_yet(seed: int, name: str) -> None:
-    o = run_seed(seed, {"SWITCH_RESTARTS": SWITCH_RESTARTS, "ETCD_OUTAGES": ETCD_OUTAGES}[name])
+    o = run_seed(seed, {"SWITCH_RESTARTS": SWITCH_RESTARTS, "ETCD_OUTAGES": ETCD_OUTAGES,
+                        "CI": CI}[name])
     assert o.ok, o.problems[:2]
 
 
