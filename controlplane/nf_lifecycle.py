@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.cluster_state import NfPhase
 from controlplane.controller_core import ControllerCore
 from controlplane.failover import (
@@ -23,7 +24,6 @@ from controlplane.failover import (
 )
 from controlplane.migration import MoveResult, migrate_slot
 from controlplane.nf_registry import NfControlError, NfEvent
-from nf_host.proto import nf_control_pb2 as pb
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
 
