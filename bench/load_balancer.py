@@ -30,7 +30,7 @@ from controlplane.config import (
 )
 from controlplane.load_balancer import Knobs, action_kind, decide
 from controlplane.load_signals import LoadSnapshot, NfLoadInfo, SlotLoad, SnapshotBuilder
-from controlplane.nf_registry import NfLoad
+from controlplane.nf_state import NfLoad
 
 CLUSTERS = 10
 CAPACITY = 1000.0

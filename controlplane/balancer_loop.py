@@ -32,7 +32,7 @@ from controlplane.load_balancer import Action, Knobs, Move, ScaleIn, ScaleOut, a
 from controlplane.load_signals import LoadSnapshot, SnapshotBuilder
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import MoveError, MoveResult
-from controlplane.nf_registry import NfLoad, NfState
+from controlplane.nf_state import NfLoad, NfState
 from controlplane.pipeline_state import SLOT_COUNTER
 
 LOG = logging.getLogger(__name__)

@@ -41,7 +41,8 @@ from controlplane.migration import (
     NotPrimaryError,
     finish_move,
 )
-from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.nf_state import NfEvent
 from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from controlplane.config import ControllerConfig
-from controlplane.nf_registry import NfLoad
+from controlplane.nf_state import NfLoad
 
 EWMA = 0.5  # weight of a new capacity observation
 

@@ -23,7 +23,8 @@ from controlplane.failover import (
     state_lost,
 )
 from controlplane.migration import MoveResult, migrate_slot
-from controlplane.nf_registry import NfControlError, NfEvent
+from controlplane.nf_registry import NfControlError
+from controlplane.nf_state import NfEvent
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
 

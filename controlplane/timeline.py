@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # (only for the type hints: no import at run time, no circle)
     from controlplane.balancer_loop import Decision
     from controlplane.failover import FailoverResult
     from controlplane.migration import MoveResult
-    from controlplane.nf_registry import NfEvent
+    from controlplane.nf_state import NfEvent
 
 TIMELINE_SIZE = 500
 

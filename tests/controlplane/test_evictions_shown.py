@@ -8,7 +8,7 @@ from rich.console import Console
 
 from controlplane.cli import nfs_table
 from controlplane.metrics import ControllerMetrics
-from controlplane.nf_registry import NfLoad
+from controlplane.nf_state import NfLoad
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,8 @@ import pytest
 from contract import heartbeat
 from controlplane.config import parse_config
 from controlplane.liveness import UdpHeartbeats, local_address_towards
-from controlplane.nf_registry import NfEvent, NfLoad, NfRegistry
+from controlplane.nf_registry import NfRegistry
+from controlplane.nf_state import NfEvent, NfLoad
 from nf_host import liveness
 from nf_host.pki import local_pki
 from nf_host.tls import heartbeat_key_path

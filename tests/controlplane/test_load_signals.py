@@ -8,7 +8,7 @@ import pytest
 
 from controlplane.config import parse_config
 from controlplane.load_signals import CapacityTracker, SlotRates, SnapshotBuilder, nf_load_fraction
-from controlplane.nf_registry import NfLoad
+from controlplane.nf_state import NfLoad
 
 pytestmark = pytest.mark.unit
 

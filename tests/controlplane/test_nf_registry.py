@@ -9,7 +9,8 @@ import pytest
 
 from contract.proto import nf_control_pb2 as pb
 from controlplane.config import parse_config
-from controlplane.nf_registry import NfControlError, NfEvent, NfRegistry
+from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.nf_state import NfEvent
 from controlplane.slot_map import SlotMap
 from tests.controlplane.fake_nf import FakeNf, FakeNfServer
 from tests.support.procs import free_port

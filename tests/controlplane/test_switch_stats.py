@@ -15,7 +15,7 @@ from controlplane import switch_stats
 from controlplane.cli import drops_line, status_table
 from controlplane.config import parse_config
 from controlplane.controller import Controller
-from controlplane.nf_registry import NfLoad, nf_losses
+from controlplane.nf_state import NfLoad, nf_losses
 from controlplane.p4names import P4NameError
 from controlplane.switch_stats import PORT_REASONS, port_losses, total_lost
 from p4sim.io.ports import PortStats

@@ -25,7 +25,7 @@ from controlplane.controller import Controller
 from controlplane.failover import FailoverResult
 from controlplane.live_feed import LiveFeed, protection, slot_map, snapshot
 from controlplane.migration import MoveResult
-from controlplane.nf_registry import NfEvent
+from controlplane.nf_state import NfEvent
 from controlplane.timeline import Timeline
 from controlplane.web_view import FEED_KEY
 from tests.controlplane.test_northbound import make_controller
