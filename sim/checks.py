@@ -17,15 +17,39 @@ a switch that restarts (its input or its output), named packet by packet (`Switc
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from contract.roles import SlotRole
+from controlplane.controller import Controller
 from nf_host.harness import read_checker
-from sim.switch import Delivered
+from nf_host.worker import Worker
+from sim.switch import Delivered, SwitchModel
 
-if TYPE_CHECKING:
-    from sim.system import Outcome, System
+
+class CheckedNf(Protocol):
+    """What the checks read of a simulated NF."""
+
+    @property
+    def worker(self) -> Worker | None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+
+class CheckedRun(Protocol):
+    """What the checks read of a finished run (`sim.system.System`)."""
+
+    @property
+    def nfs(self) -> Mapping[int, CheckedNf]: ...
+
+    @property
+    def switch(self) -> SwitchModel: ...
+
+    @property
+    def sent(self) -> Mapping[int, int]: ...
+
+    def controllers(self) -> list[Controller]: ...
 
 MAX_PROBLEMS = 12
 
@@ -40,7 +64,7 @@ def last_delivered(edge: Iterable[Delivered]) -> dict[int, int]:
     return last
 
 
-def check_delivery(edge: Iterable[Delivered], sent: dict[int, int],
+def check_delivery(edge: Iterable[Delivered], sent: Mapping[int, int],
                    excused: Iterable[tuple[int, int]] = ()) -> list[str]:
     """P1-P3 and P6 on what reached the edge (see the module docstring). `excused`: (flow,
     packet) lost inside a restarting switch, each with its evidence (`SwitchModel.restart_lost`): such a
@@ -82,7 +106,7 @@ def check_delivery(edge: Iterable[Delivered], sent: dict[int, int],
     return problems
 
 
-def check_owners(system: System) -> list[str]:
+def check_owners(system: CheckedRun) -> list[str]:
     """Each slot's owner on the switch holds it as primary, and no other NF holds it."""
     problems: list[str] = []
     holders: dict[int, list[tuple[int, str]]] = {}
@@ -103,14 +127,11 @@ def check_owners(system: System) -> list[str]:
     return problems
 
 
-def check(system: System, outcome: Outcome) -> None:
-    """Every check of the module docstring, into `outcome.problems` (at most MAX_PROBLEMS)."""
+def check(system: CheckedRun) -> list[str]:
+    """Every check of the module docstring: the problems found (at most MAX_PROBLEMS)."""
     found = check_delivery(system.switch.edge, system.sent, system.switch.restart_lost) \
         + check_owners(system)
     violations = sum(c.state.violations.count for c in system.controllers())
     if violations:  # (each one logged: controlplane/cluster_state.py)
         found.append(f"{violations} cluster state violations")
-    outcome.delivered = len(system.switch.edge)
-    outcome.failovers = sum(len(c.failovers) for c in system.controllers())
-    outcome.problems += found
-    del outcome.problems[MAX_PROBLEMS:]
+    return found[:MAX_PROBLEMS]

@@ -27,7 +27,7 @@ from controlplane.migration import MoveError
 from nf_host import replication
 from nf_host.harness import checker_frame
 from sim import network
-from sim.checks import check, last_delivered
+from sim.checks import MAX_PROBLEMS, check, last_delivered
 from sim.controllers import SimController
 from sim.etcd import SimEtcd
 from sim.loop import run
@@ -493,7 +493,10 @@ def run_seed(seed: int, sc: Scenario | None = None) -> Outcome:
         outcome.problems.append(f"the run raised {type(exc).__name__}: {exc}")
     finally:
         replication.TRANSPORT = saved
-    check(system, outcome)
+    outcome.delivered = len(system.switch.edge)
+    outcome.failovers = sum(len(c.failovers) for c in system.controllers())
+    outcome.problems += check(system)
+    del outcome.problems[MAX_PROBLEMS:]
     return outcome
 
 
