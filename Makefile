@@ -62,7 +62,7 @@ unit: setup ## only the fast in-process tests
 lint: setup ## ruff and mypy (strict) over the project, shellcheck over the scripts
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m tools.import_cycles p4sim topo
+	$(PY) -m tools.import_cycles --type-checking
 	shellcheck .ci/run
 
 import-cycles: setup ## import circles between all the repository's modules, function-level imports counted (IMPORT_CYCLES_ARGS="--type-checking")

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from p4sim.frontend import ast as A
 from p4sim.frontend import types as T
@@ -23,8 +23,17 @@ from p4sim.frontend.diagnostics import Loc
 from p4sim.frontend.symbols import Scope
 from p4sim.frontend.typecheck import ExprChecker, err, optional, required_count
 
-if TYPE_CHECKING:
-    from p4sim.frontend.checker import Checker
+
+class BodyChecker(Protocol):
+    """What checking an initializer needs of the program's checker (`checker.Checker`): type
+    resolution and the checking of a function body."""
+
+    glob: Scope
+
+    def resolve(self, t: A.TypeRef, scope: Scope,
+                tvars: dict[str, T.Type] | None = None) -> T.Type: ...
+
+    def function(self, d: A.FunctionDecl, scope: Scope, declare: bool = True) -> None: ...
 
 
 def check_package_args(ck: ExprChecker, pkg: T.Block, args: list[A.Expr], loc: Loc) -> None:
@@ -93,7 +102,7 @@ def _match_block(ck: ExprChecker, proto: T.Block, block: A.ParserDecl | A.Contro
                                 f"{theirs.name} has type {want}")
 
 
-def check_initializer(ck: Checker, d: A.Instantiation, ty: T.Extern, scope: Scope) -> None:
+def check_initializer(ck: BodyChecker, d: A.Instantiation, ty: T.Extern, scope: Scope) -> None:
     """An extern instance's abstract methods: all implemented, with the declared signature."""
     decl = ty.decl
     abstract = {m.name: m for m in decl.methods if m.abstract}
@@ -116,7 +125,7 @@ def check_initializer(ck: Checker, d: A.Instantiation, ty: T.Extern, scope: Scop
                          f"{', '.join(missing)}")
 
 
-def _match_method(ck: Checker, want: A.FunctionProto, have: A.FunctionProto, tv: dict[str, T.Type],
+def _match_method(ck: BodyChecker, want: A.FunctionProto, have: A.FunctionProto, tv: dict[str, T.Type],
                   scope: Scope, what: str) -> None:
     if have.type_params:
         raise err(have.loc, f"{what}: an abstract method implementation cannot be generic")
