@@ -49,8 +49,8 @@ class Controller(NfLifecycle):
         tasks = [
             asyncio.create_task(self.session.run(), name="switch"),
             asyncio.create_task(self.configure_nfs(), name="configure"),
-            asyncio.create_task(self.registry.heartbeat_loop(), name="heartbeats"),
-            asyncio.create_task(self.registry.watch_loop(), name="watch"),
+            asyncio.create_task(self.registry.detector.heartbeat_loop(), name="heartbeats"),
+            asyncio.create_task(self.registry.detector.watch_loop(), name="watch"),
             asyncio.create_task(self.registry.load_loop(self.load_interval), name="load"),
             asyncio.create_task(self._counter_loop(), name="counters"),
         ]

@@ -185,7 +185,7 @@ async def fail_over(ctl: FailoverHost, dead: int, since: float = 0.0,
     slots = ctl.slot_map.slots_of(dead)
     promoted = ctl.state.pairs.get(dead)
     if promoted is not None and ctl.registry.nfs[promoted].declared_down \
-            and await ctl.registry.probe_hang(promoted, ctl.confirm_timeout):
+            and await ctl.registry.detector.probe_hang(promoted, ctl.confirm_timeout):
         # the backup was only suspected (heartbeats missed on a loaded machine) and answers:
         # it holds the state, so it takes over (refusing would leave the slots without owner)
         LOG.warning("NF %d, backup of dead NF %d, missed heartbeats but answers: promoted", promoted,

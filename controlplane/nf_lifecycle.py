@@ -114,7 +114,7 @@ class NfLifecycle(ControllerCore):
         silent = time.time() - since if since else 0.0
         deadline = max(self.confirm_timeout_of(nf_id) - silent,
                        self.cfg.heartbeat.timeout_ms / 1000)
-        if await self.registry.probe_hang(nf_id, deadline):
+        if await self.registry.detector.probe_hang(nf_id, deadline):
             LOG.warning("NF %d missed heartbeats but answers: not failed over", nf_id)
             return False
         state = self.registry.nfs[nf_id]

@@ -1,13 +1,14 @@
-"""The NF registry: one NfControl gRPC client per NF instance, heartbeats and load collection.
+"""The NF registry: one NfControl gRPC client per NF instance, its records and load collection.
 
 It owns the controller's view of every NF (configured role, liveness, last load report) and talks
 to the NF runtimes through `contract/proto/nf_control.proto`:
 
 * `configure()` pushes role, backup, cluster peers and the slots each NF owns or backs up;
-* `heartbeat_loop()` sends a `Heartbeat` to every NF each `heartbeat.interval_ms`; after
-  `heartbeat.misses` misses in a row it emits `NfEvent("down")` (once), and `NfEvent("up")` when the
-  NF answers again; an uptime that went backwards without a failure is `NfEvent("restarted")`. The failure detection unit and fail-over subscribe to these events;
-* `load_loop()` polls `Status` and keeps each NF's last `NfLoad` for the load balancer and the API.
+* its `detector` (`controlplane/failure_detector.py`) sends the heartbeats, watches each NF's
+  control connection and confirms suspicions; the registry passes its `NfEvent`s ("down", "up",
+  "restarted") to its listeners (the controller's failure handling) and its `events` queue;
+* `load_loop()` polls `Status` and keeps each NF's last `NfLoad` for the load balancer and the API
+  (a status that reports a self-takeover declares the primary it took over from down).
 
 Cluster names from the configuration are sent as 1-based indexes (the proto's `cluster` is a number).
 """
@@ -19,7 +20,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -27,9 +27,9 @@ import grpc
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
 from contract.roles import NfRole
-from controlplane.config import ControllerConfig, split_hostport
-from controlplane.liveness import UdpHeartbeats
-from controlplane.nf_state import NfEvent, NfLoad, NfState
+from controlplane.config import ControllerConfig
+from controlplane.failure_detector import FailureDetector
+from controlplane.nf_state import Conn, NfEvent, NfLoad, NfState
 from controlplane.slot_map import SlotMap
 from controlplane.slot_store import MoveIntent
 from nf_host.pki import SECRET, derive_heartbeat_key, nf_name
@@ -73,13 +73,6 @@ UNANSWERED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
 EventListener = Callable[[NfEvent], Awaitable[None] | None]
 
 
-@dataclass
-class _Conn:
-    channel: Any
-    stub: Any
-    counter: int = 0
-
-
 class NfRegistry:
     """Every NF of the configuration, its gRPC client and its last known state."""
 
@@ -87,21 +80,14 @@ class NfRegistry:
         self.cfg = cfg
         self.clusters = cfg.cluster_numbers()
         self.nfs: dict[int, NfState] = {nf.id: NfState(nf, nf.role) for nf in cfg.nfs}
-        self._conns: dict[int, _Conn] = {}
+        self._conns: dict[int, Conn] = {}
         self._listeners: list[EventListener] = []
         self.events: asyncio.Queue[NfEvent] = asyncio.Queue(maxsize=1024)
-        sec = cfg.security
-        # bound to the management address: `heartbeat.bind`, or the one that routes to the NFs
-        first_host = split_hostport(cfg.nfs[0].replication_address())[0]
-        self.udp = (UdpHeartbeats(self._heartbeat_key if sec.tls else None,
-                                  bind=cfg.heartbeat.bind, towards=first_host)
-                    if cfg.heartbeat.transport == "udp" else None)
         self._hb_keys: dict[int, bytes] = {}
         self._credentials: grpc.ChannelCredentials | None = None
-        self.inconclusive_rounds = 0  # heartbeat rounds most NFs missed: not counted as misses
-        # ...for this long at most (a stall is short; many NFs hung at once are not)
-        self.stall_limit = 1.0
-        self._last_conclusive = time.monotonic()
+        # heartbeats, probes and the death watch (controlplane/failure_detector.py)
+        self.detector = FailureDetector(
+            self, self._heartbeat_key if cfg.security.tls else None)
         # NFs left out of a cluster view sent while they were thought down (nf -> cluster):
         # when they answer again, their cluster gets its views again
         self.left_out: dict[int, str] = {}
@@ -126,17 +112,16 @@ class NfRegistry:
         return grpc.aio.secure_channel(address, self._credentials,
                                        options=TLS_CHANNEL_OPTIONS + channel_options(nf_name(nf_id)))
 
-    def _conn(self, nf_id: int) -> _Conn:
+    def conn(self, nf_id: int) -> Conn:
         conn = self._conns.get(nf_id)
         if conn is None:
             channel = self._channel(nf_id)
-            conn = _Conn(channel, pb_grpc.NfControlStub(channel))  # type: ignore[no-untyped-call]
+            conn = Conn(channel, pb_grpc.NfControlStub(channel))  # type: ignore[no-untyped-call]
             self._conns[nf_id] = conn
         return conn
 
     async def close(self) -> None:
-        if self.udp is not None:
-            self.udp.close()
+        self.detector.close()
         conns, self._conns = self._conns, {}
         for conn in conns.values():
             await conn.channel.close()
@@ -144,7 +129,7 @@ class NfRegistry:
     def add_listener(self, listener: EventListener) -> None:
         self._listeners.append(listener)
 
-    async def _emit(self, event: NfEvent) -> None:
+    async def emit(self, event: NfEvent) -> None:
         level = logging.WARNING if event.kind == "down" else logging.INFO
         LOG.log(level, "NF %d is %s (misses %d%s)", event.nf_id, event.kind, event.misses,
                 f", {event.reason}" if event.reason else "")
@@ -156,7 +141,7 @@ class NfRegistry:
                 await result
 
     async def _call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
-        conn, state = self._conn(nf_id), self.nfs[nf_id]
+        conn, state = self.conn(nf_id), self.nfs[nf_id]
         # An NF that answers heartbeats but whose channel is not READY (it just started, or its
         # connection was reset) is reconnecting, possibly in gRPC's back-off (up to
         # max_reconnect_backoff_ms): the call waits for the channel within its deadline instead
@@ -303,162 +288,6 @@ class NfRegistry:
 
         await asyncio.gather(*(one(i) for i in members))
 
-    # -- failure detection ------------------------------------------------------------------------
-    async def heartbeat(self, nf_id: int) -> bool:
-        """One heartbeat; updates the NF's state and emits an event on a liveness change."""
-        return await self._account(nf_id, *await self._send(nf_id))
-
-    async def _send(self, nf_id: int) -> tuple[int | None, float, float]:
-        """One heartbeat's (uptime or None, monotonic start, wall-clock send time)."""
-        conn = self._conn(nf_id)
-        conn.counter += 1
-        counter = conn.counter  # a concurrent probe may advance conn.counter
-        start, sent_at = time.monotonic(), time.time()
-        return await self._beat(nf_id, counter, self.cfg.heartbeat.timeout_ms / 1000), start, sent_at
-
-    async def _account(self, nf_id: int, uptime: int | None, start: float, sent_at: float,
-                       count_miss: bool = True) -> bool:
-        """Take one heartbeat's outcome into the NF's state; a miss counts only if `count_miss`."""
-        state = self.nfs[nf_id]
-        if uptime is not None:
-            restarted = state.uptime_ms is not None and uptime < state.uptime_ms
-            state.uptime_ms = uptime
-            state.answered_at = max(state.answered_at, sent_at)
-            state.heartbeats += 1
-            state.misses = 0
-            state.suspected_at = None
-            state.last_seen = time.monotonic()
-            state.rtt_ms = (state.last_seen - start) * 1000
-            state.alive = True
-            if state.declared_down:
-                state.declared_down = False
-                await self._emit(NfEvent("up", nf_id, restarted=restarted))
-            elif restarted:  # back before it was missed: it lost its configuration all the same
-                await self._emit(NfEvent("restarted", nf_id))
-            return True
-        if not count_miss:
-            return False
-        state.misses += 1
-        if state.suspected_at is None:
-            state.suspected_at = sent_at
-        if state.misses >= self.cfg.heartbeat.misses and not state.declared_down:
-            state.declared_down = True
-            state.alive = False
-            await self._emit(NfEvent("down", nf_id, state.misses, since=state.suspected_at))
-        return False
-
-    async def _beat(self, nf_id: int, counter: int, timeout: float) -> int | None:
-        """One heartbeat over the configured transport: the NF's uptime (ms), None if missed."""
-        if self.udp is not None:
-            host, port = split_hostport(self.nfs[nf_id].cfg.replication_address())
-            load = self.nfs[nf_id].load
-            return await self.udp.ping(nf_id, host, port, load.workers if load else 1, counter,
-                                       timeout)
-        try:
-            reply = await self._conn(nf_id).stub.Heartbeat(pb.HeartbeatRequest(counter=counter),
-                                                           timeout=timeout)
-        except grpc.aio.AioRpcError:
-            return None
-        if reply.counter != counter or reply.nf_id not in (0, nf_id):
-            return None
-        return int(reply.uptime_ms)
-
-    async def probe(self, nf_id: int, timeout: float) -> bool:
-        """One extra heartbeat with a longer deadline, changing no state: is the NF really gone?
-        (A crashed NF refuses the connection at once; a slow one answers.)"""
-        conn = self._conn(nf_id)
-        conn.counter += 1
-        counter = conn.counter  # heartbeats may run meanwhile and advance conn.counter
-        try:
-            reply = await conn.stub.Heartbeat(pb.HeartbeatRequest(counter=counter), timeout=timeout)
-        except grpc.aio.AioRpcError:
-            return False
-        return bool(reply.counter == counter)
-
-    async def probe_hang(self, nf_id: int, timeout: float) -> bool:
-        """The probe that confirms missed heartbeats: does the NF answer within `timeout`? Over
-        UDP (when heartbeats use it) the datagram is sent three times within the deadline: a
-        slow NF answers one of them, a stopped one none. (A closed control connection is
-        confirmed by `probe`, whose refused connection is immediate.)"""
-        if self.udp is None:
-            return await self.probe(nf_id, timeout)
-        conn = self._conn(nf_id)
-        conn.counter += 1
-        host, port = split_hostport(self.nfs[nf_id].cfg.replication_address())
-        load = self.nfs[nf_id].load
-        return await self.udp.ping(nf_id, host, port, load.workers if load else 1, conn.counter,
-                                   timeout, sends=3) is not None
-
-    async def heartbeat_round(self, nf_ids: Iterable[int] | None = None) -> dict[int, bool]:
-        """One heartbeat to each NF (all by default). A round that fewer than half of the NFs
-        answered says more about this controller or the machine (a stall of its event loop, of
-        the whole host) than about each NF: its misses are not counted, for `stall_limit`
-        seconds at most (then many NFs really are silent). An NF that really hangs misses while
-        the others answer."""
-        ids = list(self.nfs if nf_ids is None else nf_ids)
-        sent = await asyncio.gather(*(self._send(i) for i in ids))
-        answered = sum(1 for uptime, _, _ in sent if uptime is not None)
-        now = time.monotonic()
-        majority = 2 * answered >= len(ids)
-        if majority:
-            self._last_conclusive = now
-        conclusive = majority or now - self._last_conclusive > self.stall_limit
-        if not conclusive:
-            self.inconclusive_rounds += 1
-        results = [await self._account(i, *one, count_miss=conclusive)
-                   for i, one in zip(ids, sent, strict=True)]
-        return dict(zip(ids, results, strict=True))
-
-    async def heartbeat_loop(self) -> None:
-        """Heartbeat every NF each interval, forever (cancel to stop)."""
-        interval = self.cfg.heartbeat.interval_ms / 1000
-        while True:
-            started = time.monotonic()
-            await self.heartbeat_round()
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
-
-    async def watch(self, nf_id: int) -> None:
-        """Suspect an NF as soon as its control connection drops (a crashed process closes its
-        sockets: the channel leaves READY at once), confirm with one probe, and declare it down.
-        Heartbeats still catch an NF that hangs or is cut off and closes nothing."""
-        channel = self._conn(nf_id).channel
-        state = channel.get_state(try_to_connect=True)
-        while True:
-            await channel.wait_for_state_change(state)
-            new = channel.get_state(try_to_connect=False)
-            if state == grpc.ChannelConnectivity.READY and new != state:
-                await self.suspect(nf_id, f"control connection {new.name.lower()}")
-            state = new
-
-    async def suspect(self, nf_id: int, reason: str) -> bool:
-        """Confirm a suspicion with one probe; declare the NF down if it fails. True if down."""
-        nf = self.nfs[nf_id]
-        if nf.declared_down:
-            return True
-        since = time.time()
-        if await self.probe(nf_id, self.cfg.heartbeat.confirm_timeout_ms / 1000):
-            return False
-        if not nf.declared_down:  # (else the heartbeats declared it meanwhile)
-            await self._declare_down(nf_id, reason, since)
-        return True
-
-    async def _declare_down(self, nf_id: int, reason: str, since: float) -> None:
-        """Declare `nf_id` down on evidence that needs no further probe (its connection closed
-        and the probe was refused; its backup took over its slots)."""
-        nf = self.nfs[nf_id]
-        nf.declared_down, nf.alive = True, False
-        await self._emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason,
-                                 since=since))
-
-    async def watch_loop(self) -> None:
-        """`watch` every NF until cancelled."""
-        tasks = [asyncio.create_task(self.watch(i), name=f"watch-{i}") for i in self.nfs]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
-
     # -- load -------------------------------------------------------------------------------------
     async def poll_load(self, nf_id: int) -> NfLoad | None:
         try:
@@ -491,7 +320,7 @@ class NfRegistry:
             # more, docs/protocols.md §4.3)
             state = self.nfs.get(gone)
             if state is not None and not state.declared_down:
-                await self._declare_down(
+                await self.detector.declare_down(
                     gone, f"NF {nf_id} took over its slots (its replication link closed)",
                     time.time())
         return load
@@ -507,15 +336,16 @@ class NfRegistry:
             await asyncio.sleep(interval)
 
     def summaries(self) -> list[dict[str, Any]]:
-        rejected = self.udp.rejected_by_nf if self.udp is not None else {}
+        udp = self.detector.udp
+        rejected = udp.rejected_by_nf if udp is not None else {}
         return [{**self.nfs[i].summary(), "heartbeats_rejected": rejected.get(i, 0)}
                 for i in sorted(self.nfs)]
 
     def security(self) -> dict[str, Any]:
         """What /status shows of the management plane's security (docs/security.md)."""
-        sec = self.cfg.security
-        return {"tls": sec.tls, "heartbeats_authenticated": sec.tls and self.udp is not None,
-                "heartbeats_rejected": self.udp.rejected if self.udp is not None else 0}
+        sec, udp = self.cfg.security, self.detector.udp
+        return {"tls": sec.tls, "heartbeats_authenticated": sec.tls and udp is not None,
+                "heartbeats_rejected": udp.rejected if udp is not None else 0}
 
 
 def _slot_epochs(slot_map: SlotMap, slots: Iterable[int],

@@ -1,6 +1,6 @@
 """What the controller knows of each NF: its last load report (`NfLoad`, from `Status`), its
-liveness and configured role (`NfState`, kept by `controlplane/nf_registry.py`), the liveness
-changes the failure detection acts on (`NfEvent`), and where an NF's drops happened
+liveness and configured role (`NfState`, kept by `controlplane/nf_registry.py`), its connection (`Conn`), the
+liveness changes the failure detection acts on (`NfEvent`), and where an NF's drops happened
 (`nf_losses`)."""
 
 from __future__ import annotations
@@ -106,3 +106,12 @@ def nf_losses(load: NfLoad) -> dict[str, int]:
     parts |= {"nf_errors": load.nf_errors, "store_errors": load.global_store_errors,
               "other": max(0, other)}
     return {k: v for k, v in parts.items() if v}
+
+
+@dataclass
+class Conn:
+    """The controller's gRPC connection to one NF's control API, and its heartbeat counter."""
+
+    channel: Any
+    stub: Any
+    counter: int = 0

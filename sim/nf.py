@@ -19,6 +19,7 @@ from typing import Any
 
 from contract.proto import nf_control_pb2 as pb
 from controlplane.config import ControllerConfig
+from controlplane.failure_detector import FailureDetector
 from controlplane.nf_registry import NfControlError, NfRegistry
 from nf_host.global_state import MemoryStore
 from nf_host.nfs import make_nf
@@ -161,6 +162,7 @@ class SimRegistry(NfRegistry):
         # (the connection breaks: UNAVAILABLE at once) or "silent" (a partition: the deadline)
         self.lose_reply = lose_reply
         self.calls: list[tuple[float, int, str, str]] = []  # (time, nf, call, outcome)
+        self.detector = SimDetector(self)
 
     async def _call(self, nf_id: int, name: str, request: Any, timeout: float = 2.0) -> Any:
         loop = asyncio.get_running_loop()
@@ -230,40 +232,6 @@ class SimRegistry(NfRegistry):
         self.calls.append((loop.time(), nf_id, name, "ok"))
         return reply
 
-    def _answers(self, nf_id: int) -> bool:
-        return (self.net.reachable(self.node, self.sim_nfs[nf_id].name)
-                and self.net.nodes[self.node].alive)
-
-    async def _beat(self, nf_id: int, counter: int, timeout: float) -> int | None:
-        return await self._ping(nf_id, timeout)
-
-    async def _ping(self, nf_id: int, timeout: float) -> int | None:
-        rtt = 2 * self.net.delay()
-        if rtt < timeout and self._answers(nf_id):
-            await asyncio.sleep(rtt)
-            nf = self.sim_nfs[nf_id]
-            up = asyncio.get_running_loop().time() - nf.started_at
-            return int(up * 1000) if self._answers(nf_id) else None
-        await asyncio.sleep(timeout)
-        return None
-
-    async def probe(self, nf_id: int, timeout: float) -> bool:
-        if not self.sim_nfs[nf_id].alive:  # a dead process refuses at once
-            await asyncio.sleep(self.net.delay())
-            return False
-        return await self._ping(nf_id, timeout) is not None
-
-    async def probe_hang(self, nf_id: int, timeout: float) -> bool:
-        return await self.probe(nf_id, timeout)
-
-    async def watch(self, nf_id: int) -> None:
-        """A crash closes the control connection: suspected as soon as the node dies."""
-        nf = self.sim_nfs[nf_id]
-        while True:
-            await nf.changed().wait()
-            if not nf.alive:
-                await self.suspect(nf_id, "control connection closed")
-
     async def close(self) -> None:
         return None
 
@@ -276,3 +244,47 @@ def to_error_reply(name: str, error: str) -> Any:
     if name == "CancelAdopt":
         return pb.CancelAdoptReply(ok=False, error=error)
     return pb.Result(ok=False, error=error)
+
+
+class SimDetector(FailureDetector):
+    """The real failure detector over the simulated network: a heartbeat or probe is answered
+    by an NF whose node is alive and reachable from the controller's, after a round trip; the
+    death watch sees the NF's process end."""
+
+    def __init__(self, reg: SimRegistry) -> None:
+        super().__init__(reg)
+        self.sim = reg
+
+    def _answers(self, nf_id: int) -> bool:
+        return (self.sim.net.reachable(self.sim.node, self.sim.sim_nfs[nf_id].name)
+                and self.sim.net.nodes[self.sim.node].alive)
+
+    async def _beat(self, nf_id: int, counter: int, timeout: float) -> int | None:
+        return await self._ping(nf_id, timeout)
+
+    async def _ping(self, nf_id: int, timeout: float) -> int | None:
+        rtt = 2 * self.sim.net.delay()
+        if rtt < timeout and self._answers(nf_id):
+            await asyncio.sleep(rtt)
+            nf = self.sim.sim_nfs[nf_id]
+            up = asyncio.get_running_loop().time() - nf.started_at
+            return int(up * 1000) if self._answers(nf_id) else None
+        await asyncio.sleep(timeout)
+        return None
+
+    async def probe(self, nf_id: int, timeout: float) -> bool:
+        if not self.sim.sim_nfs[nf_id].alive:  # a dead process refuses at once
+            await asyncio.sleep(self.sim.net.delay())
+            return False
+        return await self._ping(nf_id, timeout) is not None
+
+    async def probe_hang(self, nf_id: int, timeout: float) -> bool:
+        return await self.probe(nf_id, timeout)
+
+    async def watch(self, nf_id: int) -> None:
+        """A crash closes the control connection: suspected as soon as the node dies."""
+        nf = self.sim.sim_nfs[nf_id]
+        while True:
+            await nf.changed().wait()
+            if not nf.alive:
+                await self.suspect(nf_id, "control connection closed")

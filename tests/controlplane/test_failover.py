@@ -23,7 +23,7 @@ pytestmark = pytest.mark.unit
 async def suspect_backup_3(c: Any) -> None:
     """Every NF answered once (the controller knows their uptimes); then backup 3 is suspected:
     it missed heartbeats, and no probe has been sent to it yet."""
-    await c.registry.heartbeat_round()
+    await c.registry.detector.heartbeat_round()
     c.registry.nfs[3].declared_down = True
 
 
@@ -32,12 +32,12 @@ async def kill_primary_1(c: Any, servers: Any) -> None:
     the test sets what the controller believes of it)."""
     await servers[1].stop()
     for _ in range(2):
-        await c.registry.heartbeat(1)
+        await c.registry.detector.heartbeat(1)
 
 
 async def answers_again(c: Any, nf: int) -> None:
     for _ in range(100):  # until the channel has (re)connected and the NF answers
-        if await c.registry.heartbeat(nf):
+        if await c.registry.detector.heartbeat(nf):
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"NF {nf} does not answer")
@@ -152,16 +152,16 @@ def test_a_false_alarm_is_not_followed_by_a_reconfiguration():
     slots, so nothing is sent to it (on a loaded machine, reconfiguring every NF that missed a
     few heartbeats fed the load that made them miss)."""
     async def body(c, fakes, servers):
-        await c.registry.heartbeat_round()
+        await c.registry.detector.heartbeat_round()
         c.confirm_timeout = 1.0
         fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the probe's
         for _ in range(2):
-            await c.registry.heartbeat(1)
+            await c.registry.detector.heartbeat(1)
         assert c.registry.nfs[1].declared_down
         await wait_until(lambda: not c.background_tasks())  # the probe answered: no fail-over
         fakes[1].slow = 0.0
         before = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
-        assert await c.registry.heartbeat(1)  # "up"
+        assert await c.registry.detector.heartbeat(1)  # "up"
         await wait_until(lambda: not c.background_tasks() and 1 in c.nfs_configured)
         after = [n for n, _ in fakes[1].calls if n not in ("Heartbeat", "Status")]
         assert after == before and not c.failovers and c.pairs[1] == 3
@@ -174,14 +174,14 @@ def test_an_nf_failed_over_while_it_answered_again_is_made_a_spare():
     fail-over was still under way: its "up" came first, so the end of the fail-over configures
     it as a spare (its runtime drops the slots its backup now owns): never two owners."""
     async def body(c, fakes, servers):
-        await c.registry.heartbeat_round()
+        await c.registry.detector.heartbeat_round()
         fakes[1].mute = True  # a stall long enough to miss the probe too
         fakes[3].promote_delay = 0.3
         for _ in range(2):
-            await c.registry.heartbeat(1)
+            await c.registry.detector.heartbeat(1)
         await wait_until(lambda: any(n == "Promote" for n, _ in fakes[3].calls))
         fakes[1].mute = False
-        assert await c.registry.heartbeat(1)  # "up" while the fail-over is under way
+        assert await c.registry.detector.heartbeat(1)  # "up" while the fail-over is under way
         await wait_until(lambda: bool(c.failovers) and not c.background_tasks())
         assert c.failovers[0].ok and c.failovers[0].promoted == 3
         assert fakes[1].role == pb.IDLE and 1 not in c.pairs  # (IDLE: the runtime drops its slots)
@@ -200,7 +200,7 @@ def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadlin
             deadlines.append(timeout)
             return True  # it answers: a false alarm
 
-        c.registry.probe_hang = probe_hang
+        c.registry.detector.probe_hang = probe_hang
         c.confirm_timeout = 1.0
         c.registry.nfs[1].declared_down = True
         assert not await c._really_down(1, since=time.time() - 0.4)
@@ -220,7 +220,7 @@ def test_an_nf_that_answered_since_it_was_suspected_is_not_failed_over():
         async def silent(nf: int, timeout: float) -> bool:
             return False  # the probe gets no answer (the NF is in its second run of misses)
 
-        c.registry.probe_hang = silent
+        c.registry.detector.probe_hang = silent
         since = time.time() - 0.2
         c.registry.nfs[1].declared_down = True
         c.registry.nfs[1].answered_at = since + 0.05  # a heartbeat sent after `since` answered
@@ -236,10 +236,10 @@ def test_a_restarted_nf_that_answers_before_its_control_api_is_up_is_configured_
     "up" comes while configuring it still fails. It is tried again, so the victim of a fault
     rejoins the pool (seen as fault injection stalling: no primary had a backup any more)."""
     async def body(c, fakes, servers):
-        await c.registry.heartbeat_round()
+        await c.registry.detector.heartbeat_round()
         await servers[5].stop()  # the spare of c1 crashes...
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         assert c.registry.nfs[5].declared_down
         fakes[5].restart()  # ...and comes back, its control API refusing at first
         fakes[5].refuse_setrole = 3
@@ -258,12 +258,12 @@ def test_a_backup_is_not_replaced_behind_the_back_of_a_primary_that_does_not_ans
     its committed output stays logged at 4. The pair is left as it was (4 stays the NF a
     fail-over of 2 promotes) rather than naming a backup that holds nothing of 2's."""
     async def body(c, fakes, servers):
-        await c.registry.heartbeat_round()
+        await c.registry.detector.heartbeat_round()
         fakes[2].setbackup_delay = 5.0  # 2 hangs
         c.session.writes.clear()
         await servers[4].stop()
         for _ in range(3):
-            await c.registry.heartbeat(4)
+            await c.registry.detector.heartbeat(4)
         await wait_until(lambda: bool(c.failovers) and not c.background_tasks(), timeout=10)
         [fo] = c.failovers
         assert not fo.ok and fo.kind == "backup" and "SetBackup" in fo.error
@@ -282,7 +282,7 @@ def test_an_orphan_that_answers_again_itself_was_a_false_alarm_and_is_not_record
         fakes[3].mute = True
         fakes[1].mute = True  # 1 stalls: misses its heartbeats and the probe
         for _ in range(2):
-            await c.registry.heartbeat(1)
+            await c.registry.detector.heartbeat(1)
         await wait_until(lambda: c.orphans == {1} and not c.background_tasks(), timeout=10)
         assert c.status()["orphans"] == [1]
         fakes[1].mute = False
@@ -317,7 +317,7 @@ def test_a_new_backup_that_goes_down_while_the_fail_over_gives_it_is_replaced():
         await wait_until(lambda: fakes[3].promoted != [] or bool(fakes[5].assigned))
         fakes[5].mute = True
         for _ in range(3):
-            await c.registry.heartbeat(5)
+            await c.registry.detector.heartbeat(5)
         assert c.registry.nfs[5].declared_down
         await wait_until(lambda: any(f.kind == "backup" for f in c.failovers), timeout=10)
         fo, replaced = c.failovers[0], c.failovers[-1]
@@ -384,7 +384,7 @@ def test_an_nf_in_its_startup_grace_is_given_the_longer_confirm_deadline():
             deadlines.append(timeout)
             return True
 
-        c.registry.probe_hang = probe_hang
+        c.registry.detector.probe_hang = probe_hang
         c.registry.nfs[1].declared_down = True
         assert not await c._really_down(1, since=time.time() - 0.1)  # configured just now
         assert 0.85 <= deadlines[-1] <= 0.9
@@ -409,10 +409,10 @@ def test_a_worker_stall_right_after_start_up_is_not_taken_for_a_hang(grace_ms, f
     primary was failed over; in its grace it answers the probe and keeps its role."""
     async def body(c, fakes, servers):
         _grace(c, grace_ms)
-        await c.registry.heartbeat_round()  # every NF answered once
+        await c.registry.detector.heartbeat_round()  # every NF answered once
         fakes[1].slow = 0.3  # its heartbeats answer 300 ms late
         for _ in range(2):
-            await c.registry.heartbeat(1)
+            await c.registry.detector.heartbeat(1)
         assert c.registry.nfs[1].declared_down
         await wait_until(lambda: not c.background_tasks(), timeout=5)
         assert bool(c.failovers) is failed_over

@@ -66,9 +66,9 @@ def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> 
             "security": {"pki_dir": str(local_pki())},
         })
         reg = NfRegistry(cfg)
-        assert reg.udp is not None
-        await reg.udp.start()  # bound to the management address (loopback here), not every one
-        assert reg.udp.address is not None and reg.udp.address[0] == "127.0.0.1"
+        assert reg.detector.udp is not None
+        await reg.detector.udp.start()  # bound to the management address (loopback here), not every one
+        assert reg.detector.udp.address is not None and reg.detector.udp.address[0] == "127.0.0.1"
         key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (what NF 1 holds)
         events: list[NfEvent] = []
         reg.add_listener(events.append)
@@ -76,20 +76,20 @@ def test_the_registry_declares_a_silent_nf_down_then_up_and_sees_a_restart() -> 
         w0, _ = await liveness.serve("127.0.0.1", port, 1, 0, time.monotonic() - 60, key)
         w1, _ = await liveness.serve("127.0.0.1", port + 1, 1, 1, time.monotonic() - 60, key)
         try:
-            assert await reg.heartbeat(1) and (reg.nfs[1].uptime_ms or 0) >= 60_000
+            assert await reg.detector.heartbeat(1) and (reg.nfs[1].uptime_ms or 0) >= 60_000
             w1.close()  # worker 1 silent: the NF misses even though worker 0 answers
-            assert not await reg.heartbeat(1)
+            assert not await reg.detector.heartbeat(1)
             w0.close()
-            assert not await reg.heartbeat(1)
+            assert not await reg.detector.heartbeat(1)
             assert [e.kind for e in events] == ["down"] and reg.nfs[1].declared_down
             assert events[0].since > 0
-            assert not await reg.probe_hang(1, 0.1)
+            assert not await reg.detector.probe_hang(1, 0.1)
             # a new process: its workers have just started
             w0, _ = await liveness.serve("127.0.0.1", port, 1, 0, time.monotonic(), key)
             w1, _ = await liveness.serve("127.0.0.1", port + 1, 1, 1, time.monotonic(), key)
-            assert await reg.heartbeat(1)
+            assert await reg.detector.heartbeat(1)
             assert events[-1] == NfEvent("up", 1, restarted=True)
-            assert await reg.probe_hang(1, 1.0)
+            assert await reg.detector.probe_hang(1, 1.0)
         finally:
             w0.close()
             w1.close()

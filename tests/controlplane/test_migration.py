@@ -192,7 +192,7 @@ def test_a_dead_primary_fails_over_to_its_backup_with_a_new_backup_on_another_no
         c.session.writes.clear()
         await servers[1].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         [fo] = c.failovers
         assert fo.ok and (fo.dead, fo.promoted, fo.slots, fo.replayed) == (1, 3, len(slots_of_1), 7)
@@ -218,9 +218,9 @@ def test_a_crashed_primary_is_detected_by_its_closed_connection_without_heartbea
         c.cfg = c.cfg.model_copy(update={"heartbeat": c.cfg.heartbeat.model_copy(
             update={"interval_ms": 60_000, "confirm_timeout_ms": 50})})
         c.registry.cfg = c.cfg
-        watch = asyncio.create_task(c.registry.watch_loop())
+        watch = asyncio.create_task(c.registry.detector.watch_loop())
         try:
-            await c.registry.heartbeat_round()  # the channels are READY
+            await c.registry.detector.heartbeat_round()  # the channels are READY
             t0 = asyncio.get_running_loop().time()
             await servers[1].stop()
             await wait_until(lambda: bool(c.failovers))
@@ -238,8 +238,8 @@ def test_a_crashed_primary_is_detected_by_its_closed_connection_without_heartbea
 def test_a_live_primary_whose_connection_blips_is_not_failed_over():
     """A suspicion that the probe refutes (the NF answers) changes nothing."""
     async def body(c, fakes, servers):
-        await c.registry.heartbeat_round()
-        assert not await c.registry.suspect(1, "test")
+        await c.registry.detector.heartbeat_round()
+        assert not await c.registry.detector.suspect(1, "test")
         assert not c.registry.nfs[1].declared_down and not c.failovers
 
     asyncio.run(with_controller(body))
@@ -250,7 +250,7 @@ def test_an_nf_down_before_it_was_ever_configured_is_not_failed_over():
         before = c.slot_map.copy()
         await servers[1].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         assert c.registry.nfs[1].declared_down
         # the "down" event was handled synchronously: no fail-over task was spawned at all (a
         # wrongly spawned one would still be pending here, its probe not even started)
@@ -267,7 +267,7 @@ def test_a_slow_primary_that_misses_heartbeats_but_answers_the_probe_is_not_fail
         c.confirm_timeout = 1.0
         fakes[1].slow = 0.15  # later than the 50 ms heartbeat deadline, within the 1 s probe
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         assert c.registry.nfs[1].declared_down and 1 not in c.nfs_configured
         await wait_until(lambda: 1 in c.nfs_configured)  # the fail-over task gave up
         assert not c.failovers and c.slot_map == before and c.pairs[1] == 3
@@ -283,7 +283,7 @@ def test_a_restarted_controller_resumes_the_slots_and_pairs_a_fail_over_left(etc
         await c.migrate([slot], 6)
         await servers[1].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         again = make(c.cfg, True)
         try:
@@ -302,7 +302,7 @@ def test_a_dead_backup_is_replaced_so_its_primary_does_not_hold_output():
         before = c.slot_map.copy()
         await servers[4].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         [fo] = c.failovers
         assert fo.ok and fo.kind == "backup" and (fo.dead, fo.promoted, fo.new_backup) == (4, 2, 5)
@@ -318,7 +318,7 @@ def test_a_fail_over_with_no_possible_backup_says_so():
     async def body(c, fakes, servers):
         await servers[6].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         [fo] = c.failovers
         assert fo.ok and fo.promoted == 7 and fo.new_backup is None  # c2 has no other NF
@@ -375,7 +375,7 @@ def test_a_primary_left_without_a_backup_is_protected_when_a_spare_comes_back():
     async def body(c, fakes, servers):
         await servers[6].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         assert c.pairs[7] is None
         told: list[bool] = []  # per group write with 6 as the backup: was 7 told of 6 before it?
@@ -394,7 +394,7 @@ def test_a_primary_left_without_a_backup_is_protected_when_a_spare_comes_back():
         fakes[6].restart()
         await servers[6].start()
         for _ in range(100):  # until the channel has reconnected and 6 answers
-            if await c.registry.heartbeat(6):
+            if await c.registry.detector.heartbeat(6):
                 break
             await asyncio.sleep(0.02)
         await wait_until(lambda: c.pairs[7] == 6)
@@ -479,7 +479,7 @@ def test_a_primary_that_dies_while_being_reconfigured_after_a_false_alarm_is_fai
         c.state.nfs.unsettle(1)  # a reconfiguration after an "up" is under way
         await servers[1].stop()
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         [fo] = c.failovers
         assert fo.ok and (fo.dead, fo.promoted) == (1, 3)

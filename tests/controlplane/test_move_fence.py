@@ -64,7 +64,7 @@ def test_an_old_owner_that_died_after_the_adopter_started_is_failed_over_without
         assert c.slot_map.entry(slot) == SlotEntry(slot, 2, epoch + 1)
         rest = c.slot_map.slots_of(1)
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         [fo] = c.failovers
         assert fo.ok and fo.promoted == 3 and slot not in fakes[3].promoted
@@ -84,7 +84,7 @@ def test_a_move_undone_to_a_dying_owner_gives_its_promoted_backup_the_new_epoch(
         [res] = await c.migrate([slot], 2)
         assert res.undone and c.slot_map.entry(slot) == SlotEntry(slot, 1, epoch + 2)
         for _ in range(3):
-            await c.registry.heartbeat_round()
+            await c.registry.detector.heartbeat_round()
         await wait_until(lambda: bool(c.failovers))
         assert c.failovers[0].ok and slot in fakes[3].promoted
         await wait_until(lambda: fakes[3].slots.get(slot) == epoch + 2)

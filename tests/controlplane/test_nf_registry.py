@@ -74,9 +74,9 @@ def test_heartbeats_detect_failure_after_n_misses_and_recovery():
     async def body(registry, fakes, servers):
         events: list[NfEvent] = []
         registry.add_listener(events.append)
-        assert await registry.heartbeat_round() == {1: True, 2: True, 3: True, 4: True}
+        assert await registry.detector.heartbeat_round() == {1: True, 2: True, 3: True, 4: True}
         assert all(s.alive for s in registry.nfs.values())
-        loop = asyncio.create_task(registry.heartbeat_loop())
+        loop = asyncio.create_task(registry.detector.heartbeat_loop())
         try:
             await servers[2].stop()
             await wait_until(lambda: any(e.kind == "down" for e in events))
@@ -103,23 +103,23 @@ def test_a_round_most_nfs_miss_is_not_counted_against_them():
     async def body(registry, fakes, servers):
         events: list[NfEvent] = []
         registry.add_listener(events.append)
-        assert all((await registry.heartbeat_round()).values())
+        assert all((await registry.detector.heartbeat_round()).values())
         for nf in (1, 2, 3):
             fakes[nf].slow = 0.2  # three of four late: beyond the heartbeat deadline
         for _ in range(4):
-            assert sum((await registry.heartbeat_round()).values()) == 1
-        assert events == [] and registry.inconclusive_rounds == 4
+            assert sum((await registry.detector.heartbeat_round()).values()) == 1
+        assert events == [] and registry.detector.inconclusive_rounds == 4
         assert all(registry.nfs[nf].misses == 0 for nf in (1, 2, 3))
         fakes[1].slow = fakes[2].slow = 0.0  # now only 3 misses, while the others answer
         for _ in range(3):
-            await registry.heartbeat_round()
+            await registry.detector.heartbeat_round()
         assert events == [NfEvent("down", 3, 3)]
         # most NFs silent for longer than a stall lasts: then their misses count
         fakes[1].slow = fakes[2].slow = 0.2
-        assert sum((await registry.heartbeat_round()).values()) == 1  # not counted yet
-        registry._last_conclusive -= registry.stall_limit + 1  # (as if a second went by)
+        assert sum((await registry.detector.heartbeat_round()).values()) == 1  # not counted yet
+        registry.detector._last_conclusive -= registry.detector.stall_limit + 1  # (as if a second went by)
         for _ in range(3):
-            await registry.heartbeat_round()
+            await registry.detector.heartbeat_round()
         assert {e.nf_id for e in events if e.kind == "down"} == {1, 2, 3}
 
     asyncio.run(with_fakes(body))
@@ -146,13 +146,13 @@ def test_fast_restart_is_reported_from_the_uptime():
     async def body(registry, fakes, servers):
         events: list[NfEvent] = []
         registry.add_listener(events.append)
-        await registry.heartbeat_round()
-        await registry.heartbeat_round()
+        await registry.detector.heartbeat_round()
+        await registry.detector.heartbeat_round()
         assert events == []
         fakes[3].restart()
-        await registry.heartbeat_round()
+        await registry.detector.heartbeat_round()
         assert events == [NfEvent("restarted", 3)]
-        await registry.heartbeat_round()
+        await registry.detector.heartbeat_round()
         assert len(events) == 1
 
     asyncio.run(with_fakes(body))
@@ -183,7 +183,7 @@ def test_a_call_to_a_live_nf_whose_channel_reconnects_waits_for_it():
     deadline; an NF declared down is not waited for. (A live backup's replacement failed at
     start-up, its primary's channel still in back-off.)"""
     async def body(registry, fakes, servers):
-        assert (await registry.heartbeat_round())[1]
+        assert (await registry.detector.heartbeat_round())[1]
         await servers[1].stop()
         with pytest.raises(NfControlError):  # the channel fails, and backs off
             await registry.call(1, "SetBackup", pb.SetBackupRequest(backup_nf_id=3), timeout=1)

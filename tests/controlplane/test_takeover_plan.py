@@ -58,7 +58,7 @@ def test_the_fail_over_keeps_the_successor_the_backup_was_armed_with() -> None:
 
 def test_a_primary_whose_backup_took_over_is_failed_over_though_it_answers() -> None:
     async def body(c: Any, fakes: Any, servers: Any) -> None:
-        await c.registry.heartbeat_round()
+        await c.registry.detector.heartbeat_round()
         fakes[3].took_over_from = [1]
         await c.registry.poll_all()
         await wait_until(lambda: bool(c.failovers))
