@@ -44,10 +44,10 @@ from finsy.p4client import P4ClientError
 
 from contract.proto import nf_control_pb2 as pb
 from contract.roles import NfRole
-from controlplane.cluster_state import ClusterState, NfPhase
-from controlplane.config import ControllerConfig
+from controlplane.cluster_state import NfPhase
+from controlplane.cluster_view import ClusterView
 from controlplane.migration import NotPrimaryError
-from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import SlotMap
 
 LOG = logging.getLogger(__name__)
@@ -83,15 +83,8 @@ class FailoverResult:
         return asdict(self)
 
 
-class BackupChoiceView(Protocol):
+class BackupChoiceView(ClusterView, Protocol):
     """What choosing a backup reads: the configuration, the NFs' liveness, the cluster state."""
-
-    @property
-    def cfg(self) -> ControllerConfig: ...
-    @property
-    def registry(self) -> NfRegistry: ...
-    @property
-    def state(self) -> ClusterState: ...
 
 
 class FailoverHost(BackupChoiceView, Protocol):

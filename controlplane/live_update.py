@@ -25,25 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from contract.proto import nf_control_pb2 as pb
-from controlplane.cluster_state import ClusterState
-from controlplane.config import ControllerConfig
+from controlplane.cluster_view import ClusterView
 from controlplane.migration import MoveResult
-from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import SlotMap
 from controlplane.spare_pool import ScaleError
 
 LOG = logging.getLogger(__name__)
 
 
-class UpdateHost(Protocol):
+class UpdateHost(ClusterView, Protocol):
     """What a live update reads and runs on (`Controller` is one)."""
 
-    @property
-    def cfg(self) -> ControllerConfig: ...
-    @property
-    def registry(self) -> NfRegistry: ...
-    @property
-    def state(self) -> ClusterState: ...
     @property
     def slot_map(self) -> SlotMap: ...
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]: ...

@@ -37,9 +37,8 @@ from typing import Any, Protocol
 
 from contract.proto import nf_control_pb2 as pb
 from contract.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
-from controlplane.cluster_state import ClusterState
-from controlplane.config import ControllerConfig
-from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.cluster_view import ClusterView
+from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent
 
@@ -93,17 +92,11 @@ class _Session(Protocol):
     def is_primary(self) -> bool: ...
 
 
-class MoveHost(Protocol):
+class MoveHost(ClusterView, Protocol):
     """What a move reads and the building blocks it runs on (`ControllerCore` is one): the
     configuration, the NFs, the cluster state and slot map, the move journal, the fail-overs
     waiting (`urgent`) and the one atomic slot write."""
 
-    @property
-    def cfg(self) -> ControllerConfig: ...
-    @property
-    def registry(self) -> NfRegistry: ...
-    @property
-    def state(self) -> ClusterState: ...
     @property
     def slot_map(self) -> SlotMap: ...
     @property
