@@ -18,7 +18,6 @@ then the `handoff_conn` entries of each step. Neither table is among the control
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -28,7 +27,8 @@ from finsy import P4Schema
 from finsy.p4client import P4ClientError
 
 from prism.handoff_batcher import HandOffBatcher
-from prism.switch_entries import HandOffEntries, HandOffStep, HostPort
+from prism.handoff_http import handle_handoff
+from prism.switch_entries import HandOffEntries, HostPort
 
 LOG = logging.getLogger("controlplane.handoff_api")
 NOT_PRIMARY_WAIT_S = 5.0
@@ -71,23 +71,7 @@ class HandOffService:
         app.router.add_get("/handoff/status", self._status)
 
     async def _handoff(self, request: web.Request) -> web.Response:
-        if request.content_type != "application/json":
-            return web.json_response({"error": "a JSON body is required"}, status=415)
-        try:
-            body = await request.json()
-            steps = [HandOffStep.parse(s) for s in body["steps"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            return web.json_response({"error": str(exc)}, status=400)
-        try:
-            write_ms = await asyncio.wait_for(self.batcher.apply(steps), NOT_PRIMARY_WAIT_S
-                                              if not self.batcher.ready.is_set() else None)
-        except TimeoutError:
-            return web.json_response({"error": "not primary"}, status=503)
-        except ValueError as exc:  # an address that is no Prism host
-            return web.json_response({"error": str(exc)}, status=400)
-        except P4ClientError as exc:
-            return web.json_response({"error": str(exc)}, status=409)
-        return web.json_response({"write_ms": write_ms})
+        return await handle_handoff(request, self.batcher, NOT_PRIMARY_WAIT_S)
 
     async def _status(self, _: web.Request) -> web.Response:
         return web.json_response(self.batcher.status())

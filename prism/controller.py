@@ -27,10 +27,10 @@ from pathlib import Path
 
 from aiohttp import web
 from finsy import P4TableEntry, Switch, SwitchOptions
-from finsy.p4client import P4ClientError
 
 from prism.handoff_batcher import HandOffBatcher
-from prism.switch_entries import HandOffEntries, HandOffStep, HostPort, load_hosts
+from prism.handoff_http import handle_handoff
+from prism.switch_entries import HandOffEntries, HostPort, load_hosts
 
 LOG = logging.getLogger("prism.controller")
 
@@ -58,20 +58,7 @@ class HandOffController:
 
 def make_app(ctl: HandOffController) -> web.Application:
     async def handoff(request: web.Request) -> web.Response:
-        if request.content_type != "application/json":
-            return web.json_response({"error": "a JSON body is required"}, status=415)
-        try:
-            body = await request.json()
-            steps = [HandOffStep.parse(s) for s in body["steps"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            return web.json_response({"error": str(exc)}, status=400)
-        try:
-            write_ms = await ctl.batcher.apply(steps)
-        except ValueError as exc:  # an address that is no Prism host
-            return web.json_response({"error": str(exc)}, status=400)
-        except P4ClientError as exc:
-            return web.json_response({"error": str(exc)}, status=409)
-        return web.json_response({"write_ms": write_ms})
+        return await handle_handoff(request, ctl.batcher)
 
     async def status(_: web.Request) -> web.Response:
         return web.json_response(ctl.batcher.status())
