@@ -3,11 +3,13 @@ which one leads, and starting again those that stopped by themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from topo.http_api import api_status
+from topo.procs import wait_for
 
 
 @dataclass
@@ -39,3 +41,15 @@ class Controllers:
             self.procs[name] = self.start(name)
         self.revived += stopped
         return stopped
+
+    def settled_leader_api(self, default: str, timeout: float = 30.0) -> str:
+        """The API of the controller leading now, for the final counts: controllers that
+        stopped by themselves (a lease lost on a starved machine) are started again and one is
+        waited for, up to `timeout` s; `default` if none leads by then (its reads then fail,
+        naming the controller that does not answer)."""
+        if self.leader() is None:
+            for name in self.revive():
+                print(f"controller {name} had stopped (its lease lost): started again to lead")
+            with contextlib.suppress(TimeoutError):
+                wait_for(self.leader, timeout=timeout, interval=0.2, what="a leading controller")
+        return self.leader_api(default)

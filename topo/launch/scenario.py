@@ -146,7 +146,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         # may be longer than any), so it stops here and writes its report
         sink.terminate()
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
-        api = ctls.leader_api(api)  # after controller faults, the standby may lead
+        api = ctls.settled_leader_api(api)  # after controller faults, the standby may lead
         memory.stop()
         nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
