@@ -58,8 +58,11 @@ def config(slot_bits: int) -> ControllerConfig:
         "switch": {"slot_bits": slot_bits},
         "clusters": [{"name": "c1"}, {"name": "c2"}],
         "nfs": [nf(i) for i in sorted(ROLES)],
+        # (the start-up grace pinned: the seeds' paths do not follow the real machine's default,
+        # which is tuned to start-up stalls a simulated NF does not have)
         "heartbeat": {"interval_ms": 50, "misses": 3, "timeout_ms": 40,
-                      "confirm_timeout_ms": 200, "transport": "grpc"},
+                      "confirm_timeout_ms": 200, "transport": "grpc",
+                      "startup_grace_ms": 3000, "startup_confirm_timeout_ms": 1000},
         "etcd": {"leader_ttl_s": 1.0},
         "security": {"etcd_tls": False},  # (the in-memory etcd: sim/etcd.py)
     })
