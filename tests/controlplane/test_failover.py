@@ -202,6 +202,7 @@ def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadlin
 
         c.registry.detector.probe_hang = probe_hang
         c.confirm_timeout = 1.0
+        _grace(c, 0)  # (past its start-up grace: test_an_nf_in_its_startup_grace_... has that)
         c.registry.nfs[1].declared_down = True
         assert not await c._really_down(1, since=time.time() - 0.4)
         assert not await c._really_down(1, since=time.time() - 5.0)
