@@ -47,9 +47,11 @@ class Controllers:
         stopped by themselves (a lease lost on a starved machine) are started again and one is
         waited for, up to `timeout` s; `default` if none leads by then (its reads then fail,
         naming the controller that does not answer)."""
-        if self.leader() is None:
-            for name in self.revive():
-                print(f"controller {name} had stopped (its lease lost): started again to lead")
+        name = self.leader()
+        if name is None:
+            for stopped in self.revive():
+                print(f"controller {stopped} had stopped (its lease lost): started again to lead")
             with contextlib.suppress(TimeoutError):
-                wait_for(self.leader, timeout=timeout, interval=0.2, what="a leading controller")
-        return self.leader_api(default)
+                name = wait_for(self.leader, timeout=timeout, interval=0.2,
+                                what="a leading controller")
+        return self.apis[name] if name is not None else default
