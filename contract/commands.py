@@ -20,7 +20,7 @@ command, raising `ValueError` for an unknown name or a missing or mistyped argum
     cancel_adopt  CancelAdopt    slot, epoch, from_nf, from_address
     release       Release        slot, to_nf, to_address, same_cluster
     arm_takeover  ArmTakeover    primary, successor, address
-    promote       Promote        slots, dead, backup, address
+    promote       Promote        slots, dead, backup, address, epochs: {slot: epoch}
     update_nf     UpdateNf       params, dry_run  (run by the worker process: it builds the NF)
 """
 
@@ -118,6 +118,7 @@ class Promote:
     dead: int = 0
     backup: int = 0
     address: str = ""
+    epochs: dict[int, int] = field(default_factory=dict)  # the switch's epoch of listed slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,14 @@ def _slot_epoch(item: Any) -> tuple[int, int, int | None]:
             None if nxt is None else _int({"next_seq": nxt}, "next_seq"))
 
 
+def _epochs(args: Mapping[str, object]) -> dict[int, int]:
+    """A promotion's {slot: epoch} (absent: none given)."""
+    v = args.get("epochs") or {}
+    if not isinstance(v, Mapping):
+        raise ValueError(f"argument 'epochs' is not a mapping: {v!r}")
+    return {_int({"slot": s}, "slot"): _int({"epoch": e}, "epoch") for s, e in v.items()}
+
+
 def _role(args: Mapping[str, object]) -> Role:
     try:
         return Role(_int(args, "role"))
@@ -199,7 +208,8 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
     "arm_takeover": lambda a: ArmTakeover(_int(a, "primary"), _int(a, "successor"),
                                           _str(a, "address")),
     "promote": lambda a: Promote([_int({"slot": s}, "slot") for s in _list(a, "slots")],
-                                 _int(a, "dead", 0), _int(a, "backup", 0), _str(a, "address", "")),
+                                 _int(a, "dead", 0), _int(a, "backup", 0), _str(a, "address", ""),
+                                 _epochs(a)),
     "update_nf": lambda a: UpdateNf(dict(a.get("params") or {}),  # type: ignore[call-overload]
                                     bool(a.get("dry_run"))),
 }

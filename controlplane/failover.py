@@ -254,7 +254,9 @@ async def _take_over(ctl: FailoverHost, dead: int, promoted: int, backup: int | 
         mark("promoted")
         return reply
 
-    request = pb.PromoteRequest(slots=slots, dead_nf_id=dead)
+    # each slot's epoch: A' owns it at that epoch at least, even if its replica is gone or older
+    request = pb.PromoteRequest(slots=slots, dead_nf_id=dead,
+                                epochs=[ctl.slot_map.epoch(s) for s in slots])
     if backup is not None:
         request.backup_nf_id = backup
         request.backup_address = ctl.cfg.nf(backup).replication_address()

@@ -267,6 +267,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.PromoteReply:
             for s in request.slots:
                 _check16("slot", s)
+            if request.epochs and len(request.epochs) != len(request.slots):
+                raise BadRequest(f"{len(request.epochs)} epochs for {len(request.slots)} slots")
+            epochs = dict(zip(request.slots, request.epochs, strict=False))
             _check16("backup_nf_id", request.backup_nf_id)
             _check16("dead_nf_id", request.dead_nf_id)  # (found by tests/nf_host/test_fuzz_mgmt.py)
             if request.backup_nf_id == self.cfg.nf_id:
@@ -285,7 +288,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 # the backup is set in the same worker step as the promotion: no output of a
                 # promoted slot leaves before the new backup holds its state
                 res = self.pool.request(w, commands.Promote(
-                    mine, request.dead_nf_id, request.backup_nf_id, request.backup_address))
+                    mine, request.dead_nf_id, request.backup_nf_id, request.backup_address,
+                    {s: epochs[s] for s in mine if s in epochs}))
                 replayed += res["replayed"]
                 slots += res["slots"]
             if request.backup_nf_id:

@@ -420,6 +420,14 @@ class Ownership(FlowBounds):
                 done.append(slot)
                 continue
             rep = self.replicas.pop(slot, None) or Replica(slot)
+            told = self.promote_epochs.pop(slot, None)
+            if told is not None and older_owner((rep.epoch, 0), (told, 0)):
+                # the replica is older than the switch (or missing: epoch 0), e.g. dropped when a
+                # configuration made this NF a backup again before the controller's Promote came
+                # again; owned at the replica's epoch, the slot's deltas would be refused by the
+                # new backup, told the switch's epoch by AssignSlots, as a former owner's, and
+                # its output held for good (docs/protocols.md §4)
+                rep.epoch = told
             self.backed_up.discard(slot)
             rt = self.slots[slot] = self._new_slot(slot, rep.epoch, SlotRole.PRIMARY)
             buffered = self.inbuf.take_beyond(slot, rep.last_seq)

@@ -124,6 +124,7 @@ class Worker(Ownership):
         self.replicas.clear()
         self.backed_up.clear()
         self._to_promote.clear()
+        self.promote_epochs.clear()
         self.backup_next_seq.clear()
         self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
@@ -400,5 +401,7 @@ class Worker(Ownership):
                 log.warning("promotion for NF %d: %s", c.dead, how)
         if c.backup:  # in the same step: no output leaves unprotected
             self.set_backup(c.backup, c.address)
+        # (after the wait: raised before, a live primary's deltas would be refused as older)
+        self.promote_epochs.update(c.epochs)
         return await self.promote_soon(c.slots, c.dead)
 

@@ -129,6 +129,9 @@ class WorkerCore:
         self._tasks: set[asyncio.Task[Any]] = set()
         # idle slots a promotion has yet to reach (slot -> dead primary): a packet promotes one
         self._to_promote: dict[int, int] = {}
+        # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
+        # promoted slot owns at least that epoch (its replica may be gone, or older)
+        self.promote_epochs: dict[int, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
