@@ -40,7 +40,8 @@ def run(ctx: Context) -> Outcome:
     from topo.launch.hot import LOAD_BALANCER, skewed_ports
 
     out = Outcome(NAME)
-    rates = [50.0, 100.0] if ctx.quick else [25.0, 50.0, 100.0]
+    # quick: only the rate its check reads (each point brings up 18 NFs: ~50 s on 2 cores)
+    rates = [100.0] if ctx.quick else [25.0, 50.0, 100.0]
     seconds = 10.0 if ctx.quick else 30.0
     out.notes.append(
         f"3 clusters x 3 primaries with backups, batch 30. Generic NF with work_us={WORK_US:g}, "

@@ -1,5 +1,6 @@
-"""What every process `nf-host` starts (its workers, its heartbeat responder) does first: die
-with the `nf-host` parent (PR_SET_PDEATHSIG), leave Ctrl-C to it, and log under its own name;
+"""What every process `nf-host` starts (its workers, its heartbeat responder; forked) does first:
+die with the `nf-host` parent (PR_SET_PDEATHSIG), leave Ctrl-C to it, drop the parent's SIGTERM
+handler, and log under its own name;
 and what each of its processes does once started (`freeze_startup`)."""
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ def become_child(level: int | str, name: str) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=level, format=f"%(asctime)s {name} %(levelname)s %(message)s")
+    # forked (nf_host/worker_process.py): not the parent's SIGTERM handler, nor its log format
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    logging.basicConfig(level=level, format=f"%(asctime)s {name} %(levelname)s %(message)s",
+                        force=True)
 
 
 def freeze_startup(what: str) -> int:

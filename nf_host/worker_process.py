@@ -231,7 +231,13 @@ class WorkerPool:
 
     def __init__(self, cfg: NfHostConfig) -> None:
         self.cfg = cfg
-        ctx = mp.get_context("spawn")
+        # forked, not spawned: a spawned child imports again everything this process has (~1 s
+        # of CPU for a worker, ~0.3 s for the responder, ~10 s when 10 NFs start at once on 2
+        # cores, or one NF restarts under load). This runs before any thread or socket of this
+        # process exists (the control server and the pipe readers start after), each child
+        # resets what it must not inherit (`become_child`: signal handlers, logging), and each
+        # pipe end a child must not hold is created after it (`_start_worker`)
+        ctx = mp.get_context("fork")
         self.procs: list[BaseProcess] = []
         self.conns: list[Connection] = []
         self._ids = itertools.count(1)
@@ -244,17 +250,23 @@ class WorkerPool:
                        for _ in range(cfg.workers if responder else 0)]
         self.responder: BaseProcess | None = None
         self.responder_counts = ctx.RawArray("Q", 3)  # its answered, withheld, ignored
-        # each worker names its backup to the responder (its watch: nf_host/death_watch.py)
-        watch_pipes = [ctx.Pipe(duplex=False) for _ in range(cfg.workers if responder else 0)]
+        # each worker names its backup to the responder (its watch: nf_host/death_watch.py);
+        # each pipe is made just before its worker is forked, so no earlier worker holds its
+        # write end (the responder would never see it close)
+        watch_reads: list[Connection] = []
         for i in range(cfg.workers):
             parent, child = ctx.Pipe()
-            extra = (self.clocks[i], watch_pipes[i][1]) if responder else ()
+            extra: tuple[Any, ...] = ()
+            if responder:
+                read, write = ctx.Pipe(duplex=False)
+                watch_reads.append(read)
+                extra = (self.clocks[i], write)
             proc = ctx.Process(target=worker_main, args=(cfg, i, child, *extra),
                                name=f"nf{cfg.nf_id}-w{i}")
             proc.start()
             child.close()
-            if responder:
-                watch_pipes[i][1].close()
+            for end in extra[1:]:
+                end.close()
             self.procs.append(proc)
             self.conns.append(parent)
             self._send_locks.append(threading.Lock())
@@ -270,7 +282,7 @@ class WorkerPool:
         for t in self._readers:
             t.start()
         if responder:
-            self._start_responder(ctx, [r for r, _w in watch_pipes])
+            self._start_responder(ctx, watch_reads)
 
     def _start_responder(self, ctx: Any, backups: list[Connection]) -> None:
         """The heartbeat responder process (nf_host/liveness.py), once the workers run; it reads

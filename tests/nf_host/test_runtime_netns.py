@@ -386,10 +386,10 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
     a = lab.start(1, workers=2)
     hb = pb.HeartbeatRequest(counter=41)
     assert a.nf.stub.Heartbeat(hb, timeout=5).counter == 41
-    workers = [  # the worker processes (multiprocessing also starts a resource tracker, and
-        # nf-host the heartbeat responder, the spawned child at real-time priority)
+    workers = [  # the worker processes, forked and named `nf1.w<i>` (nf_host/child_process.py;
+        # the heartbeat responder, `nf1.hb`, is the child at real-time priority)
         p for p in psutil.Process(a.nf.proc.pid).children()
-        if "spawn_main" in " ".join(p.cmdline()) and os.sched_getscheduler(p.pid) != os.SCHED_FIFO
+        if p.name().startswith("nf1.w") and os.sched_getscheduler(p.pid) != os.SCHED_FIFO
     ]
     assert len(workers) == 2
     from contract import heartbeat

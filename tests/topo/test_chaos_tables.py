@@ -73,11 +73,15 @@ def test_growth_is_judged_from_the_warm_snapshot_and_shown_from_the_start() -> N
 
 
 def test_an_nf_hosts_children_are_named_by_their_process_name() -> None:
-    """Workers and heartbeat responders are started by multiprocessing (no `nf_host` on their
-    command line): their process name (nf_host/child_process.become_child) tells them apart."""
+    """Workers and heartbeat responders are forked by multiprocessing (their command line is the
+    nf-host's, or a spawned child's): their process name (nf_host/child_process.become_child)
+    tells them apart."""
     from topo.faults.memory import _name
 
     spawn = ["/venv/bin/python", "-c", "from multiprocessing.spawn import spawn_main"]
+    forked = ["/venv/bin/python", "-m", "nf_host", "run", "--nf-id", "3"]
+    assert _name(forked, "nf3.w1") == "nf-host 3 worker 1"
+    assert _name(forked, "nf3.hb") == "nf-host 3 responder"
     assert _name(spawn, "nf3.w1") == "nf-host 3 worker 1"
     assert _name(spawn, "nf12.hb") == "nf-host 12 responder"
     assert _name(["/venv/bin/python", "-m", "nf_host", "run", "--nf-id", "3"], "python") \
