@@ -35,6 +35,11 @@ release that merely takes long is usually answered; one that is not is decided b
 ADOPT_RPC_TIMEOUT = 2.0
 """The controller's deadline for `Adopt`, `CancelAdopt` and the backup's `AssignSlots`."""
 
+GIVE_BACK_WAIT = 1.0
+"""How long a dead adopter's backup waits for its link to the old owner before it gives up the
+copies it held of an adoption never started (counted in `cancelled`; docs/protocols.md §5, M14);
+the controller's `CancelAdopt` to it waits `ADOPT_RPC_TIMEOUT` beyond that."""
+
 SWITCH_QUEUE_BOUND = 2.0
 """Seconds an output frame an NF hands to its data socket may wait, at most, before it has been
 through the switch's ingress pipeline (its socket, the wire, the switch's receive queue for the

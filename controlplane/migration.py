@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from contract.proto import nf_control_pb2 as pb
-from contract.timing import ADOPT_RPC_TIMEOUT, RELEASE_RPC_TIMEOUT
+from contract.timing import ADOPT_RPC_TIMEOUT, GIVE_BACK_WAIT, RELEASE_RPC_TIMEOUT
 from controlplane.cluster_view import ClusterView
 from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
@@ -175,7 +175,7 @@ async def migrate_slot(ctl: MoveHost, slot: int, to_nf: int,
         if backup is not None:
             await reg.call(backup, "AssignSlots", pb.AssignSlotsRequest(
                 slots=[pb.SlotEpoch(slot=slot, epoch=intent.epoch)], as_backup=True,
-                primary_nf_id=to_nf), timeout=ADOPT_TIMEOUT)
+                primary_nf_id=to_nf, adoption=True), timeout=ADOPT_TIMEOUT)
     except NfControlError as exc:
         LOG.warning("move of slot %d to NF %d not started: %s", slot, to_nf, exc)
         # B may adopt in vain (its Adopt acted but the reply was lost, or its backup did not
@@ -226,7 +226,9 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
                 # a silent reply held the move lock, and every fail-over, for 19 s (seed 68)
                 reply = await reg.call_again(src, "Release", pb.ReleaseRequest(
                     slot=slot, to_nf_id=to_nf, to_address=cfg.nf(to_nf).replication_address(),
-                    same_cluster=not full), min(RELEASE_ATTEMPT, release_timeout),
+                    same_cluster=not full,
+                    adopter_backup_nf_id=ctl.state.pairs.get(to_nf) or 0),  # (M14)
+                    min(RELEASE_ATTEMPT, release_timeout),
                     release_timeout)
                 error = ""
                 break
@@ -246,6 +248,10 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
         return result(True, intent.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
                       flows_shipped=reply.flows_shipped, last_seq=reply.last_seq)
     decision = await fence(ctl, slot, to_nf, intent.epoch, src)
+    if decision == "forgotten":  # B restarted: its backup holds the copies (M14)
+        decision = "started" if await fence_backup(ctl, intent) == "started" else "cancelled"
+    elif decision == "down":  # B's backup decides in its place (M14)
+        decision = await fence_backup(ctl, intent)
     if decision == "started":  # the reply was lost, or A gave up first: B holds the slot
         LOG.warning("slot %d: the release by NF %d failed (%s) but NF %d had started it: the "
                     "move is complete", slot, src, error, to_nf)
@@ -270,8 +276,9 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
 
 async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
     """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
-    "started", "cancelled", "down" (declared down before it answered) or "unknown" (no answer
-    within `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
+    "started", "cancelled", "forgotten" (not started, and it knew nothing of the adoption: it
+    restarted, M14), "down" (declared down before it answered) or "unknown" (no answer within
+    `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
     gives what it buffered back to the old owner `src` (M11)."""
     reg = ctl.registry
     back_to = ""
@@ -286,12 +293,46 @@ async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) 
             reply = await reg.call(to_nf, "CancelAdopt", pb.AdoptRequest(
                 slot=slot, epoch=epoch, from_nf_id=src if back_to else 0, from_address=back_to),
                 timeout=ADOPT_TIMEOUT)
-            return "started" if reply.started else "cancelled"
+            if reply.started:
+                return "started"
+            return "cancelled" if reply.held else "forgotten"
         except NfControlError as exc:
             LOG.warning("fence of slot %d at NF %d: %s", slot, to_nf, exc)
         if time.monotonic() >= deadline:
             return "unknown"
         await asyncio.sleep(FENCE_RETRY)
+
+
+async def fence_backup(ctl: MoveHost, intent: MoveIntent) -> str:
+    """M14: adopter B is down; the NF holding the copies of the slot's packets since the switch
+    write (B's backup, or the NF promoted in B's place) decides instead: "started" if it holds
+    the state B sent it on starting the slot (B's fail-over owns the slot), "cancelled" if B
+    never started it (it gives its copies to the old owner A, which holds the state: the move
+    is undone), "down" if it does not answer (B's fail-over owns the slot, as before M14)."""
+    slot, src, to_nf = intent.slot, intent.src, intent.dst
+    owner = ctl.slot_map.owner(slot)
+    holder = ctl.state.pairs.get(to_nf) if owner == to_nf else owner
+    if holder is None or holder == src or ctl.registry.nfs[holder].declared_down:
+        return "down"
+    back_to = ""
+    with contextlib.suppress(KeyError):
+        back_to = ctl.cfg.nf(src).replication_address()
+    deadline = time.monotonic() + ctl.fence_patience
+    while True:  # (asked again: it answers the same once it has given its copies back)
+        try:
+            reply = await ctl.registry.call(holder, "CancelAdopt", pb.AdoptRequest(
+                slot=slot, epoch=intent.epoch, from_nf_id=src if back_to else 0,
+                from_address=back_to), timeout=ADOPT_TIMEOUT + GIVE_BACK_WAIT)
+            break
+        except NfControlError as exc:
+            LOG.warning("fence of slot %d at NF %d, the adopter's backup: %s", slot, holder, exc)
+        if time.monotonic() >= deadline or ctl.registry.nfs[holder].declared_down:
+            return "down"
+        await asyncio.sleep(FENCE_RETRY)
+    LOG.warning("slot %d: adopter NF %d is down or restarted; its backup NF %d %s", slot, to_nf, holder,
+                "holds the state it started the slot with" if reply.started
+                else f"holds no state of it: its copies go back to NF {src}")
+    return "started" if reply.started else "cancelled"
 
 
 async def _cancel_adoption(ctl: MoveHost, slot: int, to_nf: int, epoch: int) -> None:

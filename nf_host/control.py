@@ -214,7 +214,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             for w, slots in per.items():
                 # (the primary's id: whose links the replication server then accepts)
                 self.pool.request(w, commands.Assign(slots, request.as_backup,
-                                                     request.primary_nf_id))
+                                                     request.primary_nf_id, request.adoption))
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -243,7 +243,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                     raise BadRequest(f"from_address: {exc}") from None
             res = self.pool.request(self.pool.worker_of(request.slot), commands.CancelAdopt(
                 request.slot, request.epoch, request.from_nf_id, request.from_address))
-            return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
+            return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")),
+                                       held=bool(res.get("held")))
 
         return self._guard(lambda e: pb.CancelAdoptReply(ok=False, error=e), run)
 
@@ -251,12 +252,13 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.ReleaseReply:
             _check16("slot", request.slot)
             _check16("to_nf_id", request.to_nf_id)
+            _check16("adopter_backup_nf_id", request.adopter_backup_nf_id)
             if not request.to_address:
                 raise BadRequest("release needs the adopter's replication address")
             res = self.pool.request(
                 self.pool.worker_of(request.slot),
                 commands.Release(request.slot, request.to_nf_id, request.to_address,
-                                 request.same_cluster),
+                                 request.same_cluster, request.adopter_backup_nf_id),
                 timeout=CONTROL_REPLY_TIMEOUT,
             )
             return pb.ReleaseReply(ok=True, **res)

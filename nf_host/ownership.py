@@ -7,13 +7,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from contract.replication import Forward, Released, Transfer, TransferAck
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_next
 from contract.shim import ETH_HDR_LEN, SLOT_BITS, Shim
+from contract.timing import GIVE_BACK_WAIT
 from nf_host.flow_bounds import FlowBounds
 from nf_host.move_marker import marker_frame
 from nf_host.replication import Link, worker_address
@@ -28,6 +29,7 @@ class Ownership(FlowBounds):
     """Moves and promotion, on top of the worker's core."""
 
     def adopt(self, slot: int, epoch: int) -> None:
+        self.gave_back.pop(slot, None)  # (its packets are ours again)
         rt = self.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
             if rt.adopted_from is not None and (rt.epoch == epoch
@@ -45,8 +47,8 @@ class Ownership(FlowBounds):
         self.backed_up.discard(slot)
         self.markers.forget(slot)
 
-    def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0,
-                     from_address: str = "") -> dict[str, Any]:
+    def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0, from_address: str = ""
+                     ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
         """The fence that decides a move whose `Release` did not answer (docs/protocols.md §5),
         at a packet boundary of this worker: `started` if this NF accepted the old owner's
         transfer (the slot is owned here at `epoch` or later, or waits only for its marker):
@@ -55,33 +57,75 @@ class Ownership(FlowBounds):
         the slot: `started` is False. What the adoption buffered is given back to the old owner
         (`from_nf` at `from_address`), and what still arrives at its epoch is forwarded there
         until the switch points at the old owner again (M11); without an old owner to give it
-        to, it is dropped, counted in `cancelled`. Asked again, it answers the same."""
+        to, it is dropped, counted in `cancelled`. Asked again, it answers the same.
+        Asked of the adopter's backup while the adopter is down (M14): `started` if it holds the
+        state the adopter sent it on starting the slot; otherwise it gives its copies of the
+        slot's packets to the old owner (`give_copies_back`)."""
         rt = self.slots.get(slot)
         if rt is None:
+            if slot in self.adoptions or slot in self.gave_back:
+                return self.give_copies_back(slot, from_nf, from_address)  # (M14)
+            rep = self.replicas.get(slot)
+            if slot in self.backed_up and rep is not None and epoch and rep.epoch == epoch:
+                return {"started": True}  # our primary started it: we hold its adopted state
             return {"started": False}  # nothing here: a transfer would be refused
         later = bool(epoch) and rt.epoch != epoch and older_owner((epoch, 0), (rt.epoch, 0))
         if rt.given_back:
-            return {"started": False}  # cancelled already (the fence asked again)
+            return {"started": False, "held": True}  # cancelled already (asked again)
         if rt.role == SlotRole.ADOPTING:
             if rt.adopted_from is not None:
                 return {"started": True}  # the transfer is in, the marker not yet
             if later:
-                return {"started": False}  # a later adoption: not the one asked about
+                return {"started": False, "held": True}  # a later adoption: not this one
             self.markers.forget(slot)
             self._unprotect(slot, epoch or rt.epoch)
             if not from_nf or not from_address:
                 self.c.cancelled += len(rt.pending)
                 del self.slots[slot]
-                return {"started": False}
+                return {"started": False, "held": True}
             rt.become(SlotRole.RELEASED)
             rt.given_back = True  # arriving packets wait in pending
             link = self._link(from_nf, from_address)
             asyncio.get_running_loop().create_task(self._give_back(rt, link))
-            return {"started": False}
+            return {"started": False, "held": True}
         if epoch and rt.epoch != epoch and not later:
             raise CommandError(f"slot {slot} is owned here at epoch {rt.epoch}, before the "
                                f"adoption's epoch {epoch}: not that move")
         return {"started": True}
+
+    async def give_copies_back(self, slot: int, from_nf: int, from_address: str
+                               ) -> dict[str, Any]:
+        """M14: our primary (the adopter) died before it started `slot`, which the old owner
+        `from_nf` still holds: the copies we kept of its packets since the switch write go
+        there, in order and as input, then what still arrives until the switch points at the
+        old owner again (`_follow_given_back`). Answered once sent (or, the old owner
+        unreachable within `GIVE_BACK_WAIT`, dropped and counted in `cancelled`), so the
+        controller's switch write that gives the slot back follows them."""
+        if slot in self.gave_back:
+            return {"started": False}  # given back already (asked again)
+        self.adoptions.discard(slot)
+        self.backed_up.discard(slot)
+        self.replicas.pop(slot, None)
+        self.backup_next_seq.pop(slot, None)
+        self.primary_sync.forget([slot])
+        held = self.inbuf.take_beyond(slot, None)
+        if not from_nf or not from_address:
+            self.c.cancelled += len(held)
+            return {"started": False}
+        link = self._link(from_nf, from_address)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(link.connected.wait(), GIVE_BACK_WAIT)
+        if not link.connected.is_set():
+            log.warning("slot %d: the old owner NF %d is unreachable at %s: %d copies of an "
+                        "adoption never started dropped", slot, from_nf, from_address, len(held))
+            self.c.cancelled += len(held)
+            return {"started": False}
+        self.gave_back[slot] = link
+        for _seq, frame in held:
+            self._follow_given_back(slot, frame)
+        log.warning("slot %d: our primary died before it started the slot: %d copies given to "
+                    "its old owner NF %d", slot, len(held), from_nf)
+        return {"started": False}
 
     async def _give_back(self, rt: SlotRuntime, link: Link) -> None:
         """Send a cancelled adoption's packets to the old owner once the link to it is up, then
@@ -333,7 +377,8 @@ class Ownership(FlowBounds):
     def promote_busy(self, slots: list[int], dead: int = 0) -> tuple[dict[str, Any], list[int]]:
         """The first step of `promote_soon`, at once: the busy slots promoted, the idle ones
         marked (a packet promotes one at once); returns the result so far and the idle slots."""
-        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        chosen = [s for s in (slots or sorted(self.backed_up))
+                  if self.owns(s) and s not in self.adoptions]  # (never: M14)
         busy, idle = self.busy_first(chosen)
         for s in idle:
             self._to_promote[s] = dead
@@ -383,7 +428,8 @@ class Ownership(FlowBounds):
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
         """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
         step (docs/protocols.md §4)."""
-        chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
+        chosen = [s for s in (slots or sorted(self.backed_up))
+                  if self.owns(s) and s not in self.adoptions]  # (never: M14)
         return self._promote(chosen, dead, measured=chosen)
 
     def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
@@ -416,11 +462,15 @@ class Ownership(FlowBounds):
             batch.outputs.extend(unsent)
         for slot in chosen:
             rt = self.slots.get(slot)
+            told = self.promote_epochs.pop(slot, None)
             if rt is not None and rt.role == SlotRole.PRIMARY:
+                # (taken over by itself first, §4.3, at its replica's epoch: the switch's may be
+                # newer, e.g. a move of the slot undone meanwhile; only forwards, as AssignSlots)
+                if told is not None and older_owner((rt.epoch, 0), (told, 0)):
+                    rt.epoch = told
                 done.append(slot)
                 continue
             rep = self.replicas.pop(slot, None) or Replica(slot)
-            told = self.promote_epochs.pop(slot, None)
             if told is not None and older_owner((rep.epoch, 0), (told, 0)):
                 # the replica is older than the switch (or missing: epoch 0), e.g. dropped when a
                 # configuration made this NF a backup again before the controller's Promote came

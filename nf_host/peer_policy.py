@@ -16,7 +16,8 @@ hello, frames may be up to `max_frame` bytes (configured), and `check` decides p
   is a snapshot of all its slots), only the entries of the slots adopted from it are kept, the
   others are dropped and counted (nothing of that NF's output waits for this ack);
 - a transfer (`x`) or a forwarded packet (`f`): only for a slot adopted from the sender (or from
-  a cluster peer when the adoption named no source); a released notice (`r`) only from a peer or
+  a cluster peer when the adoption named no source), or given back by the NF it was released
+  to or by that NF's backup (M11, M14); a released notice (`r`) only from a peer or
   a primary it backs up. Otherwise the message is dropped and counted.
 
 The number of connections is bounded (`max_connections`). Every refusal is counted by reason in
@@ -115,6 +116,8 @@ class PeerPolicy:
         # slot -> the NF it was last released to: that NF may give back the packets it buffered
         # for an adoption the move's fence cancelled (forwarded packets of that slot only)
         self.released_to: dict[int, int] = {}
+        # slot -> the adopter's backup, which may give the slot's copies back (M14)
+        self.released_to_backup: dict[int, int] = {}
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
 
@@ -136,10 +139,14 @@ class PeerPolicy:
             self._sources[src] = self._sources.get(src, 0) + 1
         elif isinstance(cmd, Release):
             self.released_to[cmd.slot] = cmd.to_nf
+            if cmd.adopter_backup:
+                self.released_to_backup[cmd.slot] = cmd.adopter_backup
+            else:
+                self.released_to_backup.pop(cmd.slot, None)
 
     def known(self, nf: int) -> bool:
         return (nf in self.peers or nf in self.primaries or nf in self._sources
-                or nf in self.released_to.values())
+                or nf in self.released_to.values() or nf in self.released_to_backup.values())
 
     def _trusted(self, nf: int | None) -> bool:
         """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
@@ -196,7 +203,8 @@ class PeerPolicy:
             if slot is None:
                 return msg  # malformed: the worker's handler counts it and closes the connection
             fwd = isinstance(msg, Forward)
-            given_back = fwd and sender is not None and self.released_to.get(slot) == sender
+            given_back = fwd and sender is not None and (self.released_to.get(slot) == sender
+                                                         or self.released_to_backup.get(slot) == sender)
             if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
                 self.refuse("slot", sender, f"{'forwarded packet' if fwd else 'transfer'} "
                                             f"of slot {slot} from NF {sender}, not adopted from it")

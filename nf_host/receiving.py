@@ -68,6 +68,8 @@ class Receiving(Links):
             whole = full or row.replace
             if whole:
                 self.primary_sync.whole(slot, sender)  # (promote_wait.py)
+                if msg.outputs is not None:  # (our primary's: it has started the slot, M14)
+                    self.adoptions.discard(slot)
             else:
                 self.primary_sync.delta(slot, sender)
             if rep is None or whole:  # a whole slot from a new owner
@@ -90,6 +92,7 @@ class Receiving(Links):
         """The primary we back up released this slot: its copies are not needed."""
         slot = msg.slot
         self.backed_up.discard(slot)
+        self.adoptions.discard(slot)
         self.inbuf.discard(slot)
         self.primary_sync.forget([slot])
         rep = self.replicas.get(slot)
@@ -105,6 +108,7 @@ class Receiving(Links):
         slot = msg.slot
         rep = self.replicas[slot] = Replica(slot, epoch=msg.epoch)
         self.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
+        self.adoptions.discard(slot)  # our primary starts it: promoted from here if it dies
         rep.apply(msg.flows, msg.version, msg.seq)
         if msg.seq is not None:
             self.inbuf.drop_upto(slot, msg.seq)

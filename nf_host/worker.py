@@ -51,7 +51,7 @@ class Worker(Ownership):
 
     # ------------------------------------------------------------------ commands
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,
-               primary: int = 0) -> None:
+               primary: int = 0, adoption: bool = False) -> None:
         if as_backup and primary and slots:  # its snapshot will come (promote_wait.py)
             self.primary_sync.assigned(primary, [s for s, _e, _n in slots if s not in self.replicas])
         if as_backup and self.role == Role.IDLE and slots:
@@ -59,7 +59,10 @@ class Worker(Ownership):
         elif not as_backup and slots:
             self.role = Role.PRIMARY
         for slot, epoch, next_seq in slots:
+            self.gave_back.pop(slot, None)  # (assigned: its packets are for here again)
             if as_backup:
+                if adoption:  # never promoted until our primary has started it (M14)
+                    self.adoptions.add(slot)
                 self.backed_up.add(slot)
                 rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
                 if next_seq is not None and rep.last_seq is None:
@@ -73,6 +76,10 @@ class Worker(Ownership):
                 rt = None
             if rt is not None:
                 self._assign_held(rt, epoch)
+                continue
+            if slot in self.adoptions:  # (its state is the old owner's: M14)
+                log.warning("slot %d assigned here as primary while our dead primary's adoption "
+                            "of it is undecided: not owned", slot)
                 continue
             if slot in self.backed_up or slot in self.replicas:
                 # owning a slot we hold a copy of: that is a promotion (state kept, copies replayed)
@@ -125,6 +132,8 @@ class Worker(Ownership):
         self.backed_up.clear()
         self._to_promote.clear()
         self.promote_epochs.clear()
+        self.adoptions.clear()
+        self.gave_back.clear()
         self.backup_next_seq.clear()
         self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
@@ -207,7 +216,7 @@ class Worker(Ownership):
             return
         self.takeover_plan = None
         primary, successor, address = plan
-        slots = sorted(self.backed_up)
+        slots = sorted(self.backed_up - self.adoptions)  # (never an adoption not started: M14)
         log.warning("the replication link of primary NF %d closed without a goodbye: taking over "
                     "its %d slots, with %s as backup", primary, len(slots),
                     f"NF {successor}" if successor else "no NF (none qualifies)")
@@ -377,7 +386,8 @@ class Worker(Ownership):
         t.on(commands.SetRole, lambda c: self.set_role(c.role))
         t.on(commands.SetBackup, lambda c: self.set_backup(c.nf_id, c.address))
         t.on(commands.SetPeers, lambda c: self.set_peers(c.peers))
-        t.on(commands.Assign, lambda c: self.assign(c.slots, c.as_backup, c.primary))
+        t.on(commands.Assign,
+             lambda c: self.assign(c.slots, c.as_backup, c.primary, c.adoption))
         t.on(commands.CancelAdopt,
              lambda c: self.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
         t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))

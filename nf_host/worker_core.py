@@ -75,6 +75,12 @@ class WorkerCore:
         self.slots: dict[int, SlotRuntime] = {}
         self.replicas: dict[int, Replica] = {}
         self.backed_up: set[int] = set()
+        # backed-up slots our primary is adopting (a move) and has not started: their state is
+        # the old owner's, so they are never promoted from here; the controller's CancelAdopt
+        # gives their copies to the old owner (`Ownership.give_copies_back`, §5 M14)
+        self.adoptions: set[int] = set()
+        # slots whose copies went to their old owner that way: what still arrives follows them
+        self.gave_back: dict[int, Link] = {}
         self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
         self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
@@ -205,6 +211,8 @@ class WorkerCore:
         if self._to_promote and slot in self._to_promote:
             self._promote_waiting(slot)  # then this packet is its input
         if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
+            if self.gave_back and self._follow_given_back(slot, frame):
+                return
             rt = self.slots.get(slot)
             if rt is not None and rt.role in (SlotRole.PRIMARY, SlotRole.RELEASED, SlotRole.ADOPTING):
                 # a copy still in flight when this backup was promoted (and maybe has moved the
@@ -223,12 +231,24 @@ class WorkerCore:
             if self.primary_sync.waiting:  # (it may close a waiting promotion's hole)
                 self.primary_sync.changed()
 
+    def _follow_given_back(self, slot: int, frame: bytes) -> bool:
+        """A packet of a slot whose copies went to its old owner (an adoption its adopter never
+        started, M14): it follows them there, as input (True if forwarded)."""
+        link = self.gave_back.get(slot)
+        if link is None:
+            return False
+        data = bytearray(frame)
+        data[FRAME_KIND] = Kind.PRIMARY
+        link.send(Forward(bytes(data)))
+        self.c.forwarded += 1
+        return True
+
     def _primary_input(self, shim: Shim, frame: bytes) -> None:
         rt = self.slots.get(shim.slot)
         if rt is None:
             if shim.slot in self.backed_up:  # switch already points at us; promotion will replay it
                 self._backup_copy(shim.slot, shim.seq, frame)
-            else:
+            elif not (self.gave_back and self._follow_given_back(shim.slot, frame)):
                 self.c.unowned += 1
             return
         role = rt.role

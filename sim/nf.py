@@ -107,7 +107,7 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
         return "set_peers", {"peers": [(p.nf_id, p.address) for p in req.peers]}
     if name == "AssignSlots":
         return "assign", {"slots": _slots(req), "as_backup": req.as_backup,
-                          "primary": req.primary_nf_id}
+                          "primary": req.primary_nf_id, "adoption": req.adoption}
     if name == "Adopt":
         return "adopt", {"slot": req.slot, "epoch": req.epoch, "from_nf": req.from_nf_id,
                          "from_address": req.from_address}
@@ -116,7 +116,8 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
                                 "from_address": req.from_address}
     if name == "Release":
         return "release", {"slot": req.slot, "to_nf": req.to_nf_id, "to_address": req.to_address,
-                           "same_cluster": req.same_cluster}
+                           "same_cluster": req.same_cluster,
+                           "adopter_backup": req.adopter_backup_nf_id}
     if name == "Promote":
         return "promote", {"slots": list(req.slots), "dead": req.dead_nf_id,
                            "backup": req.backup_nf_id, "address": req.backup_address,
@@ -139,7 +140,8 @@ def to_reply(name: str, res: dict[str, Any]) -> Any:
     if name == "Promote":
         return pb.PromoteReply(ok=True, replayed=res["replayed"], slots=sorted(res["slots"]))
     if name == "CancelAdopt":
-        return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")))
+        return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")),
+                                   held=bool(res.get("held")))
     if name == "Status":  # (as nf_host/control.py builds it, the fields the controller reads)
         return pb.StatusReply(
             slots=sorted([pb.SlotStatus(**x) for x in res["slots"]], key=_slot_of),

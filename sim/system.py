@@ -89,6 +89,7 @@ class Scenario:
     switch_restarts: float = 0.0   # per second: the switch restarts (its state lost)
     etcd_outages: float = 0.0      # per second: etcd loses its quorum for a while
     etcd_outage_max: float = 1.5   # seconds an etcd outage lasts at most
+    adopter_kills: float = 0.0     # probability that a move's adopter dies in its first 30 ms
 
 
 @dataclass
@@ -281,6 +282,16 @@ class System:
             task = self.net.spawn(lead.name, self._move(ctl, slot, to))
             self._pending[task] = None
             task.add_done_callback(lambda t: self._pending.pop(t, None))
+            if rng.random() < self.sc.adopter_kills and self._protected():
+                # mid-move: after its Adopt, before or after the old owner's transfer reaches it
+                self._later(self._kill_adopter(to, rng.uniform(0.001, 0.03), rng))
+
+    async def _kill_adopter(self, nf: int, after: float, rng: random.Random) -> None:
+        await asyncio.sleep(after)
+        if self._protected():
+            self.log(f"kill NF {nf} (the adopter of a move)")
+            self.outcome.faults += 1
+            self._kill(nf, rng)
 
     async def _move(self, ctl: Controller, slot: int, to: int) -> None:
         try:
@@ -329,9 +340,7 @@ class System:
                 continue  # one fault at a time for each pair (double faults lose state by design)
             if kind == "kill":
                 self.log(f"kill NF {nf}")
-                self.down.add(nf)
-                self.nfs[nf].kill()
-                self._later(self._restart_later(nf, rng.uniform(0.3, 1.5)))
+                self._kill(nf, rng)
             elif kind == "hang":
                 length = rng.uniform(0.05, 1.0)
                 self.log(f"hang NF {nf} for {length:.3f} s")
@@ -346,6 +355,11 @@ class System:
                 self.log(f"cut the controller ({lead.name}) from NF {nf} for {length:.3f} s")
                 self.net.cut(lead.name, self.nfs[nf].name)
                 self._later(self._heal_later(lead.name, nf, length))
+
+    def _kill(self, nf: int, rng: random.Random) -> None:
+        self.down.add(nf)
+        self.nfs[nf].kill()
+        self._later(self._restart_later(nf, rng.uniform(0.3, 1.5)))
 
     def _protected(self) -> bool:
         """Every NF up and configured, every primary with a live backup: a crash or hang now is

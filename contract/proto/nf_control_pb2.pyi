@@ -242,14 +242,16 @@ class SlotEpoch(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., next_seq: _Optional[int] = ...) -> None: ...
 
 class AssignSlotsRequest(_message.Message):
-    __slots__ = ("slots", "as_backup", "primary_nf_id")
+    __slots__ = ("slots", "as_backup", "primary_nf_id", "adoption")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     AS_BACKUP_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    ADOPTION_FIELD_NUMBER: _ClassVar[int]
     slots: _containers.RepeatedCompositeFieldContainer[SlotEpoch]
     as_backup: bool
     primary_nf_id: int
-    def __init__(self, slots: _Optional[_Iterable[_Union[SlotEpoch, _Mapping]]] = ..., as_backup: _Optional[bool] = ..., primary_nf_id: _Optional[int] = ...) -> None: ...
+    adoption: bool
+    def __init__(self, slots: _Optional[_Iterable[_Union[SlotEpoch, _Mapping]]] = ..., as_backup: _Optional[bool] = ..., primary_nf_id: _Optional[int] = ..., adoption: _Optional[bool] = ...) -> None: ...
 
 class AdoptRequest(_message.Message):
     __slots__ = ("slot", "epoch", "from_nf_id", "from_address")
@@ -264,26 +266,30 @@ class AdoptRequest(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., from_nf_id: _Optional[int] = ..., from_address: _Optional[str] = ...) -> None: ...
 
 class CancelAdoptReply(_message.Message):
-    __slots__ = ("ok", "error", "started")
+    __slots__ = ("ok", "error", "started", "held")
     OK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     error: str
     started: bool
-    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., started: _Optional[bool] = ...) -> None: ...
+    held: bool
+    def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., started: _Optional[bool] = ..., held: _Optional[bool] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
-    __slots__ = ("slot", "to_nf_id", "to_address", "same_cluster")
+    __slots__ = ("slot", "to_nf_id", "to_address", "same_cluster", "adopter_backup_nf_id")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     TO_NF_ID_FIELD_NUMBER: _ClassVar[int]
     TO_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SAME_CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ADOPTER_BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
     slot: int
     to_nf_id: int
     to_address: str
     same_cluster: bool
-    def __init__(self, slot: _Optional[int] = ..., to_nf_id: _Optional[int] = ..., to_address: _Optional[str] = ..., same_cluster: _Optional[bool] = ...) -> None: ...
+    adopter_backup_nf_id: int
+    def __init__(self, slot: _Optional[int] = ..., to_nf_id: _Optional[int] = ..., to_address: _Optional[str] = ..., same_cluster: _Optional[bool] = ..., adopter_backup_nf_id: _Optional[int] = ...) -> None: ...
 
 class ReleaseReply(_message.Message):
     __slots__ = ("ok", "error", "bytes_shipped", "last_seq", "flows_shipped", "delta")

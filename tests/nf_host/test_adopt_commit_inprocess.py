@@ -80,7 +80,7 @@ def test_a_cancelled_adoption_tells_the_adopters_backup_to_stop_backing_up_the_s
             b.w.adopt(SLOT, 2)
             assert SLOT in c.w.backed_up
             assert await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {
-                "started": False}
+                "started": False, "held": True}  # (held: B had the adoption, M14)
             await until(lambda: SLOT not in c.w.backed_up, "C forgets the slot")
             # and the empty replica its assignment made at the move's epoch: kept, it refused
             # the old owner's deltas of the slot (epoch 1) as a stale sender's and closed their

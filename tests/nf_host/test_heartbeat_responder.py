@@ -132,6 +132,7 @@ def test_the_responder_process_answers_and_reports_counts_in_shared_memory() -> 
     try:
         assert here.poll(30)
         assert str(here.recv()).startswith("ok: ")
+        clock.value = time.monotonic()  # the worker's loop turns (its start-up may outlast 0.5 s)
         assert ask(port, 1, 5.0) is not None
         stop(worker.pid)
         assert ask(port, 2, 0.3) is None

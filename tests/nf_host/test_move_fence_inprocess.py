@@ -94,7 +94,8 @@ def test_a_fenced_adoption_refuses_the_transfer_and_the_old_owner_keeps_its_park
             await until(lambda: len(a.out) == 4, "A's output")
             p.w.adopt(SLOT, 2)
             p.w.on_frame(sw.stamp(SLOT, checker_frame(1, 5), 3)[0])  # B buffers it
-            assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {"started": False}
+            assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {
+                "started": False, "held": True}
             assert SLOT not in p.w.slots and p.w.c.cancelled == 1  # counted, not silent
             # A releases (its Release was sent before the fence); packets that reach it while
             # it is released (here: as it sends its marker) wait there for the answer
