@@ -328,7 +328,11 @@ class SimNet:
         c_proto = asyncio.StreamReaderProtocol(c_reader)
         s_proto = asyncio.StreamReaderProtocol(s_reader)
         to_server = SimTransport(self, src, lst.node, s_proto, (host, port))
-        to_client = SimTransport(self, lst.node, src, c_proto, ("client:" + src, 0))
+        # the client's address as a real server sees it: its node's host (where it listens), so
+        # the replication server's peer policy checks hosts as it does on a real network
+        host_of_src = next((h for (h, _p), other in self.listeners.items() if other.node == src),
+                           "client:" + src)
+        to_client = SimTransport(self, lst.node, src, c_proto, (host_of_src, 0))
         to_server.other, to_client.other = to_client, to_server
         to_server.local, to_client.local = c_proto, s_proto
         c_proto.connection_made(to_server)

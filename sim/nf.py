@@ -23,6 +23,7 @@ from controlplane.failure_detector import FailureDetector
 from controlplane.nf_registry import NfControlError, NfRegistry
 from nf_host.global_state import MemoryStore
 from nf_host.nfs import make_nf
+from nf_host.peer_policy import PeerLimits
 from nf_host.worker import Worker, WorkerConfig
 from sim.network import SimNet
 
@@ -33,8 +34,10 @@ class SimNf:
     """One NF process (see the module docstring); `start` again after a kill is a restart."""
 
     def __init__(self, net: SimNet, nf_id: int, host: str, port: int,
-                 to_switch: Callable[[int, bytes | bytearray], None], batch: int = 4) -> None:
+                 to_switch: Callable[[int, bytes | bytearray], None], batch: int = 4,
+                 peer_policy: bool = False) -> None:
         self.net, self.nf_id, self.host, self.port = net, nf_id, host, port
+        self.peer_policy = peer_policy  # known peers only, as `nf-host run` (Scenario.peer_policy)
         self.to_switch = to_switch
         self.batch = batch
         self.name = f"nf{nf_id}"
@@ -63,7 +66,8 @@ class SimNf:
         self.incarnation += 1
         self.started_at = asyncio.get_running_loop().time()
         cfg = WorkerConfig(nf_id=self.nf_id, batch_size=self.batch, batch_time=0.0005,
-                           repl_host=self.host, repl_port=self.port)
+                           repl_host=self.host, repl_port=self.port,
+                           limits=PeerLimits(known_peers_only=self.peer_policy))
         worker = Worker(cfg, make_nf("checker"), MemoryStore(), self._tx)
         self.worker = worker
         await self.net.spawn(self.name, worker.start())

@@ -90,6 +90,7 @@ class Scenario:
     etcd_outages: float = 0.0      # per second: etcd loses its quorum for a while
     etcd_outage_max: float = 1.5   # seconds an etcd outage lasts at most
     adopter_kills: float = 0.0     # probability that a move's adopter dies in its first 30 ms
+    peer_policy: bool = False      # replication servers admit known peers only (as nf-host run)
 
 
 @dataclass
@@ -132,7 +133,8 @@ class System:
         self.cfg = config(sc.slot_bits)
         self.switch = SwitchModel(random.Random(self.rng.getrandbits(64)), self._to_nf)
         self.switch.step = self._step
-        self.nfs = {i: SimNf(self.net, i, host_of(i), 7000, self.switch.from_port)
+        self.nfs = {i: SimNf(self.net, i, host_of(i), 7000, self.switch.from_port,
+                             peer_policy=sc.peer_policy)
                     for i in sorted(ROLES)}
         self._lose = random.Random(self.rng.getrandbits(64))
         self.etcd = SimEtcd(self.net, random.Random(self.rng.getrandbits(64)), self._step)
@@ -288,7 +290,9 @@ class System:
 
     async def _kill_adopter(self, nf: int, after: float, rng: random.Random) -> None:
         await asyncio.sleep(after)
-        if self._protected():
+        # a single fault: not the old owner of a move still undecided (the only holder of that
+        # slot's state: its death with the adopter's is a double fault)
+        if self._protected() and not any(m.src == nf for m in self.ctl.open_moves.values()):
             self.log(f"kill NF {nf} (the adopter of a move)")
             self.outcome.faults += 1
             self._kill(nf, rng)
