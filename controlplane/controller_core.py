@@ -27,7 +27,7 @@ import aiohttp
 
 from contract.proto import nf_control_pb2 as pb
 from contract.seq import SEQ_MASK, seq_after
-from controlplane import switch_stats
+from controlplane import failover_journal, switch_stats
 from controlplane.cluster_state import ClusterState, NfPhase
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult
@@ -121,6 +121,9 @@ class ControllerCore(ABC):
         # end (complete or undone), by slot; persisted in etcd when it is used
         self.open_moves: dict[int, MoveIntent] = {}
         self._finishing: set[int] = set()  # journalled moves a task is finishing
+        # the fail-over journal (§8, L3): dead primary -> its promoted backup, between the
+        # fail-over's first step and its persisted hand-over (controlplane/failover_journal.py)
+        self.open_failovers: dict[int, int] = {}
         # slots an undone move gave back to a primary that could not be told their epoch (it
         # was dying): primary -> {slot: epoch}, told to its promoted backup (failover.py)
         self.untold_epochs: dict[int, dict[int, int]] = {}
@@ -164,6 +167,7 @@ class ControllerCore(ABC):
         if self.resumed:
             self._resumed_nfs_hold_state()
             await self._resume_moves()
+            await failover_journal.resume(self)
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
                  ",".join(endpoints))
         self.metrics.update_slot_counts(self.slot_map.counts())
@@ -265,6 +269,7 @@ class ControllerCore(ABC):
                     self.state.load(await self.store.load_pairs(), groups)
                     if not self.move_lock.locked():  # (our own move under way: ours is current)
                         await self._resume_moves()
+                        await failover_journal.resume(self)
             await self._resume_numbering(session)
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups,
                                               session.seq_bases)
@@ -430,17 +435,30 @@ class ControllerCore(ABC):
         backup_port = None if backup is None else self.cfg.nf(backup).port
         await self.session.set_group(self.groups[dead], self.cfg.nf(promoted).port, backup_port)
 
+    async def journal_failover(self, dead: int, promoted: int) -> None:
+        """Before a fail-over's first step: journalled in etcd (§8, L3; failover_journal.py)."""
+        await failover_journal.journal(self, dead, promoted)
+
     async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None:
         """After a fail-over: `promoted` owns the dead primary's slots and group, with `backup`
-        (slot epochs unchanged), persisted in etcd."""
+        (slot epochs unchanged), persisted in etcd (groups and pairs in one transaction), and
+        the fail-over's journal entry cleared."""
         async with self._lock:
             self.slot_map.hand_over(dead, promoted)
             self.state.hand_over(dead, promoted, backup)
-            if self.store is not None:
-                # slots are stored by group, and the group changed hands: no slot is written
-                await self.store.save_groups(self.groups)
-                await self.store.save_pairs(self.pairs)
             self.metrics.update_slot_counts(self.slot_map.counts())
+            if self.store is not None:
+                try:
+                    # slots are stored by group, and the group changed hands: no slot is written
+                    await self.store.save_handover(self.groups, self.pairs)
+                except Exception as exc:
+                    # the switch and A' have it, and so does our state (a fail-over tried again
+                    # from here found A's group gone: KeyError); the journal entry stays, for
+                    # the next leader to finish it if we stop before we write the pairs again
+                    LOG.error("fail-over of NF %d to NF %d not persisted (%s): journalled, "
+                              "a next leader finishes it", dead, promoted, exc)
+                    return
+        await failover_journal.close(self, dead)
 
     async def retire_primary(self, nf: int) -> None:
         """A drained primary (no slot left) is a primary no more: its pair and replica group go
