@@ -289,6 +289,11 @@ class ControllerCore(ABC):
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down and self.state.nfs.ever_configured(nf_id):
                 await self._nf_event(NfEvent("down", nf_id, state.misses))
+        # fail-overs journalled and not persisted (a previous leader's, or ours that failed
+        # half-way: its Promote done, its group write refused by a restarting switch) are
+        # finished now, as a restart this controller saw (§8, L3; failover_journal.py)
+        for dead in failover_journal.pending(self):
+            await self._nf_event(NfEvent("restarted", dead))
 
     async def _resume_numbering(self, session: SwitchSession) -> None:
         """A restarted switch counts every slot's packets from 0 again, while the NFs expect the

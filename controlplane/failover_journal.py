@@ -7,8 +7,8 @@ A leader that dies (or stops, its lease lost in an etcd outage) between the two 
 entry: A' may be promoted and A's group rewritten while etcd still pairs A with its backup A'.
 The next leader resumes that entry (`resume`) and, before it configures A or A' from the pairs
 in etcd (which would make A' a backup that drops what it owns, the state rolled back), fails A
-over again (`unfinished`, asked by `NfLifecycle._restart_unseen`): `Promote` is idempotent, and
-the fail-over's own hand-over clears the entry. An entry whose pairs no longer pair A with A'
+over again (`unfinished`, asked by `NfLifecycle._restart_unseen`, and `pending`, at every
+`_on_primary`): `Promote` is idempotent, and the fail-over's own hand-over clears the entry. An entry whose pairs no longer pair A with A'
 is over (persisted, or overtaken) and is cleared.
 """
 
@@ -67,6 +67,15 @@ async def resume(ctl: JournalHost) -> None:
         LOG.warning("journalled fail-over of NF %d to NF %d not persisted: finishing it", dead,
                     promoted)
         ctl.open_failovers[dead] = promoted
+
+
+def pending(ctl: JournalHost) -> list[int]:
+    """The dead primaries of the journalled fail-overs the pairs do not hold yet: a previous
+    leader's, or one of ours that failed half-way (its `Promote` done, its group write refused
+    by a restarting switch: two NFs owned the dead primary's slots, simulation seed 2 of
+    `--set switch_restarts=0.5`). Finished when this controller becomes the switch's primary."""
+    return [dead for dead, promoted in sorted(ctl.open_failovers.items())
+            if ctl.pairs.get(dead) == promoted]
 
 
 def unfinished(ctl: JournalHost, nf_id: int) -> int | None:
