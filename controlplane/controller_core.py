@@ -44,6 +44,7 @@ from controlplane.migration import (
 from controlplane.nf_registry import NfControlError, NfRegistry
 from controlplane.nf_state import NfEvent
 from controlplane.pipeline_state import SLOT_COUNTER
+from controlplane.restart_numbering import UNREAD_MARGIN, resumed_bases
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession, switch_credentials
@@ -309,24 +310,26 @@ class ControllerCore(ABC):
         # so what it says then is at least what any NF saw before, and no base changes
         # (read the other way round, packets stamped in between would look like a switch behind)
         seen: dict[int, int] = {}
+        unread = False  # an NF not read may hold numbers beyond `seen` (restart_numbering.py)
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down or state.alive is False:
+                unread = True
                 continue
             try:
                 reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
             except NfControlError:
+                unread = True
                 continue
             for st in reply.slots:
                 if st.has_seen and (st.slot not in seen or seq_after(st.highest_seen, seen[st.slot])):
                     seen[st.slot] = st.highest_seen
         bases, counts = await session.read_numbering()
-        behind = {slot: (top - counts.get(slot, 0)) & SEQ_MASK for slot, top in seen.items()
-                  if seq_after(top, (bases.get(slot, 0) + counts.get(slot, 0)) & SEQ_MASK)}
-        session.seq_bases = {slot: base for slot, base in {**bases, **behind}.items() if base}
+        session.seq_bases, behind = resumed_bases(bases, counts, seen, unread,
+                                                  self.slot_map.slot_count)
         if behind:
-            LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are",
-                        len(behind))
-            self.metrics.numbering_resumed.inc(len(behind))
+            LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are%s",
+                        behind, f" (+{UNREAD_MARGIN}: an NF was not read)" if unread else "")
+            self.metrics.numbering_resumed.inc(behind)
 
     async def _digest_loop(self) -> None:
         async for flows in self.session.new_flows():
