@@ -27,7 +27,7 @@ import aiohttp
 
 from contract.proto import nf_control_pb2 as pb
 from contract.seq import SEQ_MASK, seq_after
-from controlplane import switch_stats
+from controlplane import failover_journal, switch_stats
 from controlplane.cluster_state import ClusterState, NfPhase
 from controlplane.config import ControllerConfig
 from controlplane.failover import FailoverResult
@@ -44,6 +44,7 @@ from controlplane.migration import (
 from controlplane.nf_registry import NfControlError, NfRegistry
 from controlplane.nf_state import NfEvent
 from controlplane.pipeline_state import SLOT_COUNTER
+from controlplane.restart_numbering import UNREAD_MARGIN, resumed_bases
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession, switch_credentials
@@ -121,6 +122,9 @@ class ControllerCore(ABC):
         # end (complete or undone), by slot; persisted in etcd when it is used
         self.open_moves: dict[int, MoveIntent] = {}
         self._finishing: set[int] = set()  # journalled moves a task is finishing
+        # the fail-over journal (§8, L3): dead primary -> its promoted backup, between the
+        # fail-over's first step and its persisted hand-over (controlplane/failover_journal.py)
+        self.open_failovers: dict[int, int] = {}
         # slots an undone move gave back to a primary that could not be told their epoch (it
         # was dying): primary -> {slot: epoch}, told to its promoted backup (failover.py)
         self.untold_epochs: dict[int, dict[int, int]] = {}
@@ -164,6 +168,7 @@ class ControllerCore(ABC):
         if self.resumed:
             self._resumed_nfs_hold_state()
             await self._resume_moves()
+            await failover_journal.resume(self)
         LOG.info("slot map %s from etcd %s", "resumed" if self.resumed else "created",
                  ",".join(endpoints))
         self.metrics.update_slot_counts(self.slot_map.counts())
@@ -265,6 +270,7 @@ class ControllerCore(ABC):
                     self.state.load(await self.store.load_pairs(), groups)
                     if not self.move_lock.locked():  # (our own move under way: ours is current)
                         await self._resume_moves()
+                        await failover_journal.resume(self)
             await self._resume_numbering(session)
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups,
                                               session.seq_bases)
@@ -284,6 +290,11 @@ class ControllerCore(ABC):
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down and self.state.nfs.ever_configured(nf_id):
                 await self._nf_event(NfEvent("down", nf_id, state.misses))
+        # fail-overs journalled and not persisted (a previous leader's, or ours that failed
+        # half-way: its Promote done, its group write refused by a restarting switch) are
+        # finished now, as a restart this controller saw (§8, L3; failover_journal.py)
+        for dead in failover_journal.pending(self):
+            await self._nf_event(NfEvent("restarted", dead))
 
     async def _resume_numbering(self, session: SwitchSession) -> None:
         """A restarted switch counts every slot's packets from 0 again, while the NFs expect the
@@ -299,24 +310,26 @@ class ControllerCore(ABC):
         # so what it says then is at least what any NF saw before, and no base changes
         # (read the other way round, packets stamped in between would look like a switch behind)
         seen: dict[int, int] = {}
+        unread = False  # an NF not read may hold numbers beyond `seen` (restart_numbering.py)
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down or state.alive is False:
+                unread = True
                 continue
             try:
                 reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
             except NfControlError:
+                unread = True
                 continue
             for st in reply.slots:
                 if st.has_seen and (st.slot not in seen or seq_after(st.highest_seen, seen[st.slot])):
                     seen[st.slot] = st.highest_seen
         bases, counts = await session.read_numbering()
-        behind = {slot: (top - counts.get(slot, 0)) & SEQ_MASK for slot, top in seen.items()
-                  if seq_after(top, (bases.get(slot, 0) + counts.get(slot, 0)) & SEQ_MASK)}
-        session.seq_bases = {slot: base for slot, base in {**bases, **behind}.items() if base}
+        session.seq_bases, behind = resumed_bases(bases, counts, seen, unread,
+                                                  self.slot_map.slot_count)
         if behind:
-            LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are",
-                        len(behind))
-            self.metrics.numbering_resumed.inc(len(behind))
+            LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are%s",
+                        behind, f" (+{UNREAD_MARGIN}: an NF was not read)" if unread else "")
+            self.metrics.numbering_resumed.inc(behind)
 
     async def _digest_loop(self) -> None:
         async for flows in self.session.new_flows():
@@ -430,17 +443,30 @@ class ControllerCore(ABC):
         backup_port = None if backup is None else self.cfg.nf(backup).port
         await self.session.set_group(self.groups[dead], self.cfg.nf(promoted).port, backup_port)
 
+    async def journal_failover(self, dead: int, promoted: int) -> None:
+        """Before a fail-over's first step: journalled in etcd (§8, L3; failover_journal.py)."""
+        await failover_journal.journal(self, dead, promoted)
+
     async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None:
         """After a fail-over: `promoted` owns the dead primary's slots and group, with `backup`
-        (slot epochs unchanged), persisted in etcd."""
+        (slot epochs unchanged), persisted in etcd (groups and pairs in one transaction), and
+        the fail-over's journal entry cleared."""
         async with self._lock:
             self.slot_map.hand_over(dead, promoted)
             self.state.hand_over(dead, promoted, backup)
-            if self.store is not None:
-                # slots are stored by group, and the group changed hands: no slot is written
-                await self.store.save_groups(self.groups)
-                await self.store.save_pairs(self.pairs)
             self.metrics.update_slot_counts(self.slot_map.counts())
+            if self.store is not None:
+                try:
+                    # slots are stored by group, and the group changed hands: no slot is written
+                    await self.store.save_handover(self.groups, self.pairs)
+                except Exception as exc:
+                    # the switch and A' have it, and so does our state (a fail-over tried again
+                    # from here found A's group gone: KeyError); the journal entry stays, for
+                    # the next leader to finish it if we stop before we write the pairs again
+                    LOG.error("fail-over of NF %d to NF %d not persisted (%s): journalled, "
+                              "a next leader finishes it", dead, promoted, exc)
+                    return
+        await failover_journal.close(self, dead)
 
     async def retire_primary(self, nf: int) -> None:
         """A drained primary (no slot left) is a primary no more: its pair and replica group go

@@ -101,6 +101,7 @@ class FailoverHost(BackupChoiceView, Protocol):
     def role_lock(self, nf_id: int) -> asyncio.Lock: ...
     async def rewrite_group(self, dead: int, promoted: int, backup: int | None) -> None: ...
     async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None: ...
+    async def journal_failover(self, dead: int, promoted: int) -> None: ...
     async def set_pair(self, primary: int, backup: int | None) -> None: ...
     async def copies_to(self, primary: int, backup: int) -> None: ...
 
@@ -188,6 +189,15 @@ async def fail_over(ctl: FailoverHost, dead: int, since: float = 0.0,
         LOG.error(error)
         return FailoverResult(dead, None, None, len(slots), ok=False, error=error, at=started,
                               timeline_ms=timeline, suspected_at=since)
+    try:
+        # journalled before the first step: a leader that dies before the hand-over is
+        # persisted leaves it to the next, which finishes it (docs/protocols.md §8, L3)
+        await ctl.journal_failover(dead, promoted)
+    except Exception as exc:  # (etcd without quorum: nothing of the fail-over has happened)
+        error = f"fail-over not journalled: {type(exc).__name__}: {exc}"
+        LOG.error("fail-over of NF %d to NF %d: %s", dead, promoted, error)
+        return FailoverResult(dead, promoted, None, len(slots), ok=False, error=error,
+                              at=started, timeline_ms=timeline, suspected_at=since)
     tried: set[int] = {dead}
     error = ""
     steps: dict[str, float] = {}

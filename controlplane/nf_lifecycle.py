@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 
 from contract.proto import nf_control_pb2 as pb
+from controlplane import failover_journal
 from controlplane.cluster_state import NfPhase
 from controlplane.controller_core import ControllerCore
 from controlplane.failover import (
@@ -71,7 +72,14 @@ class NfLifecycle(ControllerCore):
         new process: configured as the primary it would own them with empty state), or the primary whose slots `nf_id`,
         its backup, took over by itself (§4.3: its link closed without a goodbye; configured
         as the backup it would drop them). None if neither (docs/protocols.md §8, L1-L2).
-        This controller's registry has no earlier uptime of the NF to see the restart by."""
+        This controller's registry has no earlier uptime of the NF to see the restart by.
+        First, a fail-over a previous leader journalled and did not persist, of `nf_id` or of
+        the primary it was promoted for, is finished (L3, controlplane/failover_journal.py)."""
+        journalled = failover_journal.unfinished(self, nf_id)
+        if journalled is not None:
+            LOG.warning("NF %d: the fail-over of NF %d was journalled, not persisted: "
+                        "finishing it", nf_id, journalled)
+            return journalled
         reply = await self.registry.call(nf_id, "Status", pb.StatusRequest(), timeout=1.0)
         mine = set(self.slot_map.slots_of(nf_id)) if nf_id in self.pairs else set()
         held = {st.slot for st in reply.slots

@@ -13,6 +13,9 @@ Layout under the configured prefix (default `/nfcluster`):
     {prefix}/slots/moves/{slot:05d}  "from group:to group:epoch", the journal of a move under way
                                  (`MoveIntent`): written before the move's switch write, deleted
                                  once the move is complete or undone; a new leader finishes it
+    {prefix}/slots/failovers/{dead:05d}  "promoted", the journal of a fail-over under way
+                                 (`failover_journal`): written before its first step, deleted
+                                 once `groups` and `pairs` hold it; a new leader finishes it
 
 Every call that writes or reads slots takes the current `groups` (primary -> group; a primary
 missing from it has its own id as its group), to write a slot's group and read back its primary.
@@ -140,6 +143,42 @@ class SlotStore:
             return {int(p): int(g) for p, g in json.loads(kv.value).items()}
         except (ValueError, AttributeError, TypeError) as exc:
             raise SlotStoreError(f"{self._groups_key().decode()}: malformed ({exc})") from None
+
+    async def save_handover(self, groups: Mapping[int, int],
+                            pairs: Mapping[int, int | None]) -> None:
+        """A fail-over's `groups` and `pairs` in one transaction: both or neither."""
+        tx = self._client.transactions
+        ops = [tx.put(self._groups_key(), json.dumps({str(p): g for p, g in groups.items()}).encode()),
+               tx.put(self._pairs_key(), json.dumps({str(p): b for p, b in pairs.items()}).encode())]
+        await self._retry(lambda: self._client.transaction(compare=[], success=ops, failure=[]))
+
+    def _failover_prefix(self) -> bytes:
+        return f"{self.prefix}/slots/failovers/".encode()
+
+    def _failover_key(self, dead: int) -> bytes:
+        return f"{self.prefix}/slots/failovers/{dead:05d}".encode()
+
+    async def save_failover(self, dead: int, promoted: int) -> None:
+        """Journal the fail-over of primary `dead` to its backup `promoted` before its first
+        step (docs/protocols.md §8, L3)."""
+        await self._retry(lambda: self._client.put(self._failover_key(dead),
+                                                   str(promoted).encode()))
+
+    async def clear_failover(self, dead: int) -> None:
+        """The fail-over of `dead` is persisted (`save_handover`)."""
+        await self._retry(lambda: self._client.delete(self._failover_key(dead)))
+
+    async def load_failovers(self) -> dict[int, int]:
+        """The fail-overs journalled and not cleared: dead primary -> its promoted backup."""
+        out: dict[int, int] = {}
+        result = await self._retry(lambda: self._client.get_prefix(self._failover_prefix()))
+        for kv in result:
+            key = kv.key.decode(errors="replace")
+            try:
+                out[int(key.rsplit("/", 1)[1])] = int(kv.value.decode())
+            except ValueError:
+                raise SlotStoreError(f"{key}: malformed value {kv.value!r}") from None
+        return out
 
     async def save_entry(self, entry: SlotEntry, groups: Mapping[int, int] | None = None) -> None:
         await self._retry(lambda: self._client.put(self._slot_key(entry.slot), _value(entry, groups)))

@@ -21,6 +21,19 @@ than 2^30 over any number of promotions (each owner either sent one, leaving les
 behind its last commit, or added less than its own first span), so every frame reaches the
 switch less than 2^30 + 2^29 after the watermark. In practice the frames are rare: one per 2^30
 dropped inputs, plus one after 2^29 >> g drops at the start of an ownership.
+
+**After a switch restart** (docs/protocols.md §9, P10) the switch's dedup registers are empty:
+the first output of each slot and parity passes whatever its seq, so output forwarded before
+the restart and sent again after it (a promoted backup re-emits its dead primary's log) would
+pass twice. The switch's `last_epoch` register is lost too, so the first packet of each slot
+after the restart comes flagged FIRST_OF_EPOCH although its epoch did not change: an owner
+that had processed packets of that epoch knows from it that the switch restarted, and before
+that packet's output it sends (`restart_marks`) a frame at its epoch and its last output (or
+watermark) number, and one at the epoch before (the other parity) and the number before the
+packet's: every output of that epoch was numbered before this epoch's first packet, and none
+is still to come once this owner processes packets of its own epoch (the old owner's tail is
+over). The frames are output: they leave after the outputs before them, are logged at the
+backup and sent again, in order, by a promoted backup.
 """
 
 from __future__ import annotations
@@ -59,3 +72,18 @@ def watermark_frame(nf_id: int, slot: int, stage: int, epoch: int, seq: int, fla
 def is_watermark(frame: bytes | bytearray) -> bool:
     """Whether an NF's output frame (with its shim) is a watermark frame."""
     return frame[FRAME_KIND] == Kind.OUTPUT and bool(frame[FRAME_FLAGS] & FLAG_WATERMARK)
+
+
+def restart_marks(nf_id: int, slot: int, stage: int, epoch: int, out_mark: int | None,
+                  seq: int) -> list[bytes]:
+    """The frames an owner of `slot` at `epoch` sends when the switch restarted (see the module
+    docstring): at `epoch` and its last output or watermark number `out_mark` (None: it sent
+    none), and at the epoch before (the other parity; none before epoch 1) and `seq` - 1, `seq`
+    being the number of the first packet after the restart."""
+    frames = []
+    if out_mark is not None:
+        frames.append(watermark_frame(nf_id, slot, stage, epoch, out_mark))
+    before = (epoch - 1) & 0xFFFF
+    if before:
+        frames.append(watermark_frame(nf_id, slot, stage, before, (seq - 1) & 0xFFFFFFFF))
+    return frames

@@ -29,6 +29,7 @@ from contract.seq import SEQ_MASK, seq_after
 from contract.shim import (
     ETH_HDR_LEN,
     ETHERTYPE_NFC_BYTES,
+    FLAG_FIRST_OF_EPOCH,
     FLAG_REVERSE,
     FRAME_KIND,
     FRAME_SLOT,
@@ -53,7 +54,7 @@ from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import Link, ReplicationServer, Reply
 from nf_host.state_store import FlowId, Replica, SlotState
 from nf_host.watermark import SPAN as WATERMARK_SPAN
-from nf_host.watermark import first_span, watermark_frame
+from nf_host.watermark import first_span, restart_marks, watermark_frame
 from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
 
 log = logging.getLogger("nf_host.worker")
@@ -306,6 +307,13 @@ class WorkerCore:
 
     def _process(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
         if shim.epoch == rt.epoch:
+            if shim.flags & FLAG_FIRST_OF_EPOCH and rt.epoch_seen:
+                # flagged again within our epoch: the switch restarted and its output dedup
+                # forgot what it forwarded (nf_host/watermark.py, "After a switch restart")
+                marks = restart_marks(self.cfg.nf_id, rt.slot, shim.stage, rt.epoch,
+                                      rt.out_mark, shim.seq)
+                (self.batch or self._open_batch(now)).outputs.extend(marks)
+                self.c.watermarks += len(marks)
             rt.epoch_seen = True
         inner = bytearray(frame[:12])
         inner += frame[28:]  # the shim's ether_type field, then the original payload

@@ -90,3 +90,37 @@ def test_output_after_two_to_the_31_dropped_inputs_goes_through_the_switch() -> 
     passed = [Shim.unpack(f, ETH_HDR_LEN).seq for f in frames if dedup.offer(f)]
     assert passed == [x, last]
     assert dedup.watermarks >= 1 and dedup.dropped == 0
+
+
+def test_after_a_switch_restart_the_owner_resends_its_watermarks_before_new_output() -> None:
+    """The switch restarted (its dedup and `last_epoch` registers lost): the first packet of the
+    slot comes flagged FIRST_OF_EPOCH again within the owner's epoch 3. Before its output the
+    owner sends a watermark frame at (3, its last output) and one at (2, that packet's number -
+    1), so output of epoch 3 or 2 sent again after the restart (a promoted backup's log) is
+    dropped by the emptied dedup, and the new output still passes. Without them the old output
+    passes twice (simulation seed 20 of `--set switch_restarts=0.5`)."""
+    from contract.shim import FLAG_FIRST_OF_EPOCH, Kind, encap
+
+    def frame(seq: int, flags: int, n: int) -> bytes:
+        return encap(Shim(Kind.PRIMARY, flags, SLOT, 3, 1, seq, 0x0800), checker_frame(1, n))
+
+    async def go() -> list[bytes]:
+        out: list[bytes] = []
+        w = Worker(WorkerConfig(nf_id=1, batch_size=1, batch_time=0), Picky({10, 11, 20}),
+                   MemoryStore(), lambda f: out.append(bytes(f)))
+        w.assign([(SLOT, 3, 10)], as_backup=False)
+        w.on_frame(frame(10, FLAG_FIRST_OF_EPOCH, 1))  # epoch 3 begins: no watermark
+        w.on_frame(frame(11, 0, 2))
+        w.on_frame(frame(20, FLAG_FIRST_OF_EPOCH, 3))  # the restart (numbering resumed ahead)
+        w.expire_gaps(1e12)
+        return out
+
+    out = asyncio.run(go())
+    shims = [(Shim.unpack(f, ETH_HDR_LEN).epoch, Shim.unpack(f, ETH_HDR_LEN).seq, is_watermark(f))
+             for f in out]
+    assert shims == [(3, 10, False), (3, 11, False), (3, 11, True), (2, 19, True), (3, 20, False)]
+    restarted = OutputDedup()  # the switch after its restart
+    assert [restarted.offer(f) for f in out[2:]] == [False, False, True]
+    old = [encap(Shim(Kind.OUTPUT, 0, SLOT, e, 1, q, 0x0800), checker_frame(1, 9))
+           for e, q in ((3, 10), (3, 11), (2, 7))]
+    assert [restarted.offer(f) for f in old] == [False, False, False]  # re-emitted: dropped
