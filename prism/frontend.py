@@ -10,6 +10,9 @@ A hand-off of connection C to backend B (docs/prism.md, "Hand-off protocol"):
   2. dump C (TCP_REPAIR) and close it silently;
   3. HANDOFF frame (mode, the request already read, the state) to B on the hand-off channel;
   4. B restores C, commits (client->frontend segments now rewritten to B) and answers ACK.
+Mode "once" with --snapshots: before answering each later request B ships a live snapshot of C
+and the request (SNAPSHOT) and waits for this frontend's SNAPACK; the frontend keeps the newest
+one, so a crashed B's connections are resumed here as in mode "every" (prism.recovery).
 Mode "every": B hands C back after each response (HANDBACK): the frontend restores it, has the
 controller `release` both entries, reads the next request and hands it to the next backend.
 Each hand-off's times go to --stats (one JSON object per line): begin (switch write), dump
@@ -38,6 +41,9 @@ from prism.protocol import (
     KIND_HANDOFF,
     KIND_PING,
     KIND_PONG,
+    KIND_SNAPACK,
+    KIND_SNAPSHOT,
+    REQUEST_SIZE,
     ProtocolError,
     Request,
     mark_channel,
@@ -46,11 +52,11 @@ from prism.protocol import (
     send_frame,
 )
 from prism.recovery import FAIL_AFTER_S, PING_INTERVAL_S, REQUEST_WAIT_S, Held, resumed_state
-from prism.repair import TcpState, close_silently, dump, restore
+from prism.repair import TcpState, close_silently, dump, probe, restore
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.frontend")
-MODES = {"once": 0, "every": 1}
+MODES = {"once": 0, "every": 1, "once+snapshots": 2}
 ACK_TIMEOUT_S = 10.0
 
 
@@ -94,6 +100,8 @@ class BackendChannel:
                 elif kind == KIND_HANDBACK:
                     threading.Thread(target=self.frontend.take_back, args=(self, body),
                                      daemon=True).start()
+                elif kind == KIND_SNAPSHOT:
+                    self.frontend.keep_snapshot(self, body)
                 elif kind == KIND_CLOSED:
                     self.frontend.forget(self, int(json.loads(body)["client_port"]))
                 elif kind != KIND_PONG:
@@ -107,6 +115,11 @@ class BackendChannel:
         assert self.sock is not None
         with self.lock:
             send_frame(self.sock, KIND_PING, b"")
+
+    def snapack(self, client_port: int) -> None:
+        assert self.sock is not None
+        with self.lock:
+            send_frame(self.sock, KIND_SNAPACK, json.dumps({"client_port": client_port}).encode())
 
     def hand_off(self, mode: int, req: Request, state: TcpState) -> dict[str, float]:
         """Send the state; wait for the backend's ACK (it has restored and committed)."""
@@ -130,9 +143,11 @@ class Frontend:
     def __init__(self, addr: str, port: int, mode: str, api: HandOffApi | None,
                  backends: list[tuple[str, int, int]], stats: IO[str] | None,
                  fail_after: float = FAIL_AFTER_S, request_wait: float = REQUEST_WAIT_S,
-                 extra_ms: float = 0.0) -> None:
+                 extra_ms: float = 0.0, snapshots: bool = False) -> None:
         self.me = Endpoint(addr, port)
         self.mode = mode
+        # what a Held records and the backend is told: "once" with snapshots is its own mode
+        self.held_mode = "once+snapshots" if snapshots and mode == "once" else mode
         self.api = api
         self.channels = [BackendChannel(self, a, d, c) for a, d, c in backends]
         self._next = itertools.cycle(range(len(self.channels)))
@@ -143,7 +158,7 @@ class Frontend:
         self.fail_after = fail_after
         self.request_wait = request_wait
         self.extra_s = extra_ms / 1e3
-        self.handoffs = self.failures = 0
+        self.handoffs = self.failures = self.snapshots = 0
 
     def pick(self) -> BackendChannel:
         """The next live backend, round robin."""
@@ -210,19 +225,39 @@ class Frontend:
         with self.held_lock:
             return ch.held.pop(client_port, None)
 
+    def keep_snapshot(self, ch: BackendChannel, body: bytes) -> None:
+        """A SNAPSHOT (mode once with snapshots): the connection's live state at the backend and
+        the request it is about to answer replace the Held copy; then SNAPACK, and the backend
+        answers. A connection no longer held (the backend was declared failed) gets no SNAPACK:
+        its recovery owns it."""
+        req = Request.decode(body[:REQUEST_SIZE])
+        state = TcpState.decode(body[REQUEST_SIZE:])
+        port = state.remote[1]
+        with self.held_lock:
+            if not ch.alive or port not in ch.held:
+                return
+            ch.held[port] = Held(state, req, self.held_mode, time.monotonic())
+        ch.snapack(port)
+        self.snapshots += 1
+        self.record({"kind": "snapshot", "backend": ch.endpoint.addr, "client_port": port,
+                     "state_bytes": len(body)})
+
     def recover(self, ch: BackendChannel, held: Held) -> None:
-        """Take a failed backend's connection back (mode every), or record it as lost (once)."""
+        """Take a failed backend's connection back (modes every, once with snapshots), or record
+        it as lost (once)."""
         assert self.api is not None
         client = Endpoint(*held.state.remote)
         lost = {"kind": "lost", "backend": ch.endpoint.addr, "client_port": client.port}
-        if held.mode != "every":
+        if not held.resumable:
             self.record({**lost, "why": "once: its state since the hand-off was the backend's"})
             return
         t0 = time.perf_counter()
         try:
             state = resumed_state(held)
-            sock = restore(state)  # bound to our own address: the shipped state's local one
+            # bound to our own address (a snapshot's local address is the backend's)
+            sock = restore(state.moved_to((self.me.addr, self.me.port)))
             self.api.step("release", client, self.me, ch.endpoint)
+            probe(sock)  # the client's ACK now reaches us: have it say what it already has
         except (OSError, RuntimeError) as exc:
             self.failures += 1
             self.record({**lost, "why": f"recovery failed: {exc}"})
@@ -287,12 +322,12 @@ class Frontend:
         t2 = time.perf_counter()
         with self.held_lock:
             if ch.alive:
-                ch.held[client.port] = Held(state, req, self.mode, time.monotonic())
+                ch.held[client.port] = Held(state, req, self.held_mode, time.monotonic())
         if not ch.alive:  # failed between pick and now: recover it like a held one
-            self.recover(ch, Held(state, req, self.mode, time.monotonic()))
+            self.recover(ch, Held(state, req, self.held_mode, time.monotonic()))
             return
         try:
-            ack = ch.hand_off(MODES[self.mode], req, state)
+            ack = ch.hand_off(MODES[self.held_mode], req, state)
         except BackendDown as exc:
             # the failure's recovery owns the connection now (backend_failed took `held`)
             self.backend_failed(ch, str(exc))
@@ -356,6 +391,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds without a frame from a backend before it is failed")
     parser.add_argument("--request-wait", type=float, default=REQUEST_WAIT_S,
                         help="seconds a recovered connection waits for its next request")
+    parser.add_argument("--snapshots", action="store_true",
+                        help="mode once: backends ship a live snapshot before each answer, so "
+                             "a crashed backend's connections are resumed (one channel round "
+                             "trip per request)")
     parser.add_argument("--extra-handoff-ms", type=float, default=0.0,
                         help="latency added to every hand-off (the thesis's figure 5.2)")
     args = parser.parse_args(argv)
@@ -364,7 +403,7 @@ def main(argv: list[str] | None = None) -> None:
     api = None if args.mode == "proxy" else HandOffApi(args.controller)
     backends = parse_backends(args.backends, args.backend_data_port, args.backend_control_port)
     Frontend(args.addr, args.port, args.mode, api, backends, stats, args.fail_after,
-             args.request_wait, args.extra_handoff_ms).run()
+             args.request_wait, args.extra_handoff_ms, args.snapshots).run()
 
 
 if __name__ == "__main__":

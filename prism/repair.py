@@ -174,6 +174,27 @@ def dump(sock: socket.socket) -> TcpState:
         window=(window[0], window[1], window[2], window[3], window[4]))
 
 
+def snapshot(sock: socket.socket) -> TcpState:
+    """Dump a live socket and leave it running (CRIU's leave-running dump): repair mode on, the
+    state read, repair mode off without a window probe. While it is in repair mode (tens of
+    microseconds) the socket sends nothing; what arrives is processed as usual. Callers take it
+    where the peer has nothing in flight (docs/prism.md, "Backend failure")."""
+    try:
+        return dump(sock)
+    finally:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)
+
+
+def probe(sock: socket.socket) -> None:
+    """Have the peer of a live socket announce its receive point at once: repair mode on, then
+    off *with* the window probe (a segment just below the window, which the peer answers with
+    an ACK). For a socket resumed with bytes queued as sent that the peer may already have:
+    the ACK frees what it has and re-arms the retransmission timer with an RTT from it, instead
+    of the first retransmission waiting a cold RTO and its ACK backing the timer off further."""
+    sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_ON)
+    sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF)
+
+
 def close_silently(sock: socket.socket) -> None:
     """Close a socket in repair mode: the kernel forgets the connection, the peer hears nothing."""
     sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_ON)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from prism.private_netns import run_in_private_netns
-from prism.protocol import object_bytes, recv_exact
-from prism.repair import RepairError, TcpState, close_silently, dump, restore
+from prism.protocol import Request, object_bytes, recv_exact
+from prism.recovery import Held, resumed_state
+from prism.repair import RepairError, TcpState, close_silently, dump, probe, restore, snapshot
 
 pytestmark = pytest.mark.netns
 
@@ -93,6 +95,47 @@ def test_hand_off_keeps_both_queues_and_the_connection() -> None:
     assert out["request_ok"], "the new socket did not get the old socket's unread request"
     assert out["after"] == b"after"
     assert out["eof"] == b"", "the client's FIN did not reach the new socket"
+
+
+def crash_after_snapshot() -> dict[str, object]:
+    """Mode "once" with snapshots, on loopback: the server reads a request, takes a live
+    snapshot, goes on answering (1 MiB of 2), then crashes (locked, closed silently); the
+    connection is resumed from the snapshot with the whole response as sent, and probed."""
+    listener, client, server = connected_pair()
+    req = Request(2 << 20, seed=3)
+    response = object_bytes(req.size, req.seed)
+    client.sendall(req.encode())
+    got_req = Request.decode(recv_exact(server, 20))
+    state = snapshot(server)                      # left running: the server answers on
+    taken = time.monotonic()
+    with ThreadPoolExecutor(1) as pool:
+        reader = pool.submit(recv_exact, client, len(response))
+        server.sendall(response[: 1 << 20])
+        lock()                                    # the crash: nothing reaches it any more
+        close_silently(server)
+        held = Held(TcpState.decode(state.encode()), got_req, "once+snapshots", taken)
+        new = restore(resumed_state(held))
+        unlock()                                  # the switch's release
+        probe(new)                                # the client says what it already has
+        got = reader.result(timeout=20)
+    new.settimeout(10)
+    client.sendall(b"after")
+    after = recv_exact(new, 5)
+    client.close()
+    eof = new.recv(1)
+    new.close()
+    listener.close()
+    return {"state": state, "response_ok": got == response, "after": after, "eof": eof}
+
+
+def test_a_snapshot_leaves_the_connection_running_and_resumes_it_after_a_crash() -> None:
+    out = run_in_private_netns(crash_after_snapshot)
+    state = out["state"]
+    assert isinstance(state, TcpState)
+    assert state.recv_queue == b"" and state.send_queue == b""  # the request read, no answer yet
+    assert out["response_ok"], "the client's bytes differ from the response"
+    assert out["after"] == b"after"
+    assert out["eof"] == b"", "the client's FIN did not reach the resumed socket"
 
 
 def refuse_listening() -> str:
