@@ -30,6 +30,7 @@ import logging
 import socket
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -143,7 +144,7 @@ class Frontend:
     def __init__(self, addr: str, port: int, mode: str, api: HandOffApi | None,
                  backends: list[tuple[str, int, int]], stats: IO[str] | None,
                  fail_after: float = FAIL_AFTER_S, request_wait: float = REQUEST_WAIT_S,
-                 extra_ms: float = 0.0, snapshots: bool = False) -> None:
+                 extra_ms: float = 0.0, snapshots: bool = False, direct: bool = False) -> None:
         self.me = Endpoint(addr, port)
         self.mode = mode
         # what a Held records and the backend is told: "once" with snapshots is its own mode
@@ -159,6 +160,7 @@ class Frontend:
         self.request_wait = request_wait
         self.extra_s = extra_ms / 1e3
         self.handoffs = self.failures = self.snapshots = 0
+        self.direct = direct
 
     def pick(self) -> BackendChannel:
         """The next live backend, round robin."""
@@ -319,6 +321,14 @@ class Frontend:
         close_silently(sock)
         if self.extra_s:
             time.sleep(self.extra_s)  # the thesis's 5.3: latency added to every hand-off
+        self._ship(ch, req, state, {"begin_ms": (t1 - t0) * 1e3, "begin_write_ms": begin_ms,
+                                    "dump_ms": (time.perf_counter() - t1) * 1e3}, t0)
+
+    def _ship(self, ch: BackendChannel, req: Request, state: TcpState,
+              times: dict[str, float], t0: float) -> None:
+        """The state (local address: ours) to `ch`'s backend, held until it is back; its
+        times recorded once the backend's ACK came."""
+        client = Endpoint(*state.remote)
         t2 = time.perf_counter()
         with self.held_lock:
             if ch.alive:
@@ -335,19 +345,49 @@ class Frontend:
         t3 = time.perf_counter()
         self.handoffs += 1
         self.record({"kind": "handoff", "backend": ch.endpoint.addr, "client_port": client.port,
-                     "begin_ms": (t1 - t0) * 1e3, "begin_write_ms": begin_ms,
-                     "dump_ms": (t2 - t1) * 1e3, "handoff_ms": (t3 - t2) * 1e3,
+                     **times, "handoff_ms": (t3 - t2) * 1e3,
                      "restore_ms": ack["restore_ms"], "commit_ms": ack["commit_ms"],
                      "total_ms": (t3 - t0) * 1e3, "state_bytes": len(state.encode())})
 
+    def pass_on(self, old: BackendChannel, state: TcpState) -> bool:
+        """The direct hand-over of a handed-back connection (--direct): the request is already
+        in its receive queue and the forward entry is locked (the old backend's `lock`), so
+        the state goes straight to the next backend after ONE step (`handover`: the return
+        entry moves to it), without a restore, `release`, read, `begin` and dump here. False
+        (nothing done) when it does not apply: no whole request alone in the queue, no live
+        backend, or the step failed -- the caller takes the connection back instead."""
+        assert self.api is not None
+        if len(state.recv_queue) != REQUEST_SIZE:
+            return False
+        try:
+            req = Request.decode(state.recv_queue)
+            ch = self.pick()
+            client = Endpoint(*state.remote)
+            t0 = time.perf_counter()
+            write_ms = 0.0  # the same backend again: its return entry is already there
+            if ch is not old:
+                write_ms = self.api.step("handover", client, self.me, ch.endpoint, old.endpoint)
+        except (OSError, RuntimeError, ProtocolError) as exc:  # BackendDown is a RuntimeError
+            LOG.warning("direct hand-over not possible (%s): taken back", exc)
+            return False
+        t1 = time.perf_counter()
+        stripped = replace(state.moved_to((self.me.addr, self.me.port)), recv_queue=b"")
+        self._ship(ch, req, stripped, {"begin_ms": (t1 - t0) * 1e3, "begin_write_ms": write_ms,
+                                       "dump_ms": 0.0, "direct": 1.0,
+                                       "handover_steps": float(ch is not old)}, t0)
+        return True
+
     def take_back(self, ch: BackendChannel, body: bytes) -> None:
-        """A HANDBACK: restore here, release the switch entries, go on with the next request."""
+        """A HANDBACK: with --direct, on to the next backend at once (`pass_on`); else restore
+        here, release the switch entries, go on with the next request."""
         assert self.api is not None
         try:
             state = TcpState.decode(body)
             client = Endpoint(*state.remote)
             if self.forget(ch, client.port) is None:
                 return  # declared failed first: the recovery has the connection
+            if self.direct and self.pass_on(ch, state):
+                return
             t0 = time.perf_counter()
             sock = restore(state.moved_to((self.me.addr, self.me.port)))
             t1 = time.perf_counter()
@@ -395,6 +435,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="mode once: backends ship a live snapshot before each answer, so "
                              "a crashed backend's connections are resumed (one channel round "
                              "trip per request)")
+    parser.add_argument("--direct", action="store_true",
+                        help="mode every: a handed-back connection goes straight to the next "
+                             "backend (one controller step, not restore, release, begin)")
     parser.add_argument("--extra-handoff-ms", type=float, default=0.0,
                         help="latency added to every hand-off (the thesis's figure 5.2)")
     args = parser.parse_args(argv)
@@ -403,7 +446,7 @@ def main(argv: list[str] | None = None) -> None:
     api = None if args.mode == "proxy" else HandOffApi(args.controller)
     backends = parse_backends(args.backends, args.backend_data_port, args.backend_control_port)
     Frontend(args.addr, args.port, args.mode, api, backends, stats, args.fail_after,
-             args.request_wait, args.extra_handoff_ms, args.snapshots).run()
+             args.request_wait, args.extra_handoff_ms, args.snapshots, args.direct).run()
 
 
 if __name__ == "__main__":
