@@ -1,0 +1,124 @@
+"""Prism at every request with and without the direct hand-over (`make bench-prism-direct`).
+
+    python -m bench.prism_direct [--quick] [--repeats 3] [--sizes 65536,262144] [--csv FILE]
+
+On the p4sim testbed (prism.testbed, a private network namespace, links 8 Mbit/s, the client's
+40): mode "every" (the hand-back restored at the frontend, `release`, the request read, `begin`,
+dumped, shipped: four controller steps per request) against "every --direct" (the handed-back
+state shipped straight on after one `handover` step: three). The variants alternate inside each
+repeat, so both see the same machine; the table gives the medians over the repeats, the
+controller steps per response, the median hand-off time (the frontend's part, `total_ms`) and
+the load average around the points (the machine is shared: read the numbers beside it). Every
+response is checked byte for byte by the client; a failure is printed and counted.
+Needs root (namespaces, tc) and `make build`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from prism.private_netns import run_in_private_netns
+from prism.testbed import REPO, Testbed, target_missing
+
+LINK_MBIT = 8.0
+VARIANTS: dict[str, list[str]] = {"every": [], "every --direct": ["--direct"]}
+
+
+def _handoffs(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "handoff"]
+
+
+def measure(logdir: Path, sizes: list[int], backends: int, connections: int, seconds: float,
+            repeats: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    tb = Testbed(backends=backends, logdir=logdir, rate_mbit=LINK_MBIT)
+    try:
+        for rep in range(repeats):
+            for size in sizes:
+                for name, args in VARIANTS.items():
+                    stats = logdir / f"{rep}-{size}-{name.replace(' ', '')}.jsonl"
+                    load_before = os.getloadavg()[0]
+                    steps_before = tb.controller_status()["steps"]
+                    tb.start_servers("every", stats=stats, frontend_args=args)
+                    out = tb.run_client("--connections", str(connections), "--size", str(size),
+                                        "--duration", str(seconds), "--seed", str(rep + 1))
+                    tb.stop_servers()
+                    fails = out["failures"]
+                    assert isinstance(fails, dict)
+                    ok = int(out["ok"])  # type: ignore[call-overload]
+                    steps = tb.controller_status()["steps"] - steps_before
+                    totals = [h["total_ms"] for h in _handoffs(stats)]
+                    row = {"repeat": rep, "variant": name, "size": size, "mbps": out["mbps"],
+                           "responses": ok, "failures": sum(fails.values()),
+                           "failure_kinds": json.dumps(fails),
+                           "steps_per_response": steps / max(ok, 1),
+                           "handoff_ms_median": statistics.median(totals) if totals else 0.0,
+                           "load_before": load_before, "load_after": os.getloadavg()[0]}
+                    print(f"  repeat {rep}, {size} B, {name}: {row['mbps']:.2f} Mbit/s, "
+                          f"{row['steps_per_response']:.2f} steps/response, hand-off "
+                          f"{row['handoff_ms_median']:.1f} ms, load {load_before:.1f}"
+                          + (f", FAILURES {fails}" if fails else ""), flush=True)
+                    rows.append(row)
+    finally:
+        tb.close()
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| variant | object | Mbit/s (median) | min-max | steps / response | hand-off ms "
+             "(median) | failures | load average |", "| --- | ---: | ---: | --- | ---: | ---: "
+             "| ---: | --- |"]
+    for size in sorted({r["size"] for r in rows}):
+        for name in VARIANTS:
+            pts = [r for r in rows if r["size"] == size and r["variant"] == name]
+            mbps = [r["mbps"] for r in pts]
+            loads = [r["load_before"] for r in pts] + [r["load_after"] for r in pts]
+            lines.append(
+                f"| {name} | {size // 1024} KiB | {statistics.median(mbps):.1f} | "
+                f"{min(mbps):.1f}-{max(mbps):.1f} | "
+                f"{statistics.median(r['steps_per_response'] for r in pts):.2f} | "
+                f"{statistics.median(r['handoff_ms_median'] for r in pts):.1f} | "
+                f"{sum(r['failures'] for r in pts)} | {min(loads):.0f}-{max(loads):.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="bench.prism_direct", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="one size, 2 repeats of 4 s")
+    p.add_argument("--sizes", default="65536,262144", help="object sizes in bytes")
+    p.add_argument("--backends", type=int, default=4)
+    p.add_argument("--connections", type=int, default=16)
+    p.add_argument("--seconds", type=float, default=6.0, help="per point")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--csv", type=Path, help="write the points here")
+    args = p.parse_args(argv)
+    if missing := target_missing("p4sim", REPO / "build"):
+        raise SystemExit(f"bench.prism_direct: {missing}")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    seconds, repeats = args.seconds, args.repeats
+    if args.quick:
+        sizes, seconds, repeats = sizes[-1:], 4.0, 2
+    with tempfile.TemporaryDirectory(prefix="prism-direct-") as tmp:
+        rows = run_in_private_netns(
+            lambda: measure(Path(tmp), sizes, args.backends, args.connections, seconds, repeats),
+            timeout=3600, on_interrupt=Testbed.close_all)
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
