@@ -3,7 +3,7 @@
 PRISM_ARGS ?=
 PRISM_BENCH_ARGS ?=
 
-.PHONY: prism-demo prism-test bench-prism-direct
+.PHONY: prism-demo prism-test bench-prism-variants
 
 prism-demo: setup build ## Prism on p4sim: proxy, one hand-off and a hand-off per request, every byte checked (PRISM_ARGS="--backends 4 --size 262144 --rate-mbit 8")
 	$(PY) -m prism --target $(TARGET) $(PRISM_ARGS)
@@ -12,5 +12,5 @@ prism-test: setup build ## the Prism tests: TCP_REPAIR on loopback, switch write
 	unshare -n sh -c 'ip link set lo up; $(PY) -m pytest tests/prism -q'
 	$(PY) -m ptf_tests.run --target $(TARGET) --build-dir $(P4_BUILD_DIR) handoff
 
-bench-prism-direct: setup build ## Prism at every request with and without the direct hand-over (3 controller steps per request instead of 4): medians of repeats, load average beside (root; PRISM_BENCH_ARGS="--quick")
-	$(PY) -m bench.prism_direct $(PRISM_BENCH_ARGS)
+bench-prism-variants: setup build ## Prism's options A/B: every vs every --direct (3 controller steps per request, not 4), or once vs once --snapshots; medians of repeats, load average beside (root; PRISM_BENCH_ARGS="--pair snapshots --quick")
+	$(PY) -m bench.prism_variants $(PRISM_BENCH_ARGS)

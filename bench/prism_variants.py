@@ -1,12 +1,18 @@
-"""Prism at every request with and without the direct hand-over (`make bench-prism-direct`).
+"""Prism's options against the protocol without them (`make bench-prism-variants`).
 
-    python -m bench.prism_direct [--quick] [--repeats 3] [--sizes 65536,262144] [--csv FILE]
+    python -m bench.prism_variants [--pair direct|snapshots] [--quick] [--repeats 3]
+        [--sizes 65536,262144] [--csv FILE]
 
 On the p4sim testbed (prism.testbed, a private network namespace, links 8 Mbit/s, the client's
-40): mode "every" (the hand-back restored at the frontend, `release`, the request read, `begin`,
-dumped, shipped: four controller steps per request) against "every --direct" (the handed-back
-state shipped straight on after one `handover` step: three). The variants alternate inside each
-repeat, so both see the same machine; the table gives the medians over the repeats, the
+40), one pair of variants:
+  direct:    mode "every" (the hand-back restored at the frontend, `release`, the request read,
+             `begin`, dumped, shipped: four controller steps per request) against "every
+             --direct" (the handed-back state shipped straight on after one `handover` step:
+             three);
+  snapshots: mode "once" against "once --snapshots" (a live snapshot shipped to the frontend
+             and acknowledged before each later answer: what saving once-mode connections from
+             a backend crash costs).
+The variants alternate inside each repeat, so both see the same machine; the table gives the medians over the repeats, the
 controller steps per response, the median hand-off time (the frontend's part, `total_ms`) and
 the load average around the points (the machine is shared: read the numbers beside it). Every
 response is checked byte for byte by the client; a failure is printed and counted.
@@ -28,7 +34,10 @@ from prism.private_netns import run_in_private_netns
 from prism.testbed import REPO, Testbed, target_missing
 
 LINK_MBIT = 8.0
-VARIANTS: dict[str, list[str]] = {"every": [], "every --direct": ["--direct"]}
+PAIRS: dict[str, dict[str, tuple[str, list[str]]]] = {
+    "direct": {"every": ("every", []), "every --direct": ("every", ["--direct"])},
+    "snapshots": {"once": ("once", []), "once --snapshots": ("once", ["--snapshots"])},
+}
 
 
 def _handoffs(path: Path) -> list[dict[str, Any]]:
@@ -37,18 +46,18 @@ def _handoffs(path: Path) -> list[dict[str, Any]]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "handoff"]
 
 
-def measure(logdir: Path, sizes: list[int], backends: int, connections: int, seconds: float,
-            repeats: int) -> list[dict[str, Any]]:
+def measure(logdir: Path, variants: dict[str, tuple[str, list[str]]], sizes: list[int],
+            backends: int, connections: int, seconds: float, repeats: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     tb = Testbed(backends=backends, logdir=logdir, rate_mbit=LINK_MBIT)
     try:
         for rep in range(repeats):
             for size in sizes:
-                for name, args in VARIANTS.items():
+                for name, (mode, args) in variants.items():
                     stats = logdir / f"{rep}-{size}-{name.replace(' ', '')}.jsonl"
                     load_before = os.getloadavg()[0]
                     steps_before = tb.controller_status()["steps"]
-                    tb.start_servers("every", stats=stats, frontend_args=args)
+                    tb.start_servers(mode, stats=stats, frontend_args=args)
                     out = tb.run_client("--connections", str(connections), "--size", str(size),
                                         "--duration", str(seconds), "--seed", str(rep + 1))
                     tb.stop_servers()
@@ -73,12 +82,12 @@ def measure(logdir: Path, sizes: list[int], backends: int, connections: int, sec
     return rows
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]], variants: dict[str, tuple[str, list[str]]]) -> str:
     lines = ["| variant | object | Mbit/s (median) | min-max | steps / response | hand-off ms "
              "(median) | failures | load average |", "| --- | ---: | ---: | --- | ---: | ---: "
              "| ---: | --- |"]
     for size in sorted({r["size"] for r in rows}):
-        for name in VARIANTS:
+        for name in variants:
             pts = [r for r in rows if r["size"] == size and r["variant"] == name]
             mbps = [r["mbps"] for r in pts]
             loads = [r["load_before"] for r in pts] + [r["load_after"] for r in pts]
@@ -92,8 +101,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="bench.prism_direct", description=__doc__,
+    p = argparse.ArgumentParser(prog="bench.prism_variants", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pair", choices=sorted(PAIRS), default="direct",
+                   help="which option to measure against the protocol without it")
     p.add_argument("--quick", action="store_true", help="one size, 2 repeats of 4 s")
     p.add_argument("--sizes", default="65536,262144", help="object sizes in bytes")
     p.add_argument("--backends", type=int, default=4)
@@ -103,21 +114,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--csv", type=Path, help="write the points here")
     args = p.parse_args(argv)
     if missing := target_missing("p4sim", REPO / "build"):
-        raise SystemExit(f"bench.prism_direct: {missing}")
+        raise SystemExit(f"bench.prism_variants: {missing}")
+    variants = PAIRS[args.pair]
     sizes = [int(s) for s in args.sizes.split(",")]
     seconds, repeats = args.seconds, args.repeats
     if args.quick:
         sizes, seconds, repeats = sizes[-1:], 4.0, 2
-    with tempfile.TemporaryDirectory(prefix="prism-direct-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="prism-variants-") as tmp:
         rows = run_in_private_netns(
-            lambda: measure(Path(tmp), sizes, args.backends, args.connections, seconds, repeats),
+            lambda: measure(Path(tmp), variants, sizes, args.backends, args.connections, seconds,
+                            repeats),
             timeout=3600, on_interrupt=Testbed.close_all)
     if args.csv:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    print(table(rows))
+    print(table(rows, variants))
 
 
 if __name__ == "__main__":
