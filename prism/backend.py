@@ -46,7 +46,7 @@ from prism.protocol import (
     read_request,
     send_frame,
 )
-from prism.repair import TcpState, close_silently, dump, restore, snapshot, unacknowledged_bytes
+from prism.repair import TcpState, dump, park, restore, snapshot, wait_acknowledged
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.backend")
@@ -107,18 +107,6 @@ def request_waiting(sock: socket.socket) -> bool:
     """Block until a whole request is in the receive queue (True) or the client closed (False);
     nothing is consumed: the request travels in the dumped receive queue."""
     return len(sock.recv(REQUEST_SIZE, socket.MSG_PEEK | socket.MSG_WAITALL)) == REQUEST_SIZE
-
-
-def wait_acknowledged(sock: socket.socket, timeout: float = DRAIN_TIMEOUT_S) -> None:
-    """Until every byte sent is acknowledged (send queue empty): then a hand-back carries no
-    data in flight, so nothing needs the new owner's retransmission timer."""
-    deadline = time.monotonic() + timeout
-    delay = 0.0002
-    while unacknowledged_bytes(sock) > 0:
-        if time.monotonic() > deadline:
-            raise TimeoutError("send queue not acknowledged")
-        time.sleep(delay)  # no event tells an ACK's arrival: a short, growing poll
-        delay = min(delay * 2, 0.005)
 
 
 class Backend:
@@ -187,10 +175,12 @@ class Backend:
                     self.api.step("release", client, frontend, self.me)
                     channel.closed(client)
                     return
-                wait_acknowledged(sock)
+                # then a hand-back carries no data in flight: nothing needs the new owner's
+                # retransmission timer
+                wait_acknowledged(sock, DRAIN_TIMEOUT_S)
                 self.api.step("lock", client, frontend, self.me)
                 back = dump(sock)
-                close_silently(sock)
+                park(sock)  # frozen, not closed: a stray segment meets it (no RST)
                 channel.send(KIND_HANDBACK, back.encode())
                 return
             if mode == MODE_ONCE_SNAPSHOTS:

@@ -53,12 +53,13 @@ from prism.protocol import (
     send_frame,
 )
 from prism.recovery import FAIL_AFTER_S, PING_INTERVAL_S, REQUEST_WAIT_S, Held, resumed_state
-from prism.repair import TcpState, close_silently, dump, probe, restore
+from prism.repair import TcpState, dump, park, probe, restore, wait_acknowledged
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.frontend")
 MODES = {"once": 0, "every": 1, "once+snapshots": 2}
 ACK_TIMEOUT_S = 10.0
+RESUMED_DRAIN_S = 60.0  # a resumed response's retransmission, at worst many at once on one link
 
 
 class BackendDown(RuntimeError):
@@ -268,6 +269,15 @@ class Frontend:
                      "recover_ms": (time.perf_counter() - t0) * 1e3,
                      "since_dump_ms": (time.monotonic() - held.dumped_at) * 1e3,
                      "resent_bytes": len(state.send_queue)})
+        # the client sends its next request only once it has the whole response: the wait for
+        # it starts when the resumed response is acknowledged, not at the restore (a resumed
+        # response can take seconds, several recovered at once on the frontend's link)
+        try:
+            wait_acknowledged(sock, RESUMED_DRAIN_S)
+        except (OSError, TimeoutError) as exc:
+            self.record({**lost, "why": f"resumed response not acknowledged: {exc}"})
+            sock.close()
+            return
         self.serve(sock, first_wait=self.request_wait, after_failure=lost)
 
     # -- proxy baseline ---------------------------------------------------------------------
@@ -318,7 +328,7 @@ class Frontend:
         begin_ms = self.api.step("begin", client, self.me, ch.endpoint)
         t1 = time.perf_counter()
         state = dump(sock)
-        close_silently(sock)
+        park(sock)  # frozen, not closed: a stray segment meets it (no RST)
         if self.extra_s:
             time.sleep(self.extra_s)  # the thesis's 5.3: latency added to every hand-off
         self._ship(ch, req, state, {"begin_ms": (t1 - t0) * 1e3, "begin_write_ms": begin_ms,

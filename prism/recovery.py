@@ -25,8 +25,9 @@ What cannot be saved, and is counted (frontend records of kind "lost"):
     served since) lives only on the backend; the frontend's copy is stale;
   * modes "every" and "once" with snapshots, a client whose next request the failed backend's kernel had acknowledged
     before the hand-back: the client will not send it again and the frontend never had it.
-    The frontend waits `request_wait` seconds for a request on the recovered connection, then
-    closes it (FIN, no reset) and records it.
+    The frontend waits `request_wait` seconds for a request on the recovered connection -- from
+    when the resumed response is acknowledged: the client asks again only once it has it --
+    then closes it (FIN, no reset) and records it.
 """
 
 from __future__ import annotations
