@@ -13,7 +13,8 @@ On the p4sim testbed (prism.testbed, a private network namespace, links 8 Mbit/s
              and acknowledged before each later answer: what saving once-mode connections from
              a backend crash costs).
 The variants alternate inside each repeat, so both see the same machine; the table gives the medians over the repeats, the
-controller steps per response, the median hand-off time (the frontend's part, `total_ms`) and
+controller steps per response, the median hand-off time (`total_ms`: `begin` or `handover` to
+the backend's ACK), the frontend's time per later request (from a HANDBACK to the next ACK) and
 the load average around the points (the machine is shared: read the numbers beside it). Every
 response is checked byte for byte by the client; a failure is printed and counted.
 Needs root (namespaces, tc) and `make build`.
@@ -40,10 +41,24 @@ PAIRS: dict[str, dict[str, tuple[str, list[str]]]] = {
 }
 
 
-def _handoffs(path: Path) -> list[dict[str, Any]]:
+def _records(path: Path, kind: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == "handoff"]
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["kind"] == kind]
+
+
+def frontend_ms(stats: Path) -> float:
+    """The frontend's median time per later request, from a HANDBACK to the next backend's ACK:
+    restore + `release` (its hand-back record) + `begin` to ACK (its hand-off record); with
+    --direct, `handover` to ACK. 0 without hand-backs (mode once)."""
+    handoffs = _records(stats, "handoff")
+    direct = [float(h["total_ms"]) for h in handoffs if h.get("direct")]
+    if direct:
+        return statistics.median(direct)
+    backs = [float(b["restore_ms"] + b["release_ms"]) for b in _records(stats, "handback")]
+    if not backs:
+        return 0.0
+    return statistics.median(backs) + statistics.median(float(h["total_ms"]) for h in handoffs)
 
 
 def measure(logdir: Path, variants: dict[str, tuple[str, list[str]]], sizes: list[int],
@@ -65,16 +80,18 @@ def measure(logdir: Path, variants: dict[str, tuple[str, list[str]]], sizes: lis
                     assert isinstance(fails, dict)
                     ok = int(out["ok"])  # type: ignore[call-overload]
                     steps = tb.controller_status()["steps"] - steps_before
-                    totals = [h["total_ms"] for h in _handoffs(stats)]
+                    totals = [h["total_ms"] for h in _records(stats, "handoff")]
                     row = {"repeat": rep, "variant": name, "size": size, "mbps": out["mbps"],
                            "responses": ok, "failures": sum(fails.values()),
                            "failure_kinds": json.dumps(fails),
                            "steps_per_response": steps / max(ok, 1),
                            "handoff_ms_median": statistics.median(totals) if totals else 0.0,
+                           "frontend_ms_per_request": frontend_ms(stats),
                            "load_before": load_before, "load_after": os.getloadavg()[0]}
                     print(f"  repeat {rep}, {size} B, {name}: {row['mbps']:.2f} Mbit/s, "
                           f"{row['steps_per_response']:.2f} steps/response, hand-off "
-                          f"{row['handoff_ms_median']:.1f} ms, load {load_before:.1f}"
+                          f"{row['handoff_ms_median']:.1f} ms, frontend per request "
+                          f"{row['frontend_ms_per_request']:.1f} ms, load {load_before:.1f}"
                           + (f", FAILURES {fails}" if fails else ""), flush=True)
                     rows.append(row)
     finally:
@@ -84,8 +101,8 @@ def measure(logdir: Path, variants: dict[str, tuple[str, list[str]]], sizes: lis
 
 def table(rows: list[dict[str, Any]], variants: dict[str, tuple[str, list[str]]]) -> str:
     lines = ["| variant | object | Mbit/s (median) | min-max | steps / response | hand-off ms "
-             "(median) | failures | load average |", "| --- | ---: | ---: | --- | ---: | ---: "
-             "| ---: | --- |"]
+             "(median) | frontend ms / request | failures | load average |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
     for size in sorted({r["size"] for r in rows}):
         for name in variants:
             pts = [r for r in rows if r["size"] == size and r["variant"] == name]
@@ -96,6 +113,7 @@ def table(rows: list[dict[str, Any]], variants: dict[str, tuple[str, list[str]]]
                 f"{min(mbps):.1f}-{max(mbps):.1f} | "
                 f"{statistics.median(r['steps_per_response'] for r in pts):.2f} | "
                 f"{statistics.median(r['handoff_ms_median'] for r in pts):.1f} | "
+                f"{statistics.median(r['frontend_ms_per_request'] for r in pts):.1f} | "
                 f"{sum(r['failures'] for r in pts)} | {min(loads):.0f}-{max(loads):.0f} |")
     return "\n".join(lines)
 
