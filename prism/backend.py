@@ -46,7 +46,7 @@ from prism.protocol import (
     read_request,
     send_frame,
 )
-from prism.repair import TcpState, dump, park, restore, snapshot, wait_acknowledged
+from prism.repair import TcpState, close_silently, dump, restore, snapshot, wait_acknowledged
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.backend")
@@ -180,7 +180,10 @@ class Backend:
                 wait_acknowledged(sock, DRAIN_TIMEOUT_S)
                 self.api.step("lock", client, frontend, self.me)
                 back = dump(sock)
-                park(sock)  # frozen, not closed: a stray segment meets it (no RST)
+                # closed, not parked as the frontend does (docs/prism.md, invariant 1): a
+                # frozen socket still sends ACKs, and after `release` they reach the client
+                # unrewritten; its RST back would reset this connection restored here again
+                close_silently(sock)
                 channel.send(KIND_HANDBACK, back.encode())
                 return
             if mode == MODE_ONCE_SNAPSHOTS:
