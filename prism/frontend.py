@@ -163,13 +163,23 @@ class Frontend:
         self.handoffs = self.failures = self.snapshots = 0
         self.direct = direct
 
-    def pick(self) -> BackendChannel:
-        """The next live backend, round robin."""
+    def pick(self, avoid: BackendChannel | None = None) -> BackendChannel:
+        """The next live backend, round robin; not `avoid` (the backend that just handed the
+        connection back) unless it is the only live one. A connection restored on the host it
+        has just left shares its 4-tuple with the socket closed there, and a segment that socket
+        sent before its close (an ACK still queued on the backend's shaped link) reaching the
+        client after `release` leaves unrewritten: the client's RST to it would reset the
+        restored connection (docs/prism.md, invariant 1)."""
         with self._next_lock:
+            fallback = None
             for _ in range(len(self.channels)):
                 ch = self.channels[next(self._next)]
-                if ch.alive:
+                if ch.alive and ch is not avoid:
                     return ch
+                if ch.alive:
+                    fallback = ch
+        if fallback is not None:
+            return fallback
         raise BackendDown("no live backend")
 
     def run(self) -> None:
@@ -297,7 +307,8 @@ class Frontend:
 
     # -- Prism -------------------------------------------------------------------------------
     def serve(self, sock: socket.socket, first_wait: float | None = None,
-              after_failure: dict[str, object] | None = None) -> None:
+              after_failure: dict[str, object] | None = None,
+              avoid: BackendChannel | None = None) -> None:
         """Read the connection's next request and hand the connection off. A connection
         recovered from a failed backend (`after_failure`) waits `first_wait` seconds at most:
         a request that does not come was acknowledged by the failed backend (prism.recovery)."""
@@ -314,14 +325,15 @@ class Frontend:
             if req is None:
                 sock.close()
                 return
-            self.hand_off(sock, req)
+            self.hand_off(sock, req, avoid)
         except (OSError, ProtocolError, TimeoutError, BackendDown) as exc:
             self.failures += 1
             LOG.error("hand-off failed: %s", exc)
 
-    def hand_off(self, sock: socket.socket, req: Request) -> None:
+    def hand_off(self, sock: socket.socket, req: Request,
+                 avoid: BackendChannel | None = None) -> None:
         assert self.api is not None
-        ch = self.pick()
+        ch = self.pick(avoid)
         peer = sock.getpeername()
         client = Endpoint(peer[0], peer[1])
         t0 = time.perf_counter()
@@ -371,7 +383,7 @@ class Frontend:
             return False
         try:
             req = Request.decode(state.recv_queue)
-            ch = self.pick()
+            ch = self.pick(old)
             client = Endpoint(*state.remote)
             t0 = time.perf_counter()
             write_ms = 0.0  # the same backend again: its return entry is already there
@@ -410,7 +422,7 @@ class Frontend:
             self.failures += 1
             LOG.error("hand-back failed: %s", exc)
             return
-        self.serve(sock)
+        self.serve(sock, avoid=ch)
 
     def record(self, row: dict[str, object]) -> None:
         if self.stats is not None:
