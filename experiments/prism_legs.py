@@ -100,13 +100,17 @@ def figure_52(ctx: Context, logdir: Path, sizes: list[int], extras_us: tuple[int
 
 def backend_failure(ctx: Context, logdir: Path, mode: str, size: int, connections: int,
                     seconds: float, crash_after: float) -> dict[str, Any]:
-    """Backend 1 of 4 crashes `crash_after` seconds into the run (once it holds a connection)."""
+    """Backend 1 of 4 crashes `crash_after` seconds into the run (once it holds a connection).
+    `mode` is a frontend mode, or "once+snapshots" (mode once with --snapshots)."""
+    server_mode, args = mode, ["--fail-after", "1.0"]
+    if mode == "once+snapshots":
+        server_mode, args = "once", [*args, "--snapshots"]
     tb = Testbed(backends=4, logdir=logdir / f"fail-{mode}", rate_mbit=LINK_MBIT,
                  target=ctx.target)
     stats = logdir / f"fail-{mode}.jsonl"
     stats.unlink(missing_ok=True)
     try:
-        tb.start_servers(mode, stats=stats, frontend_args=["--fail-after", "1.0"])
+        tb.start_servers(server_mode, stats=stats, frontend_args=args)
         start = time.monotonic()
         client = tb.start_client("--connections", str(connections), "--size", str(size),
                                  "--duration", str(seconds), "--seed", str(ctx.seed),

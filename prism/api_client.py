@@ -58,5 +58,6 @@ class HandOffApi:
             raise HandOffApiError(f"{resp.status}: {data.get('error')}")
         return float(data["write_ms"])
 
-    def step(self, step: str, client: Endpoint, frontend: Endpoint, backend: Endpoint) -> float:
-        return self.steps([HandOffStep(step, client, frontend, backend)])
+    def step(self, step: str, client: Endpoint, frontend: Endpoint, backend: Endpoint,
+             previous: Endpoint | None = None) -> float:
+        return self.steps([HandOffStep(step, client, frontend, backend, previous)])

@@ -9,7 +9,10 @@ hand-off channel (prism.protocol frames). On HANDOFF: restore the connection (pr
 commit the hand-off at the controller (the client's segments now come here), answer ACK with
 the restore and commit times, then send the never-sent bytes and serve: the pending request,
 then (mode "once") every later request until the client closes, after which the switch
-entries are released; or (mode "every") hand the connection back to the frontend once the
+entries are released (mode "once with snapshots": before answering each later request, a
+live snapshot of the connection and the request go to the frontend, and the answer waits for
+its SNAPACK, so a crash of this host leaves the frontend a state it can resume from); or
+(mode "every") hand the connection back to the frontend once the
 response is acknowledged and the client's next request has arrived whole (lock, dump with the
 request in the receive queue, close silently, HANDBACK) -- unless the client closes the
 connection instead: then the backend closes it and releases the entries itself.
@@ -32,6 +35,8 @@ from prism.protocol import (
     KIND_HANDOFF,
     KIND_PING,
     KIND_PONG,
+    KIND_SNAPACK,
+    KIND_SNAPSHOT,
     REQUEST_SIZE,
     ProtocolError,
     Request,
@@ -41,12 +46,50 @@ from prism.protocol import (
     read_request,
     send_frame,
 )
-from prism.repair import TcpState, close_silently, dump, restore, unacknowledged_bytes
+from prism.repair import TcpState, close_silently, dump, restore, snapshot, wait_acknowledged
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.backend")
-MODE_ONCE, MODE_EVERY = 0, 1
+MODE_ONCE, MODE_EVERY, MODE_ONCE_SNAPSHOTS = 0, 1, 2
 DRAIN_TIMEOUT_S = 10.0
+SNAPACK_TIMEOUT_S = 10.0
+
+
+class Channel:
+    """One frontend's hand-off channel on the backend: frames out under a lock, and the
+    snapshots waiting for the frontend's SNAPACK (by client port)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.snapacks: dict[int, threading.Event] = {}
+
+    def send(self, kind: int, body: bytes) -> None:
+        with self.lock:
+            send_frame(self.sock, kind, body)
+
+    def closed(self, client: Endpoint) -> None:
+        """Tell the frontend the connection is over (it stops holding a copy of it)."""
+        self.send(KIND_CLOSED, json.dumps({"client_port": client.port}).encode())
+
+    def snapshot(self, sock: socket.socket, req: Request) -> bool:
+        """Ship the connection's live state and the request about to be answered; wait for
+        the frontend's SNAPACK. False when none came in time (the connection is served on, but
+        a crash of this host would lose it: the frontend's copy is older)."""
+        state = snapshot(sock)
+        event = threading.Event()
+        self.snapacks[state.remote[1]] = event
+        self.send(KIND_SNAPSHOT, req.encode() + state.encode())
+        if event.wait(SNAPACK_TIMEOUT_S):
+            return True
+        self.snapacks.pop(state.remote[1], None)
+        LOG.error("no SNAPACK for port %d: served unsaved", state.remote[1])
+        return False
+
+    def snapack(self, body: bytes) -> None:
+        event = self.snapacks.pop(int(json.loads(body)["client_port"]), None)
+        if event is not None:
+            event.set()
 
 
 def respond(sock: socket.socket, req: Request) -> None:
@@ -64,18 +107,6 @@ def request_waiting(sock: socket.socket) -> bool:
     """Block until a whole request is in the receive queue (True) or the client closed (False);
     nothing is consumed: the request travels in the dumped receive queue."""
     return len(sock.recv(REQUEST_SIZE, socket.MSG_PEEK | socket.MSG_WAITALL)) == REQUEST_SIZE
-
-
-def wait_acknowledged(sock: socket.socket, timeout: float = DRAIN_TIMEOUT_S) -> None:
-    """Until every byte sent is acknowledged (send queue empty): then a hand-back carries no
-    data in flight, so nothing needs the new owner's retransmission timer."""
-    deadline = time.monotonic() + timeout
-    delay = 0.0002
-    while unacknowledged_bytes(sock) > 0:
-        if time.monotonic() > deadline:
-            raise TimeoutError("send queue not acknowledged")
-        time.sleep(delay)  # no event tells an ACK's arrival: a short, growing poll
-        delay = min(delay * 2, 0.005)
 
 
 class Backend:
@@ -101,14 +132,16 @@ class Backend:
 
     def control(self, ctrl: socket.socket) -> None:
         """One frontend's hand-off channel."""
-        lock = threading.Lock()
+        channel = Channel(ctrl)
         mark_channel(ctrl)
         with ctrl:
             while (frame := read_frame(ctrl)) is not None:
                 kind, body = frame
                 if kind == KIND_PING:
-                    with lock:
-                        send_frame(ctrl, KIND_PONG, b"")
+                    channel.send(KIND_PONG, b"")
+                    continue
+                if kind == KIND_SNAPACK:
+                    channel.snapack(body)
                     continue
                 if kind != KIND_HANDOFF:
                     raise ProtocolError(f"backend got frame kind {kind}")
@@ -118,10 +151,9 @@ class Backend:
                 # one thread per connection from here: the channel's next frame does not wait
                 # for this one's commit
                 threading.Thread(target=self.serve_handed, daemon=True,
-                                 args=(state, req, mode, ctrl, lock)).start()
+                                 args=(state, req, mode, channel)).start()
 
-    def serve_handed(self, state: TcpState, req: Request, mode: int, ctrl: socket.socket,
-                     lock: threading.Lock) -> None:
+    def serve_handed(self, state: TcpState, req: Request, mode: int, channel: Channel) -> None:
         frontend, client = Endpoint(*state.local), Endpoint(*state.remote)
         t0 = time.perf_counter()
         sock = restore(state.moved_to((self.me.addr, self.me.port)))
@@ -131,8 +163,7 @@ class Backend:
             t2 = time.perf_counter()
             ack = {"client_port": client.port, "restore_ms": (t1 - t0) * 1e3,
                    "commit_ms": (t2 - t1) * 1e3, "commit_write_ms": write_ms}
-            with lock:
-                send_frame(ctrl, KIND_ACK, json.dumps(ack).encode())
+            channel.send(KIND_ACK, json.dumps(ack).encode())
             sock.sendall(state.unsent_bytes)
             respond(sock, req)
             if mode == MODE_EVERY:
@@ -142,28 +173,31 @@ class Backend:
                 if not request_waiting(sock):
                     sock.close()  # the client closed after its last response: end here
                     self.api.step("release", client, frontend, self.me)
-                    self._closed(ctrl, lock, client)
+                    channel.closed(client)
                     return
-                wait_acknowledged(sock)
+                # then a hand-back carries no data in flight: nothing needs the new owner's
+                # retransmission timer
+                wait_acknowledged(sock, DRAIN_TIMEOUT_S)
                 self.api.step("lock", client, frontend, self.me)
                 back = dump(sock)
+                # closed, not parked as the frontend does (docs/prism.md, invariant 1): a
+                # frozen socket still sends ACKs, and after `release` they reach the client
+                # unrewritten; its RST back would reset this connection restored here again
                 close_silently(sock)
-                with lock:
-                    send_frame(ctrl, KIND_HANDBACK, back.encode())
+                channel.send(KIND_HANDBACK, back.encode())
                 return
-            serve_requests(sock)
+            if mode == MODE_ONCE_SNAPSHOTS:
+                with sock:
+                    while (later := read_request(sock)) is not None:
+                        channel.snapshot(sock, later)
+                        respond(sock, later)
+            else:
+                serve_requests(sock)
             self.api.step("release", client, frontend, self.me)
-            self._closed(ctrl, lock, client)
+            channel.closed(client)
         except (OSError, ProtocolError) as exc:
             LOG.error("connection %s:%d failed: %s", client.addr, client.port, exc)
             sock.close()
-
-
-    @staticmethod
-    def _closed(ctrl: socket.socket, lock: threading.Lock, client: Endpoint) -> None:
-        """Tell the frontend the connection is over (it stops holding a copy of it)."""
-        with lock:
-            send_frame(ctrl, KIND_CLOSED, json.dumps({"client_port": client.port}).encode())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,8 +4,9 @@ frontend and backends (docs/prism.md).
     POST /handoff   body {"steps": [step, ...]}; every step of the body in ONE P4Runtime Write
                     (with the steps of other requests that arrived while the previous Write
                     was in flight: batching, for frequent hand-offs).
-                    Step: {"step": begin|commit|lock|release, "client": [addr, port],
-                    "frontend": [addr, port], "backend": [addr, port]}.
+                    Step: {"step": begin|commit|lock|release|handover, "client": [addr,
+                    port], "frontend": [addr, port], "backend": [addr, port]}, and for a
+                    handover "previous": [addr, port] (the backend it comes from).
                     Answers {"write_ms": ...} (200), 400 for a malformed body, 409 when the
                     switch refused the write (its message in "error").
     GET  /status    {"writes": n, "steps": n, "failures": n}

@@ -10,6 +10,9 @@ A hand-off of connection C to backend B (docs/prism.md, "Hand-off protocol"):
   2. dump C (TCP_REPAIR) and close it silently;
   3. HANDOFF frame (mode, the request already read, the state) to B on the hand-off channel;
   4. B restores C, commits (client->frontend segments now rewritten to B) and answers ACK.
+Mode "once" with --snapshots: before answering each later request B ships a live snapshot of C
+and the request (SNAPSHOT) and waits for this frontend's SNAPACK; the frontend keeps the newest
+one, so a crashed B's connections are resumed here as in mode "every" (prism.recovery).
 Mode "every": B hands C back after each response (HANDBACK): the frontend restores it, has the
 controller `release` both entries, reads the next request and hands it to the next backend.
 Each hand-off's times go to --stats (one JSON object per line): begin (switch write), dump
@@ -27,6 +30,7 @@ import logging
 import socket
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -38,6 +42,9 @@ from prism.protocol import (
     KIND_HANDOFF,
     KIND_PING,
     KIND_PONG,
+    KIND_SNAPACK,
+    KIND_SNAPSHOT,
+    REQUEST_SIZE,
     ProtocolError,
     Request,
     mark_channel,
@@ -46,12 +53,13 @@ from prism.protocol import (
     send_frame,
 )
 from prism.recovery import FAIL_AFTER_S, PING_INTERVAL_S, REQUEST_WAIT_S, Held, resumed_state
-from prism.repair import TcpState, close_silently, dump, restore
+from prism.repair import TcpState, dump, park, probe, restore, wait_acknowledged
 from prism.switch_entries import Endpoint
 
 LOG = logging.getLogger("prism.frontend")
-MODES = {"once": 0, "every": 1}
+MODES = {"once": 0, "every": 1, "once+snapshots": 2}
 ACK_TIMEOUT_S = 10.0
+RESUMED_DRAIN_S = 60.0  # a resumed response's retransmission, at worst many at once on one link
 
 
 class BackendDown(RuntimeError):
@@ -94,6 +102,8 @@ class BackendChannel:
                 elif kind == KIND_HANDBACK:
                     threading.Thread(target=self.frontend.take_back, args=(self, body),
                                      daemon=True).start()
+                elif kind == KIND_SNAPSHOT:
+                    self.frontend.keep_snapshot(self, body)
                 elif kind == KIND_CLOSED:
                     self.frontend.forget(self, int(json.loads(body)["client_port"]))
                 elif kind != KIND_PONG:
@@ -107,6 +117,11 @@ class BackendChannel:
         assert self.sock is not None
         with self.lock:
             send_frame(self.sock, KIND_PING, b"")
+
+    def snapack(self, client_port: int) -> None:
+        assert self.sock is not None
+        with self.lock:
+            send_frame(self.sock, KIND_SNAPACK, json.dumps({"client_port": client_port}).encode())
 
     def hand_off(self, mode: int, req: Request, state: TcpState) -> dict[str, float]:
         """Send the state; wait for the backend's ACK (it has restored and committed)."""
@@ -130,9 +145,11 @@ class Frontend:
     def __init__(self, addr: str, port: int, mode: str, api: HandOffApi | None,
                  backends: list[tuple[str, int, int]], stats: IO[str] | None,
                  fail_after: float = FAIL_AFTER_S, request_wait: float = REQUEST_WAIT_S,
-                 extra_ms: float = 0.0) -> None:
+                 extra_ms: float = 0.0, snapshots: bool = False, direct: bool = False) -> None:
         self.me = Endpoint(addr, port)
         self.mode = mode
+        # what a Held records and the backend is told: "once" with snapshots is its own mode
+        self.held_mode = "once+snapshots" if snapshots and mode == "once" else mode
         self.api = api
         self.channels = [BackendChannel(self, a, d, c) for a, d, c in backends]
         self._next = itertools.cycle(range(len(self.channels)))
@@ -143,15 +160,26 @@ class Frontend:
         self.fail_after = fail_after
         self.request_wait = request_wait
         self.extra_s = extra_ms / 1e3
-        self.handoffs = self.failures = 0
+        self.handoffs = self.failures = self.snapshots = 0
+        self.direct = direct
 
-    def pick(self) -> BackendChannel:
-        """The next live backend, round robin."""
+    def pick(self, avoid: BackendChannel | None = None) -> BackendChannel:
+        """The next live backend, round robin; not `avoid` (the backend that just handed the
+        connection back) unless it is the only live one. A connection restored on the host it
+        has just left shares its 4-tuple with the socket closed there, and a segment that socket
+        sent before its close (an ACK still queued on the backend's shaped link) reaching the
+        client after `release` leaves unrewritten: the client's RST to it would reset the
+        restored connection (docs/prism.md, invariant 1)."""
         with self._next_lock:
+            fallback = None
             for _ in range(len(self.channels)):
                 ch = self.channels[next(self._next)]
-                if ch.alive:
+                if ch.alive and ch is not avoid:
                     return ch
+                if ch.alive:
+                    fallback = ch
+        if fallback is not None:
+            return fallback
         raise BackendDown("no live backend")
 
     def run(self) -> None:
@@ -210,19 +238,39 @@ class Frontend:
         with self.held_lock:
             return ch.held.pop(client_port, None)
 
+    def keep_snapshot(self, ch: BackendChannel, body: bytes) -> None:
+        """A SNAPSHOT (mode once with snapshots): the connection's live state at the backend and
+        the request it is about to answer replace the Held copy; then SNAPACK, and the backend
+        answers. A connection no longer held (the backend was declared failed) gets no SNAPACK:
+        its recovery owns it."""
+        req = Request.decode(body[:REQUEST_SIZE])
+        state = TcpState.decode(body[REQUEST_SIZE:])
+        port = state.remote[1]
+        with self.held_lock:
+            if not ch.alive or port not in ch.held:
+                return
+            ch.held[port] = Held(state, req, self.held_mode, time.monotonic())
+        ch.snapack(port)
+        self.snapshots += 1
+        self.record({"kind": "snapshot", "backend": ch.endpoint.addr, "client_port": port,
+                     "state_bytes": len(body)})
+
     def recover(self, ch: BackendChannel, held: Held) -> None:
-        """Take a failed backend's connection back (mode every), or record it as lost (once)."""
+        """Take a failed backend's connection back (modes every, once with snapshots), or record
+        it as lost (once)."""
         assert self.api is not None
         client = Endpoint(*held.state.remote)
         lost = {"kind": "lost", "backend": ch.endpoint.addr, "client_port": client.port}
-        if held.mode != "every":
+        if not held.resumable:
             self.record({**lost, "why": "once: its state since the hand-off was the backend's"})
             return
         t0 = time.perf_counter()
         try:
             state = resumed_state(held)
-            sock = restore(state)  # bound to our own address: the shipped state's local one
+            # bound to our own address (a snapshot's local address is the backend's)
+            sock = restore(state.moved_to((self.me.addr, self.me.port)))
             self.api.step("release", client, self.me, ch.endpoint)
+            probe(sock)  # the client's ACK now reaches us: have it say what it already has
         except (OSError, RuntimeError) as exc:
             self.failures += 1
             self.record({**lost, "why": f"recovery failed: {exc}"})
@@ -231,6 +279,15 @@ class Frontend:
                      "recover_ms": (time.perf_counter() - t0) * 1e3,
                      "since_dump_ms": (time.monotonic() - held.dumped_at) * 1e3,
                      "resent_bytes": len(state.send_queue)})
+        # the client sends its next request only once it has the whole response: the wait for
+        # it starts when the resumed response is acknowledged, not at the restore (a resumed
+        # response can take seconds, several recovered at once on the frontend's link)
+        try:
+            wait_acknowledged(sock, RESUMED_DRAIN_S)
+        except (OSError, TimeoutError) as exc:
+            self.record({**lost, "why": f"resumed response not acknowledged: {exc}"})
+            sock.close()
+            return
         self.serve(sock, first_wait=self.request_wait, after_failure=lost)
 
     # -- proxy baseline ---------------------------------------------------------------------
@@ -250,7 +307,8 @@ class Frontend:
 
     # -- Prism -------------------------------------------------------------------------------
     def serve(self, sock: socket.socket, first_wait: float | None = None,
-              after_failure: dict[str, object] | None = None) -> None:
+              after_failure: dict[str, object] | None = None,
+              avoid: BackendChannel | None = None) -> None:
         """Read the connection's next request and hand the connection off. A connection
         recovered from a failed backend (`after_failure`) waits `first_wait` seconds at most:
         a request that does not come was acknowledged by the failed backend (prism.recovery)."""
@@ -267,32 +325,41 @@ class Frontend:
             if req is None:
                 sock.close()
                 return
-            self.hand_off(sock, req)
+            self.hand_off(sock, req, avoid)
         except (OSError, ProtocolError, TimeoutError, BackendDown) as exc:
             self.failures += 1
             LOG.error("hand-off failed: %s", exc)
 
-    def hand_off(self, sock: socket.socket, req: Request) -> None:
+    def hand_off(self, sock: socket.socket, req: Request,
+                 avoid: BackendChannel | None = None) -> None:
         assert self.api is not None
-        ch = self.pick()
+        ch = self.pick(avoid)
         peer = sock.getpeername()
         client = Endpoint(peer[0], peer[1])
         t0 = time.perf_counter()
         begin_ms = self.api.step("begin", client, self.me, ch.endpoint)
         t1 = time.perf_counter()
         state = dump(sock)
-        close_silently(sock)
+        park(sock)  # frozen, not closed: a stray segment meets it (no RST)
         if self.extra_s:
             time.sleep(self.extra_s)  # the thesis's 5.3: latency added to every hand-off
+        self._ship(ch, req, state, {"begin_ms": (t1 - t0) * 1e3, "begin_write_ms": begin_ms,
+                                    "dump_ms": (time.perf_counter() - t1) * 1e3}, t0)
+
+    def _ship(self, ch: BackendChannel, req: Request, state: TcpState,
+              times: dict[str, float], t0: float) -> None:
+        """The state (local address: ours) to `ch`'s backend, held until it is back; its
+        times recorded once the backend's ACK came."""
+        client = Endpoint(*state.remote)
         t2 = time.perf_counter()
         with self.held_lock:
             if ch.alive:
-                ch.held[client.port] = Held(state, req, self.mode, time.monotonic())
+                ch.held[client.port] = Held(state, req, self.held_mode, time.monotonic())
         if not ch.alive:  # failed between pick and now: recover it like a held one
-            self.recover(ch, Held(state, req, self.mode, time.monotonic()))
+            self.recover(ch, Held(state, req, self.held_mode, time.monotonic()))
             return
         try:
-            ack = ch.hand_off(MODES[self.mode], req, state)
+            ack = ch.hand_off(MODES[self.held_mode], req, state)
         except BackendDown as exc:
             # the failure's recovery owns the connection now (backend_failed took `held`)
             self.backend_failed(ch, str(exc))
@@ -300,19 +367,49 @@ class Frontend:
         t3 = time.perf_counter()
         self.handoffs += 1
         self.record({"kind": "handoff", "backend": ch.endpoint.addr, "client_port": client.port,
-                     "begin_ms": (t1 - t0) * 1e3, "begin_write_ms": begin_ms,
-                     "dump_ms": (t2 - t1) * 1e3, "handoff_ms": (t3 - t2) * 1e3,
+                     **times, "handoff_ms": (t3 - t2) * 1e3,
                      "restore_ms": ack["restore_ms"], "commit_ms": ack["commit_ms"],
                      "total_ms": (t3 - t0) * 1e3, "state_bytes": len(state.encode())})
 
+    def pass_on(self, old: BackendChannel, state: TcpState) -> bool:
+        """The direct hand-over of a handed-back connection (--direct): the request is already
+        in its receive queue and the forward entry is locked (the old backend's `lock`), so
+        the state goes straight to the next backend after ONE step (`handover`: the return
+        entry moves to it), without a restore, `release`, read, `begin` and dump here. False
+        (nothing done) when it does not apply: no whole request alone in the queue, no live
+        backend, or the step failed -- the caller takes the connection back instead."""
+        assert self.api is not None
+        if len(state.recv_queue) != REQUEST_SIZE:
+            return False
+        try:
+            req = Request.decode(state.recv_queue)
+            ch = self.pick(old)
+            client = Endpoint(*state.remote)
+            t0 = time.perf_counter()
+            write_ms = 0.0  # the same backend again: its return entry is already there
+            if ch is not old:
+                write_ms = self.api.step("handover", client, self.me, ch.endpoint, old.endpoint)
+        except (OSError, RuntimeError, ProtocolError) as exc:  # BackendDown is a RuntimeError
+            LOG.warning("direct hand-over not possible (%s): taken back", exc)
+            return False
+        t1 = time.perf_counter()
+        stripped = replace(state.moved_to((self.me.addr, self.me.port)), recv_queue=b"")
+        self._ship(ch, req, stripped, {"begin_ms": (t1 - t0) * 1e3, "begin_write_ms": write_ms,
+                                       "dump_ms": 0.0, "direct": 1.0,
+                                       "handover_steps": float(ch is not old)}, t0)
+        return True
+
     def take_back(self, ch: BackendChannel, body: bytes) -> None:
-        """A HANDBACK: restore here, release the switch entries, go on with the next request."""
+        """A HANDBACK: with --direct, on to the next backend at once (`pass_on`); else restore
+        here, release the switch entries, go on with the next request."""
         assert self.api is not None
         try:
             state = TcpState.decode(body)
             client = Endpoint(*state.remote)
             if self.forget(ch, client.port) is None:
                 return  # declared failed first: the recovery has the connection
+            if self.direct and self.pass_on(ch, state):
+                return
             t0 = time.perf_counter()
             sock = restore(state.moved_to((self.me.addr, self.me.port)))
             t1 = time.perf_counter()
@@ -325,7 +422,7 @@ class Frontend:
             self.failures += 1
             LOG.error("hand-back failed: %s", exc)
             return
-        self.serve(sock)
+        self.serve(sock, avoid=ch)
 
     def record(self, row: dict[str, object]) -> None:
         if self.stats is not None:
@@ -356,6 +453,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds without a frame from a backend before it is failed")
     parser.add_argument("--request-wait", type=float, default=REQUEST_WAIT_S,
                         help="seconds a recovered connection waits for its next request")
+    parser.add_argument("--snapshots", action="store_true",
+                        help="mode once: backends ship a live snapshot before each answer, so "
+                             "a crashed backend's connections are resumed (one channel round "
+                             "trip per request)")
+    parser.add_argument("--direct", action="store_true",
+                        help="mode every: a handed-back connection goes straight to the next "
+                             "backend (one controller step, not restore, release, begin)")
     parser.add_argument("--extra-handoff-ms", type=float, default=0.0,
                         help="latency added to every hand-off (the thesis's figure 5.2)")
     args = parser.parse_args(argv)
@@ -364,7 +468,7 @@ def main(argv: list[str] | None = None) -> None:
     api = None if args.mode == "proxy" else HandOffApi(args.controller)
     backends = parse_backends(args.backends, args.backend_data_port, args.backend_control_port)
     Frontend(args.addr, args.port, args.mode, api, backends, stats, args.fail_after,
-             args.request_wait, args.extra_handoff_ms).run()
+             args.request_wait, args.extra_handoff_ms, args.snapshots, args.direct).run()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ byte and a u32 length, then the body:
     ACK      body = JSON {"client_port", times}: the receiver has restored and committed it
     PING / PONG  empty: the frontend's failure detector (prism.recovery)
     CLOSED   body = JSON {"client_port"}: the client closed a connection the backend held
+    SNAPSHOT body = request (20 bytes) + encoded TcpState: mode "once" with snapshots, sent by
+             the backend after reading each later request and before answering it: the
+             connection as it is now (left running), and the request it is about to answer
+    SNAPACK  body = JSON {"client_port"}: the frontend keeps that snapshot; the backend answers
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ KIND_ACK = 3
 KIND_PING = 4    # frontend -> backend, empty: are you alive?
 KIND_PONG = 5    # backend -> frontend, empty
 KIND_CLOSED = 6  # backend -> frontend, {"client_port"}: the client closed, the entries released
+KIND_SNAPSHOT = 7  # backend -> frontend, request + TcpState: a once-mode connection's live state
+KIND_SNAPACK = 8   # frontend -> backend, {"client_port"}: the snapshot is kept
 
 
 class ProtocolError(ValueError):

@@ -12,13 +12,22 @@ an object is a function of its request), so the client sees a stall, not a reset
 The timestamp is moved forward by the time since the dump, so no segment carries a timestamp
 older than the failed backend's last (the client's PAWS check would drop it).
 
+Mode "once" with snapshots: before answering each later request the backend ships a live
+snapshot of the connection (prism.repair.snapshot: dumped, left running) and the request, and
+answers only once the frontend has it; the newest one replaces the Held copy, which is then
+exactly what a mode "every" hand-off ships: the state before the pending request's answer. So
+such a connection is resumed the same way. A snapshot's timestamp is advanced from the
+frontend's receipt of it, later than the dump: the resumed timestamp is still ahead of the
+failed backend's last segment, since recovery comes `fail_after` seconds after the crash.
+
 What cannot be saved, and is counted (frontend records of kind "lost"):
-  * mode "once": after its hand-off the connection's state (the requests served since) lives
-    only on the backend; the frontend's copy is stale;
-  * mode "every", a client whose next request the failed backend's kernel had acknowledged
+  * mode "once" without snapshots: after its hand-off the connection's state (the requests
+    served since) lives only on the backend; the frontend's copy is stale;
+  * modes "every" and "once" with snapshots, a client whose next request the failed backend's kernel had acknowledged
     before the hand-back: the client will not send it again and the frontend never had it.
-    The frontend waits `request_wait` seconds for a request on the recovered connection, then
-    closes it (FIN, no reset) and records it.
+    The frontend waits `request_wait` seconds for a request on the recovered connection -- from
+    when the resumed response is acknowledged: the client asks again only once it has it --
+    then closes it (FIN, no reset) and records it.
 """
 
 from __future__ import annotations
@@ -40,8 +49,14 @@ class Held:
 
     state: TcpState
     req: Request
-    mode: str           # "once" or "every"
-    dumped_at: float    # time.monotonic() at the dump
+    mode: str           # "once", "once+snapshots" or "every"
+    dumped_at: float    # time.monotonic() at the dump (at a snapshot's arrival, for one)
+
+    @property
+    def resumable(self) -> bool:
+        """The frontend's copy is the connection's state before `req`'s answer: true of every
+        hand-off in mode "every" and of the newest snapshot (or the hand-off) with snapshots."""
+        return self.mode != "once"
 
 
 def resumed_state(held: Held, now: float | None = None) -> TcpState:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import fcntl
 import socket
 import struct
+import threading
+import time
 from dataclasses import dataclass
 
 TCP_REPAIR = 19
@@ -122,6 +124,17 @@ class TcpState:
                         self.rcv_wscale, self.timestamp, self.window)
 
 
+def wait_acknowledged(sock: socket.socket, timeout: float) -> None:
+    """Until every byte sent is acknowledged (send queue empty); TimeoutError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0002
+    while unacknowledged_bytes(sock) > 0:
+        if time.monotonic() > deadline:
+            raise TimeoutError("send queue not acknowledged")
+        time.sleep(delay)  # no event tells an ACK's arrival: a short, growing poll
+        delay = min(delay * 2, 0.005)
+
+
 def _ioctl_int(sock: socket.socket, request: int) -> int:
     buf = fcntl.ioctl(sock.fileno(), request, b"\0" * 4)
     return int(struct.unpack("i", buf)[0])
@@ -174,10 +187,72 @@ def dump(sock: socket.socket) -> TcpState:
         window=(window[0], window[1], window[2], window[3], window[4]))
 
 
+def snapshot(sock: socket.socket) -> TcpState:
+    """Dump a live socket and leave it running (CRIU's leave-running dump): repair mode on, the
+    state read, repair mode off without a window probe. While it is in repair mode (tens of
+    microseconds) the socket sends nothing; what arrives is processed as usual. Callers take it
+    where the peer has nothing in flight (docs/prism.md, "Backend failure")."""
+    try:
+        return dump(sock)
+    finally:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF_NO_WP)
+
+
+def probe(sock: socket.socket) -> None:
+    """Have the peer of a live socket announce its receive point at once: repair mode on, then
+    off *with* the window probe (a segment just below the window, which the peer answers with
+    an ACK). For a socket resumed with bytes queued as sent that the peer may already have:
+    the ACK frees what it has and re-arms the retransmission timer with an RTT from it, instead
+    of the first retransmission waiting a cold RTO and its ACK backing the timer off further."""
+    sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_ON)
+    sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_OFF)
+
+
 def close_silently(sock: socket.socket) -> None:
     """Close a socket in repair mode: the kernel forgets the connection, the peer hears nothing."""
     sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR_ON)
     sock.close()
+
+
+PARK_S = 5.0
+_Key = tuple[tuple[str, int], tuple[str, int]]
+_parked: dict[_Key, tuple[socket.socket, float]] = {}
+_parked_lock = threading.Lock()
+
+
+def park(sock: socket.socket) -> None:
+    """Keep a dumped socket frozen (in repair mode: it sends nothing) instead of closing it, for
+    PARK_S seconds or until its connection is restored on this host again. A stray segment of
+    the connection that reaches this host after the dump -- a retransmission that was past the
+    switch when the lock was written, which loss and queueing make possible -- then meets this
+    socket, which absorbs it. With no socket the host's kernel would answer it with an RST, and
+    the switch's return entry (or the frontend's own address) takes that RST to the client,
+    which accepts it: its sequence number is the stray's acknowledgement, the client's rcv_nxt."""
+    key = _key(sock.getsockname(), sock.getpeername())
+    now = time.monotonic()
+    with _parked_lock:
+        done = [k for k, (_, at) in _parked.items() if k == key or now - at > PARK_S]
+        gone = [_parked.pop(k)[0] for k in done]
+        _parked[key] = (sock, now)
+    for s in gone:
+        close_silently(s)
+
+
+def unpark(local: tuple[str, int], remote: tuple[str, int]) -> None:
+    """Close silently the parked socket of this connection, if any (it is being restored here)."""
+    with _parked_lock:
+        found = _parked.pop(_key(local, remote), None)
+    if found is not None:
+        close_silently(found[0])
+
+
+def parked() -> int:
+    with _parked_lock:
+        return len(_parked)
+
+
+def _key(local: tuple[str, int], remote: tuple[str, int]) -> _Key:
+    return (str(local[0]), int(local[1])), (str(remote[0]), int(remote[1]))
 
 
 def _u32(value: int) -> bytes:
@@ -198,6 +273,7 @@ def restore(state: TcpState) -> socket.socket:
     The never-sent bytes (`state.unsent_bytes`) are NOT written: the caller sends them once the
     switch delivers the peer's segments here (a blocking send before that waits for ACKs that
     the lock drops)."""
+    unpark(state.local, state.remote)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         # repair mode forces address reuse (SK_FORCE_REUSE: the bind may share a listener's

@@ -9,6 +9,8 @@ order, so a step never depends on an order inside it):
     commit   ~forward(to_backend B)          the new owner has restored: let the client in
     lock     ~forward(lock)                  a hand-back begins (the backend will dump)
     release  -forward, -return               the connection is the frontend's again
+    handover -return(previous), +return      a handed-back connection goes straight to the next
+                                             backend; the forward entry stays locked
 Names resolve by suffix through the P4Info (controlplane.p4names), as the controller's do.
 """
 
@@ -25,7 +27,7 @@ from finsy import P4Schema, P4TableAction, P4TableEntry, P4TableMatch
 from controlplane.p4names import P4Names, TableNames
 
 ROLE_EDGE = 1
-STEPS = ("begin", "commit", "lock", "release")
+STEPS = ("begin", "commit", "lock", "release", "handover")
 
 
 @dataclass(frozen=True)
@@ -53,25 +55,35 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class HandOffStep:
-    """One step of one connection's hand-off: client, frontend, backend (addr, port) each."""
+    """One step of one connection's hand-off: client, frontend, backend (addr, port) each, and
+    for a `handover` the backend it comes from (`previous`)."""
 
     step: str
     client: Endpoint
     frontend: Endpoint
     backend: Endpoint
+    previous: Endpoint | None = None
+
+    def __post_init__(self) -> None:
+        if (self.step == "handover") != (self.previous is not None):
+            raise ValueError("a handover, and only a handover, names its previous backend")
 
     @classmethod
     def parse(cls, data: Any) -> HandOffStep:
         step = str(data["step"])
         if step not in STEPS:
             raise ValueError(f"unknown step {step!r} (one of {', '.join(STEPS)})")
+        previous = Endpoint.parse(data["previous"]) if "previous" in data else None
         return cls(step, Endpoint.parse(data["client"]), Endpoint.parse(data["frontend"]),
-                   Endpoint.parse(data["backend"]))
+                   Endpoint.parse(data["backend"]), previous)
 
     def as_json(self) -> dict[str, Any]:
-        return {"step": self.step, "client": [self.client.addr, self.client.port],
-                "frontend": [self.frontend.addr, self.frontend.port],
-                "backend": [self.backend.addr, self.backend.port]}
+        out = {"step": self.step, "client": [self.client.addr, self.client.port],
+               "frontend": [self.frontend.addr, self.frontend.port],
+               "backend": [self.backend.addr, self.backend.port]}
+        if self.previous is not None:
+            out["previous"] = [self.previous.addr, self.previous.port]
+        return out
 
 
 def load_hosts(path: Path) -> dict[str, HostPort]:
@@ -147,6 +159,10 @@ class HandOffEntries:
             return [~self.forward(s, locked=False)]
         if s.step == "lock":
             return [~self.forward(s, locked=True)]
+        if s.step == "handover":
+            assert s.previous is not None
+            old = HandOffStep("release", s.client, s.frontend, s.previous)
+            return [-self.key_only(self.ret(old)), +self.ret(s)]
         return [-self.key_only(self.forward(s, locked=True)), -self.key_only(self.ret(s))]
 
     def routes(self) -> list[P4TableEntry]:

@@ -63,6 +63,22 @@ def test_each_step_writes_what_the_protocol_says(schema: P4Schema) -> None:
                                                    (DELETE, "", RETURN_KEY, {})]
 
 
+def test_handover_moves_only_the_return_entry(schema: P4Schema) -> None:
+    """The direct hand-over: the old backend's return entry goes, the new one's comes, in one
+    Write; the forward entry (locked by the old backend) is not touched."""
+    hosts = {**HOSTS, "10.0.3.2": HostPort("10.0.3.2", "02:00:00:00:00:04", 4)}
+    e = HandOffEntries(schema, hosts)
+    new = Endpoint("10.0.3.2", 9090)
+    s = HandOffStep("handover", CLIENT, FRONTEND, new, previous=BACKEND)
+    assert HandOffStep.parse(s.as_json()) == s
+    assert summary(e.updates(s)) == [
+        (DELETE, "", RETURN_KEY, {}),
+        (INSERT, "handoff_to_client", {**RETURN_KEY, "src_addr": 0x0A000302},
+         {"port": 1, "dst_mac": 0x020000000001, "src_addr": 0x0A000201, "src_port": 8080})]
+    with pytest.raises(ValueError, match="previous"):
+        HandOffStep("handover", CLIENT, FRONTEND, new)
+
+
 def test_unknown_host_and_step_are_refused(schema: P4Schema) -> None:
     e = HandOffEntries(schema, HOSTS)
     with pytest.raises(ValueError, match="not a Prism host"):
