@@ -60,13 +60,12 @@ class SimController:
         cfg = self.cfg
         session = SimSession(self.switch, lambda nf: cfg.nf(nf).port,
                              alive=lambda: self.alive, node=self.name)
-        ctl = Controller(cfg, use_etcd=True, session=session,
-                         etcd_client=self.etcd.client(self.name))
+        registry = SimRegistry(cfg, self.net, self.nfs, self.lose_reply, node=self.name,
+                               step=self.step)
+        # (the controller adds its listeners to the registry it is given)
+        ctl = Controller(cfg, use_etcd=True, session=session,  # type: ignore[arg-type]
+                         registry=registry, etcd_client=self.etcd.client(self.name))
         session.on_primary = ctl._on_primary
-        ctl.registry = SimRegistry(cfg, self.net, self.nfs, self.lose_reply, node=self.name,
-                                   step=self.step)
-        ctl.registry.add_listener(ctl._nf_event)
-        ctl.registry.add_listener(ctl.timeline.nf_event)
         lead = Leadership(cfg.etcd.endpoints, cfg.etcd.prefix, self.name, cfg.etcd.leader_ttl_s,
                           client=self.etcd.client(self.name))
         ctl.leadership = lead
