@@ -47,7 +47,6 @@ class SwitchCounters:
         self.port_packets: dict[str, dict[str, int]] = {}
         self.port_packets_at: float | None = None  # time.time() of that read
 
-    # (moved from ControllerCore._counter_loop; `self.session`/`cfg`/`registry` are the host's)
     async def _counter_loop(self) -> None:
         while True:
             if self.host.session.is_primary:

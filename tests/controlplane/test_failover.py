@@ -336,7 +336,7 @@ def test_a_spare_whose_configuration_is_under_way_is_not_taken_as_the_new_backup
     the backup dropped its copies as unowned, then was promoted and skipped their numbers). Such
     an NF is not chosen until its configuration is done."""
     async def body(c, fakes, servers):
-        c.state.nfs.unsettle(5)  # as `_nf_event` does before it configures NF 5 again
+        c.state.nfs.unsettle(5)  # as `NfLifecycle.on_nf_event` does before it configures NF 5 again
         fakes[5].assigned.clear()
         await kill_primary_1(c, servers)
         await wait_until(lambda: bool(c.failovers))
