@@ -375,7 +375,6 @@ class ControllerCore:
         backup_port = None if backup is None else self.cfg.nf(backup).port
         await self.session.set_group(group, self.cfg.nf(primary).port, backup_port, insert=insert)
 
-
     async def close(self) -> None:
         await self.registry.close()
         if self.store is not None:
