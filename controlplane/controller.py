@@ -28,6 +28,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ from controlplane.timeline import Timeline
 
 LOG = logging.getLogger(__name__)
 
+OnPrimary = Callable[[SwitchSession], Awaitable[None]]  # the session's callback on becoming primary
+
 
 class Controller:
     """One controller instance (primary or standby for the switch)."""
@@ -71,6 +74,7 @@ class Controller:
         counter_interval: float = 1.0,
         load_interval: float | None = None,
         session: SwitchSession | None = None,
+        session_factory: Callable[[OnPrimary], SwitchSession] | None = None,
         registry: NfRegistry | None = None,
         strict_state: bool = False,
         etcd_client: Any = None,
@@ -80,8 +84,11 @@ class Controller:
         # NF load reports: the configuration's load_balancer.report_s unless given
         self.load_interval = cfg.load_balancer.report_s if load_interval is None else load_interval
         self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
-        # (a given registry: the simulation's, sim/nf.py; a given session: its switch model,
-        # sim/switch.py, whose `on_primary` the simulation sets to this controller's)
+        # the switch session: given (tests), built by `session_factory` with this controller's
+        # `_on_primary` (the simulation's switch model, sim/switch.py), or a P4Runtime session;
+        # a given registry: the simulation's (sim/nf.py)
+        if session is None and session_factory is not None:
+            session = session_factory(self._on_primary)
         self.core = ControllerCore(
             cfg,
             registry=registry or NfRegistry(cfg),
