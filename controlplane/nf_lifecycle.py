@@ -143,14 +143,13 @@ class NfLifecycle:
                 await asyncio.sleep(retry)
 
     async def act_on_missed_downs(self) -> None:
-        """After the reconcile, each time this controller becomes the switch's primary
-        (`Controller._on_primary`, moved from the end of `ControllerCore._on_primary`)."""
+        """Act on the NFs declared down while this controller was not the switch's primary:
+        run after the reconcile each time it becomes the primary (`Controller._on_primary`)."""
         # NFs declared down while we were not primary (a standby watching, or nobody leading):
         # their "down" was not acted on then; it is now
         for nf_id, state in sorted(self.registry.nfs.items()):
             if state.declared_down and self.state.nfs.ever_configured(nf_id):
                 await self.on_nf_event(NfEvent("down", nf_id, state.misses))
-
 
     async def on_nf_event(self, event: NfEvent) -> None:
         """Act on an NF's event (down, up, restarted): the registry's listener."""
@@ -176,7 +175,7 @@ class NfLifecycle:
             nfs.unsettle(event.nf_id)
             if event.nf_id in self.pairs:
                 self.tasks.spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
-                                            time.time()))
+                                                 time.time()))
             elif event.nf_id in self.pairs.values():
                 self.tasks.spawn(self._replace_backup(event.nf_id, event.confirmed, event.since))
 
