@@ -1,18 +1,24 @@
-"""The controller: wires configuration, slot map (etcd), switch session, NF registry and metrics.
+"""The controller: builds its parts, wires them once, runs their loops and serves the API.
 
-`Controller` owns the live state (current primary/backup pairs, the slot map, learned flows, the
-last switch counters) and the building blocks: `move_slot()` (one `slot_owner` write + one etcd
-write, epoch + 1), `move_slots()` (the same in batches) and `set_pair()` (a primary's multicast
-group). On them it runs the protocols of docs/protocols.md: `migrate()` (controlplane/migration.py,
-also reachable as `POST /slots/{slot}/move?to=NF`) and fail-over of a primary declared down by the
-`NfRegistry` heartbeats (controlplane/failover.py). Moves and fail-overs are serialised by one lock
-and recorded (`moves`, `failovers`) for the API. The load balancer (controlplane/balancer_loop.py)
-runs as one more task when `load_balancer.enabled`.
-It also answers the northbound views (`status()`, `nf_rows()`, `slot_rows()`, `flow_rows()`).
+`Controller` is made of parts (docs/controller.md, "The controller made of parts"), built here
+and handed to each other at construction:
 
-The class is built in layers: `controller_core.ControllerCore` (state and building blocks),
-`nf_lifecycle.NfLifecycle` (NF failures and returns), and here `Controller` (the run loop, the
-spare pool and the balancer, the views and the operator's commands).
+* `core` (`controller_core.ControllerCore`): the cluster state, the slot map (etcd), the switch
+  session and every switch and etcd write (`move_slot()`, `set_pair()`, `rewrite_group()`,
+  `hand_over()`, ...), the reconcile when this controller becomes the switch's primary;
+* `lifecycle` (`nf_lifecycle.NfLifecycle`): the registry's listener, what an NF's failure or
+  return means (fail-over, a new backup, orphans, reconfiguration), the NFs' configuration;
+* `slot_moves` (`slot_moves.SlotMoves`): `migrate()` (controlplane/migration.py, also reachable as
+  `POST /slots/{slot}/move?to=NF`) and the journalled moves a previous leader left;
+* `counters` (`switch_counters.SwitchCounters`), `history` (`run_history.RunHistory`: moves,
+  fail-overs, the timeline), `tasks` (`background.BackgroundTasks`);
+* `pool` (`spare_pool.SparePool`) and `balancer` (`balancer_loop.BalancerLoop`, a task when
+  `load_balancer.enabled`), which take the controller itself (`PoolHost`, `BalancedController`).
+
+It runs the loops (`run()`), answers the northbound views (`status()`, `nf_rows()`,
+`slot_rows()`, `flow_rows()`) and the operator's commands, and keeps, as thin delegates to its
+parts, the names the API, the simulation, topo/ and the tests use (`slot_map`, `pairs`,
+`move_slot()`, `failovers`, ...).
 """
 
 from __future__ import annotations
@@ -21,41 +27,115 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+from controlplane.background import BackgroundTasks
 from controlplane.balancer_loop import BalancerLoop
+from controlplane.cluster_state import ClusterState
 from controlplane.config import ControllerConfig
+from controlplane.controller_core import ControllerCore
+from controlplane.failover import FailoverResult
+from controlplane.flow_table import FlowTable
+from controlplane.leader import Leadership
 from controlplane.live_update import update_nf
+from controlplane.metrics import ControllerMetrics
+from controlplane.migration import MoveResult
 from controlplane.nf_lifecycle import NfLifecycle
+from controlplane.nf_registry import NfRegistry
+from controlplane.run_history import RunHistory
+from controlplane.slot_map import SlotEntry, SlotMap
+from controlplane.slot_moves import SlotMoves
+from controlplane.slot_store import MoveIntent, SlotStore
 from controlplane.spare_pool import SparePool
+from controlplane.switch_counters import SwitchCounters
+from controlplane.switch_session import SwitchSession, switch_credentials
 from controlplane.takeover_plan import takeover_loop
+from controlplane.timeline import Timeline
 
 LOG = logging.getLogger(__name__)
 
+OnPrimary = Callable[[SwitchSession], Awaitable[None]]  # the session's callback on becoming primary
 
-class Controller(NfLifecycle):
+
+class Controller:
     """One controller instance (primary or standby for the switch)."""
 
-    def __init__(self, cfg: ControllerConfig, **kw: Any) -> None:
-        super().__init__(cfg, **kw)
+    def __init__(
+        self,
+        cfg: ControllerConfig,
+        *,
+        election_id: int | None = None,
+        use_etcd: bool = True,
+        p4info: Path | None = None,
+        device_config: Path | bytes | None = None,
+        counter_interval: float = 1.0,
+        load_interval: float | None = None,
+        session: SwitchSession | None = None,
+        session_factory: Callable[[OnPrimary], SwitchSession] | None = None,
+        registry: NfRegistry | None = None,
+        strict_state: bool = False,
+        etcd_client: Any = None,
+    ) -> None:
+        self.metrics = ControllerMetrics()
+        self.started = time.time()
+        # NF load reports: the configuration's load_balancer.report_s unless given
+        self.load_interval = cfg.load_balancer.report_s if load_interval is None else load_interval
+        self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
+        # the switch session: given (tests), built by `session_factory` with this controller's
+        # `_on_primary` (the simulation's switch model, sim/switch.py), or a P4Runtime session;
+        # a given registry: the simulation's (sim/nf.py)
+        if session is None and session_factory is not None:
+            session = session_factory(self._on_primary)
+        self.core = ControllerCore(
+            cfg,
+            registry=registry or NfRegistry(cfg),
+            session=session or SwitchSession(
+                cfg.switch,
+                election_id=election_id,
+                p4info=p4info,
+                device_config=device_config,
+                on_primary=self._on_primary,
+                on_write=self.metrics.count_write,
+                credentials=switch_credentials(cfg.security),
+            ),
+            metrics=self.metrics,
+            use_etcd=use_etcd,
+            strict_state=strict_state,
+            etcd_client=etcd_client,
+        )
+        self.history = RunHistory()
+        self.tasks = BackgroundTasks()
+        self.counters = SwitchCounters(self.core, self.metrics, counter_interval)
+        self.slot_moves = SlotMoves(self.core, self.history, self.tasks)
+        # the registry's first listener: NF events acted on (it adds itself)
+        self.lifecycle = NfLifecycle(self.core, self.slot_moves, self.history, self.tasks, self.metrics)
+        self.registry.add_listener(self.timeline.nf_event)  # NFs down, up, restarted
         self.pool = SparePool(self)  # scale-out and drain (the balancer's executor, the API's)
         # runs when load_balancer.enabled; its decisions go into the timeline as they are taken
         self.balancer = BalancerLoop(self, executor=self.pool, on_decision=self.timeline.decision)
-        self.registry.add_listener(self.timeline.nf_event)  # NFs down, up, restarted
+
+    async def _on_primary(self, session: SwitchSession) -> None:
+        """The switch session's callback, each time this controller becomes the switch's
+        primary: the core's reconcile, then the NFs declared down meanwhile acted on."""
+        await self.core.on_primary(session)
+        await self.lifecycle.act_on_missed_downs()
 
     async def run(self) -> None:
         """Run until cancelled: switch session, NF configuration, heartbeats, load, counters."""
         await self.load_slot_map()
         tasks = [
             asyncio.create_task(self.session.run(), name="switch"),
-            asyncio.create_task(self.configure_nfs(), name="configure"),
+            asyncio.create_task(self.lifecycle.configure_nfs(), name="configure"),
             asyncio.create_task(self.registry.detector.heartbeat_loop(), name="heartbeats"),
             asyncio.create_task(self.registry.detector.watch_loop(), name="watch"),
             asyncio.create_task(self.registry.load_loop(self.load_interval), name="load"),
-            asyncio.create_task(self._counter_loop(), name="counters"),
+            asyncio.create_task(self.counters._counter_loop(), name="counters"),
         ]
         if self.cfg.heartbeat.self_takeover:
-            tasks.append(asyncio.create_task(takeover_loop(self), name="takeovers"))
+            tasks.append(asyncio.create_task(takeover_loop(self.core), name="takeovers"))
         if self.cfg.load_balancer.enabled:
             tasks.append(asyncio.create_task(self.balancer.run(), name="balancer"))
         try:
@@ -67,14 +147,220 @@ class Controller(NfLifecycle):
         finally:
             for t in tasks:
                 t.cancel()
-            if self._digest_task is not None:
-                self._digest_task.cancel()
-            for bg in list(self._background):
-                bg.cancel()
+            self.core.stop_digests()
+            self.tasks.cancel()
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             await self.close()
+
+    # -- the parts' names the API, the simulation, topo/ and the tests use (thin delegates) ----
+    @property
+    def cfg(self) -> ControllerConfig:
+        return self.core.cfg
+
+    @cfg.setter
+    def cfg(self, value: ControllerConfig) -> None:
+        self.core.cfg = value
+
+    @property
+    def session(self) -> SwitchSession:
+        return self.core.session
+
+    @session.setter
+    def session(self, value: SwitchSession) -> None:
+        self.core.session = value
+
+    @property
+    def confirm_timeout(self) -> float:
+        return self.core.confirm_timeout
+
+    @confirm_timeout.setter
+    def confirm_timeout(self, value: float) -> None:
+        self.core.confirm_timeout = value
+
+    @property
+    def release_timeout(self) -> float:
+        return self.core.release_timeout
+
+    @release_timeout.setter
+    def release_timeout(self, value: float) -> None:
+        self.core.release_timeout = value
+
+    @property
+    def fence_patience(self) -> float:
+        return self.core.fence_patience
+
+    @fence_patience.setter
+    def fence_patience(self, value: float) -> None:
+        self.core.fence_patience = value
+
+    @property
+    def registry(self) -> NfRegistry:
+        return self.core.registry
+
+    @property
+    def state(self) -> ClusterState:
+        return self.core.state
+
+    @property
+    def slot_map(self) -> SlotMap:
+        return self.core.slot_map
+
+    @property
+    def pairs(self) -> dict[int, int | None]:
+        return self.core.pairs
+
+    @property
+    def groups(self) -> dict[int, int]:
+        return self.core.groups
+
+    @property
+    def armed(self) -> dict[int, tuple[int, int]]:
+        return self.core.armed
+
+    @property
+    def nfs_configured(self) -> frozenset[int]:
+        return self.core.nfs_configured
+
+    @property
+    def orphans(self) -> frozenset[int]:
+        return self.core.orphans
+
+    @property
+    def store(self) -> SlotStore | None:
+        return self.core.store
+
+    @property
+    def resumed(self) -> bool:
+        return self.core.resumed
+
+    @property
+    def flows(self) -> FlowTable:
+        return self.core.flows
+
+    @property
+    def last_reconcile(self) -> dict[str, int] | None:
+        return self.core.last_reconcile
+
+    @property
+    def reconciled_at(self) -> float | None:
+        return self.core.reconciled_at
+
+    @property
+    def switch_ready(self) -> asyncio.Event:
+        return self.core.switch_ready
+
+    @property
+    def open_moves(self) -> dict[int, MoveIntent]:
+        return self.core.open_moves
+
+    @property
+    def untold_epochs(self) -> dict[int, dict[int, int]]:
+        return self.core.untold_epochs
+
+    @property
+    def move_lock(self) -> asyncio.Lock:
+        return self.core.move_lock
+
+    @property
+    def moves(self) -> deque[MoveResult]:
+        return self.history.moves
+
+    @property
+    def failovers(self) -> deque[FailoverResult]:
+        return self.history.failovers
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.history.timeline
+
+    @property
+    def move_counts(self) -> dict[str, int]:
+        return self.history.move_counts
+
+    @property
+    def slot_counters(self) -> dict[int, tuple[int, int]]:
+        return self.counters.slot_counters
+
+    @property
+    def switch_drops(self) -> dict[str, int]:
+        return self.counters.switch_drops
+
+    @property
+    def switch_ports(self) -> dict[str, int] | None:
+        return self.counters.switch_ports
+
+    @property
+    def port_packets(self) -> dict[str, dict[str, int]]:
+        return self.counters.port_packets
+
+    def role_lock(self, nf_id: int) -> asyncio.Lock:
+        return self.core.role_lock(nf_id)
+
+    async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:
+        return await self.core.move_slot(slot, to_nf)
+
+    async def move_slots(self, slots: list[int], to_nf: int) -> list[SlotEntry]:
+        return await self.core.move_slots(slots, to_nf)
+
+    async def set_pair(self, primary: int, backup: int | None) -> None:
+        await self.core.set_pair(primary, backup)
+
+    async def copies_to(self, primary: int, backup: int) -> None:
+        await self.core.copies_to(primary, backup)
+
+    async def rewrite_group(self, dead: int, promoted: int, backup: int | None) -> None:
+        await self.core.rewrite_group(dead, promoted, backup)
+
+    async def hand_over(self, dead: int, promoted: int, backup: int | None) -> None:
+        await self.core.hand_over(dead, promoted, backup)
+
+    async def journal_failover(self, dead: int, promoted: int) -> None:
+        await self.core.journal_failover(dead, promoted)
+
+    async def retire_primary(self, nf: int) -> None:
+        await self.core.retire_primary(nf)
+
+    async def open_move(self, move: MoveIntent) -> None:
+        await self.core.open_move(move)
+
+    async def close_move(self, slot: int) -> None:
+        await self.core.close_move(slot)
+
+    async def load_slot_map(self) -> None:
+        await self.core.load_slot_map()
+
+    async def next_seqs(self) -> dict[int, int] | None:
+        return await self.core.next_seqs()
+
+    async def configure_nfs(self, retry: float = 1.0) -> None:
+        await self.lifecycle.configure_nfs(retry)
+
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
+        return await self.slot_moves.migrate(slots, to_nf)
+
+    def record_move(self, result: MoveResult) -> None:
+        self.history.record_move(result)
+
+    def record_failover(self, result: FailoverResult) -> None:
+        self.history.record_failover(result)
+
+    def background_tasks(self) -> list[str]:
+        """Names of the fail-overs, backup replacements and reconfigurations still running."""
+        return self.tasks.names()
+
+    async def read_switch_ports(self, address: str) -> None:
+        await self.counters.read_switch_ports(address)
+
+    async def refresh_port_packets(self) -> dict[str, Any]:
+        return await self.counters.refresh_port_packets()
+
+    def port_packets_view(self) -> dict[str, Any]:
+        return self.counters.port_packets_view()
+
+    async def close(self) -> None:
+        await self.core.close()
 
     # -- northbound views -------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -94,26 +380,26 @@ class Controller(NfLifecycle):
                 "device_id": self.cfg.switch.device_id,
                 "primary": self.session.is_primary,
                 "election_id": self.session.switch.election_id,
-                "last_reconcile": self.last_reconcile,
-                "reconciled_at": self.reconciled_at,
+                "last_reconcile": self.core.last_reconcile,
+                "reconciled_at": self.core.reconciled_at,
             },
             "leadership": self.leadership_view(),
             "slots": self.cfg.slot_space,
             "stages": [{"id": st.id, "name": st.name, "chain": st.chain}
                        for st in self.cfg.stages()],
-            "slot_map": {"resumed": self.resumed, "persisted": self.store is not None,
+            "slot_map": {"resumed": self.core.resumed, "persisted": self.core.store is not None,
                          "per_nf": {str(k): v for k, v in sorted(self.slot_map.counts().items())}},
             "pairs": {str(p): b for p, b in sorted(self.pairs.items())},
             "nfs": {"total": len(self.registry.nfs), "alive": alive,
                     "configured": len(self.nfs_configured)},
-            "flows": {"known": len(self.flows), "total": self.flows.total},
-            "packets": sum(p for p, _ in self.slot_counters.values()),
-            "switch_drops": self.switch_drops,
-            "switch_ports": self.switch_ports,
-            "switch_stats_error": self.switch_stats_error,
-            "switch_port_packets": self.port_packets,
+            "flows": {"known": len(self.core.flows), "total": self.core.flows.total},
+            "packets": sum(p for p, _ in self.counters.slot_counters.values()),
+            "switch_drops": self.counters.switch_drops,
+            "switch_ports": self.counters.switch_ports,
+            "switch_stats_error": self.counters.switch_stats_error,
+            "switch_port_packets": self.counters.port_packets,
             "nf_drops": {str(r["id"]): r["drops"] for r in self.registry.summaries() if r["drops"]},
-            "moves": dict(self.move_counts),
+            "moves": dict(self.history.move_counts),
             "failover_count": len(self.failovers),
             "orphans": sorted(self.orphans),  # primaries thought dead with no live backup
             # transitions and invariants the cluster state did not expect (cluster_state.py)
@@ -156,7 +442,7 @@ class Controller(NfLifecycle):
         for e in self.slot_map.entries():
             if nf is not None and e.owner != nf:
                 continue
-            packets, nbytes = self.slot_counters.get(e.slot, (0, 0))
+            packets, nbytes = self.counters.slot_counters.get(e.slot, (0, 0))
             stage, local = divmod(e.slot, self.cfg.switch.slot_count)
             rows.append({"slot": e.slot, "stage": stage, "stage_slot": local, "owner": e.owner,
                          "backup": self.pairs.get(e.owner),
@@ -202,4 +488,4 @@ class Controller(NfLifecycle):
         return [m.to_json() for m in self.moves]
 
     def flow_rows(self) -> list[dict[str, Any]]:
-        return [r.to_json(self.slot_map.owner(r.flow.slot)) for r in self.flows.records()]
+        return [r.to_json(self.slot_map.owner(r.flow.slot)) for r in self.core.flows.records()]

@@ -1,14 +1,16 @@
-"""The controller's core: its live state and the building blocks the protocols run on.
+"""The controller's core, its switch-facing part: the cluster's state and what writes it.
 
 `ControllerCore` owns the cluster state (`cluster_state.ClusterState`: pairs, replica groups,
-armed backups, each NF's phase), the slot map (etcd), the switch session, the NF registry and
-the last switch counters, and gives the building blocks:
-`move_slot()` (one `slot_owner` write + one etcd write, epoch + 1), `move_slots()`, `set_pair()`
-and `rewrite_group()` (a primary's multicast group), the switch's reconcile when this controller
-becomes its primary (after a switch restart, each slot's numbering resumed where its NFs are),
-the NFs' configuration and the periodic counter reads. What an NF's failure
-or return means is decided a layer up (`nf_lifecycle.NfLifecycle._nf_event`); `controller.Controller`
-is the whole.
+armed backups, each NF's phase), the slot map and its etcd store with the move journal, the
+switch session and the NF registry it is given, and gives the building blocks: `move_slot()`
+(one `slot_owner` write + one etcd write, epoch + 1), `move_slots()`, `set_pair()`,
+`copies_to()` and `rewrite_group()` (a primary's multicast group), `hand_over()` and
+`retire_primary()`; the switch's reconcile when this controller becomes its primary
+(`on_primary`: after a switch restart, each slot's numbering resumed where its NFs are),
+`next_seqs()`, the learnt flows, and the locks that order moves, fail-overs and an NF's role
+commands. It knows no other part of the controller: it is the `failover.FailoverHost`, the
+`migration.MoveHost` and the `takeover_plan.TakeoverHost` the protocols run on, and the
+`nf_lifecycle.LifecycleHost` through which the NF lifecycle acts (controller.py wires them).
 """
 
 from __future__ import annotations
@@ -17,66 +19,44 @@ import asyncio
 import contextlib
 import logging
 import time
-from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import Coroutine
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
-
-import aiohttp
 
 from contract.proto import nf_control_pb2 as pb
 from contract.seq import SEQ_MASK, seq_after
-from controlplane import failover_journal, switch_stats
+from controlplane import failover_journal
 from controlplane.cluster_state import ClusterState, NfPhase
 from controlplane.config import ControllerConfig
-from controlplane.failover import FailoverResult
 from controlplane.flow_table import FlowTable
-from controlplane.leader import Leadership
 from controlplane.metrics import ControllerMetrics
-from controlplane.migration import (
-    FENCE_PATIENCE,
-    RELEASE_TIMEOUT,
-    MoveResult,
-    NotPrimaryError,
-    finish_move,
-)
+from controlplane.migration import FENCE_PATIENCE, RELEASE_TIMEOUT, NotPrimaryError
 from controlplane.nf_registry import NfControlError, NfRegistry
-from controlplane.nf_state import NfEvent
-from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.restart_numbering import UNREAD_MARGIN, resumed_bases
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
-from controlplane.switch_session import SwitchSession, switch_credentials
-from controlplane.timeline import Timeline
+from controlplane.switch_session import SwitchSession
 
-LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
-HISTORY = 1000  # moves and fail-overs a controller keeps for the API (bounded memory)
+LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
 
 
-
-class ControllerCore(ABC):
+class ControllerCore:
     """The controller's state and building blocks (see the module docstring)."""
 
     def __init__(
         self,
         cfg: ControllerConfig,
         *,
-        election_id: int | None = None,
+        registry: NfRegistry,
+        session: SwitchSession,
+        metrics: ControllerMetrics,
         use_etcd: bool = True,
-        p4info: Path | None = None,
-        device_config: Path | bytes | None = None,
-        counter_interval: float = 1.0,
-        load_interval: float | None = None,
-        session: SwitchSession | None = None,
         strict_state: bool = False,
         etcd_client: Any = None,
     ) -> None:
         self.cfg = cfg
-        self.metrics = ControllerMetrics()
+        self.metrics = metrics
         self.flows = FlowTable()
-        self.registry = NfRegistry(cfg)
-        self.registry.add_listener(self._nf_event)
+        self.registry = registry
         # pairs, replica groups, armed backups, one phase per NF (controlplane/cluster_state.py)
         self.state = ClusterState({p.id: p.backup for p in cfg.primaries()}, strict=strict_state)
         self.slot_map = self.fresh_slot_map()
@@ -84,32 +64,11 @@ class ControllerCore(ABC):
         self.use_etcd = use_etcd
         self.etcd_client = etcd_client  # (given: the simulation's in-memory etcd, sim/etcd.py)
         self.store: SlotStore | None = None
-        # (a given session: the deterministic simulation's switch model, sim/switch.py)
-        self.session = session or SwitchSession(
-            cfg.switch,
-            election_id=election_id,
-            p4info=p4info,
-            device_config=device_config,
-            on_primary=self._on_primary,
-            on_write=self.metrics.count_write,
-            credentials=switch_credentials(cfg.security),
-        )
-        self.slot_counters: dict[int, tuple[int, int]] = {}
-        self.switch_drops: dict[str, int] = {}  # switch_stats.read_drops, every counter round
-        # p4sim's port losses (switch.stats), "port/reason" -> packets; None: not read (yet)
-        self.switch_ports: dict[str, int] | None = None
-        self.switch_stats_error: str | None = None
-        # the P4 program's packets in and out by switch port (port_rx, port_tx), every counter
-        # round: "port" -> {"rx", "tx"}, non-zero only; what `make run` sets against each
-        # port's interface counters (topo/faults/port_accounting.py)
-        self.port_packets: dict[str, dict[str, int]] = {}
-        self.port_packets_at: float | None = None  # time.time() of that read
+        # (a given session: the deterministic simulation's switch model, sim/switch.py); its
+        # `on_primary` is the controller's, which runs `on_primary` here first
+        self.session = session
         self.last_reconcile: dict[str, int] | None = None
         self.reconciled_at: float | None = None  # time.time() of the last reconcile
-        self.started = time.time()
-        self.counter_interval = counter_interval
-        # NF load reports: the configuration's load_balancer.report_s unless given
-        self.load_interval = cfg.load_balancer.report_s if load_interval is None else load_interval
         self._digest_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self.move_lock = asyncio.Lock()  # one migration or fail-over at a time
@@ -121,7 +80,6 @@ class ControllerCore(ABC):
         # the move journal (docs/protocols.md §5): moves between their switch write and their
         # end (complete or undone), by slot; persisted in etcd when it is used
         self.open_moves: dict[int, MoveIntent] = {}
-        self._finishing: set[int] = set()  # journalled moves a task is finishing
         # the fail-over journal (§8, L3): dead primary -> its promoted backup, between the
         # fail-over's first step and its persisted hand-over (controlplane/failover_journal.py)
         self.open_failovers: dict[int, int] = {}
@@ -129,19 +87,10 @@ class ControllerCore(ABC):
         # was dying): primary -> {slot: epoch}, told to its promoted backup (failover.py)
         self.untold_epochs: dict[int, dict[int, int]] = {}
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
-        # the last HISTORY moves and fail-overs, for the API; older ones are only counted
-        self.moves: deque[MoveResult] = deque(maxlen=HISTORY)
-        self.move_counts = {"total": 0, "ok": 0, "undone": 0}
-        self.failovers: deque[FailoverResult] = deque(maxlen=HISTORY)
-        # what happened, in order (NF events, fail-overs, moves, balancer decisions): the web view
-        self.timeline = Timeline()
-        self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
         # an NF's role commands come from one decision at a time: a configuration (decided
         # from the state when it starts) and a fail-over's Promote/AssignSlots to that NF never
         # interleave (`role_lock`)
         self._role_locks: dict[int, asyncio.Lock] = {}
-        self._background: set[asyncio.Task[None]] = set()
-        self.leadership: Leadership | None = None  # set by nfc-controller run when etcd is used
         self.switch_ready = asyncio.Event()  # primary, pipeline pushed, entries reconciled
 
     # -- start-up ---------------------------------------------------------------------------------
@@ -222,43 +171,15 @@ class ControllerCore(ABC):
         """The primary whose replica group is `group` (after fail-overs, its promoted backup)."""
         return self.state.primary_of_group(group)
 
-    def finish_open_moves(self) -> None:
-        """Finish each journalled move whose adopter is configured (told `Adopt` again) and
-        whose old owner is configured or down, one at a time with the other moves and
-        fail-overs (`migration.finish_move`); forget one whose adopter was failed over. Called
-        once the NFs are configured, and after each reconfiguration of an NF."""
-        for slot, move in sorted(self.open_moves.items()):
-            if move.dst not in self.pairs:  # B was failed over: its fail-over decided the slot
-                self._spawn(self.close_move(slot))
-                continue
-            src_state = self.registry.nfs.get(move.src)
-            ready = self.state.nfs.configured(move.dst) and (
-                self.state.nfs.configured(move.src) or src_state is None
-                or src_state.declared_down)
-            if ready and slot not in self._finishing:
-                self._finishing.add(slot)
-                self._spawn(self._finish_move(move))
-
-    async def _finish_move(self, move: MoveIntent) -> None:
-        try:
-            async with self.move_lock:
-                if self.open_moves.get(move.slot) != move:
-                    return
-                result = await finish_move(self, move, self.release_timeout)
-                self.record_move(result)
-                LOG.warning("journalled move of slot %d finished: %s", move.slot,
-                            "ok" if result.ok else result.error)
-        finally:
-            self._finishing.discard(move.slot)
-
     def _resumed_nfs_hold_state(self) -> None:
         """A map resumed from etcd was running: its primaries and backups may hold state, so
         their death must be acted on even before this controller configured them (an NF that
         died while no controller led is failed over as soon as this one leads)."""
         self.state.nfs.holds_state([*self.pairs, *self.state.backups()])
 
-    async def _on_primary(self, session: SwitchSession) -> None:
-        """Runs each time we become the switch's primary: make the switch equal to our state."""
+    async def on_primary(self, session: SwitchSession) -> None:
+        """Runs each time we become the switch's primary: make the switch equal to our state.
+        (The NFs declared down meanwhile are acted on next: `NfLifecycle.act_on_missed_downs`.)"""
         async with self._lock:
             self.metrics.is_primary.set(1)
             if self.store is not None:
@@ -285,16 +206,6 @@ class ControllerCore(ABC):
                 LOG.warning("new-flow digest not enabled: %s", exc)
             if self._digest_task is None or self._digest_task.done():
                 self._digest_task = asyncio.create_task(self._digest_loop())
-        # NFs declared down while we were not primary (a standby watching, or nobody leading):
-        # their "down" was not acted on then; it is now
-        for nf_id, state in sorted(self.registry.nfs.items()):
-            if state.declared_down and self.state.nfs.ever_configured(nf_id):
-                await self._nf_event(NfEvent("down", nf_id, state.misses))
-        # fail-overs journalled and not persisted (a previous leader's, or ours that failed
-        # half-way: its Promote done, its group write refused by a restarting switch) are
-        # finished now, as a restart this controller saw (§8, L3; failover_journal.py)
-        for dead in failover_journal.pending(self):
-            await self._nf_event(NfEvent("restarted", dead))
 
     async def _resume_numbering(self, session: SwitchSession) -> None:
         """A restarted switch counts every slot's packets from 0 again, while the NFs expect the
@@ -336,46 +247,6 @@ class ControllerCore(ABC):
             self.metrics.digests.inc()
             self.metrics.new_flows.inc(self.flows.add(flows))
 
-    async def configure_nfs(self, retry: float = 1.0) -> None:
-        """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
-        nfs = self.state.nfs
-        told: set[int] = set()  # primaries found restarted (`_restart_unseen`), acted on once
-        while not all(nfs.configured(n) for n in self.registry.nfs):
-            await self.switch_ready.wait()  # next_seqs come from the switch's counter and bases
-            next_seqs = await self.next_seqs()
-            # an orphan or an NF acted on is configured by its own return (NfLifecycle)
-            for nf_id in sorted(n for n in self.registry.nfs
-                                if nfs[n] in (NfPhase.NEW, NfPhase.UNSETTLED)):
-                try:
-                    dead = await self._restart_unseen(nf_id) if self.resumed else None
-                    if dead is not None:  # failed over first; `nf_id` configured after that
-                        if dead not in told:
-                            told.add(dead)
-                            await self._nf_event(NfEvent("restarted", dead))
-                        continue
-                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
-                                                     self.open_moves, first=True)
-                    nfs.to(nf_id, NfPhase.CONFIGURED)
-                    LOG.info("NF %d configured", nf_id)
-                except NfControlError as exc:
-                    LOG.debug("NF %d not configured yet: %s", nf_id, exc)
-            self.finish_open_moves()
-            if not all(nfs.configured(n) for n in self.registry.nfs):
-                await asyncio.sleep(retry)
-
-    async def _restart_unseen(self, nf_id: int) -> int | None:
-        """A primary that restarted while no controller led (`NfLifecycle` decides)."""
-        return None
-
-    def background_tasks(self) -> list[str]:
-        """Names of the fail-overs, backup replacements and reconfigurations still running."""
-        return sorted(t.get_name() for t in self._background if not t.done())
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro, name=getattr(coro, "__qualname__", "task"))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def next_seqs(self) -> dict[int, int] | None:
         """Per slot, the next sequence number the switch will stamp: its seq_base + the packets
         `slot_traffic` counted in it + 1 (one wildcard counter read); None if it cannot be read."""
@@ -395,6 +266,26 @@ class ControllerCore(ABC):
         run: a promoted NF told `SetRole(backup)` by a configuration begun before its promotion
         dropped its slots and 123 held outputs, and its slots' input for 9 s as "unowned")."""
         return self._role_locks.setdefault(nf_id, asyncio.Lock())
+
+
+    @contextlib.asynccontextmanager
+    async def urgent_lock(self) -> AsyncIterator[None]:
+        """`move_lock` for a fail-over: moves queued before it give way (`check_move`)."""
+        self.urgent += 1
+        waiting = True
+        try:
+            async with self.move_lock:
+                self.urgent -= 1
+                waiting = False
+                yield
+        finally:
+            if waiting:  # (cancelled while waiting)
+                self.urgent -= 1
+
+    def stop_digests(self) -> None:
+        """Stop reading the switch's new-flow digests (the controller stops)."""
+        if self._digest_task is not None:
+            self._digest_task.cancel()
 
     # -- building blocks for migration / fail-over / load balancing -------------------------------
     async def move_slot(self, slot: int, to_nf: int) -> SlotEntry:
@@ -506,65 +397,10 @@ class ControllerCore(ABC):
         backup_port = None if backup is None else self.cfg.nf(backup).port
         await self.session.set_group(group, self.cfg.nf(primary).port, backup_port, insert=insert)
 
-    # -- periodic work ----------------------------------------------------------------------------
-    async def _counter_loop(self) -> None:
-        while True:
-            if self.session.is_primary:
-                try:
-                    self.slot_counters = await self.session.read_counter(SLOT_COUNTER)
-                    self.metrics.update_slot_traffic(self.slot_counters)
-                    self.switch_drops = await switch_stats.read_drops(self.session)
-                    self.metrics.update_switch_drops(self.switch_drops)
-                    await self.refresh_port_packets()
-                except Exception as exc:
-                    LOG.debug("counter read failed: %s", exc)
-            else:
-                self.metrics.is_primary.set(0)
-            if self.cfg.switch.stats is not None:
-                await self.read_switch_ports(self.cfg.switch.stats)
-            self.metrics.update_nfs(self.registry.summaries())
-            await asyncio.sleep(self.counter_interval)
-
-    async def read_switch_ports(self, address: str) -> None:
-        """The switch's port losses from p4sim's counter endpoint (controlplane/switch_stats)."""
-        try:
-            doc = await switch_stats.read_status(address)
-        except (OSError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            if self.switch_stats_error is None:
-                LOG.warning("cannot read the switch's counters at %s: %s", address, exc)
-            self.switch_stats_error = f"{address}: {exc or type(exc).__name__}"
-            return
-        self.switch_stats_error = None
-        self.switch_ports = switch_stats.port_losses(doc)
-        self.metrics.update_switch_ports(self.switch_ports)
-
-    async def refresh_port_packets(self) -> dict[str, Any]:
-        """Read the per-port counters now (`GET /switch/ports?refresh=1`) and keep them."""
-        self.port_packets = await switch_stats.read_port_packets(self.session)
-        self.port_packets_at = time.time()
-        self.metrics.update_port_packets(self.port_packets)
-        return self.port_packets_view()
-
-    def port_packets_view(self) -> dict[str, Any]:
-        """The last per-port counters read and when (`GET /switch/ports`)."""
-        return {"read_at": self.port_packets_at, "ports": self.port_packets}
-
     async def close(self) -> None:
         await self.registry.close()
         if self.store is not None:
             await self.store.close()
-
-    def record_move(self, result: MoveResult) -> None:
-        self.moves.append(result)
-        self.timeline.move(result)
-        self.move_counts["total"] += 1
-        self.move_counts["ok"] += int(result.ok)
-        self.move_counts["undone"] += int(result.undone)
-
-    def record_failover(self, result: FailoverResult) -> None:
-        """A fail-over, a dead backup replaced, a backup given or a double fault's state lost."""
-        self.failovers.append(result)
-        self.timeline.failover(result)
 
     # the state's parts by their old names (read them; change them through `state`)
     @property
@@ -586,7 +422,3 @@ class ControllerCore(ABC):
     @property
     def orphans(self) -> frozenset[int]:
         return self.state.nfs.in_phase(NfPhase.ORPHAN)
-
-    @abstractmethod
-    async def _nf_event(self, event: NfEvent) -> None:
-        """Act on an NF's event (down, up, restarted): `NfLifecycle` decides."""

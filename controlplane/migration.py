@@ -209,7 +209,7 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
                       result: Callable[..., MoveResult] | None = None) -> MoveResult:
     """From the switch write on (the slot is B's at e+1): A's `Release`, and if it does not
     succeed, B's fence decides (see the module docstring). Also how a new leader finishes a
-    journalled move (`ControllerCore.finish_open_moves`): `Release` and `Adopt` are idempotent."""
+    journalled move (`SlotMoves.finish_open_moves`): `Release` and `Adopt` are idempotent."""
     slot, src, to_nf = intent.slot, intent.src, intent.dst
     reg, cfg = ctl.registry, ctl.cfg
     same_cluster = cfg.nf(src).cluster == cfg.nf(to_nf).cluster

@@ -1,7 +1,12 @@
 """What the controller does when an NF fails or comes back: fail-over of a dead primary, a new
 backup for a dead backup's primary, orphans retried when their backup answers again, and the
-reconfiguration of an NF that returns (as a spare, after a false alarm, or restarted).
-The protocols themselves are in controlplane/failover.py and controlplane/migration.py.
+reconfiguration of an NF that returns (as a spare, after a false alarm, or restarted); and the
+NFs' first configuration once the switch is ready.
+
+`NfLifecycle` is the registry's listener (it adds itself when it is built): every `NfEvent` of
+the failure detector comes to `on_nf_event`. It acts through a `LifecycleHost` (the controller's
+core: the cluster state, the locks, the switch writes) and runs the protocols of
+controlplane/failover.py on it; journalled moves its NFs waited for are finished by `SlotMoves`.
 """
 
 from __future__ import annotations
@@ -10,24 +15,31 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from typing import Protocol
 
 from contract.proto import nf_control_pb2 as pb
 from controlplane import failover_journal
-from controlplane.cluster_state import NfPhase
-from controlplane.controller_core import ControllerCore
+from controlplane.background import BackgroundTasks
+from controlplane.cluster_state import ClusterState, NfPhase
+from controlplane.config import ControllerConfig
 from controlplane.failover import (
+    FailoverHost,
     FailoverResult,
     fail_over,
     protect,
     replace_backup,
     state_lost,
 )
-from controlplane.migration import MoveResult, migrate_slot
-from controlplane.nf_registry import NfControlError
+from controlplane.failover_journal import JournalHost
+from controlplane.metrics import ControllerMetrics
+from controlplane.nf_registry import NfControlError, NfRegistry
 from controlplane.nf_state import NfEvent
+from controlplane.run_history import RunHistory
+from controlplane.slot_map import SlotMap
+from controlplane.slot_moves import SlotMoves
+from controlplane.slot_store import MoveIntent
 
-LOG = logging.getLogger("controlplane.controller")  # one logger for the layers
+LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
 
 # an NF that answers heartbeats but refuses its configuration is tried again after 50 ms, then
 # twice as long each time, until the wait would exceed a few seconds
@@ -35,10 +47,119 @@ RECONFIGURE_RETRY = 0.05
 RECONFIGURE_PATIENCE = 3.0
 
 
-class NfLifecycle(ControllerCore):
-    """NF events on top of the controller's core (see the module docstring)."""
+class _Session(Protocol):
+    @property
+    def is_primary(self) -> bool: ...
 
-    async def _nf_event(self, event: NfEvent) -> None:
+
+class LifecycleHost(FailoverHost, JournalHost, Protocol):
+    """What the NF lifecycle acts through (`ControllerCore` is one): what a fail-over runs on,
+    whether this controller is the switch's primary and the switch ready, the locks that order
+    fail-overs with moves, the switch's next sequence numbers and the move journal."""
+
+    @property
+    def session(self) -> _Session: ...
+    @property
+    def switch_ready(self) -> asyncio.Event: ...
+    @property
+    def move_lock(self) -> asyncio.Lock: ...
+    @property
+    def resumed(self) -> bool: ...
+    @property
+    def open_moves(self) -> dict[int, MoveIntent]: ...
+    def urgent_lock(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+    async def next_seqs(self) -> dict[int, int] | None: ...
+
+
+class NfLifecycle:
+    """NF events, acted on through the controller's core (see the module docstring)."""
+
+    def __init__(self, host: LifecycleHost, moves: SlotMoves, history: RunHistory,
+                 tasks: BackgroundTasks, metrics: ControllerMetrics) -> None:
+        self.host = host
+        self.moves = moves
+        self.history = history
+        self.tasks = tasks
+        self.metrics = metrics
+        self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
+        host.registry.add_listener(self.on_nf_event)
+
+    # what is read through the host (the configuration may be replaced, in tests)
+    @property
+    def cfg(self) -> ControllerConfig:
+        return self.host.cfg
+
+    @property
+    def registry(self) -> NfRegistry:
+        return self.host.registry
+
+    @property
+    def state(self) -> ClusterState:
+        return self.host.state
+
+    @property
+    def pairs(self) -> dict[int, int | None]:
+        return self.host.state.pairs
+
+    @property
+    def slot_map(self) -> SlotMap:
+        return self.host.slot_map
+
+    @property
+    def session(self) -> _Session:
+        return self.host.session
+
+    @property
+    def switch_ready(self) -> asyncio.Event:
+        return self.host.switch_ready
+
+    @property
+    def confirm_timeout(self) -> float:
+        return self.host.confirm_timeout
+
+    async def configure_nfs(self, retry: float = 1.0) -> None:
+        """Once primary, configure every NF, retrying the unreachable ones until all are configured."""
+        nfs = self.state.nfs
+        told: set[int] = set()  # primaries found restarted (`_restart_unseen`), acted on once
+        while not all(nfs.configured(n) for n in self.registry.nfs):
+            await self.switch_ready.wait()  # next_seqs come from the switch's counter and bases
+            next_seqs = await self.host.next_seqs()
+            # an orphan or an NF acted on is configured by its own return (`on_nf_event`)
+            for nf_id in sorted(n for n in self.registry.nfs
+                                if nfs[n] in (NfPhase.NEW, NfPhase.UNSETTLED)):
+                try:
+                    dead = await self._restart_unseen(nf_id) if self.host.resumed else None
+                    if dead is not None:  # failed over first; `nf_id` configured after that
+                        if dead not in told:
+                            told.add(dead)
+                            await self.on_nf_event(NfEvent("restarted", dead))
+                        continue
+                    await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, next_seqs,
+                                                     self.host.open_moves, first=True)
+                    nfs.to(nf_id, NfPhase.CONFIGURED)
+                    LOG.info("NF %d configured", nf_id)
+                except NfControlError as exc:
+                    LOG.debug("NF %d not configured yet: %s", nf_id, exc)
+            self.moves.finish_open_moves()
+            if not all(nfs.configured(n) for n in self.registry.nfs):
+                await asyncio.sleep(retry)
+
+    async def act_on_missed_downs(self) -> None:
+        """Act on the NFs declared down while this controller was not the switch's primary:
+        run after the reconcile each time it becomes the primary (`Controller._on_primary`)."""
+        # NFs declared down while we were not primary (a standby watching, or nobody leading):
+        # their "down" was not acted on then; it is now
+        for nf_id, state in sorted(self.registry.nfs.items()):
+            if state.declared_down and self.state.nfs.ever_configured(nf_id):
+                await self.on_nf_event(NfEvent("down", nf_id, state.misses))
+        # fail-overs journalled and not persisted (a previous leader's, or ours that failed
+        # half-way: its Promote done, its group write refused by a restarting switch) are
+        # finished now, as a restart this controller saw (§8, L3; failover_journal.py)
+        for dead in failover_journal.pending(self.host):
+            await self.on_nf_event(NfEvent("restarted", dead))
+
+    async def on_nf_event(self, event: NfEvent) -> None:
+        """Act on an NF's event (down, up, restarted): the registry's listener."""
         self.metrics.nf_events.labels(kind=event.kind).inc()
         if not self.session.is_primary:
             return  # a standby watches but does not act
@@ -50,20 +171,20 @@ class NfLifecycle(ControllerCore):
             if not restarted and nfs[event.nf_id] not in (NfPhase.NEW, NfPhase.ACTED_ON):
                 # a suspicion that came to nothing (late heartbeats): the NF kept its role and
                 # slots, and configuring it again would only load a loaded machine more
-                self._spawn(self._back_after_false_alarm(event.nf_id))
+                self.tasks.spawn(self._back_after_false_alarm(event.nf_id))
                 return
             # an NF that comes back has lost its configuration (a new process), or was failed
             # over or replaced meanwhile: give it its role and slots again
             nfs.unsettle(event.nf_id)
-            self._spawn(self._reconfigure(event.nf_id, restarted))
+            self.tasks.spawn(self._reconfigure(event.nf_id, restarted))
         elif event.kind == "down" and nfs.ever_configured(event.nf_id):
             # an NF never configured (not started yet) holds no state: nothing to fail over
             nfs.unsettle(event.nf_id)
             if event.nf_id in self.pairs:
-                self._spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
-                                            time.time()))
+                self.tasks.spawn(self._fail_over(event.nf_id, event.confirmed, event.since,
+                                                 time.time()))
             elif event.nf_id in self.pairs.values():
-                self._spawn(self._replace_backup(event.nf_id, event.confirmed, event.since))
+                self.tasks.spawn(self._replace_backup(event.nf_id, event.confirmed, event.since))
 
     async def _restart_unseen(self, nf_id: int) -> int | None:
         """A primary of the resumed map whose process ended while no controller watched (the
@@ -75,7 +196,7 @@ class NfLifecycle(ControllerCore):
         This controller's registry has no earlier uptime of the NF to see the restart by.
         First, a fail-over a previous leader journalled and did not persist, of `nf_id` or of
         the primary it was promoted for, is finished (L3, controlplane/failover_journal.py)."""
-        journalled = failover_journal.unfinished(self, nf_id)
+        journalled = failover_journal.unfinished(self.host, nf_id)
         if journalled is not None:
             LOG.warning("NF %d: the fail-over of NF %d was journalled, not persisted: "
                         "finishing it", nf_id, journalled)
@@ -152,13 +273,13 @@ class NfLifecycle(ControllerCore):
             # fail-over would fail half-done (seen when live NFs were thought dead at start-up)
             LOG.warning("NF %d down before the switch is ready: its fail-over waits for it", dead)
             await self.switch_ready.wait()
-        async with self._urgent_lock():
+        async with self.host.urgent_lock():
             if dead in self.pairs and await self._really_down(dead, confirmed, since):
-                result = await fail_over(self, dead, since, time.time() if not confirmed else emitted)
+                result = await fail_over(self.host, dead, since, time.time() if not confirmed else emitted)
                 if result.ok:
                     self._acted_on(dead)
                 if result.ok or result.promoted is not None:
-                    self.record_failover(result)
+                    self.history.record_failover(result)
                     self._new_backup_down(result)
                 else:
                     # no live backup: its slots stay with it (status "orphans"), tried again when
@@ -173,12 +294,12 @@ class NfLifecycle(ControllerCore):
         its backup takes over now if it answers; otherwise its state is gone (a double fault),
         which is recorded, and it owns its slots again from empty state. True if it was failed
         over (it is a spare now)."""
-        async with self.move_lock:
+        async with self.host.move_lock:
             if self.state.nfs[nf_id] is not NfPhase.ORPHAN or nf_id not in self.pairs:
                 return False
             self.state.nfs.to(nf_id, NfPhase.UNSETTLED)
-            result = await fail_over(self, nf_id)
-            self.record_failover(result if result.ok else state_lost(self, nf_id))
+            result = await fail_over(self.host, nf_id)
+            self.history.record_failover(result if result.ok else state_lost(self.host, nf_id))
             self._new_backup_down(result)
             if result.ok:
                 self._acted_on(nf_id)
@@ -195,35 +316,21 @@ class NfLifecycle(ControllerCore):
                 and self.pairs.get(result.promoted) == nb and self.registry.nfs[nb].declared_down:
             LOG.warning("NF %d, the new backup of NF %d, went down while it was being given: "
                         "replacing it", nb, result.promoted)
-            self._spawn(self._replace_backup(nb))
-
-    @contextlib.asynccontextmanager
-    async def _urgent_lock(self) -> AsyncIterator[None]:
-        """`move_lock` for a fail-over: moves queued before it give way (`check_move`)."""
-        self.urgent += 1
-        waiting = True
-        try:
-            async with self.move_lock:
-                self.urgent -= 1
-                waiting = False
-                yield
-        finally:
-            if waiting:  # (cancelled while waiting)
-                self.urgent -= 1
+            self.tasks.spawn(self._replace_backup(nb))
 
     async def _restarted_primary(self, nf_id: int) -> None:
         """`_reconfigure_now`'s case of a primary restarted before it was failed over."""
-        async with self._urgent_lock():
+        async with self.host.urgent_lock():
             if nf_id not in self.pairs:  # (failed over meanwhile)
                 return
             LOG.warning("primary NF %d restarted before its fail-over: failing it over now", nf_id)
-            result = await fail_over(self, nf_id)
+            result = await fail_over(self.host, nf_id)
             if result.ok:
                 self._acted_on(nf_id)
-                self.record_failover(result)
+                self.history.record_failover(result)
                 self._new_backup_down(result)
             elif result.promoted is None:  # no live backup: its slots' state is gone
-                self.record_failover(state_lost(self, nf_id))
+                self.history.record_failover(state_lost(self.host, nf_id))
 
     def _acted_on(self, nf_id: int) -> None:
         """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
@@ -231,7 +338,7 @@ class NfLifecycle(ControllerCore):
         tell it: it is configured anew now (a spare: its runtime drops the slots it owned)."""
         self.state.nfs.to(nf_id, NfPhase.ACTED_ON)
         if not self.registry.nfs[nf_id].declared_down:
-            self._spawn(self._reconfigure(nf_id))
+            self.tasks.spawn(self._reconfigure(nf_id))
 
     async def _back_after_false_alarm(self, nf_id: int) -> None:
         """`nf_id` answers again, the same process, and nothing was done about it meanwhile: it
@@ -252,27 +359,16 @@ class NfLifecycle(ControllerCore):
                 await self._fail_over(dead, confirmed=True)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
-        async with self._urgent_lock():
+        async with self.host.urgent_lock():
             if not await self._really_down(dead, confirmed, since):
                 self.state.nfs.settle(dead)
                 return
-            result = await replace_backup(self, dead)
+            result = await replace_backup(self.host, dead)
             if result is not None:
-                self.record_failover(result)
+                self.history.record_failover(result)
                 self._acted_on(dead)
                 self._new_backup_down(result)
         await self.registry.refresh_peers(self.cfg.nf(dead).cluster)
-
-    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
-        """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
-        MoveError before the first move for a bad request; a failed move is undone and reported."""
-        results = []
-        async with self.move_lock:
-            for slot in slots:
-                result = await migrate_slot(self, slot, to_nf, self.release_timeout)
-                self.record_move(result)
-                results.append(result)
-        return results
 
     async def _reconfigure(self, nf_id: int, restarted: bool = False) -> None:
         """Configure `nf_id` again from the current state. One at a time per NF: two racing
@@ -299,10 +395,10 @@ class NfLifecycle(ControllerCore):
         wait = RECONFIGURE_RETRY
         while True:
             try:
-                seqs = await self.next_seqs()
-                async with self.role_lock(nf_id):  # decided and sent with no fail-over between
+                seqs = await self.host.next_seqs()
+                async with self.host.role_lock(nf_id):  # decided and sent with no fail-over between
                     await self.registry.configure_nf(nf_id, self.pairs, self.slot_map, seqs,
-                                                     self.open_moves)
+                                                     self.host.open_moves)
                 break
             except NfControlError as exc:
                 # an NF that answers heartbeats may not serve its control API yet (a restarted
@@ -316,7 +412,7 @@ class NfLifecycle(ControllerCore):
                 await asyncio.sleep(wait)  # a retry's back-off
                 wait *= 2
         self.state.nfs.to(nf_id, NfPhase.CONFIGURED)
-        self.finish_open_moves()  # a journalled move may have waited for this NF
+        self.moves.finish_open_moves()  # a journalled move may have waited for this NF
         self.state.disarm(nf_id)  # (a new process, or a new role: armed anew if a backup)
         self.registry.left_out.pop(nf_id, None)
         LOG.info("NF %d reconfigured", nf_id)
@@ -324,7 +420,7 @@ class NfLifecycle(ControllerCore):
         if not restarted:
             await self._retry_orphans(nf_id)
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
-            async with self.move_lock:
-                for given in await protect(self):
-                    self.record_failover(given)
+            async with self.host.move_lock:
+                for given in await protect(self.host):
+                    self.history.record_failover(given)
                     self._new_backup_down(given)

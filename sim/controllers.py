@@ -12,7 +12,7 @@ standby) by the run, as a supervisor would.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from controlplane.__main__ import lead_then_run
@@ -58,15 +58,19 @@ class SimController:
         self.incarnation += 1
         self.exit_status = None
         cfg = self.cfg
-        session = SimSession(self.switch, lambda nf: cfg.nf(nf).port,
-                             alive=lambda: self.alive, node=self.name)
-        ctl = Controller(cfg, use_etcd=True, session=session,
-                         etcd_client=self.etcd.client(self.name))
-        session.on_primary = ctl._on_primary
-        ctl.registry = SimRegistry(cfg, self.net, self.nfs, self.lose_reply, node=self.name,
-                                   step=self.step)
-        ctl.registry.add_listener(ctl._nf_event)
-        ctl.registry.add_listener(ctl.timeline.nf_event)
+
+        def session_of(on_primary: Callable[[Any], Awaitable[None]]) -> SimSession:
+            return SimSession(self.switch, lambda nf: cfg.nf(nf).port, alive=lambda: self.alive,
+                              node=self.name, on_primary=on_primary)
+
+        registry = SimRegistry(cfg, self.net, self.nfs, self.lose_reply, node=self.name,
+                               step=self.step)
+        # (the controller builds its session with its callback, and adds its listeners to the
+        # registry it is given)
+        ctl = Controller(cfg, use_etcd=True, session_factory=session_of,  # type: ignore[arg-type]
+                         registry=registry, etcd_client=self.etcd.client(self.name))
+        session = ctl.session
+        assert isinstance(session, SimSession)
         lead = Leadership(cfg.etcd.endpoints, cfg.etcd.prefix, self.name, cfg.etcd.leader_ttl_s,
                           client=self.etcd.client(self.name))
         ctl.leadership = lead

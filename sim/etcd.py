@@ -3,7 +3,7 @@ per controller process with the interface of the `aetcd.Client` the controller u
 `get_prefix`, `put`, `delete`, `delete_prefix`, `transaction`, `lease`, `transactions`).
 
 It sits at the controller's etcd seam (`SlotStore(client=)`, `Leadership(client=)`,
-`ControllerCore(etcd_client=)`): the slot store, the move journal and the leader election run
+`Controller(etcd_client=)`): the slot store, the move journal and the leader election run
 unchanged over it. Each call takes a seeded round trip; the store applies it half-way, so a
 caller that dies during a call may or may not have written (as with a real etcd). A call from a
 process that is dead never takes effect. Leases expire `ttl` seconds after their last refresh,

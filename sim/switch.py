@@ -274,14 +274,15 @@ class SimSession:
 
     def __init__(self, model: SwitchModel, port_of: Callable[[int], int],
                  alive: Callable[[], bool] = lambda: True, election_id: int = 10,
-                 node: str = "") -> None:
+                 node: str = "",
+                 on_primary: Callable[[Any], Awaitable[None]] | None = None) -> None:
         self.model = model
         self.node = node  # the controller process that holds this session
         self.port_of = port_of
         self.alive = alive  # (a dead process's writes never reach the switch)
         self.switch = SimpleNamespace(election_id=election_id)
         self.builder = SimBuilder(port_of)
-        self.on_primary: Callable[[Any], Awaitable[None]] | None = None
+        self.on_primary = on_primary
         self.seq_bases: dict[int, int] = {}
         self.writes = 0
         self._wake = asyncio.Event()

@@ -1,5 +1,5 @@
 """Fail-over when the backup is only suspected, and double faults (controlplane/failover.py,
-Controller._fail_over/_reconfigure) against fake NF control servers: a backup that missed
+NfLifecycle._fail_over/_reconfigure) against fake NF control servers: a backup that missed
 heartbeats but answers still takes over; a primary orphaned by a backup that did not answer is
 failed over as soon as that backup answers again; an orphan that restarts is failed over to its
 backup, or, when that backup is gone too, its lost state is recorded, never silently reset."""
@@ -204,9 +204,9 @@ def test_the_confirming_probe_waits_only_for_what_remains_of_the_confirm_deadlin
         c.confirm_timeout = 1.0
         _grace(c, 0)  # (past its start-up grace: test_an_nf_in_its_startup_grace_... has that)
         c.registry.nfs[1].declared_down = True
-        assert not await c._really_down(1, since=time.time() - 0.4)
-        assert not await c._really_down(1, since=time.time() - 5.0)
-        assert not await c._really_down(1)  # no first miss known: the whole deadline
+        assert not await c.lifecycle._really_down(1, since=time.time() - 0.4)
+        assert not await c.lifecycle._really_down(1, since=time.time() - 5.0)
+        assert not await c.lifecycle._really_down(1)  # no first miss known: the whole deadline
         assert 0.55 <= deadlines[0] <= 0.6 and deadlines[1] == 0.05 and deadlines[2] == 1.0
 
     asyncio.run(with_controller(body))
@@ -225,9 +225,9 @@ def test_an_nf_that_answered_since_it_was_suspected_is_not_failed_over():
         since = time.time() - 0.2
         c.registry.nfs[1].declared_down = True
         c.registry.nfs[1].answered_at = since + 0.05  # a heartbeat sent after `since` answered
-        assert not await c._really_down(1, since=since)
+        assert not await c.lifecycle._really_down(1, since=since)
         c.registry.nfs[1].answered_at = since - 0.01  # nothing answered since: silent
-        assert await c._really_down(1, since=since)
+        assert await c.lifecycle._really_down(1, since=since)
 
     asyncio.run(with_controller(body))
 
@@ -300,7 +300,7 @@ def test_two_reconfigurations_of_one_nf_do_not_interleave():
     older one: a spare made a backup in between was made idle again, dropping what it backed up)."""
     async def body(c, fakes, servers):
         fakes[5].calls.clear()
-        await asyncio.gather(c._reconfigure(5), c._reconfigure(5))
+        await asyncio.gather(c.lifecycle._reconfigure(5), c.lifecycle._reconfigure(5))
         names = [n for n, _ in fakes[5].calls if n in ("SetRole", "SetClusterPeers")]
         assert names[:2] == ["SetRole", "SetClusterPeers"] and names.count("SetRole") == 2
 
@@ -336,7 +336,7 @@ def test_a_spare_whose_configuration_is_under_way_is_not_taken_as_the_new_backup
     the backup dropped its copies as unowned, then was promoted and skipped their numbers). Such
     an NF is not chosen until its configuration is done."""
     async def body(c, fakes, servers):
-        c.state.nfs.unsettle(5)  # as `_nf_event` does before it configures NF 5 again
+        c.state.nfs.unsettle(5)  # as `NfLifecycle.on_nf_event` does before it configures NF 5 again
         fakes[5].assigned.clear()
         await kill_primary_1(c, servers)
         await wait_until(lambda: bool(c.failovers))
@@ -356,7 +356,7 @@ def test_a_configuration_begun_before_a_promotion_does_not_undo_it():
     async def body(c, fakes, servers):
         fakes[3].setrole_delay = 0.5
         c.state.nfs.unsettle(3)
-        configuring = asyncio.get_running_loop().create_task(c._reconfigure(3))
+        configuring = asyncio.get_running_loop().create_task(c.lifecycle._reconfigure(3))
         await wait_until(lambda: any(n == "SetRole" for n, _ in fakes[3].calls))
         await kill_primary_1(c, servers)
         await wait_until(lambda: bool(c.failovers), timeout=10)
@@ -387,17 +387,17 @@ def test_an_nf_in_its_startup_grace_is_given_the_longer_confirm_deadline():
 
         c.registry.detector.probe_hang = probe_hang
         c.registry.nfs[1].declared_down = True
-        assert not await c._really_down(1, since=time.time() - 0.1)  # configured just now
+        assert not await c.lifecycle._really_down(1, since=time.time() - 0.1)  # configured just now
         assert 2.85 <= deadlines[-1] <= 2.9
         _grace(c, 1)  # 1 ms: over at once
         await wait_until(lambda: c.state.nfs.since_first_configured(1) > 0.001)
-        assert not await c._really_down(1, since=time.time() - 0.1)
+        assert not await c.lifecycle._really_down(1, since=time.time() - 0.1)
         assert 0.05 <= deadlines[-1] <= 0.1  # 200 ms in all, at least a heartbeat's deadline
         c.state.nfs.new_process(1)  # it restarted...
         c.state.nfs.unsettle(1)
         c.state.nfs.to(1, NfPhase.CONFIGURED)  # ...and was configured again: a new grace
         _grace(c, 3000)
-        assert not await c._really_down(1, since=time.time() - 0.1)
+        assert not await c.lifecycle._really_down(1, since=time.time() - 0.1)
         assert 2.85 <= deadlines[-1] <= 2.9
 
     asyncio.run(with_controller(body))

@@ -36,7 +36,7 @@ def make_controller() -> Controller:
                    protocol=6)
     c.flows.add([flow])
     c.flows.add([flow])
-    c.slot_counters = {7: (10, 1000), 8: (0, 0)}
+    c.counters.slot_counters = {7: (10, 1000), 8: (0, 0)}
     c.metrics.update_slot_traffic(c.slot_counters)
     c.metrics.update_nfs(c.registry.summaries())
     c.metrics.count_write("insert", 5)
@@ -175,9 +175,9 @@ def test_slot_gauge_of_an_nf_that_owns_no_slot_any_more_reads_zero() -> None:
 
 
 def test_move_and_failover_histories_are_bounded_and_moves_still_counted() -> None:
-    from controlplane.controller_core import HISTORY
     from controlplane.failover import FailoverResult
     from controlplane.migration import MoveResult
+    from controlplane.run_history import HISTORY
 
     c = make_controller()
     for i in range(HISTORY + 5):

@@ -42,7 +42,7 @@ def test_a_restarted_switch_resumes_each_slots_numbering_where_its_nfs_are() -> 
         fakes[1].seen = {a: 500, b: 70}
         fakes[3].seen = {a: 503}  # NF 1's backup holds copies up to 503 (they reached it only)
         restarted = Numbering({}, {})  # no entries, nothing counted
-        await c._resume_numbering(restarted)
+        await c.core._resume_numbering(restarted)
         assert restarted.seq_bases == {a: 503, b: 70}
         assert [restarted.next_number(s) for s in (a, b, d)] == [504, 71, 1]
         assert c.metrics.registry.get_sample_value("nfc_numbering_resumed_total") == 2
@@ -61,7 +61,7 @@ def test_a_live_switch_keeps_the_bases_its_entries_hold() -> None:
         # resumed once before (base 503 in a's entry), and stamping on since: a reconnect, or a
         # standby taking over, finds the switch ahead of every NF
         live = Numbering({a: 503, b: 0}, {a: 10, b: 100})
-        await c._resume_numbering(live)
+        await c.core._resume_numbering(live)
         assert live.seq_bases == {a: 503}  # kept; b's 0 is the default
         assert c.metrics.registry.get_sample_value("nfc_numbering_resumed_total") in (None, 0)
 
@@ -74,7 +74,7 @@ def test_a_base_wraps_around_as_the_numbers_do() -> None:
         fakes[1].seen = {a: 1000, b: 3}  # b's numbers already wrapped past 2^32
         # slots whose entries were lost while their counts went on: resumed after the NFs too
         switch = Numbering({}, {a: 5, b: MASK})
-        await c._resume_numbering(switch)
+        await c.core._resume_numbering(switch)
         assert (switch.next_number(a), switch.next_number(b)) == (1001, 4)
         assert switch.seq_bases == {a: 995, b: 4}  # b: 4 + (2^32 - 1) packets = 3 (mod 2^32)
 

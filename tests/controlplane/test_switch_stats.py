@@ -126,5 +126,5 @@ def test_the_controller_reads_the_per_port_packet_counters() -> None:
     # a program of before the counters: nothing, not an error
     ctl.session = CounterSession({})  # type: ignore[assignment]
     assert asyncio.run(switch_stats.read_port_packets(ctl.session)) == {}
-    ctl.session, ctl.port_packets = session, view["ports"]
+    ctl.session, ctl.counters.port_packets = session, view["ports"]
     assert ctl.status()["switch_port_packets"] == view["ports"]

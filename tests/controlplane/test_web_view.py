@@ -208,7 +208,7 @@ def test_protection_and_the_timeline_bound() -> None:
     assert [e.id for e in t.since(4)] == [5] and t.since(0, 0) == []
     # a real controller's snapshot: every NF, drops by place, before anything is connected
     ctl = make_controller()
-    ctl.switch_drops = {"nf_output_drops/duplicate": 3, "unowned_drops/all": 0}
+    ctl.counters.switch_drops = {"nf_output_drops/duplicate": 3, "unowned_drops/all": 0}
     snap = snapshot(ctl)
     assert snap["drops"]["switch"] == {"nf_output_drops/duplicate": 3}
     assert snap["controller"]["nfs"]["total"] == len(snap["nfs"]) == 10

@@ -1,0 +1,82 @@
+"""`SlotMoves`: the slot moves this controller runs, one at a time with each other and with the
+fail-overs (the core's `move_lock`): `migrate()`, the operator's, the balancer's, the spare
+pool's and the live update's, and the moves a previous leader journalled and did not end,
+finished once their NFs are configured (docs/protocols.md §5). The moves themselves are
+controlplane/migration.py, run on a `MovesHost` (the controller's core)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from controlplane.background import BackgroundTasks
+from controlplane.migration import MoveHost, MoveResult, finish_move, migrate_slot
+from controlplane.run_history import RunHistory
+from controlplane.slot_store import MoveIntent
+
+LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
+
+
+class MovesHost(MoveHost, Protocol):
+    """What a move runs on (`MoveHost`), the lock that serialises moves and fail-overs and how
+    long a `Release` is waited for."""
+
+    @property
+    def move_lock(self) -> asyncio.Lock: ...
+    @property
+    def release_timeout(self) -> float: ...
+
+
+class SlotMoves:
+    """Moves run one at a time, recorded in the history (see the module docstring)."""
+
+    def __init__(self, host: MovesHost, history: RunHistory, tasks: BackgroundTasks) -> None:
+        self.host = host
+        self.history = history
+        self.tasks = tasks
+        self._finishing: set[int] = set()  # journalled moves a task is finishing
+
+    @property
+    def pairs(self) -> dict[int, int | None]:
+        return self.host.state.pairs
+
+    async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
+        """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
+        MoveError before the first move for a bad request; a failed move is undone and reported."""
+        results = []
+        async with self.host.move_lock:
+            for slot in slots:
+                result = await migrate_slot(self.host, slot, to_nf, self.host.release_timeout)
+                self.history.record_move(result)
+                results.append(result)
+        return results
+
+    def finish_open_moves(self) -> None:
+        """Finish each journalled move whose adopter is configured (told `Adopt` again) and
+        whose old owner is configured or down, one at a time with the other moves and
+        fail-overs (`migration.finish_move`); forget one whose adopter was failed over. Called
+        once the NFs are configured, and after each reconfiguration of an NF."""
+        for slot, move in sorted(self.host.open_moves.items()):
+            if move.dst not in self.pairs:  # B was failed over: its fail-over decided the slot
+                self.tasks.spawn(self.host.close_move(slot))
+                continue
+            src_state = self.host.registry.nfs.get(move.src)
+            ready = self.host.state.nfs.configured(move.dst) and (
+                self.host.state.nfs.configured(move.src) or src_state is None
+                or src_state.declared_down)
+            if ready and slot not in self._finishing:
+                self._finishing.add(slot)
+                self.tasks.spawn(self._finish_move(move))
+
+    async def _finish_move(self, move: MoveIntent) -> None:
+        try:
+            async with self.host.move_lock:
+                if self.host.open_moves.get(move.slot) != move:
+                    return
+                result = await finish_move(self.host, move, self.host.release_timeout)
+                self.history.record_move(result)
+                LOG.warning("journalled move of slot %d finished: %s", move.slot,
+                            "ok" if result.ok else result.error)
+        finally:
+            self._finishing.discard(move.slot)
