@@ -14,7 +14,7 @@ from contract.replication import Forward, Released, Transfer, TransferAck
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_next
 from contract.shim import ETH_HDR_LEN, SLOT_BITS, Shim
-from nf_host.flow_bounds import FlowBounds
+from nf_host.links import Links
 from nf_host.move_marker import marker_frame
 from nf_host.replication import Link, worker_address
 from nf_host.state_store import Replica
@@ -24,7 +24,7 @@ log = logging.getLogger("nf_host.worker")
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
 
 
-class Ownership(FlowBounds):
+class Ownership(Links):
     """Moves and promotion, on top of the worker's core."""
 
     def adopt(self, slot: int, epoch: int) -> None:
@@ -272,7 +272,7 @@ class Ownership(FlowBounds):
         if not msg.ok:  # the slot stays here: resume processing, with what arrived meanwhile
             rt.become(SlotRole.PRIMARY)
             rt.release = None
-            self.track_slot(rt)
+            self.bounds.track(rt)
             now = time.monotonic()
             for shim, frame in held:
                 self._offer(rt, shim, frame, now)
@@ -304,7 +304,7 @@ class Ownership(FlowBounds):
                 fut.set_result(TransferAck(xid, False, "taken back"))
         rt.become(SlotRole.PRIMARY)
         rt.epoch = epoch
-        self.track_slot(rt)
+        self.bounds.track(rt)
         held, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in held:
@@ -404,7 +404,7 @@ class Ownership(FlowBounds):
         # input's output once, so what had already left is dropped there
         sent, unsent = self.out_log.take_split(dead) if dead else ([], self.out_log.take(0))
         if sent or unsent:
-            batch = self.batch or self._open_batch(now)
+            batch = self.batch or self.open_batch(now)
             self.c.reemitted += len(sent) + len(unsent)
             if self.backup_id and sent:
                 # what the dead primary had released needs no ack: it leaves while the new

@@ -151,7 +151,7 @@ class Worker(Ownership):
                                "(move them away first)")
         if not dry_run:
             self.nf = nf
-            self.bound_flows(nf)
+            self.bounds.bound(nf)
 
     def set_backup(self, nf_id: int, address: str) -> None:
         old = self.backup_id

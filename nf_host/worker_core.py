@@ -42,6 +42,7 @@ from contract.shim import (
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.flow_bounds import FlowBounds, eviction_policy
 from nf_host.flow_table import FlowTable
 from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
@@ -49,6 +50,7 @@ from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.promote_wait import PrimarySync
 from nf_host.quiet_window import QuietWindow
+from nf_host.receiving import ReplicaReceiver
 from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import Link, ReplicationServer, Reply
 from nf_host.state_store import FlowId, Replica, SlotState
@@ -89,7 +91,8 @@ class WorkerCore:
         self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.c = Counters()
         # every owned flow's last use and idle class: the bounds (nf_host/flow_table.py)
-        self.flow_table = FlowTable(int(nf.limit("max_flows")), str(nf.params.get("eviction", nf.eviction)))
+        self.flow_table = FlowTable(int(nf.limit("max_flows")), eviction_policy(nf))
+        self.bounds = FlowBounds(self.flow_table, self)  # evictions (nf_host/flow_bounds.py)
         self.server: ReplicationServer | None = None
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         self._xfer_id = 0
@@ -132,6 +135,7 @@ class WorkerCore:
         # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
         # promoted slot owns at least that epoch (its replica may be gone, or older)
         self.promote_epochs: dict[int, int] = {}
+        self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -160,13 +164,13 @@ class WorkerCore:
             now = time.monotonic()
             self.expire_gaps(now)
             if self.flow_table.classes:
-                self.expire_flows(now)
+                self.bounds.expire(now)
             for slot, parked in self.markers.due(now):
                 rt = self.slots.get(slot)
                 if rt is not None and rt.role == SlotRole.ADOPTING:
                     log.warning("slot %d: no move marker within %.2f s of the transfer: adopted "
                                 "without it", slot, self.cfg.marker_wait)
-                    self._start_adopted(rt, parked)
+                    self.start_adopted(rt, parked)
 
     # ------------------------------------------------------------------ data path
     def on_frame(self, frame: bytes) -> None:
@@ -179,7 +183,7 @@ class WorkerCore:
             return
         if frame[FRAME_KIND] == Kind.BACKUP:  # fast path: a backup only files the copy away
             slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
-            self._backup_copy(slot, seq, frame)
+            self.backup_copy(slot, seq, frame)
             return
         try:
             shim = Shim.unpack(frame, ETH_HDR_LEN)
@@ -194,14 +198,14 @@ class WorkerCore:
             adopting = rt is not None and rt.role == SlotRole.ADOPTING and rt.epoch != shim.epoch
             parked = self.markers.on_marker(shim.slot, adopting)
             if parked is not None and rt is not None:
-                self._start_adopted(rt, parked)
+                self.start_adopted(rt, parked)
         else:  # OUTPUT/CONTROL frames are not for an NF's data path
             self.c.malformed += 1
 
     def _promote_waiting(self, slot: int) -> None:
         """Promote `slot` now, which a promotion has yet to reach (`Ownership`)."""
 
-    def _backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
+    def backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
         if self._to_promote and slot in self._to_promote:
             self._promote_waiting(slot)  # then this packet is its input
         if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
@@ -227,7 +231,7 @@ class WorkerCore:
         rt = self.slots.get(shim.slot)
         if rt is None:
             if shim.slot in self.backed_up:  # switch already points at us; promotion will replay it
-                self._backup_copy(shim.slot, shim.seq, frame)
+                self.backup_copy(shim.slot, shim.seq, frame)
             else:
                 self.c.unowned += 1
             return
@@ -322,7 +326,7 @@ class WorkerCore:
         self.c.packets += 1
         batch = self.batch
         if batch is None:
-            batch = self._open_batch(now)
+            batch = self.open_batch(now)
         if verdict == Verdict.DROP_FORGET:  # the NF keeps no state for this flow
             if new:
                 del st.flows[key]
@@ -336,7 +340,7 @@ class WorkerCore:
             name, timeout = self.nf.flow_timeout(fs, ckey)
             table.touch(rt.slot, key, name, timeout, now, batch.id)
             if new and table.max_flows and len(table) > table.max_flows:
-                self._evict_for_room(now)
+                self.bounds.evict_for_room(now)
         batch.packets += 1
         batch.slot_seqs[rt.slot] = shim.seq
         if verdict == Verdict.FORWARD:
@@ -368,19 +372,8 @@ class WorkerCore:
         if batch.packets >= self.cfg.batch_size:
             self.close_batch()
 
-    # ------------------------------------------------------------------ flow bounds
-    def _evict_for_room(self, now: float) -> None:
-        """A new flow took the worker over its bound (`nf_host.flow_bounds.FlowBounds`)."""
-
-    def expire_flows(self, now: float, limit: int = 20000) -> int:
-        """Evict idle flows (`nf_host.flow_bounds.FlowBounds`)."""
-        return 0
-
-    def track_slot(self, rt: SlotRuntime) -> None:
-        """Enter a slot's flows in the flow table (`nf_host.flow_bounds.FlowBounds`)."""
-
     # ------------------------------------------------------------------ output commit
-    def _open_batch(self, now: float) -> Batch:
+    def open_batch(self, now: float) -> Batch:
         batch = self.batch = self.commit.new_batch(now)
         if self.cfg.batch_time > 0:
             self._batch_timer = asyncio.get_running_loop().call_later(
@@ -534,13 +527,13 @@ class WorkerCore:
 
     # ------------------------------------------------------------------ receiving side
     def on_replication(self, msg: Message) -> Reply:
-        """A replication message from another NF (`nf_host.receiving.Receiving`)."""
-        raise NotImplementedError
+        """A replication message from another NF (`nf_host.receiving.ReplicaReceiver`)."""
+        return self.receiver.on_replication(msg)
 
     def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
         """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
 
-    def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
+    def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
         """Own an adopted slot from its transfer, then process what waited for it."""
         parked.started.set()
         self._become_primary(rt, parked.state, parked.next_seq)
@@ -557,8 +550,8 @@ class WorkerCore:
         rt.become(SlotRole.PRIMARY)
         rt.seq.next_expected = next_seq
         rt.committed_seq = state.last_seq or 0
-        self.track_slot(rt)
-        batch = self.batch or self._open_batch(time.monotonic())
+        self.bounds.track(rt)
+        batch = self.batch or self.open_batch(time.monotonic())
         if state.flows and state.last_seq is not None:
             batch.slot_seqs[rt.slot] = state.last_seq
         else:
