@@ -33,7 +33,7 @@ from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit, OutputLog
 from nf_host.ownership import Ownership
-from nf_host.replication import worker_address
+from nf_host.replication import ReplicationServer, worker_address
 from nf_host.state_store import Replica
 from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
 
@@ -48,6 +48,25 @@ log = logging.getLogger(__name__)
 class Worker(Ownership):
     """The per-worker engine (see the module docstring): the core (`worker_core`), moves and
     promotion (`ownership`), and here the rest of the control surface and the status."""
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Serve replication (a connection that ends without its goodbye: `on_peer_lost`) and
+        start the timers (gaps, idle flows, move markers)."""
+        self.server = ReplicationServer(
+            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy,
+            on_lost=self.on_peer_lost,
+        )
+        await self.server.start()
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        for link in list(self.links.values()):
+            await link.close()
+        if self.server is not None:
+            await self.server.close()
 
     # ------------------------------------------------------------------ commands
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,

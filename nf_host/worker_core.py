@@ -71,7 +71,15 @@ class WorkerCore:
         nf: NetworkFunction,
         store: GlobalStore,
         tx: Callable[[bytes | bytearray], None],
+        *,
+        on_pause: Callable[[bool], None] | None = None,
+        drop_probe: Callable[[], int] | None = None,
+        on_backup: Callable[[int, str], None] | None = None,
     ) -> None:
+        """`tx` sends an output frame; `on_pause(True/False)` stops and resumes reading the data
+        socket (backpressure); `drop_probe()` counts the frames the kernel dropped since it was
+        last called; `on_backup(nf, address)` is told whenever the backup changes (the heartbeat
+        responder's watch on it, nf_host/death_watch.py)."""
         self.cfg, self.nf, self.store, self.tx = cfg, nf, store, tx
         self.role = Role.PRIMARY
         self.slots: dict[int, SlotRuntime] = {}
@@ -106,11 +114,7 @@ class WorkerCore:
         self._waiting: set[int] = set()  # slots whose sequencer holds early packets
         self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
         self.input_paused = False
-        self.on_pause: Callable[[bool], None] | None = None  # stop/resume reading the data socket
-        self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
-        # told (backup NF, its worker's replication address) whenever the backup changes: the
-        # heartbeat responder's watch on it (nf_host/death_watch.py)
-        self.on_backup: Callable[[int, str], None] | None = None
+        self.on_pause, self.drop_probe, self.on_backup = on_pause, drop_probe, on_backup
         self.watched_backup: tuple[int, str] = (0, "")  # what `on_backup` was last told
         self.kernel_drops = 0
         self.started = time.monotonic()
@@ -138,25 +142,6 @@ class WorkerCore:
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
-        self.server = ReplicationServer(
-            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy,
-            on_lost=self.on_peer_lost,
-        )
-        await self.server.start()
-        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
-
-    async def stop(self) -> None:
-        if self._tick_task is not None:
-            self._tick_task.cancel()
-        for link in list(self.links.values()):
-            await link.close()
-        if self.server is not None:
-            await self.server.close()
-
-    def on_peer_lost(self, sender: int) -> None:
-        """NF `sender`'s connection ended without its goodbye (see `Worker.on_peer_lost`)."""
-
     async def _tick(self) -> None:
         period = max(0.001, self.cfg.gap_timeout / 4)
         while True:
