@@ -42,7 +42,7 @@ class Ownership(Links):
                 rt.epoch = epoch
             return
         self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
-        self.backed_up.discard(slot)
+        self.backups.adopting(slot)
         self.markers.forget(slot)
 
     def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0,
@@ -122,16 +122,15 @@ class Ownership(Links):
         transfer was on). It goes back to being a replica, with the state it has (if the move
         is undone, the slot comes back here by `AssignSlots`, which promotes the replica), and
         our backup drops the replica our deltas made (the release notice)."""
-        self._to_promote.pop(slot, None)
-        self.backed_up.discard(slot)
         rt = self.slots.get(slot)
         if rt is None or rt.role != SlotRole.PRIMARY:
+            self.backups.given_up(slot, None)
             return
         log.warning("slot %d, taken over from NF %d, is not in its Promote (NF %d was releasing "
                     "it): kept as a replica only", slot, dead, dead)
         rep = Replica(slot, epoch=rt.epoch, gen=rt.state.gen)
         rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
-        self.replicas[slot] = rep
+        self.backups.given_up(slot, rep)
         del self.slots[slot]
         self._unprotect(slot, rt.epoch)
 
@@ -335,8 +334,7 @@ class Ownership(Links):
         marked (a packet promotes one at once); returns the result so far and the idle slots."""
         chosen = [s for s in (slots or sorted(self.backed_up)) if self.owns(s)]
         busy, idle = self.busy_first(chosen)
-        for s in idle:
-            self._to_promote[s] = dead
+        self.backups.promote_later(idle, dead)
         return self._promote(busy, dead, measured=chosen), idle
 
     async def promote_idle(self, res: dict[str, Any], idle: list[int], dead: int,
@@ -346,7 +344,7 @@ class Ownership(Links):
         await self.quiet.over()
         for start in range(0, len(idle), chunk):
             await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
-            todo = [s for s in idle[start:start + chunk] if self._to_promote.pop(s, None) is not None]
+            todo = [s for s in idle[start:start + chunk] if self.backups.take_waiting(s) is not None]
             if todo:
                 more = self._promote(todo, dead, measured=[])
                 res["replayed"] += more["replayed"]
@@ -356,7 +354,7 @@ class Ownership(Links):
         return res
 
     def _promote_waiting(self, slot: int) -> None:
-        dead = self._to_promote.pop(slot, None)
+        dead = self.backups.take_waiting(slot)
         if dead is not None:
             self._promote([slot], dead, measured=[])
 
@@ -372,7 +370,7 @@ class Ownership(Links):
                 continue
             rep = self.replicas.get(slot)
             nxt = (seq_next(rep.last_seq) if rep is not None and rep.last_seq is not None
-                   else self.backup_next_seq.get(slot))
+                   else self.backups.assigned_seq(slot))
             if nxt is None:
                 continue  # (no number known: the first copy starts the slot)
             ahead = [d for d in ((s - nxt) & SEQ_MASK for s in per) if d < 1 << 31]
@@ -389,7 +387,7 @@ class Ownership(Links):
     def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
         """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
         here if `measured` holds a slot still backed up here ([]: a later part of one)."""
-        if any(s in self.backed_up or s in self.replicas for s in measured):
+        if any(self.backups.holds(s) for s in measured):
             self._takeover = TakeoverClock(time.time(), set(measured))
             self.quiet.begin()
         if chosen:
@@ -419,23 +417,13 @@ class Ownership(Links):
             if rt is not None and rt.role == SlotRole.PRIMARY:
                 done.append(slot)
                 continue
-            rep = self.replicas.pop(slot, None) or Replica(slot)
-            told = self.promote_epochs.pop(slot, None)
-            if told is not None and older_owner((rep.epoch, 0), (told, 0)):
-                # the replica is older than the switch (or missing: epoch 0), e.g. dropped when a
-                # configuration made this NF a backup again before the controller's Promote came
-                # again; owned at the replica's epoch, the slot's deltas would be refused by the
-                # new backup, told the switch's epoch by AssignSlots, as a former owner's, and
-                # its output held for good (docs/protocols.md §4)
-                rep.epoch = told
-            self.backed_up.discard(slot)
+            rep, assigned = self.backups.promoted(slot)  # (at the epoch Promote told, if later)
             rt = self.slots[slot] = self._new_slot(slot, rep.epoch, SlotRole.PRIMARY)
             buffered = self.inbuf.take_beyond(slot, rep.last_seq)
             if rep.last_seq is not None:
                 first: int | None = seq_next(rep.last_seq)
             else:  # no delta yet: the number AssignSlots gave, else the first copy held
-                first = self.backup_next_seq.get(slot) or (buffered[0][0] if buffered else None)
-            self.backup_next_seq.pop(slot, None)
+                first = assigned or (buffered[0][0] if buffered else None)
             state, bad = rep.to_slot_state()
             self.c.repl_errors += bad
             state.gen = rep.gen + 1  # a new owner of the same epoch: its deltas supersede A's

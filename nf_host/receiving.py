@@ -31,6 +31,7 @@ from contract.seq import older_owner, seq_next
 from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
+from nf_host.backup_slots import BackupSlots
 from nf_host.commit import OutputLog
 from nf_host.move_marker import MarkerWait, Parked
 from nf_host.promote_wait import UNNAMED, PrimarySync
@@ -48,9 +49,7 @@ class ReceiverHost(Protocol):
     @property
     def slots(self) -> dict[int, SlotRuntime]: ...
     @property
-    def replicas(self) -> dict[int, Replica]: ...
-    @property
-    def backed_up(self) -> set[int]: ...
+    def backups(self) -> BackupSlots: ...
     @property
     def inbuf(self) -> InputBuffer: ...
     @property
@@ -105,7 +104,7 @@ class ReplicaReceiver:
             slot = row.slot
             # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
             # is the base of the delta transfer that will complete the adoption)
-            rep = self._w.replicas.get(slot)
+            rep = self._w.backups.replicas.get(slot)
             whole = full or row.replace
             if whole:
                 self._w.primary_sync.whole(slot, sender)  # (promote_wait.py)
@@ -117,7 +116,7 @@ class ReplicaReceiver:
                 # outlive the replacement, and promoted from it later (made the backup by
                 # AssignSlots), this NF would skip the numbers after the new owner's last
                 # without counting them (tests/nf_host/test_replica_last_seq.py)
-                rep = self._w.replicas[slot] = Replica(slot)
+                rep = self._w.backups.replicas[slot] = Replica(slot)
             rep.epoch = row.epoch
             rep.gen = row.gen
             rep.apply(row.entries, row.version, row.last_seq, row.deleted)
@@ -130,12 +129,9 @@ class ReplicaReceiver:
     def _on_released(self, msg: Released) -> None:
         """The primary we back up released this slot: its copies are not needed."""
         slot = msg.slot
-        self._w.backed_up.discard(slot)
+        self._w.backups.released(slot, msg.epoch)  # (with a cancelled move's replica: ownership.py)
         self._w.inbuf.discard(slot)
         self._w.primary_sync.forget([slot])
-        rep = self._w.replicas.get(slot)
-        if rep is not None and msg.epoch is not None and rep.epoch == msg.epoch:
-            del self._w.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
 
     def _on_forward(self, msg: Forward) -> None:
         self._copy_to_backup(msg.frame)
@@ -144,7 +140,7 @@ class ReplicaReceiver:
     def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck:
         """The primary we back up adopted a slot: its whole state, first."""
         slot = msg.slot
-        rep = self._w.replicas[slot] = Replica(slot, epoch=msg.epoch)
+        rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch)
         self._w.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
         rep.apply(msg.flows, msg.version, msg.seq)
         if msg.seq is not None:
@@ -185,7 +181,7 @@ class ReplicaReceiver:
             own = self._w.slots.get(slot)
             if own is not None and own.role == SlotRole.PRIMARY:
                 raise StaleSender(f"delta from NF {sender} for slot {slot}, which this NF owns")
-            rep = self._w.replicas.get(slot)
+            rep = self._w.backups.replicas.get(slot)
             if rep is not None and older_owner((epoch, gen), (rep.epoch, rep.gen)):
                 raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
                                   f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
@@ -210,7 +206,7 @@ class ReplicaReceiver:
         base = msg.base
         entries = entries_from_wire(msg.flows)
         if base >= 0:
-            rep = self._w.replicas.get(slot)
+            rep = self._w.backups.replicas.get(slot)
             if rep is None or rep.version < base:
                 held = rep.version if rep is not None else None
                 return TransferAck(xid, False, f"delta against version {base} but this NF holds {held}")
@@ -225,7 +221,7 @@ class ReplicaReceiver:
         state.load(entries, version)
         state.version = version
         state.last_seq = msg.seq
-        self._w.replicas.pop(slot, None)
+        self._w.backups.transferred(slot)
         self._w.inbuf.discard(slot)
         # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
         # as the one before 1)

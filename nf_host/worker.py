@@ -79,12 +79,7 @@ class Worker(Ownership):
             self.role = Role.PRIMARY
         for slot, epoch, next_seq in slots:
             if as_backup:
-                self.backed_up.add(slot)
-                rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
-                if next_seq is not None and rep.last_seq is None:
-                    rep.last_seq = (next_seq - 1) & SEQ_MASK
-                if next_seq is not None:
-                    self.backup_next_seq[slot] = next_seq
+                self.backups.assign(slot, epoch, next_seq)
                 continue
             rt = self.slots.get(slot)
             if rt is not None and rt.given_back:  # an adoption given back: not held here
@@ -93,7 +88,7 @@ class Worker(Ownership):
             if rt is not None:
                 self._assign_held(rt, epoch)
                 continue
-            if slot in self.backed_up or slot in self.replicas:
+            if self.backups.holds(slot):
                 # owning a slot we hold a copy of: that is a promotion (state kept, copies replayed)
                 self.promote([slot])
                 self.slots[slot].epoch = epoch
@@ -140,11 +135,7 @@ class Worker(Ownership):
                         len(dropped), self.commit.held_outputs)
         self.slots.clear()
         self._waiting.clear()
-        self.replicas.clear()
-        self.backed_up.clear()
-        self._to_promote.clear()
-        self.promote_epochs.clear()
-        self.backup_next_seq.clear()
+        self.backups.clear()
         self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
         self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
@@ -289,11 +280,11 @@ class Worker(Ownership):
                 },
                 "highest_seen": top or 0, "has_seen": top is not None,
             })
-        for slot in sorted(self.backed_up | set(self.replicas)):
-            if slot in self.slots:
+        for slot in self.backups.held():
+            role = self.backups.role(slot)
+            if slot in self.slots or role is None:
                 continue
             rep = self.replicas.get(slot) or Replica(slot)
-            role = SlotRole.BACKUP if slot in self.backed_up else SlotRole.REPLICA
             top = self.highest_seen(slot)
             slots.append({
                 "slot": slot, "epoch": rep.epoch, "role": int(role),
@@ -421,6 +412,6 @@ class Worker(Ownership):
         if c.backup:  # in the same step: no output leaves unprotected
             self.set_backup(c.backup, c.address)
         # (after the wait: raised before, a live primary's deltas would be refused as older)
-        self.promote_epochs.update(c.epochs)
+        self.backups.told_epochs(c.epochs)
         return await self.promote_soon(c.slots, c.dead)
 

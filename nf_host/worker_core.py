@@ -41,6 +41,7 @@ from contract.shim import (
 )
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
+from nf_host.backup_slots import BackupSlots
 from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.flow_bounds import FlowBounds, eviction_policy
 from nf_host.flow_table import FlowTable
@@ -83,9 +84,7 @@ class WorkerCore:
         self.cfg, self.nf, self.store, self.tx = cfg, nf, store, tx
         self.role = Role.PRIMARY
         self.slots: dict[int, SlotRuntime] = {}
-        self.replicas: dict[int, Replica] = {}
-        self.backed_up: set[int] = set()
-        self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
+        self.backups = BackupSlots()  # what we hold of slots owned elsewhere (backup_slots.py)
         self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
         self.commit = OutputCommit()
@@ -134,11 +133,6 @@ class WorkerCore:
         self.took_over_from: set[int] = set()  # until the controller's Promote for them
         self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
         self._tasks: set[asyncio.Task[Any]] = set()
-        # idle slots a promotion has yet to reach (slot -> dead primary): a packet promotes one
-        self._to_promote: dict[int, int] = {}
-        # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
-        # promoted slot owns at least that epoch (its replica may be gone, or older)
-        self.promote_epochs: dict[int, int] = {}
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
 
     # ------------------------------------------------------------------ lifecycle
@@ -191,7 +185,7 @@ class WorkerCore:
         """Promote `slot` now, which a promotion has yet to reach (`Ownership`)."""
 
     def backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
-        if self._to_promote and slot in self._to_promote:
+        if self.backups.waiting(slot):
             self._promote_waiting(slot)  # then this packet is its input
         if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
             rt = self.slots.get(slot)
@@ -552,6 +546,16 @@ class WorkerCore:
             Sequencer(capacity=self.cfg.reorder_capacity, gap_timeout=self.cfg.gap_timeout),
             SlotState(slot),
         )
+
+    @property
+    def replicas(self) -> dict[int, Replica]:
+        """The replica of each slot held here (`backups`: backed up, or a peer's)."""
+        return self.backups.replicas
+
+    @property
+    def backed_up(self) -> set[int]:
+        """The slots backed up here (`backups`), to read."""
+        return self.backups.backed_up
 
     def owns(self, slot: int) -> bool:
         return slot % self.cfg.workers == self.cfg.index
