@@ -24,7 +24,7 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from contract import commands
@@ -33,6 +33,7 @@ from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit, OutputLog
 from nf_host.ownership import Ownership
+from nf_host.promotion import PROMOTE_CHUNK
 from nf_host.replication import ReplicationServer, worker_address
 from nf_host.state_store import Replica
 from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
@@ -68,6 +69,21 @@ class Worker(Ownership):
         if self.server is not None:
             await self.server.close()
 
+    # ------------------------------------------------------------------ promotion (promotion.py)
+    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
+        """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
+        step (`Promotion.promote`)."""
+        return self.promotion.promote(slots, dead)
+
+    async def promote_soon(self, slots: list[int], dead: int = 0,
+                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+        """Busy slots at once, idle ones `chunk` per turn of the loop (`Promotion.promote_soon`)."""
+        return await self.promotion.promote_soon(slots, dead, chunk)
+
+    def holes(self, among: Iterable[int] | None = None) -> list[int]:
+        """The backed-up slots whose copies do not follow their replica (`Promotion.holes`)."""
+        return self.promotion.holes(among)
+
     # ------------------------------------------------------------------ commands
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,
                primary: int = 0) -> None:
@@ -93,7 +109,7 @@ class Worker(Ownership):
                 self.promote([slot])
                 self.slots[slot].epoch = epoch
                 continue
-            rt = self.slots[slot] = self._new_slot(slot, epoch, SlotRole.PRIMARY)
+            rt = self.slots[slot] = self.new_slot(slot, epoch, SlotRole.PRIMARY)
             rt.seq.next_expected = next_seq
             if next_seq is not None:
                 rt.state.last_seq = (next_seq - 1) & SEQ_MASK
@@ -229,8 +245,9 @@ class Worker(Ownership):
             self.set_backup(successor, address)  # in the same step: no output leaves unprotected
         # the busy slots in this very step (their first output waits only for the successor's
         # ack), the idle ones a few per turn of the loop after
-        res, idle = self.promote_busy(slots, dead=primary)
-        task = asyncio.get_running_loop().create_task(self.promote_idle(res, idle, primary))
+        res, idle = self.promotion.promote_busy(slots, dead=primary)
+        task = asyncio.get_running_loop().create_task(
+            self.promotion.promote_idle(res, idle, primary))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

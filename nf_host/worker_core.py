@@ -50,6 +50,7 @@ from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFuncti
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.promote_wait import PrimarySync
+from nf_host.promotion import Promotion
 from nf_host.quiet_window import QuietWindow
 from nf_host.receiving import ReplicaReceiver
 from nf_host.reorder import Offer, Sequencer
@@ -121,7 +122,7 @@ class WorkerCore:
         self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.out_log = OutputLog(retain=self.cfg.output_retain)  # as a backup: outputs its primary may not have released
         # the last promotion's clock until its first output is released
-        self._takeover: TakeoverClock | None = None
+        self.takeover_clock: TakeoverClock | None = None
         # until then, peers and idle slots wait (nf_host/quiet_window.py); the watch on the new
         # backup it defers (backup, address), opened when the window ends
         self.quiet = QuietWindow(self._quiet_over)
@@ -134,6 +135,7 @@ class WorkerCore:
         self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
         self._tasks: set[asyncio.Task[Any]] = set()
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
+        self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
 
     # ------------------------------------------------------------------ lifecycle
     async def _tick(self) -> None:
@@ -181,12 +183,9 @@ class WorkerCore:
         else:  # OUTPUT/CONTROL frames are not for an NF's data path
             self.c.malformed += 1
 
-    def _promote_waiting(self, slot: int) -> None:
-        """Promote `slot` now, which a promotion has yet to reach (`Ownership`)."""
-
     def backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
         if self.backups.waiting(slot):
-            self._promote_waiting(slot)  # then this packet is its input
+            self.promotion.promote_waiting(slot)  # then this packet is its input
         if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
             rt = self.slots.get(slot)
             if rt is not None and rt.role in (SlotRole.PRIMARY, SlotRole.RELEASED, SlotRole.ADOPTING):
@@ -233,9 +232,9 @@ class WorkerCore:
         if role != SlotRole.PRIMARY:
             self.c.unowned += 1
             return
-        self._offer(rt, shim, frame, time.monotonic())
+        self.offer(rt, shim, frame, time.monotonic())
 
-    def _offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+    def offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
         ready: list[tuple[int, tuple[Shim, bytes]]] = []
         res = rt.seq.offer(shim.seq, (shim, frame), now, ready)
         if res == Offer.DUPLICATE:
@@ -299,8 +298,8 @@ class WorkerCore:
             self.c.nf_errors += 1
             verdict = Verdict.DROP
         st.last_seq = shim.seq
-        if self._takeover is not None:
-            self._takeover.processed(rt.slot)
+        if self.takeover_clock is not None:
+            self.takeover_clock.processed(rt.slot)
         rt.packets += 1
         self.c.packets += 1
         batch = self.batch
@@ -373,8 +372,8 @@ class WorkerCore:
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
-        if self._takeover is not None and batch.outputs:
-            self._takeover.sealed(batch.slot_seqs)
+        if self.takeover_clock is not None and batch.outputs:
+            self.takeover_clock.sealed(batch.slot_seqs)
         rows: list[SlotRow] = []
         versions: dict[int, int] = {}
         for slot, last in batch.slot_seqs.items():
@@ -470,11 +469,11 @@ class WorkerCore:
             tx(out)
         self.c.outputs += len(batch.outputs)
         self.released_id = batch.id
-        if self._takeover is not None and batch.outputs \
-                and not self._takeover.slots.isdisjoint(batch.slot_seqs):
+        if self.takeover_clock is not None and batch.outputs \
+                and not self.takeover_clock.slots.isdisjoint(batch.slot_seqs):
             # what a fail-over's takeover ends with (the fail-over bench reads this line)
-            clock, now = self._takeover, time.time()
-            self._takeover = None
+            clock, now = self.takeover_clock, time.time()
+            self.takeover_clock = None
             log.info("takeover: first output of the promoted slots released %.1f ms after the "
                      "promotion (%s), at %.6f", (now - clock.at) * 1000, clock.steps(now), now)
             self.quiet.end()
@@ -515,13 +514,13 @@ class WorkerCore:
     def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
         """Own an adopted slot from its transfer, then process what waited for it."""
         parked.started.set()
-        self._become_primary(rt, parked.state, parked.next_seq)
+        self.become_primary(rt, parked.state, parked.next_seq)
         pending, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in pending:
-            self._offer(rt, shim, frame, now)
+            self.offer(rt, shim, frame, now)
 
-    def _become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
+    def become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
         """Own `rt` from `state`; its whole state goes to our backup/peers with the next batch."""
         state.dirty = set(state.flows)
         rt.replace = True  # a peer may hold a replica from the previous owner, beyond our state
@@ -540,7 +539,7 @@ class WorkerCore:
             # held), and its output waited for an ack that never came (busy-host hang runs)
             batch.replaced.add(rt.slot)
 
-    def _new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
+    def new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
         return SlotRuntime(
             slot, epoch, role,
             Sequencer(capacity=self.cfg.reorder_capacity, gap_timeout=self.cfg.gap_timeout),

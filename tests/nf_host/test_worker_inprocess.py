@@ -761,7 +761,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
             assert copy is not None
             b.w.on_frame(copy)
             calls: list[list[int]] = []
-            real = b.w._promote
+            real = b.w.promotion._promote
 
             def spy(chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
                 calls.append(list(chosen))
@@ -772,7 +772,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
                     assert b.w.inbuf.count(idle[-1]) == 0
                 return real(chosen, dead, measured)
 
-            b.w._promote = spy  # type: ignore[method-assign]
+            b.w.promotion._promote = spy  # type: ignore[method-assign]
             res = await b.w.promote_soon([SLOT, *idle], dead=1, chunk=2)
             assert calls == [[SLOT], idle[0:2], [idle[-1]], idle[2:4]]
             assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 1
