@@ -27,7 +27,7 @@ class Links(WorkerCore):
         elif isinstance(msg, SlotStateAck) and link.nf_id == self.backup_id:
             self.adopt_commit.acked(msg.id)
         elif isinstance(msg, TransferAck):
-            self._on_transfer_ack(msg)
+            self.transfers.answered(msg)  # decides the slot, whoever still waits
         else:
             self.c.repl_errors += 1
 
@@ -42,12 +42,6 @@ class Links(WorkerCore):
             for batch in self.commit.ack(bid):
                 self._release(batch)
             self._maybe_resume()
-
-    def _on_transfer_ack(self, msg: TransferAck) -> None:
-        fut = self._xfer_waiters.pop(msg.id, None)
-        if fut is not None and not fut.done():
-            self._transfer_answered(msg.id, msg)  # decides the slot, whoever still waits
-            fut.set_result(msg)
 
     def _on_link_connected(self, link: Link) -> None:
         """A (re)connected backup or peer gets the full state of every slot we own (a sync).

@@ -9,7 +9,7 @@ import logging
 import time
 from typing import Any
 
-from contract.replication import Forward, Released, Transfer, TransferAck
+from contract.replication import Forward, Released, Transfer
 from contract.roles import Role, SlotRole
 from contract.seq import older_owner
 from contract.shim import SLOT_BITS
@@ -198,11 +198,7 @@ class Ownership(Links):
         # then the marker, on the same port after that output: the adopter starts on the slot
         # once the switch has passed it, so after everything we sent (nf_host/move_marker.py)
         self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
-        self._xfer_id += 1
-        xid = self._xfer_id
-        fut: asyncio.Future[TransferAck] = asyncio.get_running_loop().create_future()
-        self._xfer_waiters[xid] = fut
-        self._xfer_slots[xid] = slot
+        xid, fut = self.transfers.open(slot)
         transfer = Transfer(xid, slot, rt.epoch, st.last_seq, st.version,
                             -1 if base is None else base, entries, list(deleted or []),
                             sender=self.cfg.nf_id)
@@ -215,7 +211,7 @@ class Ownership(Links):
         return await self._await_answer(rt, rt.release)
 
     async def _await_answer(self, rt: SlotRuntime, rec: ReleaseRecord) -> dict[str, Any]:
-        """`Release`'s answer once the adopter answered the transfer (`_transfer_answered` has
+        """`Release`'s answer once the adopter answered the transfer (`Transfers.answered` has
         decided the slot). Without an answer within the transfer timeout the slot stays
         RELEASED, its packets waiting here: the adopter may have accepted (its answer delayed
         or lost), so taking the slot back would make two owners. A late answer decides it, and
@@ -253,52 +249,13 @@ class Ownership(Links):
             link.send(rec.transfer)
         return await self._await_answer(rt, rec)
 
-    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
-        """The adopter's answer decides a released slot: accepted, what waited here and what
-        arrives later is forwarded to it; refused, the slot is owned here again."""
-        slot = self._xfer_slots.pop(xid, None)
-        rt = self.slots.get(slot) if slot is not None else None
-        if rt is None or rt.release is None or rt.release.xid != xid:
-            if msg.ok:
-                log.error("slot %s: transfer %d accepted after this NF took the slot back", slot, xid)
-            return
-        rec = rt.release
-        if rt.role != SlotRole.RELEASED or rt.forward is not None:
-            return
-        held, rt.pending = rt.pending, []
-        if not msg.ok:  # the slot stays here: resume processing, with what arrived meanwhile
-            rt.become(SlotRole.PRIMARY)
-            rt.release = None
-            self.bounds.track(rt)
-            now = time.monotonic()
-            for shim, frame in held:
-                self.offer(rt, shim, frame, now)
-            return
-        link = self.links.get(rec.to_nf) or rec.link
-        rt.forward = link
-        rec.transfer = None  # accepted: the state it carried is not needed again
-        early = [item for _seq, item in rt.seq.take_buffered()]
-        for _shim, frame in early + held:
-            link.send(Forward(bytes(frame)))
-        self.c.forwarded += len(early) + len(held)
-        self._waiting.discard(slot)
-        backup = self.links.get(self.backup_id) if self.backup_id else None
-        if backup is not None and backup is not link:
-            backup.send(Released(rt.slot))  # our backup stops keeping copies of the slot
-        # (our output of s left before the transfer: a next move cannot start while our epoch's
-        # output is held, which the switch's two-epoch output dedup needs)
-
     def take_back(self, rt: SlotRuntime, epoch: int) -> None:
         """The controller gives back a slot released here whose transfer is unanswered (the
         adopter's fence cancelled the adoption): owned again at `epoch`, with its state and
         numbering, and the packets that waited here processed."""
         rec, rt.release = rt.release, None
         if rec is not None:
-            xid = rec.xid
-            self._xfer_slots.pop(xid, None)
-            fut = self._xfer_waiters.pop(xid, None)
-            if fut is not None and not fut.done():
-                fut.set_result(TransferAck(xid, False, "taken back"))
+            self.transfers.withdraw(rec.xid)
         rt.become(SlotRole.PRIMARY)
         rt.epoch = epoch
         self.bounds.track(rt)

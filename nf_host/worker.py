@@ -150,7 +150,7 @@ class Worker(Ownership):
             log.warning("now %s: dropping %d owned slots and %d held outputs", role.name,
                         len(dropped), self.commit.held_outputs)
         self.slots.clear()
-        self._waiting.clear()
+        self.gapped.clear()
         self.backups.clear()
         self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)

@@ -21,7 +21,6 @@ from contract.replication import (
     LoggedBatch,
     Message,
     SlotRow,
-    TransferAck,
     encode,
 )
 from contract.roles import Role, SlotRole
@@ -56,6 +55,7 @@ from nf_host.receiving import ReplicaReceiver
 from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import Link, ReplicationServer, Reply
 from nf_host.state_store import FlowId, Replica, SlotState
+from nf_host.transfers import Transfers
 from nf_host.watermark import SPAN as WATERMARK_SPAN
 from nf_host.watermark import first_span, watermark_frame
 from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
@@ -103,15 +103,12 @@ class WorkerCore:
         self.bounds = FlowBounds(self.flow_table, self)  # evictions (nf_host/flow_bounds.py)
         self.server: ReplicationServer | None = None
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
-        self._xfer_id = 0
-        self._xfer_waiters: dict[int, asyncio.Future[TransferAck]] = {}
         # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
         self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
-        self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
         # releases under way: slot -> (adopter, the release's task)
         self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._tick_task: asyncio.Task[None] | None = None
-        self._waiting: set[int] = set()  # slots whose sequencer holds early packets
+        self.gapped: set[int] = set()  # slots whose sequencer holds early packets
         self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
         self.input_paused = False
         self.on_pause, self.drop_probe, self.on_backup = on_pause, drop_probe, on_backup
@@ -136,6 +133,7 @@ class WorkerCore:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
         self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
+        self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
 
     # ------------------------------------------------------------------ lifecycle
     async def _tick(self) -> None:
@@ -242,17 +240,17 @@ class WorkerCore:
         elif res == Offer.OVERFLOW:
             self.c.overflows += 1
         elif res == Offer.BUFFERED:
-            self._waiting.add(rt.slot)
+            self.gapped.add(rt.slot)
         for _seq, (s, f) in ready:
             self._process(rt, s, f, now)
         if rt.seq.waiting_since is None:
-            self._waiting.discard(rt.slot)
+            self.gapped.discard(rt.slot)
 
     def expire_gaps(self, now: float) -> None:
-        for slot in list(self._waiting):
+        for slot in list(self.gapped):
             rt = self.slots.get(slot)
             if rt is None or rt.role != SlotRole.PRIMARY:
-                self._waiting.discard(slot)
+                self.gapped.discard(slot)
                 continue
             since = rt.seq.waiting_since
             if (rt.adopted_from is not None and not rt.epoch_seen and since is not None
@@ -264,7 +262,7 @@ class WorkerCore:
             for _seq, (s, f) in ready:
                 self._process(rt, s, f, now)
             if rt.seq.waiting_since is None:
-                self._waiting.discard(slot)
+                self.gapped.discard(slot)
 
     def _process(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
         if shim.epoch == rt.epoch:
@@ -507,9 +505,6 @@ class WorkerCore:
     def on_replication(self, msg: Message) -> Reply:
         """A replication message from another NF (`nf_host.receiving.ReplicaReceiver`)."""
         return self.receiver.on_replication(msg)
-
-    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
-        """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
 
     def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
         """Own an adopted slot from its transfer, then process what waited for it."""
