@@ -13,16 +13,16 @@ from contract.replication import Forward, Released, Transfer
 from contract.roles import Role, SlotRole
 from contract.seq import older_owner
 from contract.shim import SLOT_BITS
-from nf_host.links import Links
 from nf_host.move_marker import marker_frame
 from nf_host.replication import Link, worker_address
 from nf_host.state_store import Replica
+from nf_host.worker_core import WorkerCore
 from nf_host.worker_types import CommandError, ReleaseRecord, SlotRuntime
 
 log = logging.getLogger("nf_host.worker")
 
 
-class Ownership(Links):
+class Ownership(WorkerCore):
     """Moves and promotion, on top of the worker's core."""
 
     def adopt(self, slot: int, epoch: int) -> None:
@@ -73,7 +73,7 @@ class Ownership(Links):
                 return {"started": False}
             rt.become(SlotRole.RELEASED)
             rt.given_back = True  # arriving packets wait in pending
-            link = self._link(from_nf, from_address)
+            link = self.linkset.link(from_nf, from_address)
             asyncio.get_running_loop().create_task(self._give_back(rt, link))
             return {"started": False}
         if epoch and rt.epoch != epoch and not later:
@@ -163,7 +163,7 @@ class Ownership(Links):
             raise CommandError(f"slot {slot} is not owned here as primary ({rt.role.name})")
         link = self.links.get(to_nf)
         if link is None or link.address != worker_address(to_address, self.cfg.index):
-            link = self._link(to_nf, to_address)
+            link = self.linkset.link(to_nf, to_address)
         try:
             await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
         except TimeoutError:
@@ -186,8 +186,8 @@ class Ownership(Links):
         # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
         # switch accepts both epochs, so their order at the sink is the order they reach it
-        await self._released(last_batch, self.cfg.transfer_timeout)
-        if self._held_upto(last_batch):
+        await self.released_upto(last_batch, self.cfg.transfer_timeout)
+        if self.held_upto(last_batch):
             # our backup holds that output past the timeout (hung, not yet replaced): the adopter
             # must not start ahead of it, so nothing was sent and the slot is owned here again
             # (the controller's fence cancels the adoption and undoes the move; chaos finding 1)

@@ -161,7 +161,7 @@ class Worker(Ownership):
             if self._batch_timer is not None:
                 self._batch_timer.cancel()
                 self._batch_timer = None
-        self._maybe_resume()
+        self.maybe_resume()
         if self.backup_id:
             self.set_backup(0, "")
 
@@ -184,14 +184,14 @@ class Worker(Ownership):
         if nf_id == 0:
             self.backup_id = 0
             for batch in self.commit.release_all():
-                self._release(batch)
-            self._maybe_resume()
+                self.release_batch(batch)
+            self.maybe_resume()
         else:
             self.backup_id = nf_id
             # output waits for this link: if it is backing off after refusals (the NF was not
             # told of us yet, e.g. a spare just restarted), try again now; and a peer's link
             # held by a takeover's quiet window (nf_host/quiet_window.py) is held no longer
-            new = self._link(nf_id, address)
+            new = self.linkset.link(nf_id, address)
             new.uncork()
             new.kick()
             if old != nf_id and new.connected.is_set():
@@ -200,7 +200,7 @@ class Worker(Ownership):
                 # waiting for the old backup's ack would be released by this one's next ack and,
                 # if we died then, be neither replayed (the state is there) nor logged. The
                 # snapshot logs their output there and replaces its replicas
-                self._on_link_connected(new)
+                self.linkset.on_connected(new)
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:
@@ -256,7 +256,7 @@ class Worker(Ownership):
         for nf_id, address in peers:
             if nf_id != self.cfg.nf_id:
                 # a peer now (again): it may have refused us while it did not know us
-                self._link(nf_id, address).kick()
+                self.linkset.link(nf_id, address).kick()
         for gone in self.peer_ids - new:
             if gone != self.backup_id:
                 link = self.links.pop(gone, None)
@@ -358,7 +358,7 @@ class Worker(Ownership):
             rx[sender] = rx.get(sender, 0) + n
             if kind == "x":
                 xfer_in += n
-        return {"repl_tx_bytes": dict(self.bytes_to), "repl_rx_bytes": rx,
+        return {"repl_tx_bytes": dict(self.linkset.bytes_to), "repl_rx_bytes": rx,
                 "transfer_tx_bytes": self.c.transfer_bytes, "transfer_rx_bytes": xfer_in,
                 "batches": self.commit.last_id}
 

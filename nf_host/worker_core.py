@@ -44,6 +44,7 @@ from nf_host.backup_slots import BackupSlots
 from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.flow_bounds import FlowBounds, eviction_policy
 from nf_host.flow_table import FlowTable
+from nf_host.links import Links
 from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
 from nf_host.parse import parse_frame
@@ -91,12 +92,8 @@ class WorkerCore:
         self.commit = OutputCommit()
         self.batch: Batch | None = None
         self._batch_timer: asyncio.TimerHandle | None = None
-        self.links: dict[int, Link] = {}
-        self.bytes_to: dict[int, int] = {}  # replication bytes sent, by destination NF (all links)
         self.backup_id = 0
         self.peer_ids: set[int] = set()
-        self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
-        self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.c = Counters()
         # every owned flow's last use and idle class: the bounds (nf_host/flow_table.py)
         self.flow_table = FlowTable(int(nf.limit("max_flows")), eviction_policy(nf))
@@ -109,7 +106,6 @@ class WorkerCore:
         self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self.gapped: set[int] = set()  # slots whose sequencer holds early packets
-        self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
         self.input_paused = False
         self.on_pause, self.drop_probe, self.on_backup = on_pause, drop_probe, on_backup
         self.watched_backup: tuple[int, str] = (0, "")  # what `on_backup` was last told
@@ -134,6 +130,7 @@ class WorkerCore:
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
         self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
         self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
+        self.linkset = Links(self)  # our replication links and what they acknowledged (links.py)
 
     # ------------------------------------------------------------------ lifecycle
     async def _tick(self) -> None:
@@ -401,13 +398,13 @@ class WorkerCore:
     def _replicate(self, batch: Batch, msg: Delta, versions: dict[int, int]) -> None:
         data = encode(msg) if self.links else b""
         for nf_id, link in self.links.items():
-            if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
+            if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self.linkset.syncing:
                 continue
             if nf_id == self.backup_id:
                 # the backup also logs the batch's output, until we say it has left (`rel`): if
                 # we die before that, the promoted backup sends it again (the switch drops what
                 # had already left), so no output is lost however a batch ends
-                if link.send(self._for_backup(msg, batch.logged())):
+                if link.send(self.for_backup(msg, batch.logged())):
                     self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
                 continue
             if self.quiet.active:
@@ -426,7 +423,7 @@ class WorkerCore:
             if self.commit.held_outputs >= self.cfg.max_held and not self.input_paused:
                 self._pause_input(True)
         else:
-            self._release(batch)
+            self.release_batch(batch)
 
     def _pause_input(self, pause: bool) -> None:
         """Backpressure: with too much output waiting for the backup, stop reading input (the
@@ -436,23 +433,23 @@ class WorkerCore:
         if self.on_pause is not None:
             self.on_pause(pause)
 
-    def _maybe_resume(self) -> None:
+    def maybe_resume(self) -> None:
         if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
             self._pause_input(False)
 
-    def _for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
+    def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
         """`msg` as the backup receives it: with the outputs to log and the released watermark
         (the backup keeps one log per primary, by the sender's id)."""
         return replace(msg, outputs=logged, released=self.released_id)
 
-    def _held_upto(self, batch_id: int) -> bool:
+    def held_upto(self, batch_id: int) -> bool:
         """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
         return bool(self.commit.inflight) and self.commit.inflight[0].id <= batch_id
 
-    async def _released(self, batch_id: int, timeout: float) -> None:
+    async def released_upto(self, batch_id: int, timeout: float) -> None:
         """Until the output of every batch up to `batch_id` has been handed to `tx` (at most
         `timeout`: a backup that stops acknowledging holds it; the output still leaves later)."""
-        if not self._held_upto(batch_id):
+        if not self.held_upto(batch_id):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._release_waiters.append((batch_id, fut))
@@ -461,7 +458,7 @@ class WorkerCore:
         except TimeoutError:
             log.warning("output of batch %d not released within %.1f s", batch_id, timeout)
 
-    def _release(self, batch: Batch) -> None:
+    def release_batch(self, batch: Batch) -> None:
         tx = self.tx
         for out in batch.outputs:
             tx(out)
@@ -477,9 +474,9 @@ class WorkerCore:
             self.quiet.end()
         if self._release_waiters:
             waiting = self._release_waiters
-            self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]
+            self._release_waiters = [(b, f) for b, f in waiting if self.held_upto(b)]
             for b, f in waiting:
-                if not self._held_upto(b) and not f.done():
+                if not self.held_upto(b) and not f.done():
                     f.set_result(None)
         for slot, seq in batch.slot_seqs.items():
             rt = self.slots.get(slot)
@@ -540,6 +537,21 @@ class WorkerCore:
             Sequencer(capacity=self.cfg.reorder_capacity, gap_timeout=self.cfg.gap_timeout),
             SlotState(slot),
         )
+
+    @property
+    def links(self) -> dict[int, Link]:
+        """Our replication links, by NF (`linkset`)."""
+        return self.linkset.links
+
+    @property
+    def acked_versions(self) -> dict[int, dict[int, int]]:
+        """The version of each slot each NF acknowledged (`linkset`): nf -> slot -> version."""
+        return self.linkset.acked_versions
+
+    @property
+    def pending_versions(self) -> dict[int, dict[int, dict[int, int]]]:
+        """The versions sent each NF, unacknowledged (`linkset`): nf -> batch -> slot -> version."""
+        return self.linkset.pending_versions
 
     @property
     def replicas(self) -> dict[int, Replica]:

@@ -59,7 +59,7 @@ class FrameSender:
     """Writes output frames to the data socket, in order, waiting a little when the interface
     queue is full; a frame it still cannot send is lost and counted.
 
-    It never raises: it runs inside the backup's ack handler (`Link` -> `Worker._release`), where an
+    It never raises: it runs inside the backup's ack handler (`Link` -> `Worker.release_batch`), where an
     exception would abort the release of batches already taken from `OutputCommit` and end the
     link's task. A full queue (EAGAIN, or ENOBUFS: a burst, e.g. a promoted backup's replay) is
     waited out in place, up to `patience` seconds per frame (the worker pauses meanwhile: that is

@@ -324,7 +324,7 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
             sw = owner_of_slot(a, 4)
             assert len(a.out) == 4
             late = sw.stamp(SLOT, checker_frame(1, 5), 1)[0]
-            original = a.w._on_link_message
+            original = a.w.linkset.on_message
             seen: list[SlotRole] = []
 
             def answer_arrives(link: Link, msg: Message) -> None:
@@ -333,7 +333,7 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
                     a.w.on_frame(late)
                 original(link, msg)
 
-            a.w._on_link_message = answer_arrives  # type: ignore[method-assign]
+            a.w.linkset.on_message = answer_arrives  # type: ignore[method-assign]
             with pytest.raises(CommandError, match="not being adopted"):
                 await a.w.release(SLOT, 4, q.addr, same_cluster=False)  # q never adopted it
             assert seen == [SlotRole.RELEASED], "stopped while the transfer was unanswered"
@@ -592,11 +592,11 @@ class HeldAcks:
         self.wire: list[tuple[int, int]] = []
         self.held: list[tuple[Link, Message]] = []
         self.hold = True
-        self.on_message = a.w._on_link_message
+        self.on_message = a.w.linkset.on_message
         a.w.tx = lambda f: p.w.on_frame(bytes(f)) if f[14] == Kind.MARKER \
             else self.wire.append((1, strip_shim(f)[0].seq))
         p.w.tx = lambda f: self.wire.append((3, strip_shim(f)[0].seq))
-        a.w._on_link_message = self._acks_held  # type: ignore[method-assign]
+        a.w.linkset.on_message = self._acks_held  # type: ignore[method-assign]
 
     def _acks_held(self, link: Link, msg: Message) -> None:
         if self.hold and isinstance(msg, Ack):
