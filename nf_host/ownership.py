@@ -1,5 +1,8 @@
-"""The commands that change who owns a slot: a move's two sides (`adopt` on the new owner,
-`release` on the old one, docs/protocols.md §5) and the promotion of a backup (§4)."""
+"""The commands that change who owns a slot by a move (docs/protocols.md §5): its two sides,
+`adopt` (and the fence, `cancel_adopt`) on the new owner and `release` (and `take_back`) on the old
+one, and a slot taken over by ourselves that `Promote` leaves out (`give_up_taken`, §4.3). The
+promotion itself is `nf_host.promotion`'s. A part of the worker (`nf_host.worker`), given a narrow
+view of it (`OwnershipHost`) when it is built."""
 
 from __future__ import annotations
 
@@ -7,41 +10,92 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from contract.replication import Forward, Released, Transfer
 from contract.roles import Role, SlotRole
 from contract.seq import older_owner
-from contract.shim import SLOT_BITS
-from nf_host.move_marker import marker_frame
+from contract.shim import SLOT_BITS, Shim
+from nf_host.backup_slots import BackupSlots
+from nf_host.commit import OutputCommit
+from nf_host.flow_bounds import FlowBounds
+from nf_host.links import Links
+from nf_host.move_marker import MarkerWait, marker_frame
 from nf_host.replication import Link, worker_address
 from nf_host.state_store import Replica
-from nf_host.worker_core import WorkerCore
-from nf_host.worker_types import CommandError, ReleaseRecord, SlotRuntime
+from nf_host.transfers import Transfers
+from nf_host.worker_types import CommandError, Counters, ReleaseRecord, SlotRuntime, WorkerConfig
 
 log = logging.getLogger("nf_host.worker")
 
 
-class Ownership(WorkerCore):
-    """Moves and promotion, on top of the worker's core."""
+class OwnershipHost(Protocol):
+    """What `Ownership` sees of the worker: its NF role, configuration and counters, the slot
+    tables (owned, held for others), the move markers, the links and what peers acknowledged,
+    the output commit (a release waits for its output to leave), the transfers under way, the
+    flow bounds, and the data path's entries to start a slot and offer it a packet."""
+
+    role: Role
+
+    @property
+    def cfg(self) -> WorkerConfig: ...
+    @property
+    def c(self) -> Counters: ...
+    @property
+    def slots(self) -> dict[int, SlotRuntime]: ...
+    @property
+    def backups(self) -> BackupSlots: ...
+    @property
+    def markers(self) -> MarkerWait: ...
+    @property
+    def linkset(self) -> Links: ...
+    @property
+    def links(self) -> dict[int, Link]: ...
+    @property
+    def acked_versions(self) -> dict[int, dict[int, int]]: ...
+    @property
+    def backup_id(self) -> int: ...
+    @property
+    def commit(self) -> OutputCommit: ...
+    @property
+    def transfers(self) -> Transfers: ...
+    @property
+    def bounds(self) -> FlowBounds: ...
+    @property
+    def tx(self) -> Callable[[bytes | bytearray], None]: ...
+    def close_batch(self) -> None: ...
+    def held_upto(self, batch_id: int) -> bool: ...
+    async def released_upto(self, batch_id: int, timeout: float) -> None: ...
+    def new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime: ...
+    def offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None: ...
+
+
+class Ownership:
+    """Moves (see the module docstring)."""
+
+    def __init__(self, host: OwnershipHost) -> None:
+        self._w = host
+        # releases under way: slot -> (adopter, the release's task)
+        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
 
     def adopt(self, slot: int, epoch: int) -> None:
-        rt = self.slots.get(slot)
+        rt = self._w.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
             if rt.adopted_from is not None and (rt.epoch == epoch
                                                 or older_owner((epoch, 0), (rt.epoch, 0))):
                 return  # adopted and started already: the same move told again (a new leader)
             raise CommandError(f"slot {slot} is already owned here")
-        self.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
+        self._w.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
         if rt is not None and rt.role == SlotRole.ADOPTING:
             # the same move told again (a new leader finishing it): the adoption, its buffered
             # packets and a transfer it accepted stay
             if rt.epoch != epoch and not older_owner((epoch, 0), (rt.epoch, 0)):
                 rt.epoch = epoch
             return
-        self.slots[slot] = self.new_slot(slot, epoch, SlotRole.ADOPTING)
-        self.backups.adopting(slot)
-        self.markers.forget(slot)
+        self._w.slots[slot] = self._w.new_slot(slot, epoch, SlotRole.ADOPTING)
+        self._w.backups.adopting(slot)
+        self._w.markers.forget(slot)
 
     def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0,
                      from_address: str = "") -> dict[str, Any]:
@@ -54,7 +108,7 @@ class Ownership(WorkerCore):
         (`from_nf` at `from_address`), and what still arrives at its epoch is forwarded there
         until the switch points at the old owner again (M11); without an old owner to give it
         to, it is dropped, counted in `cancelled`. Asked again, it answers the same."""
-        rt = self.slots.get(slot)
+        rt = self._w.slots.get(slot)
         if rt is None:
             return {"started": False}  # nothing here: a transfer would be refused
         later = bool(epoch) and rt.epoch != epoch and older_owner((epoch, 0), (rt.epoch, 0))
@@ -65,15 +119,15 @@ class Ownership(WorkerCore):
                 return {"started": True}  # the transfer is in, the marker not yet
             if later:
                 return {"started": False}  # a later adoption: not the one asked about
-            self.markers.forget(slot)
+            self._w.markers.forget(slot)
             self._unprotect(slot, epoch or rt.epoch)
             if not from_nf or not from_address:
-                self.c.cancelled += len(rt.pending)
-                del self.slots[slot]
+                self._w.c.cancelled += len(rt.pending)
+                del self._w.slots[slot]
                 return {"started": False}
             rt.become(SlotRole.RELEASED)
             rt.given_back = True  # arriving packets wait in pending
-            link = self.linkset.link(from_nf, from_address)
+            link = self._w.linkset.link(from_nf, from_address)
             asyncio.get_running_loop().create_task(self._give_back(rt, link))
             return {"started": False}
         if epoch and rt.epoch != epoch and not later:
@@ -86,19 +140,19 @@ class Ownership(WorkerCore):
         forward there what still arrives; if it cannot be reached, they are counted in
         `cancelled` (the old owner is down: its fail-over replays the switch's copies)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
-        if self.slots.get(rt.slot) is not rt or not rt.given_back:
+            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
+        if self._w.slots.get(rt.slot) is not rt or not rt.given_back:
             return  # adopted again, or assigned, meanwhile
         held, rt.pending = rt.pending, []
         if not link.connected.is_set():
             log.warning("slot %d: the old owner is unreachable at %s: %d packets of the cancelled "
                         "adoption dropped", rt.slot, link.address, len(held))
-            self.c.cancelled += len(held)
-            del self.slots[rt.slot]
+            self._w.c.cancelled += len(held)
+            del self._w.slots[rt.slot]
             return
         for _shim, frame in held:
             link.send(Forward(bytes(frame)))
-        self.c.forwarded += len(held)
+        self._w.c.forwarded += len(held)
         rt.forward = link
 
     def _unprotect(self, slot: int, epoch: int) -> None:
@@ -108,7 +162,7 @@ class Ownership(WorkerCore):
         move's `epoch`: the empty replica its assignment made at that epoch goes too, or it
         refused the old owner's deltas of the slot (an older epoch) as a stale sender's,
         closing the link that carried another slot's transfer (seed 18, all replies lost)."""
-        backup = self.links.get(self.backup_id) if self.backup_id else None
+        backup = self._w.links.get(self._w.backup_id) if self._w.backup_id else None
         if backup is not None:
             backup.send(Released(slot, epoch))
 
@@ -120,16 +174,16 @@ class Ownership(WorkerCore):
         transfer was on). It goes back to being a replica, with the state it has (if the move
         is undone, the slot comes back here by `AssignSlots`, which promotes the replica), and
         our backup drops the replica our deltas made (the release notice)."""
-        rt = self.slots.get(slot)
+        rt = self._w.slots.get(slot)
         if rt is None or rt.role != SlotRole.PRIMARY:
-            self.backups.given_up(slot, None)
+            self._w.backups.given_up(slot, None)
             return
         log.warning("slot %d, taken over from NF %d, is not in its Promote (NF %d was releasing "
                     "it): kept as a replica only", slot, dead, dead)
         rep = Replica(slot, epoch=rt.epoch, gen=rt.state.gen)
         rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
-        self.backups.given_up(slot, rep)
-        del self.slots[slot]
+        self._w.backups.given_up(slot, rep)
+        del self._w.slots[slot]
         self._unprotect(slot, rt.epoch)
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
@@ -148,11 +202,11 @@ class Ownership(WorkerCore):
 
     async def _release_slot(self, slot: int, to_nf: int, to_address: str,
                             same_cluster: bool) -> dict[str, Any]:
-        parked = self.markers.parked.get(slot)
+        parked = self._w.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(parked.started.wait(), self.cfg.marker_wait * 2)
-        rt = self.slots.get(slot)
+                await asyncio.wait_for(parked.started.wait(), self._w.cfg.marker_wait * 2)
+        rt = self._w.slots.get(slot)
         if rt is not None and rt.role == SlotRole.RELEASED and rt.release is not None \
                 and rt.release.to_nf == to_nf:
             return await self._release_again(rt, rt.release)
@@ -161,21 +215,21 @@ class Ownership(WorkerCore):
                                "dropped since): nothing to release")
         if rt.role != SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is not owned here as primary ({rt.role.name})")
-        link = self.links.get(to_nf)
-        if link is None or link.address != worker_address(to_address, self.cfg.index):
-            link = self.linkset.link(to_nf, to_address)
+        link = self._w.links.get(to_nf)
+        if link is None or link.address != worker_address(to_address, self._w.cfg.index):
+            link = self._w.linkset.link(to_nf, to_address)
         try:
-            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(f"cannot reach NF {to_nf} at {link.address}; the slot stays "
                                "owned here") from None
         # from here to RELEASED nothing yields: this is a packet boundary. The slot's state is
         # sealed with a version (after the wait above, during which packets were processed:
         # a change left in the open batch would be missing from a delta transfer)
-        self.close_batch()
-        last_batch = self.commit.last_id  # holds the output of every packet of s processed here
+        self._w.close_batch()
+        last_batch = self._w.commit.last_id  # holds the output of every packet of s processed here
         st = rt.state
-        base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
+        base = self._w.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
         deleted = st.deleted_since(base) if base is not None else None
         if deleted is None:  # a full transfer (or deletions forgotten since the base: full too)
             base = None
@@ -186,24 +240,24 @@ class Ownership(WorkerCore):
         # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
         # switch accepts both epochs, so their order at the sink is the order they reach it
-        await self.released_upto(last_batch, self.cfg.transfer_timeout)
-        if self.held_upto(last_batch):
+        await self._w.released_upto(last_batch, self._w.cfg.transfer_timeout)
+        if self._w.held_upto(last_batch):
             # our backup holds that output past the timeout (hung, not yet replaced): the adopter
             # must not start ahead of it, so nothing was sent and the slot is owned here again
             # (the controller's fence cancels the adoption and undoes the move; chaos finding 1)
             self.take_back(rt, rt.epoch)
             raise CommandError(f"the output of slot {slot} is still held (its backup has not "
-                               f"acknowledged within {self.cfg.transfer_timeout:.1f} s): nothing "
+                               f"acknowledged within {self._w.cfg.transfer_timeout:.1f} s): nothing "
                                "was sent, the slot stays owned here")
         # then the marker, on the same port after that output: the adopter starts on the slot
         # once the switch has passed it, so after everything we sent (nf_host/move_marker.py)
-        self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
-        xid, fut = self.transfers.open(slot)
+        self._w.tx(marker_frame(self._w.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
+        xid, fut = self._w.transfers.open(slot)
         transfer = Transfer(xid, slot, rt.epoch, st.last_seq, st.version,
                             -1 if base is None else base, entries, list(deleted or []),
-                            sender=self.cfg.nf_id)
+                            sender=self._w.cfg.nf_id)
         nbytes = link.send(transfer)
-        self.c.transfer_bytes += nbytes
+        self._w.c.transfer_bytes += nbytes
         rt.release = ReleaseRecord(to_nf, link, xid, transfer, fut, {
             "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
             "delta": base is not None,
@@ -217,7 +271,7 @@ class Ownership(WorkerCore):
         or lost), so taking the slot back would make two owners. A late answer decides it, and
         so does the controller through the adopter's fence (docs/protocols.md §5)."""
         try:
-            reply = await asyncio.wait_for(asyncio.shield(rec.answer), self.cfg.transfer_timeout)
+            reply = await asyncio.wait_for(asyncio.shield(rec.answer), self._w.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(
                 f"NF {rec.to_nf} did not answer the transfer of slot {rt.slot}: undecided, the "
@@ -234,9 +288,9 @@ class Ownership(WorkerCore):
         transfer it accepted already the same way: it never refuses it) and awaited."""
         if rt.forward is not None:
             return rec.result
-        link = self.links.get(rec.to_nf) or rec.link
+        link = self._w.links.get(rec.to_nf) or rec.link
         try:
-            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(f"cannot reach NF {rec.to_nf} at {link.address}: slot {rt.slot} "
                                "stays released here, undecided") from None
@@ -255,11 +309,11 @@ class Ownership(WorkerCore):
         numbering, and the packets that waited here processed."""
         rec, rt.release = rt.release, None
         if rec is not None:
-            self.transfers.withdraw(rec.xid)
+            self._w.transfers.withdraw(rec.xid)
         rt.become(SlotRole.PRIMARY)
         rt.epoch = epoch
-        self.bounds.track(rt)
+        self._w.bounds.track(rt)
         held, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in held:
-            self.offer(rt, shim, frame, now)
+            self._w.offer(rt, shim, frame, now)

@@ -32,10 +32,10 @@ from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputCommit, OutputLog
-from nf_host.ownership import Ownership
 from nf_host.promotion import PROMOTE_CHUNK
 from nf_host.replication import ReplicationServer, worker_address
 from nf_host.state_store import Replica
+from nf_host.worker_core import WorkerCore
 from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
 
 __all__ = ["CommandError", "Counters", "SlotRuntime", "Worker", "WorkerConfig"]
@@ -46,7 +46,7 @@ CommandResult = Awaitable[dict[str, Any]] | dict[str, Any] | None
 log = logging.getLogger(__name__)
 
 
-class Worker(Ownership):
+class Worker(WorkerCore):
     """The per-worker engine (see the module docstring): the core (`worker_core`), moves and
     promotion (`ownership`), and here the rest of the control surface and the status."""
 
@@ -68,6 +68,16 @@ class Worker(Ownership):
             await link.close()
         if self.server is not None:
             await self.server.close()
+
+    # ------------------------------------------------------------------ moves (ownership.py)
+    def adopt(self, slot: int, epoch: int) -> None:
+        """Adopt `slot` at `epoch`: it starts here with the old owner's transfer and marker."""
+        self.moves.adopt(slot, epoch)
+
+    async def release(self, slot: int, to_nf: int, to_address: str,
+                      same_cluster: bool) -> dict[str, Any]:
+        """Give `slot` to `to_nf` (`Ownership.release`)."""
+        return await self.moves.release(slot, to_nf, to_address, same_cluster)
 
     # ------------------------------------------------------------------ promotion (promotion.py)
     def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
@@ -122,7 +132,7 @@ class Worker(Ownership):
         if rt.role == SlotRole.RELEASED and rt.forward is None:
             # released, its transfer unanswered: the controller decided the move did not happen
             # (the adopter's fence cancelled it), so the slot is owned here again
-            self.take_back(rt, epoch if newer else rt.epoch)
+            self.moves.take_back(rt, epoch if newer else rt.epoch)
             return
         if rt.role == SlotRole.RELEASED:
             log.warning("slot %d is assigned here but was released to NF %s (its transfer "
@@ -406,7 +416,7 @@ class Worker(Ownership):
         t.on(commands.SetPeers, lambda c: self.set_peers(c.peers))
         t.on(commands.Assign, lambda c: self.assign(c.slots, c.as_backup, c.primary))
         t.on(commands.CancelAdopt,
-             lambda c: self.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
+             lambda c: self.moves.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
         t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))
         t.on(commands.Release,
              lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster))
@@ -419,7 +429,7 @@ class Worker(Ownership):
         self.took_over_from.discard(c.dead)  # (it knows: it acts on the dead primary)
         listed = set(c.slots)  # a slot taken over by itself that the Promote leaves out goes back
         for slot in sorted(self.took_over_slots.pop(c.dead, set()) - listed if listed else ()):
-            self.give_up_taken(slot, c.dead)
+            self.moves.give_up_taken(slot, c.dead)
         if c.dead:  # a false alarm's primary is alive: first what we lack of it, if anything
             mine = [s for s in (c.slots or sorted(self.backed_up))
                     if self.owns(s) and s in self.backed_up]

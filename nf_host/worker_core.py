@@ -47,6 +47,7 @@ from nf_host.flow_table import FlowTable
 from nf_host.links import Links
 from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
+from nf_host.ownership import Ownership
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.promote_wait import PrimarySync
@@ -102,8 +103,6 @@ class WorkerCore:
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
         # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
         self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
-        # releases under way: slot -> (adopter, the release's task)
-        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self.gapped: set[int] = set()  # slots whose sequencer holds early packets
         self.input_paused = False
@@ -131,6 +130,7 @@ class WorkerCore:
         self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
         self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
         self.linkset = Links(self)  # our replication links and what they acknowledged (links.py)
+        self.moves = Ownership(self)  # a move's two sides (ownership.py)
 
     # ------------------------------------------------------------------ lifecycle
     async def _tick(self) -> None:
