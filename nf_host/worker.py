@@ -10,12 +10,15 @@ calls nothing else runs, so every control action happens at a packet boundary.
 The worker never touches a socket for data itself: it hands output frames to `tx`, which lets the
 same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
 
-The code is in layers, each a class on top of the one before: `worker_types` (configuration,
-slot runtime, counters, roles), `worker_core.WorkerCore` (data path, output commit, deltas),
-`links.Links` (replication links, the snapshot on (re)connection, acks), `receiving.Receiving`
-(the receiving side of replication), `flow_bounds.FlowBounds` (evictions: idle timeouts and the
-bound on flows), `ownership.Ownership` (moves and promotion) and here `Worker` (roles, backup,
-peers, NF update, status and the command dispatcher).
+The worker is made of parts (docs/nf_host.md, "The worker, made of parts"): `worker_core.WorkerCore`
+(data path, output commit, deltas) builds them in its constructor, each given the worker as the
+narrow Protocol it uses, and calls them explicitly: `flow_bounds.FlowBounds` (evictions),
+`receiving.ReplicaReceiver` (the receiving side of replication), `links.Links` (replication links,
+the snapshot on (re)connection, acks), `transfers.Transfers` (our transfers awaiting an answer),
+`ownership.Ownership` (moves), `promotion.Promotion` (a backup's promotion) and
+`backup_slots.BackupSlots` (the slots held for other NFs). Here `Worker` adds the lifecycle and
+the control surface (roles, backup, peers, NF update, status, the command dispatcher), with thin
+delegates to the parts for the commands callers use (`adopt`, `release`, `promote`, ...).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from contract import commands
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
-from nf_host.commit import OutputCommit, OutputLog
+from nf_host.commit import OutputLog
 from nf_host.promotion import PROMOTE_CHUNK
 from nf_host.replication import ReplicationServer, worker_address
 from nf_host.state_store import Replica
@@ -165,13 +168,7 @@ class Worker(WorkerCore):
         self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
         self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
-        self.commit = OutputCommit(next_id=self.commit.next_id)
-        if self.batch is not None:
-            self.batch = None
-            if self._batch_timer is not None:
-                self._batch_timer.cancel()
-                self._batch_timer = None
-        self.maybe_resume()
+        self.pipeline.reset()
         if self.backup_id:
             self.set_backup(0, "")
 

@@ -12,7 +12,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from contract.replication import (
@@ -20,8 +19,6 @@ from contract.replication import (
     Forward,
     LoggedBatch,
     Message,
-    SlotRow,
-    encode,
 )
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, seq_after
@@ -42,6 +39,7 @@ from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.backup_slots import BackupSlots
 from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.commit_pipeline import CommitPipeline
 from nf_host.flow_bounds import FlowBounds, eviction_policy
 from nf_host.flow_table import FlowTable
 from nf_host.links import Links
@@ -90,9 +88,6 @@ class WorkerCore:
         self.backups = BackupSlots()  # what we hold of slots owned elsewhere (backup_slots.py)
         self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
-        self.commit = OutputCommit()
-        self.batch: Batch | None = None
-        self._batch_timer: asyncio.TimerHandle | None = None
         self.backup_id = 0
         self.peer_ids: set[int] = set()
         self.c = Counters()
@@ -105,13 +100,10 @@ class WorkerCore:
         self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
         self._tick_task: asyncio.Task[None] | None = None
         self.gapped: set[int] = set()  # slots whose sequencer holds early packets
-        self.input_paused = False
-        self.on_pause, self.drop_probe, self.on_backup = on_pause, drop_probe, on_backup
+        self.drop_probe, self.on_backup = drop_probe, on_backup
         self.watched_backup: tuple[int, str] = (0, "")  # what `on_backup` was last told
         self.kernel_drops = 0
         self.started = time.monotonic()
-        self.released_id = 0  # the last batch whose output has been handed to `tx`
-        self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.out_log = OutputLog(retain=self.cfg.output_retain)  # as a backup: outputs its primary may not have released
         # the last promotion's clock until its first output is released
         self.takeover_clock: TakeoverClock | None = None
@@ -130,6 +122,7 @@ class WorkerCore:
         self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
         self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
         self.linkset = Links(self)  # our replication links and what they acknowledged (links.py)
+        self.pipeline = CommitPipeline(self, on_pause)  # batches and held output (commit_pipeline.py)
         self.moves = Ownership(self)  # a move's two sides (ownership.py)
 
     # ------------------------------------------------------------------ lifecycle
@@ -345,143 +338,44 @@ class WorkerCore:
         if batch.packets >= self.cfg.batch_size:
             self.close_batch()
 
-    # ------------------------------------------------------------------ output commit
-    def open_batch(self, now: float) -> Batch:
-        batch = self.batch = self.commit.new_batch(now)
-        if self.cfg.batch_time > 0:
-            self._batch_timer = asyncio.get_running_loop().call_later(
-                self.cfg.batch_time, self._batch_due, batch.id
-            )
-        return batch
+    # ------------------------------------------------------------------ output commit (commit_pipeline.py)
+    @property
+    def commit(self) -> OutputCommit:
+        return self.pipeline.commit
 
-    def _batch_due(self, batch_id: int) -> None:
-        if self.batch is not None and self.batch.id == batch_id:
-            self.close_batch()
+    @property
+    def batch(self) -> Batch | None:
+        return self.pipeline.batch
+
+    @property
+    def released_id(self) -> int:
+        return self.pipeline.released_id
+
+    @property
+    def input_paused(self) -> bool:
+        return self.pipeline.input_paused
+
+    def open_batch(self, now: float) -> Batch:
+        return self.pipeline.open_batch(now)
 
     def close_batch(self) -> None:
-        """Seal the open batch: send its delta, hold its output until the backup acknowledges."""
-        batch = self.batch
-        if batch is None:
-            return
-        self.batch = None
-        if self._batch_timer is not None:
-            self._batch_timer.cancel()
-            self._batch_timer = None
-        if self.takeover_clock is not None and batch.outputs:
-            self.takeover_clock.sealed(batch.slot_seqs)
-        rows: list[SlotRow] = []
-        versions: dict[int, int] = {}
-        for slot, last in batch.slot_seqs.items():
-            rt = self.slots[slot]
-            entries = rt.state.seal()
-            versions[slot] = rt.state.version
-            row = SlotRow(slot, rt.epoch, rt.state.version, last, entries, rt.replace,
-                          rt.state.gen)
-            if rt.state.deleted:  # (tombstones kept back to the oldest version a peer holds)
-                floor = min((acked.get(slot, 0) for acked in self.acked_versions.values()),
-                            default=rt.state.version)
-                row.deleted = list(rt.state.seal_deletions(floor))
-            rows.append(row)
-            rt.replace = False
-        for slot in batch.replaced:  # a slot taken over empty: its generation, at once
-            empty = self.slots.get(slot)
-            if slot in batch.slot_seqs or empty is None or not empty.replace \
-                    or empty.role != SlotRole.PRIMARY:
-                continue
-            entries = empty.state.seal()
-            versions[slot] = empty.state.version
-            rows.append(SlotRow(slot, empty.epoch, empty.state.version, empty.state.last_seq,
-                                entries, True, empty.state.gen))
-            empty.replace = False
-        self._replicate(batch, Delta(batch.id, rows, False, self.cfg.nf_id), versions)
-
-    def _replicate(self, batch: Batch, msg: Delta, versions: dict[int, int]) -> None:
-        data = encode(msg) if self.links else b""
-        for nf_id, link in self.links.items():
-            if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self.linkset.syncing:
-                continue
-            if nf_id == self.backup_id:
-                # the backup also logs the batch's output, until we say it has left (`rel`): if
-                # we die before that, the promoted backup sends it again (the switch drops what
-                # had already left), so no output is lost however a batch ends
-                if link.send(self.for_backup(msg, batch.logged())):
-                    self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
-                continue
-            if self.quiet.active:
-                link.cork()  # a peer: nothing waits for its ack (sent when the window ends)
-            if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
-                # a peer that does not keep up: rather than buffer without bound, drop the
-                # connection; it reconnects and gets a full snapshot (versions restart from it)
-                log.warning("peer %d is %d bytes behind: resynchronising", nf_id, link.backlog())
-                link.reset()
-                self.pending_versions.pop(nf_id, None)
-                continue
-            if link.send_raw(data):
-                self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
-        if self.backup_id:
-            self.commit.hold(batch)
-            if self.commit.held_outputs >= self.cfg.max_held and not self.input_paused:
-                self._pause_input(True)
-        else:
-            self.release_batch(batch)
-
-    def _pause_input(self, pause: bool) -> None:
-        """Backpressure: with too much output waiting for the backup, stop reading input (the
-        kernel queues, then drops and counts); resume once half of it is released."""
-        self.input_paused = pause
-        log.warning("input %s: %d outputs held", "paused" if pause else "resumed", self.commit.held_outputs)
-        if self.on_pause is not None:
-            self.on_pause(pause)
-
-    def maybe_resume(self) -> None:
-        if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
-            self._pause_input(False)
-
-    def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
-        """`msg` as the backup receives it: with the outputs to log and the released watermark
-        (the backup keeps one log per primary, by the sender's id)."""
-        return replace(msg, outputs=logged, released=self.released_id)
-
-    def held_upto(self, batch_id: int) -> bool:
-        """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
-        return bool(self.commit.inflight) and self.commit.inflight[0].id <= batch_id
-
-    async def released_upto(self, batch_id: int, timeout: float) -> None:
-        """Until the output of every batch up to `batch_id` has been handed to `tx` (at most
-        `timeout`: a backup that stops acknowledging holds it; the output still leaves later)."""
-        if not self.held_upto(batch_id):
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._release_waiters.append((batch_id, fut))
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            log.warning("output of batch %d not released within %.1f s", batch_id, timeout)
+        """Seal the open batch (`CommitPipeline.close_batch`)."""
+        self.pipeline.close_batch()
 
     def release_batch(self, batch: Batch) -> None:
-        tx = self.tx
-        for out in batch.outputs:
-            tx(out)
-        self.c.outputs += len(batch.outputs)
-        self.released_id = batch.id
-        if self.takeover_clock is not None and batch.outputs \
-                and not self.takeover_clock.slots.isdisjoint(batch.slot_seqs):
-            # what a fail-over's takeover ends with (the fail-over bench reads this line)
-            clock, now = self.takeover_clock, time.time()
-            self.takeover_clock = None
-            log.info("takeover: first output of the promoted slots released %.1f ms after the "
-                     "promotion (%s), at %.6f", (now - clock.at) * 1000, clock.steps(now), now)
-            self.quiet.end()
-        if self._release_waiters:
-            waiting = self._release_waiters
-            self._release_waiters = [(b, f) for b, f in waiting if self.held_upto(b)]
-            for b, f in waiting:
-                if not self.held_upto(b) and not f.done():
-                    f.set_result(None)
-        for slot, seq in batch.slot_seqs.items():
-            rt = self.slots.get(slot)
-            if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
-                rt.committed_seq = seq
+        self.pipeline.release_batch(batch)
+
+    def maybe_resume(self) -> None:
+        self.pipeline.maybe_resume()
+
+    def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
+        return self.pipeline.for_backup(msg, logged)
+
+    def held_upto(self, batch_id: int) -> bool:
+        return self.pipeline.held_upto(batch_id)
+
+    async def released_upto(self, batch_id: int, timeout: float) -> None:
+        await self.pipeline.released_upto(batch_id, timeout)
 
     def _quiet_over(self) -> None:
         """The takeover's quiet window ended: what peers were not sent leaves, and the watch on
