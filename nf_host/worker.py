@@ -11,8 +11,9 @@ The worker never touches a socket for data itself: it hands output frames to `tx
 same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
 
 The worker is made of parts (docs/nf_host.md, "The worker, made of parts"): `worker_core.WorkerCore`
-(data path, output commit, deltas) builds them in its constructor, each given the worker as the
-narrow Protocol it uses, and calls them explicitly: `flow_bounds.FlowBounds` (evictions),
+(the data path) builds them in its constructor, each given the worker as the narrow Protocol it
+uses, and calls them explicitly: `commit_pipeline.CommitPipeline` (batches, deltas, output held
+for the backup's ack), `flow_bounds.FlowBounds` (evictions),
 `receiving.ReplicaReceiver` (the receiving side of replication), `links.Links` (replication links,
 the snapshot on (re)connection, acks), `transfers.Transfers` (our transfers awaiting an answer),
 `ownership.Ownership` (moves), `promotion.Promotion` (a backup's promotion) and

@@ -1,11 +1,8 @@
-"""The worker's core: the data path (in-order processing per slot), output commit, replication
-links, and the receiving side of replication (deltas, a move's transfer, forwarded packets).
-
-`ownership.Ownership` adds the commands that change who owns a slot (moves, promotion) and
-`worker.Worker` the rest of the control surface (roles, backups, peers, status); the module
-docstring of `nf_host.worker` describes the whole.
+"""The worker's core: the data path (frames in, in-order processing per slot, the NF's verdicts
+turned into output, a slot started from a transfer or a promotion), and the construction of the
+worker's parts, each given this object as the narrow Protocol it uses (the module docstring of
+`nf_host.worker` lists them; `worker.Worker` adds the lifecycle and the control surface).
 """
-
 from __future__ import annotations
 
 import asyncio
