@@ -177,7 +177,7 @@ async def _flood(flows: int, max_flows: int, steady: int, samples: int) -> Flood
         assert n >= total - BURST
         a.w.close_batch()
         await _until(lambda: a.w.commit.held_outputs == 0, "the last output released")
-        a.w.expire_flows(time.monotonic())  # down to the bound, now that nothing is held
+        a.w.bounds.expire(time.monotonic())  # down to the bound, now that nothing is held
         a.w.close_batch()
         await _until(lambda: a.w.commit.held_outputs == 0 and not a.w.commit.inflight,
                      "the evictions acknowledged")

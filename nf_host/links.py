@@ -1,35 +1,81 @@
 """A worker's replication links: opening one to another NF, the full snapshot every (re)connected
-backup or peer gets first, and the answers that come back on it (acks, transfer answers). A layer
-of the worker (`nf_host.worker` describes the whole); what is sent on the links otherwise (deltas)
-is `nf_host.worker_core`'s.
+backup or peer gets first, and the answers that come back on it (acks, transfer answers), with
+what each peer acknowledged. A part of the worker (`nf_host.worker` describes the whole), given a
+narrow view of it (`LinkHost`) when it is built; what is sent on the links otherwise (deltas) is
+`nf_host.worker_core`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Protocol
 
-from contract.replication import Ack, Delta, Message, SlotRow, SlotStateAck, TransferAck
+from contract.replication import (
+    Ack,
+    Delta,
+    LoggedBatch,
+    Message,
+    SlotRow,
+    SlotStateAck,
+    TransferAck,
+)
 from contract.roles import SlotRole
+from nf_host.adopt_commit import AdoptCommit
+from nf_host.commit import Batch, OutputCommit
 from nf_host.peer_policy import hello
 from nf_host.replication import Link, worker_address
-from nf_host.worker_core import WorkerCore
+from nf_host.transfers import Transfers
+from nf_host.worker_types import Counters, SlotRuntime, WorkerConfig
 
 
-class Links(WorkerCore):
+class LinkHost(Protocol):
+    """What `Links` sees of the worker: its configuration, the owned slots (a snapshot), the
+    output commit (an ack releases batches), the adoptions and transfers an answer completes,
+    and the sealing of the open batch before a snapshot."""
+
+    @property
+    def cfg(self) -> WorkerConfig: ...
+    @property
+    def c(self) -> Counters: ...
+    @property
+    def slots(self) -> dict[int, SlotRuntime]: ...
+    @property
+    def commit(self) -> OutputCommit: ...
+    @property
+    def backup_id(self) -> int: ...
+    @property
+    def adopt_commit(self) -> AdoptCommit: ...
+    @property
+    def transfers(self) -> Transfers: ...
+    def close_batch(self) -> None: ...
+    def release_batch(self, batch: Batch) -> None: ...
+    def maybe_resume(self) -> None: ...
+    def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta: ...
+
+
+class Links:
     """The worker's replication links (see the module docstring)."""
 
-    def _on_link_message(self, link: Link, msg: Message) -> None:
+    def __init__(self, host: LinkHost) -> None:
+        self._w = host
+        self.links: dict[int, Link] = {}
+        self.bytes_to: dict[int, int] = {}  # replication bytes sent, by destination NF (all links)
+        self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
+        self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
+        self.syncing: Link | None = None  # a link being sent its snapshot (see on_connected)
+
+    def on_message(self, link: Link, msg: Message) -> None:
         """An answer on one of our links: an ack of our deltas, an adopter's answer to a
         transfer, our backup's ack of an adopted slot's state; anything else is counted."""
         if isinstance(msg, Ack):
             self._on_ack(link, msg)
-        elif isinstance(msg, SlotStateAck) and link.nf_id == self.backup_id:
-            self.adopt_commit.acked(msg.id)
+        elif isinstance(msg, SlotStateAck) and link.nf_id == self._w.backup_id:
+            self._w.adopt_commit.acked(msg.id)
         elif isinstance(msg, TransferAck):
-            self._on_transfer_ack(msg)
+            self._w.transfers.answered(msg)  # decides the slot, whoever still waits
         else:
-            self.c.repl_errors += 1
+            self._w.c.repl_errors += 1
 
     def _on_ack(self, link: Link, msg: Ack) -> None:
         bid = msg.batch
@@ -38,33 +84,27 @@ class Links(WorkerCore):
         for b in sorted(x for x in pend if x <= bid):
             for slot, ver in pend.pop(b).items():
                 acked[slot] = max(acked.get(slot, 0), ver)
-        if link.nf_id == self.backup_id:
-            for batch in self.commit.ack(bid):
-                self._release(batch)
-            self._maybe_resume()
+        if link.nf_id == self._w.backup_id:
+            for batch in self._w.commit.ack(bid):
+                self._w.release_batch(batch)
+            self._w.maybe_resume()
 
-    def _on_transfer_ack(self, msg: TransferAck) -> None:
-        fut = self._xfer_waiters.pop(msg.id, None)
-        if fut is not None and not fut.done():
-            self._transfer_answered(msg.id, msg)  # decides the slot, whoever still waits
-            fut.set_result(msg)
-
-    def _on_link_connected(self, link: Link) -> None:
+    def on_connected(self, link: Link) -> None:
         """A (re)connected backup or peer gets the full state of every slot we own (a sync).
 
         The snapshot is the first message on the new connection: the open batch is closed without
         sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
         delta, cumulative, would release earlier batches sent while the link was down before the
         snapshot covering them is applied."""
-        self._syncing = link
+        self.syncing = link
         try:
-            self.close_batch()
+            self._w.close_batch()
         finally:
-            self._syncing = None
-        batch = self.commit.new_batch(time.monotonic())
+            self.syncing = None
+        batch = self._w.commit.new_batch(time.monotonic())
         rows: list[SlotRow] = []
         versions: dict[int, int] = {}
-        for slot, rt in self.slots.items():
+        for slot, rt in self._w.slots.items():
             # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
             # its last batches' output waits for this link's ack: its state is in the snapshot
             if rt.role == SlotRole.PRIMARY:
@@ -78,28 +118,28 @@ class Links(WorkerCore):
                                 rt.state.everything(), False, rt.state.gen))
             if rt.state.last_seq is not None:
                 batch.slot_seqs[slot] = rt.state.last_seq
-        msg = Delta(batch.id, rows, True, self.cfg.nf_id)
-        if link.nf_id == self.backup_id:
+        msg = Delta(batch.id, rows, True, self._w.cfg.nf_id)
+        if link.nf_id == self._w.backup_id:
             # the batches still waiting for an ack may have reached no backup at all (a new
             # one, or the old link's frames were lost): the new backup logs their output too
-            held = [entry for b in self.commit.inflight for entry in b.logged()]
-            msg = self._for_backup(msg, held)
+            held = [entry for b in self._w.commit.inflight for entry in b.logged()]
+            msg = self._w.for_backup(msg, held)
         link.send(msg)
         self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
-        if link.nf_id == self.backup_id:
-            self.commit.hold(batch)
+        if link.nf_id == self._w.backup_id:
+            self._w.commit.hold(batch)
 
-    def _link(self, nf_id: int, address: str) -> Link:
+    def link(self, nf_id: int, address: str) -> Link:
         link = self.links.get(nf_id)
-        addr = worker_address(address, self.cfg.index)
+        addr = worker_address(address, self._w.cfg.index)
         if link is not None and link.address == addr:
             return link
         if link is not None:
             asyncio.get_running_loop().create_task(link.close())
         self.pending_versions.pop(nf_id, None)
         self.acked_versions.pop(nf_id, None)
-        link = Link(nf_id, addr, self._on_link_message, self._on_link_connected,
-                    hello=hello(self.cfg.nf_id, self.cfg.index, self.cfg.workers),
-                    tally=self.bytes_to, chunk=self.cfg.repl_chunk)
+        link = Link(nf_id, addr, self.on_message, self.on_connected,
+                    hello=hello(self._w.cfg.nf_id, self._w.cfg.index, self._w.cfg.workers),
+                    tally=self.bytes_to, chunk=self._w.cfg.repl_chunk)
         self.links[nf_id] = link
         return link

@@ -1,5 +1,8 @@
-"""The commands that change who owns a slot: a move's two sides (`adopt` on the new owner,
-`release` on the old one, docs/protocols.md §5) and the promotion of a backup (§4)."""
+"""The commands that change who owns a slot by a move (docs/protocols.md §5): its two sides,
+`adopt` (and the fence, `cancel_adopt`) on the new owner and `release` (and `take_back`) on the old
+one, and a slot taken over by ourselves that `Promote` leaves out (`give_up_taken`, §4.3). The
+promotion itself is `nf_host.promotion`'s. A part of the worker (`nf_host.worker`), given a narrow
+view of it (`OwnershipHost`) when it is built."""
 
 from __future__ import annotations
 
@@ -7,45 +10,103 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
-from contract.replication import Forward, Released, Transfer, TransferAck
+from contract.replication import Forward, Released, Transfer
 from contract.roles import Role, SlotRole
-from contract.seq import SEQ_MASK, older_owner, seq_next
-from contract.shim import ETH_HDR_LEN, SLOT_BITS, Shim
+from contract.seq import older_owner
+from contract.shim import SLOT_BITS, Shim
 from contract.timing import GIVE_BACK_WAIT
+from nf_host.backup import InputBuffer
+from nf_host.backup_slots import BackupSlots
+from nf_host.commit import OutputCommit
 from nf_host.flow_bounds import FlowBounds
-from nf_host.move_marker import marker_frame
+from nf_host.links import Links
+from nf_host.move_marker import MarkerWait, marker_frame
+from nf_host.promote_wait import PrimarySync
 from nf_host.replication import Link, worker_address
 from nf_host.state_store import Replica
-from nf_host.worker_types import CommandError, ReleaseRecord, SlotRuntime, TakeoverClock
+from nf_host.transfers import Transfers
+from nf_host.worker_types import CommandError, Counters, ReleaseRecord, SlotRuntime, WorkerConfig
 
 log = logging.getLogger("nf_host.worker")
-PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (Worker.promote_soon)
 
 
-class Ownership(FlowBounds):
-    """Moves and promotion, on top of the worker's core."""
+class OwnershipHost(Protocol):
+    """What `Ownership` sees of the worker: its NF role, configuration and counters, the slot
+    tables (owned, held for others), the move markers, the links and what peers acknowledged,
+    the output commit (a release waits for its output to leave), the transfers under way, the
+    flow bounds, and the data path's entries to start a slot and offer it a packet."""
+
+    role: Role
+
+    @property
+    def cfg(self) -> WorkerConfig: ...
+    @property
+    def c(self) -> Counters: ...
+    @property
+    def slots(self) -> dict[int, SlotRuntime]: ...
+    @property
+    def backups(self) -> BackupSlots: ...
+    @property
+    def markers(self) -> MarkerWait: ...
+    @property
+    def linkset(self) -> Links: ...
+    @property
+    def links(self) -> dict[int, Link]: ...
+    @property
+    def acked_versions(self) -> dict[int, dict[int, int]]: ...
+    @property
+    def backup_id(self) -> int: ...
+    @property
+    def commit(self) -> OutputCommit: ...
+    @property
+    def transfers(self) -> Transfers: ...
+    @property
+    def bounds(self) -> FlowBounds: ...
+    @property
+    def tx(self) -> Callable[[bytes | bytearray], None]: ...
+    @property
+    def inbuf(self) -> InputBuffer: ...
+    @property
+    def primary_sync(self) -> PrimarySync: ...
+    @property
+    def gave_back(self) -> dict[int, Link]: ...
+    def follow_given_back(self, slot: int, frame: bytes) -> bool: ...
+    def close_batch(self) -> None: ...
+    def held_upto(self, batch_id: int) -> bool: ...
+    async def released_upto(self, batch_id: int, timeout: float) -> None: ...
+    def new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime: ...
+    def offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None: ...
+
+
+class Ownership:
+    """Moves (see the module docstring)."""
+
+    def __init__(self, host: OwnershipHost) -> None:
+        self._w = host
+        # releases under way: slot -> (adopter, the release's task)
+        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
 
     def adopt(self, slot: int, epoch: int) -> None:
-        self.gave_back.pop(slot, None)  # (its packets are ours again)
-        rt = self.slots.get(slot)
+        self._w.gave_back.pop(slot, None)  # (its packets are ours again)
+        rt = self._w.slots.get(slot)
         if rt is not None and rt.role == SlotRole.PRIMARY:
             if rt.adopted_from is not None and (rt.epoch == epoch
                                                 or older_owner((epoch, 0), (rt.epoch, 0))):
                 return  # adopted and started already: the same move told again (a new leader)
             raise CommandError(f"slot {slot} is already owned here")
-        self.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
+        self._w.role = Role.PRIMARY  # it owns the slot once the transfer (and marker) arrive
         if rt is not None and rt.role == SlotRole.ADOPTING:
             # the same move told again (a new leader finishing it): the adoption, its buffered
             # packets and a transfer it accepted stay
             if rt.epoch != epoch and not older_owner((epoch, 0), (rt.epoch, 0)):
                 rt.epoch = epoch
             return
-        self.slots[slot] = self._new_slot(slot, epoch, SlotRole.ADOPTING)
-        self.backed_up.discard(slot)
-        self.markers.forget(slot)
+        self._w.slots[slot] = self._w.new_slot(slot, epoch, SlotRole.ADOPTING)
+        self._w.backups.adopting(slot)
+        self._w.markers.forget(slot)
 
     def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0, from_address: str = ""
                      ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
@@ -57,16 +118,18 @@ class Ownership(FlowBounds):
         the slot: `started` is False. What the adoption buffered is given back to the old owner
         (`from_nf` at `from_address`), and what still arrives at its epoch is forwarded there
         until the switch points at the old owner again (M11); without an old owner to give it
-        to, it is dropped, counted in `cancelled`. Asked again, it answers the same.
-        Asked of the adopter's backup while the adopter is down (M14): `started` if it holds the
-        state the adopter sent it on starting the slot; otherwise it gives its copies of the
-        slot's packets to the old owner (`give_copies_back`)."""
-        rt = self.slots.get(slot)
+        to, it is dropped, counted in `cancelled`. Asked again, it answers the same (`held`:
+        this NF had the adoption). Asked of the adopter's backup while the adopter is down or
+        restarted (M14): `started` if it holds the state the adopter sent it on starting the
+        slot; otherwise it gives its copies of the slot's packets to the old owner
+        (`give_copies_back`)."""
+        w = self._w
+        rt = w.slots.get(slot)
         if rt is None:
-            if slot in self.adoptions or slot in self.gave_back:
+            if slot in w.backups.adoptions or slot in w.gave_back:
                 return self.give_copies_back(slot, from_nf, from_address)  # (M14)
-            rep = self.replicas.get(slot)
-            if slot in self.backed_up and rep is not None and epoch and rep.epoch == epoch:
+            rep = w.backups.replicas.get(slot)
+            if slot in w.backups.backed_up and rep is not None and epoch and rep.epoch == epoch:
                 return {"started": True}  # our primary started it: we hold its adopted state
             return {"started": False}  # nothing here: a transfer would be refused
         later = bool(epoch) and rt.epoch != epoch and older_owner((epoch, 0), (rt.epoch, 0))
@@ -77,15 +140,15 @@ class Ownership(FlowBounds):
                 return {"started": True}  # the transfer is in, the marker not yet
             if later:
                 return {"started": False, "held": True}  # a later adoption: not this one
-            self.markers.forget(slot)
+            self._w.markers.forget(slot)
             self._unprotect(slot, epoch or rt.epoch)
             if not from_nf or not from_address:
-                self.c.cancelled += len(rt.pending)
-                del self.slots[slot]
+                self._w.c.cancelled += len(rt.pending)
+                del self._w.slots[slot]
                 return {"started": False, "held": True}
             rt.become(SlotRole.RELEASED)
             rt.given_back = True  # arriving packets wait in pending
-            link = self._link(from_nf, from_address)
+            link = self._w.linkset.link(from_nf, from_address)
             asyncio.get_running_loop().create_task(self._give_back(rt, link))
             return {"started": False, "held": True}
         if epoch and rt.epoch != epoch and not later:
@@ -98,31 +161,29 @@ class Ownership(FlowBounds):
         """M14: our primary (the adopter) died before it started `slot`, which the old owner
         `from_nf` still holds: the copies we kept of its packets since the switch write go
         there, in order and as input, then what still arrives until the switch points at the
-        old owner again (`_follow_given_back`). Answered once sent (or, the old owner
+        old owner again (`WorkerCore.follow_given_back`). Answered once sent (or, the old owner
         unreachable within `GIVE_BACK_WAIT`, dropped and counted in `cancelled`), so the
         controller's switch write that gives the slot back follows them."""
-        if slot in self.gave_back:
+        w = self._w
+        if slot in w.gave_back:
             return {"started": False}  # given back already (asked again)
-        self.adoptions.discard(slot)
-        self.backed_up.discard(slot)
-        self.replicas.pop(slot, None)
-        self.backup_next_seq.pop(slot, None)
-        self.primary_sync.forget([slot])
-        held = self.inbuf.take_beyond(slot, None)
+        w.backups.given_back(slot)
+        w.primary_sync.forget([slot])
+        held = w.inbuf.take_beyond(slot, None)
         if not from_nf or not from_address:
-            self.c.cancelled += len(held)
+            w.c.cancelled += len(held)
             return {"started": False}
-        link = self._link(from_nf, from_address)
+        link = w.linkset.link(from_nf, from_address)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(link.connected.wait(), GIVE_BACK_WAIT)
         if not link.connected.is_set():
             log.warning("slot %d: the old owner NF %d is unreachable at %s: %d copies of an "
                         "adoption never started dropped", slot, from_nf, from_address, len(held))
-            self.c.cancelled += len(held)
+            w.c.cancelled += len(held)
             return {"started": False}
-        self.gave_back[slot] = link
+        w.gave_back[slot] = link
         for _seq, frame in held:
-            self._follow_given_back(slot, frame)
+            w.follow_given_back(slot, frame)
         log.warning("slot %d: our primary died before it started the slot: %d copies given to "
                     "its old owner NF %d", slot, len(held), from_nf)
         return {"started": False}
@@ -132,19 +193,19 @@ class Ownership(FlowBounds):
         forward there what still arrives; if it cannot be reached, they are counted in
         `cancelled` (the old owner is down: its fail-over replays the switch's copies)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
-        if self.slots.get(rt.slot) is not rt or not rt.given_back:
+            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
+        if self._w.slots.get(rt.slot) is not rt or not rt.given_back:
             return  # adopted again, or assigned, meanwhile
         held, rt.pending = rt.pending, []
         if not link.connected.is_set():
             log.warning("slot %d: the old owner is unreachable at %s: %d packets of the cancelled "
                         "adoption dropped", rt.slot, link.address, len(held))
-            self.c.cancelled += len(held)
-            del self.slots[rt.slot]
+            self._w.c.cancelled += len(held)
+            del self._w.slots[rt.slot]
             return
         for _shim, frame in held:
             link.send(Forward(bytes(frame)))
-        self.c.forwarded += len(held)
+        self._w.c.forwarded += len(held)
         rt.forward = link
 
     def _unprotect(self, slot: int, epoch: int) -> None:
@@ -154,7 +215,7 @@ class Ownership(FlowBounds):
         move's `epoch`: the empty replica its assignment made at that epoch goes too, or it
         refused the old owner's deltas of the slot (an older epoch) as a stale sender's,
         closing the link that carried another slot's transfer (seed 18, all replies lost)."""
-        backup = self.links.get(self.backup_id) if self.backup_id else None
+        backup = self._w.links.get(self._w.backup_id) if self._w.backup_id else None
         if backup is not None:
             backup.send(Released(slot, epoch))
 
@@ -166,17 +227,16 @@ class Ownership(FlowBounds):
         transfer was on). It goes back to being a replica, with the state it has (if the move
         is undone, the slot comes back here by `AssignSlots`, which promotes the replica), and
         our backup drops the replica our deltas made (the release notice)."""
-        self._to_promote.pop(slot, None)
-        self.backed_up.discard(slot)
-        rt = self.slots.get(slot)
+        rt = self._w.slots.get(slot)
         if rt is None or rt.role != SlotRole.PRIMARY:
+            self._w.backups.given_up(slot, None)
             return
         log.warning("slot %d, taken over from NF %d, is not in its Promote (NF %d was releasing "
                     "it): kept as a replica only", slot, dead, dead)
         rep = Replica(slot, epoch=rt.epoch, gen=rt.state.gen)
         rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
-        self.replicas[slot] = rep
-        del self.slots[slot]
+        self._w.backups.given_up(slot, rep)
+        del self._w.slots[slot]
         self._unprotect(slot, rt.epoch)
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
@@ -195,11 +255,11 @@ class Ownership(FlowBounds):
 
     async def _release_slot(self, slot: int, to_nf: int, to_address: str,
                             same_cluster: bool) -> dict[str, Any]:
-        parked = self.markers.parked.get(slot)
+        parked = self._w.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(parked.started.wait(), self.cfg.marker_wait * 2)
-        rt = self.slots.get(slot)
+                await asyncio.wait_for(parked.started.wait(), self._w.cfg.marker_wait * 2)
+        rt = self._w.slots.get(slot)
         if rt is not None and rt.role == SlotRole.RELEASED and rt.release is not None \
                 and rt.release.to_nf == to_nf:
             return await self._release_again(rt, rt.release)
@@ -208,21 +268,21 @@ class Ownership(FlowBounds):
                                "dropped since): nothing to release")
         if rt.role != SlotRole.PRIMARY:
             raise CommandError(f"slot {slot} is not owned here as primary ({rt.role.name})")
-        link = self.links.get(to_nf)
-        if link is None or link.address != worker_address(to_address, self.cfg.index):
-            link = self._link(to_nf, to_address)
+        link = self._w.links.get(to_nf)
+        if link is None or link.address != worker_address(to_address, self._w.cfg.index):
+            link = self._w.linkset.link(to_nf, to_address)
         try:
-            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(f"cannot reach NF {to_nf} at {link.address}; the slot stays "
                                "owned here") from None
         # from here to RELEASED nothing yields: this is a packet boundary. The slot's state is
         # sealed with a version (after the wait above, during which packets were processed:
         # a change left in the open batch would be missing from a delta transfer)
-        self.close_batch()
-        last_batch = self.commit.last_id  # holds the output of every packet of s processed here
+        self._w.close_batch()
+        last_batch = self._w.commit.last_id  # holds the output of every packet of s processed here
         st = rt.state
-        base = self.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
+        base = self._w.acked_versions.get(to_nf, {}).get(slot) if same_cluster else None
         deleted = st.deleted_since(base) if base is not None else None
         if deleted is None:  # a full transfer (or deletions forgotten since the base: full too)
             base = None
@@ -233,28 +293,24 @@ class Ownership(FlowBounds):
         # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
         # switch accepts both epochs, so their order at the sink is the order they reach it
-        await self._released(last_batch, self.cfg.transfer_timeout)
-        if self._held_upto(last_batch):
+        await self._w.released_upto(last_batch, self._w.cfg.transfer_timeout)
+        if self._w.held_upto(last_batch):
             # our backup holds that output past the timeout (hung, not yet replaced): the adopter
             # must not start ahead of it, so nothing was sent and the slot is owned here again
             # (the controller's fence cancels the adoption and undoes the move; chaos finding 1)
             self.take_back(rt, rt.epoch)
             raise CommandError(f"the output of slot {slot} is still held (its backup has not "
-                               f"acknowledged within {self.cfg.transfer_timeout:.1f} s): nothing "
+                               f"acknowledged within {self._w.cfg.transfer_timeout:.1f} s): nothing "
                                "was sent, the slot stays owned here")
         # then the marker, on the same port after that output: the adopter starts on the slot
         # once the switch has passed it, so after everything we sent (nf_host/move_marker.py)
-        self.tx(marker_frame(self.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
-        self._xfer_id += 1
-        xid = self._xfer_id
-        fut: asyncio.Future[TransferAck] = asyncio.get_running_loop().create_future()
-        self._xfer_waiters[xid] = fut
-        self._xfer_slots[xid] = slot
+        self._w.tx(marker_frame(self._w.cfg.nf_id, slot, slot >> SLOT_BITS, rt.epoch, st.last_seq or 0))
+        xid, fut = self._w.transfers.open(slot)
         transfer = Transfer(xid, slot, rt.epoch, st.last_seq, st.version,
                             -1 if base is None else base, entries, list(deleted or []),
-                            sender=self.cfg.nf_id)
+                            sender=self._w.cfg.nf_id)
         nbytes = link.send(transfer)
-        self.c.transfer_bytes += nbytes
+        self._w.c.transfer_bytes += nbytes
         rt.release = ReleaseRecord(to_nf, link, xid, transfer, fut, {
             "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
             "delta": base is not None,
@@ -262,13 +318,13 @@ class Ownership(FlowBounds):
         return await self._await_answer(rt, rt.release)
 
     async def _await_answer(self, rt: SlotRuntime, rec: ReleaseRecord) -> dict[str, Any]:
-        """`Release`'s answer once the adopter answered the transfer (`_transfer_answered` has
+        """`Release`'s answer once the adopter answered the transfer (`Transfers.answered` has
         decided the slot). Without an answer within the transfer timeout the slot stays
         RELEASED, its packets waiting here: the adopter may have accepted (its answer delayed
         or lost), so taking the slot back would make two owners. A late answer decides it, and
         so does the controller through the adopter's fence (docs/protocols.md §5)."""
         try:
-            reply = await asyncio.wait_for(asyncio.shield(rec.answer), self.cfg.transfer_timeout)
+            reply = await asyncio.wait_for(asyncio.shield(rec.answer), self._w.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(
                 f"NF {rec.to_nf} did not answer the transfer of slot {rt.slot}: undecided, the "
@@ -285,9 +341,9 @@ class Ownership(FlowBounds):
         transfer it accepted already the same way: it never refuses it) and awaited."""
         if rt.forward is not None:
             return rec.result
-        link = self.links.get(rec.to_nf) or rec.link
+        link = self._w.links.get(rec.to_nf) or rec.link
         try:
-            await asyncio.wait_for(link.connected.wait(), self.cfg.transfer_timeout)
+            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
         except TimeoutError:
             raise CommandError(f"cannot reach NF {rec.to_nf} at {link.address}: slot {rt.slot} "
                                "stays released here, undecided") from None
@@ -300,213 +356,17 @@ class Ownership(FlowBounds):
             link.send(rec.transfer)
         return await self._await_answer(rt, rec)
 
-    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
-        """The adopter's answer decides a released slot: accepted, what waited here and what
-        arrives later is forwarded to it; refused, the slot is owned here again."""
-        slot = self._xfer_slots.pop(xid, None)
-        rt = self.slots.get(slot) if slot is not None else None
-        if rt is None or rt.release is None or rt.release.xid != xid:
-            if msg.ok:
-                log.error("slot %s: transfer %d accepted after this NF took the slot back", slot, xid)
-            return
-        rec = rt.release
-        if rt.role != SlotRole.RELEASED or rt.forward is not None:
-            return
-        held, rt.pending = rt.pending, []
-        if not msg.ok:  # the slot stays here: resume processing, with what arrived meanwhile
-            rt.become(SlotRole.PRIMARY)
-            rt.release = None
-            self.track_slot(rt)
-            now = time.monotonic()
-            for shim, frame in held:
-                self._offer(rt, shim, frame, now)
-            return
-        link = self.links.get(rec.to_nf) or rec.link
-        rt.forward = link
-        rec.transfer = None  # accepted: the state it carried is not needed again
-        early = [item for _seq, item in rt.seq.take_buffered()]
-        for _shim, frame in early + held:
-            link.send(Forward(bytes(frame)))
-        self.c.forwarded += len(early) + len(held)
-        self._waiting.discard(slot)
-        backup = self.links.get(self.backup_id) if self.backup_id else None
-        if backup is not None and backup is not link:
-            backup.send(Released(rt.slot))  # our backup stops keeping copies of the slot
-        # (our output of s left before the transfer: a next move cannot start while our epoch's
-        # output is held, which the switch's two-epoch output dedup needs)
-
     def take_back(self, rt: SlotRuntime, epoch: int) -> None:
         """The controller gives back a slot released here whose transfer is unanswered (the
         adopter's fence cancelled the adoption): owned again at `epoch`, with its state and
         numbering, and the packets that waited here processed."""
         rec, rt.release = rt.release, None
         if rec is not None:
-            xid = rec.xid
-            self._xfer_slots.pop(xid, None)
-            fut = self._xfer_waiters.pop(xid, None)
-            if fut is not None and not fut.done():
-                fut.set_result(TransferAck(xid, False, "taken back"))
+            self._w.transfers.withdraw(rec.xid)
         rt.become(SlotRole.PRIMARY)
         rt.epoch = epoch
-        self.track_slot(rt)
+        self._w.bounds.track(rt)
         held, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in held:
-            self._offer(rt, shim, frame, now)
-
-    def busy_first(self, slots: list[int]) -> tuple[list[int], list[int]]:
-        """`slots` split into those with something to replay or state (promoted first: their
-        output is what a takeover waits for) and the idle rest."""
-        busy: list[int] = []
-        idle: list[int] = []
-        for s in slots:
-            rep = self.replicas.get(s)
-            (busy if self.inbuf.slots.get(s) or (rep is not None and rep.flows) else idle).append(s)
-        return busy, idle
-
-    async def promote_soon(self, slots: list[int], dead: int = 0,
-                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
-        """`promote`, busy slots first and then the idle ones `chunk` at a time, letting the event
-        loop run in between: the busy slots' first output leaves (it waits for the new backup's
-        ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
-        idle slots. A packet for an idle slot not promoted yet promotes it at once
-        (`_promote_waiting`), so no packet waits for the slot's turn."""
-        res, idle = self.promote_busy(slots, dead)
-        return await self.promote_idle(res, idle, dead, chunk)
-
-    def promote_busy(self, slots: list[int], dead: int = 0) -> tuple[dict[str, Any], list[int]]:
-        """The first step of `promote_soon`, at once: the busy slots promoted, the idle ones
-        marked (a packet promotes one at once); returns the result so far and the idle slots."""
-        chosen = [s for s in (slots or sorted(self.backed_up))
-                  if self.owns(s) and s not in self.adoptions]  # (never: M14)
-        busy, idle = self.busy_first(chosen)
-        for s in idle:
-            self._to_promote[s] = dead
-        return self._promote(busy, dead, measured=chosen), idle
-
-    async def promote_idle(self, res: dict[str, Any], idle: list[int], dead: int,
-                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
-        """The rest of `promote_soon`: the idle slots, `chunk` per turn of the event loop, once
-        the takeover's quiet window is over (its first output left: nf_host/quiet_window.py)."""
-        await self.quiet.over()
-        for start in range(0, len(idle), chunk):
-            await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
-            todo = [s for s in idle[start:start + chunk] if self._to_promote.pop(s, None) is not None]
-            if todo:
-                more = self._promote(todo, dead, measured=[])
-                res["replayed"] += more["replayed"]
-                res["slots"] += more["slots"]
-        done = set(res["slots"])
-        res["slots"] += [s for s in idle if s not in done]  # (promoted by a packet)
-        return res
-
-    def _promote_waiting(self, slot: int) -> None:
-        dead = self._to_promote.pop(slot, None)
-        if dead is not None:
-            self._promote([slot], dead, measured=[])
-
-    def holes(self, among: Iterable[int] | None = None) -> list[int]:
-        """The slots backed up here (not owned yet; of `among` only, if given) whose input
-        copies do not start right after the replica's last number: a promotion now would skip
-        the numbers in between as a gap (nf_host/promote_wait.py). Copies at or before that
-        number (committed) do not count."""
-        out = []
-        for slot in self.backed_up if among is None else among:
-            per = self.inbuf.slots.get(slot)
-            if not per or slot in self.slots or slot not in self.backed_up:
-                continue
-            rep = self.replicas.get(slot)
-            nxt = (seq_next(rep.last_seq) if rep is not None and rep.last_seq is not None
-                   else self.backup_next_seq.get(slot))
-            if nxt is None:
-                continue  # (no number known: the first copy starts the slot)
-            ahead = [d for d in ((s - nxt) & SEQ_MASK for s in per) if d < 1 << 31]
-            if ahead and min(ahead) > 0:
-                out.append(slot)
-        return out
-
-    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
-        """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
-        step (docs/protocols.md §4)."""
-        chosen = [s for s in (slots or sorted(self.backed_up))
-                  if self.owns(s) and s not in self.adoptions]  # (never: M14)
-        return self._promote(chosen, dead, measured=chosen)
-
-    def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
-        """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
-        here if `measured` holds a slot still backed up here ([]: a later part of one)."""
-        if any(s in self.backed_up or s in self.replicas for s in measured):
-            self._takeover = TakeoverClock(time.time(), set(measured))
-            self.quiet.begin()
-        if chosen:
-            # a primary now, whatever it was configured as (a spare given slots to back up, then
-            # promoted): a later SetRole(IDLE/BACKUP) must drop what it owns
-            self.role = Role.PRIMARY
-        replayed = 0
-        now = time.monotonic()
-        done: list[int] = []
-        # first, the output the dead primary may not have released, in its order; then the
-        # replayed packets' output (numbers after the last commit). The switch forwards each
-        # input's output once, so what had already left is dropped there
-        sent, unsent = self.out_log.take_split(dead) if dead else ([], self.out_log.take(0))
-        if sent or unsent:
-            batch = self.batch or self._open_batch(now)
-            self.c.reemitted += len(sent) + len(unsent)
-            if self.backup_id and sent:
-                # what the dead primary had released needs no ack: it leaves while the new
-                # backup acknowledges, ahead of everything else (and is logged there too)
-                batch.resent.extend(sent)
-                self._resend_soon(sent)
-            else:
-                batch.outputs.extend(sent)
-            batch.outputs.extend(unsent)
-        for slot in chosen:
-            rt = self.slots.get(slot)
-            told = self.promote_epochs.pop(slot, None)
-            if rt is not None and rt.role == SlotRole.PRIMARY:
-                # (taken over by itself first, §4.3, at its replica's epoch: the switch's may be
-                # newer, e.g. a move of the slot undone meanwhile; only forwards, as AssignSlots)
-                if told is not None and older_owner((rt.epoch, 0), (told, 0)):
-                    rt.epoch = told
-                done.append(slot)
-                continue
-            rep = self.replicas.pop(slot, None) or Replica(slot)
-            if told is not None and older_owner((rep.epoch, 0), (told, 0)):
-                # the replica is older than the switch (or missing: epoch 0), e.g. dropped when a
-                # configuration made this NF a backup again before the controller's Promote came
-                # again; owned at the replica's epoch, the slot's deltas would be refused by the
-                # new backup, told the switch's epoch by AssignSlots, as a former owner's, and
-                # its output held for good (docs/protocols.md §4)
-                rep.epoch = told
-            self.backed_up.discard(slot)
-            rt = self.slots[slot] = self._new_slot(slot, rep.epoch, SlotRole.PRIMARY)
-            buffered = self.inbuf.take_beyond(slot, rep.last_seq)
-            if rep.last_seq is not None:
-                first: int | None = seq_next(rep.last_seq)
-            else:  # no delta yet: the number AssignSlots gave, else the first copy held
-                first = self.backup_next_seq.get(slot) or (buffered[0][0] if buffered else None)
-            self.backup_next_seq.pop(slot, None)
-            state, bad = rep.to_slot_state()
-            self.c.repl_errors += bad
-            state.gen = rep.gen + 1  # a new owner of the same epoch: its deltas supersede A's
-            self._become_primary(rt, state, first)
-            for _seq, frame in buffered:
-                shim = Shim.unpack(frame, ETH_HDR_LEN)
-                self._offer(rt, shim, frame, now)
-            replayed += len(buffered)
-            done.append(slot)
-        self.c.replayed += replayed
-        self.primary_sync.forget(done, dead)  # (ours now: nothing more to wait for)
-        self.close_batch()
-        return {"replayed": replayed, "slots": done, "reemitted": len(sent) + len(unsent)}
-
-    def _resend_soon(self, frames: list[bytes]) -> None:
-        """Send `frames` again just after the delta that logs them has been written to the
-        backup (its flush is scheduled first), so the two overlap; before any newer output, which
-        waits for that backup's ack."""
-        def resend() -> None:
-            for frame in frames:
-                self.tx(frame)
-            self.c.outputs += len(frames)
-
-        asyncio.get_running_loop().call_soon(resend)
+            self._w.offer(rt, shim, frame, now)

@@ -9,13 +9,13 @@ delta, sat runnable for ~6 ms while the promoted worker went on promoting its id
 CPU for 1,000 slots) and every cluster peer woke to apply those slots' deltas. So, until the first
 output of the promoted slots leaves:
 
-* the idle slots wait (`Ownership.promote_idle`); a packet for one still promotes it at once;
+* the idle slots wait (`Promotion.promote_idle`); a packet for one still promotes it at once;
 * what goes to cluster peers is held (`Link.cork`, in order; peers are replicated asynchronously
   and nothing waits for their acks) and leaves in one write at the end;
 * the heartbeat responder's watch on the new backup is opened at the end (`Worker.set_backup`).
 
 The backup link is never held: the output commit is unchanged. The window ends at the first
-output (`WorkerCore._release`) or after `QUIET_MAX_S` (a takeover without traffic), whichever is
+output (`WorkerCore.release_batch`) or after `QUIET_MAX_S` (a takeover without traffic), whichever is
 first. `NFC_QUIET_TAKEOVER=0` in the NF runtimes' environment turns it off, to compare
 (`NFC_QUIET_TAKEOVER=0 .venv/bin/python -m bench.failover ...`: the runtimes inherit it).
 """

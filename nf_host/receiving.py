@@ -1,7 +1,8 @@
 """The receiving side of replication: what a worker does with the messages other NFs send it
 (deltas and snapshots of the slots it backs up or replicates, a move's transfer and the state an
-adopting primary gives its backup, forwarded packets and input copies). A layer of the worker
-(`nf_host.worker` describes the whole); the sending side is `nf_host.worker_core`'s.
+adopting primary gives its backup, forwarded packets and input copies). A part of the worker
+(`nf_host.worker` describes the whole), given a narrow view of it (`ReceiverHost`) when the worker
+is built; the sending side is `nf_host.worker_core`'s and `nf_host.links`'.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from typing import Protocol
 
 from contract.replication import (
     Ack,
@@ -27,15 +29,53 @@ from contract.replication import SlotState as SlotStateMsg
 from contract.roles import SlotRole
 from contract.seq import older_owner, seq_next
 from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
-from nf_host.links import Links
-from nf_host.move_marker import Parked
-from nf_host.promote_wait import UNNAMED
-from nf_host.replication import Reply, StaleSender
+from nf_host.adopt_commit import AdoptCommit
+from nf_host.backup import InputBuffer
+from nf_host.backup_slots import BackupSlots
+from nf_host.commit import OutputLog
+from nf_host.move_marker import MarkerWait, Parked
+from nf_host.promote_wait import UNNAMED, PrimarySync
+from nf_host.replication import Link, Reply, StaleSender
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
+from nf_host.worker_types import Counters, SlotRuntime
 
 
-class Receiving(Links):
+class ReceiverHost(Protocol):
+    """What `ReplicaReceiver` sees of the worker: the slots it owns, what it holds of other NFs'
+    slots (replicas, backed-up slots, input copies, its primary's output log and snapshots), the
+    adoptions under way, its links (the backup's), and the data path's entries for a forwarded
+    packet, an input copy and an adopted slot that starts."""
+
+    @property
+    def slots(self) -> dict[int, SlotRuntime]: ...
+    @property
+    def backups(self) -> BackupSlots: ...
+    @property
+    def inbuf(self) -> InputBuffer: ...
+    @property
+    def out_log(self) -> OutputLog: ...
+    @property
+    def primary_sync(self) -> PrimarySync: ...
+    @property
+    def adopt_commit(self) -> AdoptCommit: ...
+    @property
+    def markers(self) -> MarkerWait: ...
+    @property
+    def links(self) -> dict[int, Link]: ...
+    @property
+    def backup_id(self) -> int: ...
+    @property
+    def c(self) -> Counters: ...
+    def on_frame(self, frame: bytes) -> None: ...
+    def backup_copy(self, slot: int, seq: int, frame: bytes) -> None: ...
+    def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None: ...
+
+
+class ReplicaReceiver:
     """The worker's receiving side of replication (see the module docstring)."""
+
+    def __init__(self, host: ReceiverHost) -> None:
+        self._w = host
 
     def on_replication(self, msg: Message) -> Reply:
         """Handle one message through the dispatch table; a type this side does not take
@@ -59,59 +99,55 @@ class Receiving(Links):
         sender = msg.sender
         self._check_owner(sender, msg.rows)
         if msg.outputs is not None:  # from the primary we back up: log its unreleased output
-            self.out_log.record(sender, msg.outputs, msg.released, full)
+            self._w.out_log.record(sender, msg.outputs, msg.released, full)
         for row in msg.rows:
             slot = row.slot
             # (an ADOPTING slot still takes deltas into its replica: the acknowledged version
             # is the base of the delta transfer that will complete the adoption)
-            rep = self.replicas.get(slot)
+            rep = self._w.backups.replicas.get(slot)
             whole = full or row.replace
             if whole:
-                self.primary_sync.whole(slot, sender)  # (promote_wait.py)
+                self._w.primary_sync.whole(slot, sender)  # (promote_wait.py)
                 if msg.outputs is not None:  # (our primary's: it has started the slot, M14)
-                    self.adoptions.discard(slot)
+                    self._w.backups.started(slot)
             else:
-                self.primary_sync.delta(slot, sender)
+                self._w.primary_sync.delta(slot, sender)
             if rep is None or whole:  # a whole slot from a new owner
                 # the replica becomes that state, its last seq included: kept, a dead
                 # owner's uncommitted numbers that reached this peer (not the backup) would
                 # outlive the replacement, and promoted from it later (made the backup by
                 # AssignSlots), this NF would skip the numbers after the new owner's last
                 # without counting them (tests/nf_host/test_replica_last_seq.py)
-                rep = self.replicas[slot] = Replica(slot)
+                rep = self._w.backups.replicas[slot] = Replica(slot)
             rep.epoch = row.epoch
             rep.gen = row.gen
             rep.apply(row.entries, row.version, row.last_seq, row.deleted)
             if row.last_seq is not None:  # (None: the owner has not processed a packet yet)
-                self.inbuf.drop_upto(slot, row.last_seq)
+                self._w.inbuf.drop_upto(slot, row.last_seq)
         if full and msg.outputs is not None:  # our primary's snapshot: its state and held output
-            self.primary_sync.snapshot(sender)
+            self._w.primary_sync.snapshot(sender)
         return Ack(msg.batch)
 
     def _on_released(self, msg: Released) -> None:
         """The primary we back up released this slot: its copies are not needed."""
         slot = msg.slot
-        self.backed_up.discard(slot)
-        self.adoptions.discard(slot)
-        self.inbuf.discard(slot)
-        self.primary_sync.forget([slot])
-        rep = self.replicas.get(slot)
-        if rep is not None and msg.epoch is not None and rep.epoch == msg.epoch:
-            del self.replicas[slot]  # a cancelled move's (empty) replica (ownership.py)
+        self._w.backups.released(slot, msg.epoch)  # (with a cancelled move's replica: ownership.py)
+        self._w.inbuf.discard(slot)
+        self._w.primary_sync.forget([slot])
 
     def _on_forward(self, msg: Forward) -> None:
         self._copy_to_backup(msg.frame)
-        self.on_frame(msg.frame)
+        self._w.on_frame(msg.frame)
 
     def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck:
         """The primary we back up adopted a slot: its whole state, first."""
         slot = msg.slot
-        rep = self.replicas[slot] = Replica(slot, epoch=msg.epoch)
-        self.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
-        self.adoptions.discard(slot)  # our primary starts it: promoted from here if it dies
+        rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch)
+        self._w.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
+        self._w.backups.started(slot)  # our primary starts it: promoted from here if it dies
         rep.apply(msg.flows, msg.version, msg.seq)
         if msg.seq is not None:
-            self.inbuf.drop_upto(slot, msg.seq)
+            self._w.inbuf.drop_upto(slot, msg.seq)
         return SlotStateAck(msg.id)
 
     def _on_input_copy(self, msg: InputCopy) -> None:
@@ -120,16 +156,16 @@ class Receiving(Links):
         if len(frame) < SHIM_FRAME_LEN:
             raise ValueError("input copy is not a frame")
         slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
-        self._backup_copy(slot, seq, frame)
+        self._w.backup_copy(slot, seq, frame)
 
     def _copy_to_backup(self, frame: bytes) -> None:
         """A packet a releasing NF forwarded to us (stamped in its epoch, after its transfer) never
         had a copy sent to our backup by the switch: we send it one, ahead of the delta that will
         hold its processing, so that a promotion of our backup replays it if we die before that
         delta is acknowledged (found by the simulation, seed 55: the packet was lost)."""
-        if not self.backup_id or len(frame) < SHIM_FRAME_LEN or frame[FRAME_KIND] != Kind.PRIMARY:
+        if not self._w.backup_id or len(frame) < SHIM_FRAME_LEN or frame[FRAME_KIND] != Kind.PRIMARY:
             return
-        link = self.links.get(self.backup_id)
+        link = self._w.links.get(self._w.backup_id)
         if link is not None:
             copy = bytearray(frame)
             copy[FRAME_KIND] = Kind.BACKUP
@@ -145,10 +181,10 @@ class Receiving(Links):
         later (cumulative) ack covers the refused delta."""
         for row in rows:
             slot, epoch, gen = row.slot, row.epoch, row.gen
-            own = self.slots.get(slot)
+            own = self._w.slots.get(slot)
             if own is not None and own.role == SlotRole.PRIMARY:
                 raise StaleSender(f"delta from NF {sender} for slot {slot}, which this NF owns")
-            rep = self.replicas.get(slot)
+            rep = self._w.backups.replicas.get(slot)
             if rep is not None and older_owner((epoch, gen), (rep.epoch, rep.gen)):
                 raise StaleSender(f"delta from NF {sender} for slot {slot} of owner generation "
                                   f"{epoch}.{gen}, this NF holds {rep.epoch}.{rep.gen}")
@@ -156,10 +192,10 @@ class Receiving(Links):
     def _on_transfer(self, msg: Transfer) -> TransferAck | asyncio.Future[TransferAck]:
         slot = msg.slot
         xid = msg.id
-        rt = self.slots.get(slot)
+        rt = self._w.slots.get(slot)
         sender = msg.sender
         origin = None if sender is None else (sender, xid)
-        pending = None if origin is None else self.adopt_commit.waiting(slot, origin)
+        pending = None if origin is None else self._w.adopt_commit.waiting(slot, origin)
         if pending is not None:
             return pending  # the same transfer again while our backup takes its state
         if rt is not None and origin is not None and rt.adopted_from == origin:
@@ -173,12 +209,12 @@ class Receiving(Links):
         base = msg.base
         entries = entries_from_wire(msg.flows)
         if base >= 0:
-            rep = self.replicas.get(slot)
+            rep = self._w.backups.replicas.get(slot)
             if rep is None or rep.version < base:
                 held = rep.version if rep is not None else None
                 return TransferAck(xid, False, f"delta against version {base} but this NF holds {held}")
             state, bad = rep.to_slot_state()
-            self.c.repl_errors += bad
+            self._w.c.repl_errors += bad
         else:
             state = SlotState(slot)
         version = msg.version
@@ -188,8 +224,8 @@ class Receiving(Links):
         state.load(entries, version)
         state.version = version
         state.last_seq = msg.seq
-        self.replicas.pop(slot, None)
-        self.inbuf.discard(slot)
+        self._w.backups.transferred(slot)
+        self._w.inbuf.discard(slot)
         # (a last seq of None: the old owner knew no number yet; 0 is a number, after a wrap or
         # as the one before 1)
         parked = Parked(state, None if state.last_seq is None else seq_next(state.last_seq),
@@ -198,19 +234,19 @@ class Receiving(Links):
         accepted = TransferAck(xid, True)
 
         def commit() -> bool:
-            if self.slots.get(slot) is not rt or rt.role != SlotRole.ADOPTING:
+            if self._w.slots.get(slot) is not rt or rt.role != SlotRole.ADOPTING:
                 return False  # cancelled meanwhile (the fence)
             rt.adopted_from = origin  # (the fence: started)
             # the slot starts here once the old owner's marker has come too (move_marker.py)
-            if self.markers.on_transfer(slot, parked):
-                self._start_adopted(rt, parked)
+            if self._w.markers.on_transfer(slot, parked):
+                self._w.start_adopted(rt, parked)
             return True
 
-        backup = self.links.get(self.backup_id) if self.backup_id else None
+        backup = self._w.links.get(self._w.backup_id) if self._w.backup_id else None
         if backup is None:  # no backup to hold the state: accepted at once
             commit()
             return accepted
         # the state goes to our backup before the old owner forgets it (nf_host/adopt_commit.py)
-        return self.adopt_commit.begin(backup, slot, origin, lambda sid: SlotStateMsg(
+        return self._w.adopt_commit.begin(backup, slot, origin, lambda sid: SlotStateMsg(
             sid, slot, rt.epoch, state.version, state.last_seq, state.everything()),
             accepted, commit)

@@ -174,7 +174,7 @@ class Replica:
     version: int = 0
     last_seq: int | None = None  # the last committed seq; None until one is known (0 is a number)
     epoch: int = 0
-    gen: int = 0  # the owner generation of the last delta applied (see Worker._check_owner)
+    gen: int = 0  # the owner generation of the last delta applied (see ReplicaReceiver._check_owner)
 
     def apply(self, raw_entries: object, version: int, last_seq: int | None,
               deleted: object = None) -> None:

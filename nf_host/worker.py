@@ -10,12 +10,16 @@ calls nothing else runs, so every control action happens at a packet boundary.
 The worker never touches a socket for data itself: it hands output frames to `tx`, which lets the
 same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
 
-The code is in layers, each a class on top of the one before: `worker_types` (configuration,
-slot runtime, counters, roles), `worker_core.WorkerCore` (data path, output commit, deltas),
-`links.Links` (replication links, the snapshot on (re)connection, acks), `receiving.Receiving`
-(the receiving side of replication), `flow_bounds.FlowBounds` (evictions: idle timeouts and the
-bound on flows), `ownership.Ownership` (moves and promotion) and here `Worker` (roles, backup,
-peers, NF update, status and the command dispatcher).
+The worker is made of parts (docs/nf_host.md, "The worker, made of parts"): `worker_core.WorkerCore`
+(the data path) builds them in its constructor, each given the worker as the narrow Protocol it
+uses, and calls them explicitly: `commit_pipeline.CommitPipeline` (batches, deltas, output held
+for the backup's ack), `flow_bounds.FlowBounds` (evictions),
+`receiving.ReplicaReceiver` (the receiving side of replication), `links.Links` (replication links,
+the snapshot on (re)connection, acks), `transfers.Transfers` (our transfers awaiting an answer),
+`ownership.Ownership` (moves), `promotion.Promotion` (a backup's promotion) and
+`backup_slots.BackupSlots` (the slots held for other NFs). Here `Worker` adds the lifecycle and
+the control surface (roles, backup, peers, NF update, status, the command dispatcher), with thin
+delegates to the parts for the commands callers use (`adopt`, `release`, `promote`, ...).
 """
 
 from __future__ import annotations
@@ -24,17 +28,18 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from contract import commands
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
-from nf_host.commit import OutputCommit, OutputLog
-from nf_host.ownership import Ownership
-from nf_host.replication import worker_address
+from nf_host.commit import OutputLog
+from nf_host.promotion import PROMOTE_CHUNK
+from nf_host.replication import ReplicationServer, worker_address
 from nf_host.state_store import Replica
+from nf_host.worker_core import WorkerCore
 from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
 
 __all__ = ["CommandError", "Counters", "SlotRuntime", "Worker", "WorkerConfig"]
@@ -45,9 +50,53 @@ CommandResult = Awaitable[dict[str, Any]] | dict[str, Any] | None
 log = logging.getLogger(__name__)
 
 
-class Worker(Ownership):
+class Worker(WorkerCore):
     """The per-worker engine (see the module docstring): the core (`worker_core`), moves and
     promotion (`ownership`), and here the rest of the control surface and the status."""
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Serve replication (a connection that ends without its goodbye: `on_peer_lost`) and
+        start the timers (gaps, idle flows, move markers)."""
+        self.server = ReplicationServer(
+            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy,
+            on_lost=self.on_peer_lost,
+        )
+        await self.server.start()
+        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> None:
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        for link in list(self.links.values()):
+            await link.close()
+        if self.server is not None:
+            await self.server.close()
+
+    # ------------------------------------------------------------------ moves (ownership.py)
+    def adopt(self, slot: int, epoch: int) -> None:
+        """Adopt `slot` at `epoch`: it starts here with the old owner's transfer and marker."""
+        self.moves.adopt(slot, epoch)
+
+    async def release(self, slot: int, to_nf: int, to_address: str,
+                      same_cluster: bool) -> dict[str, Any]:
+        """Give `slot` to `to_nf` (`Ownership.release`)."""
+        return await self.moves.release(slot, to_nf, to_address, same_cluster)
+
+    # ------------------------------------------------------------------ promotion (promotion.py)
+    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
+        """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
+        step (`Promotion.promote`)."""
+        return self.promotion.promote(slots, dead)
+
+    async def promote_soon(self, slots: list[int], dead: int = 0,
+                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+        """Busy slots at once, idle ones `chunk` per turn of the loop (`Promotion.promote_soon`)."""
+        return await self.promotion.promote_soon(slots, dead, chunk)
+
+    def holes(self, among: Iterable[int] | None = None) -> list[int]:
+        """The backed-up slots whose copies do not follow their replica (`Promotion.holes`)."""
+        return self.promotion.holes(among)
 
     # ------------------------------------------------------------------ commands
     def assign(self, slots: list[tuple[int, int, int | None]], as_backup: bool,
@@ -60,15 +109,8 @@ class Worker(Ownership):
             self.role = Role.PRIMARY
         for slot, epoch, next_seq in slots:
             self.gave_back.pop(slot, None)  # (assigned: its packets are for here again)
-            if as_backup:
-                if adoption:  # never promoted until our primary has started it (M14)
-                    self.adoptions.add(slot)
-                self.backed_up.add(slot)
-                rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
-                if next_seq is not None and rep.last_seq is None:
-                    rep.last_seq = (next_seq - 1) & SEQ_MASK
-                if next_seq is not None:
-                    self.backup_next_seq[slot] = next_seq
+            if as_backup:  # (`adoption`: never promoted until our primary has started it, M14)
+                self.backups.assign(slot, epoch, next_seq, adoption)
                 continue
             rt = self.slots.get(slot)
             if rt is not None and rt.given_back:  # an adoption given back: not held here
@@ -77,16 +119,16 @@ class Worker(Ownership):
             if rt is not None:
                 self._assign_held(rt, epoch)
                 continue
-            if slot in self.adoptions:  # (its state is the old owner's: M14)
+            if not self.backups.promotable(slot):  # (its state is the old owner's: M14)
                 log.warning("slot %d assigned here as primary while our dead primary's adoption "
                             "of it is undecided: not owned", slot)
                 continue
-            if slot in self.backed_up or slot in self.replicas:
+            if self.backups.holds(slot):
                 # owning a slot we hold a copy of: that is a promotion (state kept, copies replayed)
                 self.promote([slot])
                 self.slots[slot].epoch = epoch
                 continue
-            rt = self.slots[slot] = self._new_slot(slot, epoch, SlotRole.PRIMARY)
+            rt = self.slots[slot] = self.new_slot(slot, epoch, SlotRole.PRIMARY)
             rt.seq.next_expected = next_seq
             if next_seq is not None:
                 rt.state.last_seq = (next_seq - 1) & SEQ_MASK
@@ -99,7 +141,7 @@ class Worker(Ownership):
         if rt.role == SlotRole.RELEASED and rt.forward is None:
             # released, its transfer unanswered: the controller decided the move did not happen
             # (the adopter's fence cancelled it), so the slot is owned here again
-            self.take_back(rt, epoch if newer else rt.epoch)
+            self.moves.take_back(rt, epoch if newer else rt.epoch)
             return
         if rt.role == SlotRole.RELEASED:
             log.warning("slot %d is assigned here but was released to NF %s (its transfer "
@@ -127,24 +169,13 @@ class Worker(Ownership):
             log.warning("now %s: dropping %d owned slots and %d held outputs", role.name,
                         len(dropped), self.commit.held_outputs)
         self.slots.clear()
-        self._waiting.clear()
-        self.replicas.clear()
-        self.backed_up.clear()
-        self._to_promote.clear()
-        self.promote_epochs.clear()
-        self.adoptions.clear()
+        self.gapped.clear()
+        self.backups.clear()
         self.gave_back.clear()
-        self.backup_next_seq.clear()
         self.primary_sync.forget()
         self.inbuf = InputBuffer(self.cfg.backup_buffer_bytes)
         self.out_log = OutputLog(retain=self.cfg.output_retain, evicted=self.out_log.evicted)
-        self.commit = OutputCommit(next_id=self.commit.next_id)
-        if self.batch is not None:
-            self.batch = None
-            if self._batch_timer is not None:
-                self._batch_timer.cancel()
-                self._batch_timer = None
-        self._maybe_resume()
+        self.pipeline.reset()
         if self.backup_id:
             self.set_backup(0, "")
 
@@ -160,21 +191,21 @@ class Worker(Ownership):
                                "(move them away first)")
         if not dry_run:
             self.nf = nf
-            self.bound_flows(nf)
+            self.bounds.bound(nf)
 
     def set_backup(self, nf_id: int, address: str) -> None:
         old = self.backup_id
         if nf_id == 0:
             self.backup_id = 0
             for batch in self.commit.release_all():
-                self._release(batch)
-            self._maybe_resume()
+                self.release_batch(batch)
+            self.maybe_resume()
         else:
             self.backup_id = nf_id
             # output waits for this link: if it is backing off after refusals (the NF was not
             # told of us yet, e.g. a spare just restarted), try again now; and a peer's link
             # held by a takeover's quiet window (nf_host/quiet_window.py) is held no longer
-            new = self._link(nf_id, address)
+            new = self.linkset.link(nf_id, address)
             new.uncork()
             new.kick()
             if old != nf_id and new.connected.is_set():
@@ -183,7 +214,7 @@ class Worker(Ownership):
                 # waiting for the old backup's ack would be released by this one's next ack and,
                 # if we died then, be neither replayed (the state is there) nor logged. The
                 # snapshot logs their output there and replaces its replicas
-                self._on_link_connected(new)
+                self.linkset.on_connected(new)
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:
@@ -216,7 +247,7 @@ class Worker(Ownership):
             return
         self.takeover_plan = None
         primary, successor, address = plan
-        slots = sorted(self.backed_up - self.adoptions)  # (never an adoption not started: M14)
+        slots = sorted(self.backed_up - self.backups.adoptions)  # (never an adoption not started: M14)
         log.warning("the replication link of primary NF %d closed without a goodbye: taking over "
                     "its %d slots, with %s as backup", primary, len(slots),
                     f"NF {successor}" if successor else "no NF (none qualifies)")
@@ -228,8 +259,9 @@ class Worker(Ownership):
             self.set_backup(successor, address)  # in the same step: no output leaves unprotected
         # the busy slots in this very step (their first output waits only for the successor's
         # ack), the idle ones a few per turn of the loop after
-        res, idle = self.promote_busy(slots, dead=primary)
-        task = asyncio.get_running_loop().create_task(self.promote_idle(res, idle, primary))
+        res, idle = self.promotion.promote_busy(slots, dead=primary)
+        task = asyncio.get_running_loop().create_task(
+            self.promotion.promote_idle(res, idle, primary))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -238,7 +270,7 @@ class Worker(Ownership):
         for nf_id, address in peers:
             if nf_id != self.cfg.nf_id:
                 # a peer now (again): it may have refused us while it did not know us
-                self._link(nf_id, address).kick()
+                self.linkset.link(nf_id, address).kick()
         for gone in self.peer_ids - new:
             if gone != self.backup_id:
                 link = self.links.pop(gone, None)
@@ -279,11 +311,11 @@ class Worker(Ownership):
                 },
                 "highest_seen": top or 0, "has_seen": top is not None,
             })
-        for slot in sorted(self.backed_up | set(self.replicas)):
-            if slot in self.slots:
+        for slot in self.backups.held():
+            role = self.backups.role(slot)
+            if slot in self.slots or role is None:
                 continue
             rep = self.replicas.get(slot) or Replica(slot)
-            role = SlotRole.BACKUP if slot in self.backed_up else SlotRole.REPLICA
             top = self.highest_seen(slot)
             slots.append({
                 "slot": slot, "epoch": rep.epoch, "role": int(role),
@@ -340,7 +372,7 @@ class Worker(Ownership):
             rx[sender] = rx.get(sender, 0) + n
             if kind == "x":
                 xfer_in += n
-        return {"repl_tx_bytes": dict(self.bytes_to), "repl_rx_bytes": rx,
+        return {"repl_tx_bytes": dict(self.linkset.bytes_to), "repl_rx_bytes": rx,
                 "transfer_tx_bytes": self.c.transfer_bytes, "transfer_rx_bytes": xfer_in,
                 "batches": self.commit.last_id}
 
@@ -389,7 +421,7 @@ class Worker(Ownership):
         t.on(commands.Assign,
              lambda c: self.assign(c.slots, c.as_backup, c.primary, c.adoption))
         t.on(commands.CancelAdopt,
-             lambda c: self.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
+             lambda c: self.moves.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
         t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))
         t.on(commands.Release,
              lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster))
@@ -402,7 +434,7 @@ class Worker(Ownership):
         self.took_over_from.discard(c.dead)  # (it knows: it acts on the dead primary)
         listed = set(c.slots)  # a slot taken over by itself that the Promote leaves out goes back
         for slot in sorted(self.took_over_slots.pop(c.dead, set()) - listed if listed else ()):
-            self.give_up_taken(slot, c.dead)
+            self.moves.give_up_taken(slot, c.dead)
         if c.dead:  # a false alarm's primary is alive: first what we lack of it, if anything
             mine = [s for s in (c.slots or sorted(self.backed_up))
                     if self.owns(s) and s in self.backed_up]
@@ -412,6 +444,6 @@ class Worker(Ownership):
         if c.backup:  # in the same step: no output leaves unprotected
             self.set_backup(c.backup, c.address)
         # (after the wait: raised before, a live primary's deltas would be refused as older)
-        self.promote_epochs.update(c.epochs)
+        self.backups.told_epochs(c.epochs)
         return await self.promote_soon(c.slots, c.dead)
 

@@ -1,18 +1,14 @@
-"""The worker's core: the data path (in-order processing per slot), output commit, replication
-links, and the receiving side of replication (deltas, a move's transfer, forwarded packets).
-
-`ownership.Ownership` adds the commands that change who owns a slot (moves, promotion) and
-`worker.Worker` the rest of the control surface (roles, backups, peers, status); the module
-docstring of `nf_host.worker` describes the whole.
+"""The worker's core: the data path (frames in, in-order processing per slot, the NF's verdicts
+turned into output, a slot started from a transfer or a promotion), and the construction of the
+worker's parts, each given this object as the narrow Protocol it uses (the module docstring of
+`nf_host.worker` lists them; `worker.Worker` adds the lifecycle and the control surface).
 """
-
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from contract.replication import (
@@ -20,9 +16,6 @@ from contract.replication import (
     Forward,
     LoggedBatch,
     Message,
-    SlotRow,
-    TransferAck,
-    encode,
 )
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, seq_after
@@ -42,17 +35,25 @@ from contract.shim import (
 )
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
+from nf_host.backup_slots import BackupSlots
 from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.commit_pipeline import CommitPipeline
+from nf_host.flow_bounds import FlowBounds, eviction_policy
 from nf_host.flow_table import FlowTable
+from nf_host.links import Links
 from nf_host.move_marker import MarkerWait, Parked
 from nf_host.nf_api import Context, GlobalStore, GlobalStoreError, NetworkFunction, Verdict
+from nf_host.ownership import Ownership
 from nf_host.parse import parse_frame
 from nf_host.peer_policy import PeerPolicy
 from nf_host.promote_wait import PrimarySync
+from nf_host.promotion import Promotion
 from nf_host.quiet_window import QuietWindow
+from nf_host.receiving import ReplicaReceiver
 from nf_host.reorder import Offer, Sequencer
 from nf_host.replication import Link, ReplicationServer, Reply
 from nf_host.state_store import FlowId, Replica, SlotState
+from nf_host.transfers import Transfers
 from nf_host.watermark import SPAN as WATERMARK_SPAN
 from nf_host.watermark import first_span, restart_marks, watermark_frame
 from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
@@ -70,59 +71,43 @@ class WorkerCore:
         nf: NetworkFunction,
         store: GlobalStore,
         tx: Callable[[bytes | bytearray], None],
+        *,
+        on_pause: Callable[[bool], None] | None = None,
+        drop_probe: Callable[[], int] | None = None,
+        on_backup: Callable[[int, str], None] | None = None,
     ) -> None:
+        """`tx` sends an output frame; `on_pause(True/False)` stops and resumes reading the data
+        socket (backpressure); `drop_probe()` counts the frames the kernel dropped since it was
+        last called; `on_backup(nf, address)` is told whenever the backup changes (the heartbeat
+        responder's watch on it, nf_host/death_watch.py)."""
         self.cfg, self.nf, self.store, self.tx = cfg, nf, store, tx
         self.role = Role.PRIMARY
         self.slots: dict[int, SlotRuntime] = {}
-        self.replicas: dict[int, Replica] = {}
-        self.backed_up: set[int] = set()
-        # backed-up slots our primary is adopting (a move) and has not started: their state is
-        # the old owner's, so they are never promoted from here; the controller's CancelAdopt
-        # gives their copies to the old owner (`Ownership.give_copies_back`, §5 M14)
-        self.adoptions: set[int] = set()
-        # slots whose copies went to their old owner that way: what still arrives follows them
+        self.backups = BackupSlots()  # what we hold of slots owned elsewhere (backup_slots.py)
+        # slots whose copies went to their old owner (an adoption our dead primary never
+        # started, M14: Ownership.give_copies_back): what still arrives follows them
         self.gave_back: dict[int, Link] = {}
-        self.backup_next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
         self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
-        self.commit = OutputCommit()
-        self.batch: Batch | None = None
-        self._batch_timer: asyncio.TimerHandle | None = None
-        self.links: dict[int, Link] = {}
-        self.bytes_to: dict[int, int] = {}  # replication bytes sent, by destination NF (all links)
         self.backup_id = 0
         self.peer_ids: set[int] = set()
-        self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
-        self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.c = Counters()
         # every owned flow's last use and idle class: the bounds (nf_host/flow_table.py)
-        self.flow_table = FlowTable(int(nf.limit("max_flows")), str(nf.params.get("eviction", nf.eviction)))
+        self.flow_table = FlowTable(int(nf.limit("max_flows")), eviction_policy(nf))
+        self.bounds = FlowBounds(self.flow_table, self)  # evictions (nf_host/flow_bounds.py)
         self.server: ReplicationServer | None = None
         self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
-        self._xfer_id = 0
-        self._xfer_waiters: dict[int, asyncio.Future[TransferAck]] = {}
         # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
         self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
-        self._xfer_slots: dict[int, int] = {}  # transfer id -> the slot it releases
-        # releases under way: slot -> (adopter, the release's task)
-        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
         self._tick_task: asyncio.Task[None] | None = None
-        self._waiting: set[int] = set()  # slots whose sequencer holds early packets
-        self._syncing: Link | None = None  # a link being sent its snapshot (see _on_link_connected)
-        self.input_paused = False
-        self.on_pause: Callable[[bool], None] | None = None  # stop/resume reading the data socket
-        self.drop_probe: Callable[[], int] | None = None  # frames the kernel dropped since last call
-        # told (backup NF, its worker's replication address) whenever the backup changes: the
-        # heartbeat responder's watch on it (nf_host/death_watch.py)
-        self.on_backup: Callable[[int, str], None] | None = None
+        self.gapped: set[int] = set()  # slots whose sequencer holds early packets
+        self.drop_probe, self.on_backup = drop_probe, on_backup
         self.watched_backup: tuple[int, str] = (0, "")  # what `on_backup` was last told
         self.kernel_drops = 0
         self.started = time.monotonic()
-        self.released_id = 0  # the last batch whose output has been handed to `tx`
-        self._release_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.out_log = OutputLog(retain=self.cfg.output_retain)  # as a backup: outputs its primary may not have released
         # the last promotion's clock until its first output is released
-        self._takeover: TakeoverClock | None = None
+        self.takeover_clock: TakeoverClock | None = None
         # until then, peers and idle slots wait (nf_host/quiet_window.py); the watch on the new
         # backup it defers (backup, address), opened when the window ends
         self.quiet = QuietWindow(self._quiet_over)
@@ -134,32 +119,14 @@ class WorkerCore:
         self.took_over_from: set[int] = set()  # until the controller's Promote for them
         self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
         self._tasks: set[asyncio.Task[Any]] = set()
-        # idle slots a promotion has yet to reach (slot -> dead primary): a packet promotes one
-        self._to_promote: dict[int, int] = {}
-        # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
-        # promoted slot owns at least that epoch (its replica may be gone, or older)
-        self.promote_epochs: dict[int, int] = {}
+        self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
+        self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
+        self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
+        self.linkset = Links(self)  # our replication links and what they acknowledged (links.py)
+        self.pipeline = CommitPipeline(self, on_pause)  # batches and held output (commit_pipeline.py)
+        self.moves = Ownership(self)  # a move's two sides (ownership.py)
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
-        self.server = ReplicationServer(
-            self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy,
-            on_lost=self.on_peer_lost,
-        )
-        await self.server.start()
-        self._tick_task = asyncio.get_running_loop().create_task(self._tick())
-
-    async def stop(self) -> None:
-        if self._tick_task is not None:
-            self._tick_task.cancel()
-        for link in list(self.links.values()):
-            await link.close()
-        if self.server is not None:
-            await self.server.close()
-
-    def on_peer_lost(self, sender: int) -> None:
-        """NF `sender`'s connection ended without its goodbye (see `Worker.on_peer_lost`)."""
-
     async def _tick(self) -> None:
         period = max(0.001, self.cfg.gap_timeout / 4)
         while True:
@@ -167,13 +134,13 @@ class WorkerCore:
             now = time.monotonic()
             self.expire_gaps(now)
             if self.flow_table.classes:
-                self.expire_flows(now)
+                self.bounds.expire(now)
             for slot, parked in self.markers.due(now):
                 rt = self.slots.get(slot)
                 if rt is not None and rt.role == SlotRole.ADOPTING:
                     log.warning("slot %d: no move marker within %.2f s of the transfer: adopted "
                                 "without it", slot, self.cfg.marker_wait)
-                    self._start_adopted(rt, parked)
+                    self.start_adopted(rt, parked)
 
     # ------------------------------------------------------------------ data path
     def on_frame(self, frame: bytes) -> None:
@@ -186,7 +153,7 @@ class WorkerCore:
             return
         if frame[FRAME_KIND] == Kind.BACKUP:  # fast path: a backup only files the copy away
             slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
-            self._backup_copy(slot, seq, frame)
+            self.backup_copy(slot, seq, frame)
             return
         try:
             shim = Shim.unpack(frame, ETH_HDR_LEN)
@@ -201,18 +168,15 @@ class WorkerCore:
             adopting = rt is not None and rt.role == SlotRole.ADOPTING and rt.epoch != shim.epoch
             parked = self.markers.on_marker(shim.slot, adopting)
             if parked is not None and rt is not None:
-                self._start_adopted(rt, parked)
+                self.start_adopted(rt, parked)
         else:  # OUTPUT/CONTROL frames are not for an NF's data path
             self.c.malformed += 1
 
-    def _promote_waiting(self, slot: int) -> None:
-        """Promote `slot` now, which a promotion has yet to reach (`Ownership`)."""
-
-    def _backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
-        if self._to_promote and slot in self._to_promote:
-            self._promote_waiting(slot)  # then this packet is its input
+    def backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
+        if self.backups.waiting(slot):
+            self.promotion.promote_waiting(slot)  # then this packet is its input
         if slot not in self.backed_up:  # (a peer's replica keeps no copies: none would be dropped)
-            if self.gave_back and self._follow_given_back(slot, frame):
+            if self.gave_back and self.follow_given_back(slot, frame):
                 return
             rt = self.slots.get(slot)
             if rt is not None and rt.role in (SlotRole.PRIMARY, SlotRole.RELEASED, SlotRole.ADOPTING):
@@ -232,7 +196,7 @@ class WorkerCore:
             if self.primary_sync.waiting:  # (it may close a waiting promotion's hole)
                 self.primary_sync.changed()
 
-    def _follow_given_back(self, slot: int, frame: bytes) -> bool:
+    def follow_given_back(self, slot: int, frame: bytes) -> bool:
         """A packet of a slot whose copies went to its old owner (an adoption its adopter never
         started, M14): it follows them there, as input (True if forwarded)."""
         link = self.gave_back.get(slot)
@@ -248,8 +212,8 @@ class WorkerCore:
         rt = self.slots.get(shim.slot)
         if rt is None:
             if shim.slot in self.backed_up:  # switch already points at us; promotion will replay it
-                self._backup_copy(shim.slot, shim.seq, frame)
-            elif not (self.gave_back and self._follow_given_back(shim.slot, frame)):
+                self.backup_copy(shim.slot, shim.seq, frame)
+            elif not (self.gave_back and self.follow_given_back(shim.slot, frame)):
                 self.c.unowned += 1
             return
         role = rt.role
@@ -271,9 +235,9 @@ class WorkerCore:
         if role != SlotRole.PRIMARY:
             self.c.unowned += 1
             return
-        self._offer(rt, shim, frame, time.monotonic())
+        self.offer(rt, shim, frame, time.monotonic())
 
-    def _offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+    def offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
         ready: list[tuple[int, tuple[Shim, bytes]]] = []
         res = rt.seq.offer(shim.seq, (shim, frame), now, ready)
         if res == Offer.DUPLICATE:
@@ -281,17 +245,17 @@ class WorkerCore:
         elif res == Offer.OVERFLOW:
             self.c.overflows += 1
         elif res == Offer.BUFFERED:
-            self._waiting.add(rt.slot)
+            self.gapped.add(rt.slot)
         for _seq, (s, f) in ready:
             self._process(rt, s, f, now)
         if rt.seq.waiting_since is None:
-            self._waiting.discard(rt.slot)
+            self.gapped.discard(rt.slot)
 
     def expire_gaps(self, now: float) -> None:
-        for slot in list(self._waiting):
+        for slot in list(self.gapped):
             rt = self.slots.get(slot)
             if rt is None or rt.role != SlotRole.PRIMARY:
-                self._waiting.discard(slot)
+                self.gapped.discard(slot)
                 continue
             since = rt.seq.waiting_since
             if (rt.adopted_from is not None and not rt.epoch_seen and since is not None
@@ -303,7 +267,7 @@ class WorkerCore:
             for _seq, (s, f) in ready:
                 self._process(rt, s, f, now)
             if rt.seq.waiting_since is None:
-                self._waiting.discard(slot)
+                self.gapped.discard(slot)
 
     def _process(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
         if shim.epoch == rt.epoch:
@@ -312,7 +276,7 @@ class WorkerCore:
                 # forgot what it forwarded (nf_host/watermark.py, "After a switch restart")
                 marks = restart_marks(self.cfg.nf_id, rt.slot, shim.stage, rt.epoch,
                                       rt.out_mark, shim.seq)
-                (self.batch or self._open_batch(now)).outputs.extend(marks)
+                (self.batch or self.open_batch(now)).outputs.extend(marks)
                 self.c.watermarks += len(marks)
             rt.epoch_seen = True
         inner = bytearray(frame[:12])
@@ -344,13 +308,13 @@ class WorkerCore:
             self.c.nf_errors += 1
             verdict = Verdict.DROP
         st.last_seq = shim.seq
-        if self._takeover is not None:
-            self._takeover.processed(rt.slot)
+        if self.takeover_clock is not None:
+            self.takeover_clock.processed(rt.slot)
         rt.packets += 1
         self.c.packets += 1
         batch = self.batch
         if batch is None:
-            batch = self._open_batch(now)
+            batch = self.open_batch(now)
         if verdict == Verdict.DROP_FORGET:  # the NF keeps no state for this flow
             if new:
                 del st.flows[key]
@@ -364,7 +328,7 @@ class WorkerCore:
             name, timeout = self.nf.flow_timeout(fs, ckey)
             table.touch(rt.slot, key, name, timeout, now, batch.id)
             if new and table.max_flows and len(table) > table.max_flows:
-                self._evict_for_room(now)
+                self.bounds.evict_for_room(now)
         batch.packets += 1
         batch.slot_seqs[rt.slot] = shim.seq
         if verdict == Verdict.FORWARD:
@@ -396,154 +360,44 @@ class WorkerCore:
         if batch.packets >= self.cfg.batch_size:
             self.close_batch()
 
-    # ------------------------------------------------------------------ flow bounds
-    def _evict_for_room(self, now: float) -> None:
-        """A new flow took the worker over its bound (`nf_host.flow_bounds.FlowBounds`)."""
+    # ------------------------------------------------------------------ output commit (commit_pipeline.py)
+    @property
+    def commit(self) -> OutputCommit:
+        return self.pipeline.commit
 
-    def expire_flows(self, now: float, limit: int = 20000) -> int:
-        """Evict idle flows (`nf_host.flow_bounds.FlowBounds`)."""
-        return 0
+    @property
+    def batch(self) -> Batch | None:
+        return self.pipeline.batch
 
-    def track_slot(self, rt: SlotRuntime) -> None:
-        """Enter a slot's flows in the flow table (`nf_host.flow_bounds.FlowBounds`)."""
+    @property
+    def released_id(self) -> int:
+        return self.pipeline.released_id
 
-    # ------------------------------------------------------------------ output commit
-    def _open_batch(self, now: float) -> Batch:
-        batch = self.batch = self.commit.new_batch(now)
-        if self.cfg.batch_time > 0:
-            self._batch_timer = asyncio.get_running_loop().call_later(
-                self.cfg.batch_time, self._batch_due, batch.id
-            )
-        return batch
+    @property
+    def input_paused(self) -> bool:
+        return self.pipeline.input_paused
 
-    def _batch_due(self, batch_id: int) -> None:
-        if self.batch is not None and self.batch.id == batch_id:
-            self.close_batch()
+    def open_batch(self, now: float) -> Batch:
+        return self.pipeline.open_batch(now)
 
     def close_batch(self) -> None:
-        """Seal the open batch: send its delta, hold its output until the backup acknowledges."""
-        batch = self.batch
-        if batch is None:
-            return
-        self.batch = None
-        if self._batch_timer is not None:
-            self._batch_timer.cancel()
-            self._batch_timer = None
-        if self._takeover is not None and batch.outputs:
-            self._takeover.sealed(batch.slot_seqs)
-        rows: list[SlotRow] = []
-        versions: dict[int, int] = {}
-        for slot, last in batch.slot_seqs.items():
-            rt = self.slots[slot]
-            entries = rt.state.seal()
-            versions[slot] = rt.state.version
-            row = SlotRow(slot, rt.epoch, rt.state.version, last, entries, rt.replace,
-                          rt.state.gen)
-            if rt.state.deleted:  # (tombstones kept back to the oldest version a peer holds)
-                floor = min((acked.get(slot, 0) for acked in self.acked_versions.values()),
-                            default=rt.state.version)
-                row.deleted = list(rt.state.seal_deletions(floor))
-            rows.append(row)
-            rt.replace = False
-        for slot in batch.replaced:  # a slot taken over empty: its generation, at once
-            empty = self.slots.get(slot)
-            if slot in batch.slot_seqs or empty is None or not empty.replace \
-                    or empty.role != SlotRole.PRIMARY:
-                continue
-            entries = empty.state.seal()
-            versions[slot] = empty.state.version
-            rows.append(SlotRow(slot, empty.epoch, empty.state.version, empty.state.last_seq,
-                                entries, True, empty.state.gen))
-            empty.replace = False
-        self._replicate(batch, Delta(batch.id, rows, False, self.cfg.nf_id), versions)
+        """Seal the open batch (`CommitPipeline.close_batch`)."""
+        self.pipeline.close_batch()
 
-    def _replicate(self, batch: Batch, msg: Delta, versions: dict[int, int]) -> None:
-        data = encode(msg) if self.links else b""
-        for nf_id, link in self.links.items():
-            if (nf_id != self.backup_id and nf_id not in self.peer_ids) or link is self._syncing:
-                continue
-            if nf_id == self.backup_id:
-                # the backup also logs the batch's output, until we say it has left (`rel`): if
-                # we die before that, the promoted backup sends it again (the switch drops what
-                # had already left), so no output is lost however a batch ends
-                if link.send(self._for_backup(msg, batch.logged())):
-                    self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
-                continue
-            if self.quiet.active:
-                link.cork()  # a peer: nothing waits for its ack (sent when the window ends)
-            if nf_id != self.backup_id and link.backlog() > self.cfg.peer_backlog_bytes:
-                # a peer that does not keep up: rather than buffer without bound, drop the
-                # connection; it reconnects and gets a full snapshot (versions restart from it)
-                log.warning("peer %d is %d bytes behind: resynchronising", nf_id, link.backlog())
-                link.reset()
-                self.pending_versions.pop(nf_id, None)
-                continue
-            if link.send_raw(data):
-                self.pending_versions.setdefault(nf_id, {})[batch.id] = versions
-        if self.backup_id:
-            self.commit.hold(batch)
-            if self.commit.held_outputs >= self.cfg.max_held and not self.input_paused:
-                self._pause_input(True)
-        else:
-            self._release(batch)
+    def release_batch(self, batch: Batch) -> None:
+        self.pipeline.release_batch(batch)
 
-    def _pause_input(self, pause: bool) -> None:
-        """Backpressure: with too much output waiting for the backup, stop reading input (the
-        kernel queues, then drops and counts); resume once half of it is released."""
-        self.input_paused = pause
-        log.warning("input %s: %d outputs held", "paused" if pause else "resumed", self.commit.held_outputs)
-        if self.on_pause is not None:
-            self.on_pause(pause)
+    def maybe_resume(self) -> None:
+        self.pipeline.maybe_resume()
 
-    def _maybe_resume(self) -> None:
-        if self.input_paused and self.commit.held_outputs <= self.cfg.max_held // 2:
-            self._pause_input(False)
+    def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
+        return self.pipeline.for_backup(msg, logged)
 
-    def _for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
-        """`msg` as the backup receives it: with the outputs to log and the released watermark
-        (the backup keeps one log per primary, by the sender's id)."""
-        return replace(msg, outputs=logged, released=self.released_id)
+    def held_upto(self, batch_id: int) -> bool:
+        return self.pipeline.held_upto(batch_id)
 
-    def _held_upto(self, batch_id: int) -> bool:
-        """Whether output of a batch numbered `batch_id` or lower still waits for an ack."""
-        return bool(self.commit.inflight) and self.commit.inflight[0].id <= batch_id
-
-    async def _released(self, batch_id: int, timeout: float) -> None:
-        """Until the output of every batch up to `batch_id` has been handed to `tx` (at most
-        `timeout`: a backup that stops acknowledging holds it; the output still leaves later)."""
-        if not self._held_upto(batch_id):
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._release_waiters.append((batch_id, fut))
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            log.warning("output of batch %d not released within %.1f s", batch_id, timeout)
-
-    def _release(self, batch: Batch) -> None:
-        tx = self.tx
-        for out in batch.outputs:
-            tx(out)
-        self.c.outputs += len(batch.outputs)
-        self.released_id = batch.id
-        if self._takeover is not None and batch.outputs \
-                and not self._takeover.slots.isdisjoint(batch.slot_seqs):
-            # what a fail-over's takeover ends with (the fail-over bench reads this line)
-            clock, now = self._takeover, time.time()
-            self._takeover = None
-            log.info("takeover: first output of the promoted slots released %.1f ms after the "
-                     "promotion (%s), at %.6f", (now - clock.at) * 1000, clock.steps(now), now)
-            self.quiet.end()
-        if self._release_waiters:
-            waiting = self._release_waiters
-            self._release_waiters = [(b, f) for b, f in waiting if self._held_upto(b)]
-            for b, f in waiting:
-                if not self._held_upto(b) and not f.done():
-                    f.set_result(None)
-        for slot, seq in batch.slot_seqs.items():
-            rt = self.slots.get(slot)
-            if rt is not None and (not rt.committed_seq or seq_after(seq, rt.committed_seq)):
-                rt.committed_seq = seq
+    async def released_upto(self, batch_id: int, timeout: float) -> None:
+        await self.pipeline.released_upto(batch_id, timeout)
 
     def _quiet_over(self) -> None:
         """The takeover's quiet window ended: what peers were not sent leaves, and the watch on
@@ -562,22 +416,19 @@ class WorkerCore:
 
     # ------------------------------------------------------------------ receiving side
     def on_replication(self, msg: Message) -> Reply:
-        """A replication message from another NF (`nf_host.receiving.Receiving`)."""
-        raise NotImplementedError
+        """A replication message from another NF (`nf_host.receiving.ReplicaReceiver`)."""
+        return self.receiver.on_replication(msg)
 
-    def _transfer_answered(self, xid: int, msg: TransferAck) -> None:
-        """The adopter answered transfer `xid` (`Ownership` decides the slot)."""
-
-    def _start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
+    def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
         """Own an adopted slot from its transfer, then process what waited for it."""
         parked.started.set()
-        self._become_primary(rt, parked.state, parked.next_seq)
+        self.become_primary(rt, parked.state, parked.next_seq)
         pending, rt.pending = rt.pending, []
         now = time.monotonic()
         for shim, frame in pending:
-            self._offer(rt, shim, frame, now)
+            self.offer(rt, shim, frame, now)
 
-    def _become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
+    def become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
         """Own `rt` from `state`; its whole state goes to our backup/peers with the next batch."""
         state.dirty = set(state.flows)
         rt.replace = True  # a peer may hold a replica from the previous owner, beyond our state
@@ -585,8 +436,8 @@ class WorkerCore:
         rt.become(SlotRole.PRIMARY)
         rt.seq.next_expected = next_seq
         rt.committed_seq = state.last_seq or 0
-        self.track_slot(rt)
-        batch = self.batch or self._open_batch(time.monotonic())
+        self.bounds.track(rt)
+        batch = self.batch or self.open_batch(time.monotonic())
         if state.flows and state.last_seq is not None:
             batch.slot_seqs[rt.slot] = state.last_seq
         else:
@@ -596,12 +447,37 @@ class WorkerCore:
             # held), and its output waited for an ack that never came (busy-host hang runs)
             batch.replaced.add(rt.slot)
 
-    def _new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
+    def new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
         return SlotRuntime(
             slot, epoch, role,
             Sequencer(capacity=self.cfg.reorder_capacity, gap_timeout=self.cfg.gap_timeout),
             SlotState(slot),
         )
+
+    @property
+    def links(self) -> dict[int, Link]:
+        """Our replication links, by NF (`linkset`)."""
+        return self.linkset.links
+
+    @property
+    def acked_versions(self) -> dict[int, dict[int, int]]:
+        """The version of each slot each NF acknowledged (`linkset`): nf -> slot -> version."""
+        return self.linkset.acked_versions
+
+    @property
+    def pending_versions(self) -> dict[int, dict[int, dict[int, int]]]:
+        """The versions sent each NF, unacknowledged (`linkset`): nf -> batch -> slot -> version."""
+        return self.linkset.pending_versions
+
+    @property
+    def replicas(self) -> dict[int, Replica]:
+        """The replica of each slot held here (`backups`: backed up, or a peer's)."""
+        return self.backups.replicas
+
+    @property
+    def backed_up(self) -> set[int]:
+        """The slots backed up here (`backups`), to read."""
+        return self.backups.backed_up
 
     def owns(self, slot: int) -> bool:
         return slot % self.cfg.workers == self.cfg.index

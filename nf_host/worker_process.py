@@ -21,6 +21,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -58,7 +59,7 @@ class FrameSender:
     """Writes output frames to the data socket, in order, waiting a little when the interface
     queue is full; a frame it still cannot send is lost and counted.
 
-    It never raises: it runs inside the backup's ack handler (`Link` -> `Worker._release`), where an
+    It never raises: it runs inside the backup's ack handler (`Link` -> `Worker.release_batch`), where an
     exception would abort the release of batches already taken from `OutputCommit` and end the
     link's task. A full queue (EAGAIN, or ENOBUFS: a burst, e.g. a promoted backup's replay) is
     waited out in place, up to `patience` seconds per frame (the worker pauses meanwhile: that is
@@ -139,13 +140,34 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
 
     sender = FrameSender(sock)
     wcfg = cfg.worker_config(index)
-    worker = Worker(wcfg, nf, store, sender)
+    on_backup: Callable[[int, str], None] | None = None
     if backup_to is not None:
+        responder = backup_to
+
         def name_backup(nf_id: int, address: str) -> None:
             with contextlib.suppress(OSError):  # (the responder is gone: so is this NF, soon)
-                backup_to.send((nf_id, address))
+                responder.send((nf_id, address))
 
-        worker.on_backup = name_backup
+        on_backup = name_backup
+
+    def on_data() -> None:
+        # one turn of the loop reads frames for at most TURN_BUDGET_S: a slow NF with a backlog
+        # would otherwise keep the loop from heartbeats, acks and commands for hundreds of ms
+        # and be failed over for being slow (the socket stays readable: the next turn goes on)
+        deadline = time.monotonic() + TURN_BUDGET_S
+        for frame in recv_frames(sock):
+            worker.on_frame(frame)
+            if worker.input_paused or time.monotonic() > deadline:
+                break
+
+    def on_pause(pause: bool) -> None:
+        if pause:
+            loop.remove_reader(sock.fileno())
+        else:
+            loop.add_reader(sock.fileno(), on_data)
+
+    worker = Worker(wcfg, nf, store, sender, on_pause=on_pause,
+                    drop_probe=lambda: socket_drops(sock), on_backup=on_backup)
     await worker.start()
     freeze_startup(f"worker {index}")
     # heartbeats (nf_host/liveness.py): answered by the responder process while this loop turns
@@ -159,16 +181,6 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
         turning = loop.create_task(liveness.keep_turning(clock, cfg.loop_stall_ms / 4000))
     done = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
-
-    def on_data() -> None:
-        # one turn of the loop reads frames for at most TURN_BUDGET_S: a slow NF with a backlog
-        # would otherwise keep the loop from heartbeats, acks and commands for hundreds of ms
-        # and be failed over for being slow (the socket stays readable: the next turn goes on)
-        deadline = time.monotonic() + TURN_BUDGET_S
-        for frame in recv_frames(sock):
-            worker.on_frame(frame)
-            if worker.input_paused or time.monotonic() > deadline:
-                break
 
     async def run_command(rid: int, cmd: commands.Command) -> None:
         try:
@@ -204,14 +216,6 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    def on_pause(pause: bool) -> None:
-        if pause:
-            loop.remove_reader(sock.fileno())
-        else:
-            loop.add_reader(sock.fileno(), on_data)
-
-    worker.on_pause = on_pause
-    worker.drop_probe = lambda: socket_drops(sock)
     loop.add_reader(sock.fileno(), on_data)
     loop.add_reader(conn.fileno(), on_command)
     conn.send((0, True, "ready"))

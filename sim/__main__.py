@@ -26,14 +26,19 @@ from sim.system import Outcome, Scenario, run_seed
 def scenario(pairs: list[str]) -> Scenario:
     """A `Scenario` with `name=value` overrides (`--set`); a wrong name or value is named."""
     fields = {f.name: f for f in dataclasses.fields(Scenario)}
-    values: dict[str, float | int | str] = {}
+    values: dict[str, float | int | str | bool] = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         if not sep or name not in fields:
             raise ValueError(f"--set {pair!r}: expected NAME=VALUE with NAME one of "
                              f"{', '.join(sorted(fields))}")
+        kind = fields[name].type
+        if kind in (bool, "bool"):
+            if raw.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"--set {pair!r}: {raw!r} is not true or false")
+            values[name] = raw.lower() in ("true", "1")
+            continue
         try:
-            kind = fields[name].type
             values[name] = (raw if kind in (str, "str") else
                             int(raw) if kind in (int, "int") else float(raw))
         except ValueError:

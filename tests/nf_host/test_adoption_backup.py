@@ -38,7 +38,7 @@ def _backup_of_adopter() -> tuple[Worker, dict[int, FakeLink], Switch]:
         w.links[nf_id] = links[nf_id]  # type: ignore[assignment]
         return links[nf_id]
 
-    w._link = link  # type: ignore[method-assign,assignment]
+    w.linkset.link = link  # type: ignore[method-assign,assignment]
     w.assign([(SLOT, EPOCH, None)], as_backup=True, primary=B, adoption=True)
     switch = Switch()
     switch.next_seq[SLOT] = 11  # A processed 1..10 before the switch write
@@ -66,7 +66,7 @@ def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_
         w.promote([], dead=B)
         w.promote([SLOT], dead=B)
         assert SLOT not in w.slots
-        res = await _result(w.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
+        res = await _result(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
         sent = list(links[A].sent)
         # a packet the switch still sends B's group before the undo follows the copies to A
         prim, _copy = switch.stamp(SLOT, checker_frame(7, 4), BACKUP, 0)
@@ -88,7 +88,7 @@ def test_an_adoption_its_primary_started_is_promoted_and_the_fence_answers_start
         w, _links, _switch = _backup_of_adopter()
         # B accepted A's transfer: its state came first (A processed 1..10)
         w.on_replication(SlotState(1, SLOT, EPOCH, 5, 10, []))
-        fenced = await _result(w.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
+        fenced = await _result(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
         promoted = w.promote([SLOT], dead=B)
         return w, fenced, promoted
 

@@ -98,7 +98,7 @@ def test_the_bound_holds_per_worker_and_evicts_oldest_idle_first() -> None:
                 # over the bound only by the flows of the open batch (their output is held)
                 assert len(a.w.flow_table) <= 8 + 4
             a.w.close_batch()
-            a.w.expire_flows(time.monotonic())
+            a.w.bounds.expire(time.monotonic())
             flows = a.w.slots[SLOT].state.flows
             assert len(flows) == len(a.w.flow_table) == 8
             # the newest eight flows stay: oldest idle first
@@ -126,7 +126,7 @@ def test_idle_eviction_is_replicated_and_never_takes_a_flow_whose_output_is_held
                 b.w.on_frame(c)
             assert a.w.commit.held_outputs == 8
             # long idle, but held: none goes
-            assert a.w.expire_flows(time.monotonic() + 100) == 0
+            assert a.w.bounds.expire(time.monotonic() + 100) == 0
             assert len(a.w.slots[SLOT].state.flows) == 8
             await b.w.start()
             await until(lambda: len(a.out) == 8, "output released after the backup's sync")
@@ -144,7 +144,7 @@ def test_idle_eviction_is_replicated_and_never_takes_a_flow_whose_output_is_held
                 a.w.flow_table.touch(SLOT, next(k for k in a.w.slots[SLOT].state.flows
                                                 if k is not None and k[0] & 0xFF == flow),
                                      "idle", 1.0, later, 0)
-            assert a.w.expire_flows(later) == 4
+            assert a.w.bounds.expire(later) == 4
             assert a.w.status()["evictions"] == {"idle": 4}
             kept = set(a.w.slots[SLOT].state.flows)
             assert len(kept) == 4
@@ -181,11 +181,11 @@ def test_a_closed_tcp_connection_goes_sooner_and_a_refused_scan_keeps_no_state()
             for port in range(1, 50):  # a scan from outside: dropped, no state kept
                 send("198.51.100.66", "10.0.0.5", 7000, port, "S")
             assert len(a.w.slots[SLOT].state.flows) == len(a.w.flow_table) == 2
-            assert a.w.expire_flows(time.monotonic() + 3) == 1  # the closed one, not the open
+            assert a.w.bounds.expire(time.monotonic() + 3) == 1  # the closed one, not the open
             (left,) = a.w.slots[SLOT].state.flows.values()
             assert left["state"] == "ESTABLISHED"
             assert a.w.status()["evictions"] == {"closed": 1, "nf": 49}
-            assert a.w.expire_flows(time.monotonic() + 3601) == 1
+            assert a.w.bounds.expire(time.monotonic() + 3601) == 1
             assert a.w.status()["evictions"] == {"closed": 1, "nf": 49, "idle": 1}
         finally:
             await a.w.stop()
@@ -209,7 +209,7 @@ def test_a_delta_move_after_evictions_carries_the_deletions() -> None:
             st = a.w.slots[SLOT].state
             await until(lambda: a.w.acked_versions.get(3, {}).get(SLOT) == st.version,
                         "the peer's replica")
-            assert a.w.expire_flows(time.monotonic() + 2) == 10  # every flow idle
+            assert a.w.bounds.expire(time.monotonic() + 2) == 10  # every flow idle
             for flow in range(11, 14):  # and three new ones
                 a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
             a.w.close_batch()

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.unit
 
 
 def worker(nf_id: int, kernel: list[int]) -> Worker:
-    w = Worker(WorkerConfig(nf_id=nf_id), make_nf("checker"), MemoryStore(), lambda frame: None)
-    w.drop_probe = lambda: kernel.pop(0) if kernel else 0  # the kernel's counts since last read
-    return w
+    # the kernel's counts since last read
+    return Worker(WorkerConfig(nf_id=nf_id), make_nf("checker"), MemoryStore(), lambda frame: None,
+                  drop_probe=lambda: kernel.pop(0) if kernel else 0)
 
 
 class Pool:

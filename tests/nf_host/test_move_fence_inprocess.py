@@ -174,10 +174,10 @@ def test_a_release_without_an_answer_stays_undecided_until_the_answer_decides_it
             await until(lambda: len(held) == 2, "the transfer sent again")
             assert held[0].id == held[1].id
             # (p has no backup: its answers come at once, not deferred: nf_host/adopt_commit.py)
-            first, again = (p.w._on_transfer(m) for m in held)
+            first, again = (p.w.on_replication(m) for m in held)
             assert isinstance(first, TransferAck) and isinstance(again, TransferAck)
             assert first.ok and again.ok  # accepted once, and the same again
-            a.w._on_link_message(a.w.links[3], first)  # the late answer reaches A
+            a.w.linkset.on_message(a.w.links[3], first)  # the late answer reaches A
             assert rt.forward is not None and rt.pending == []
             for no in (6, 7):
                 p.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3)[0])

@@ -280,7 +280,7 @@ class SimLink:
             return
         self.writer = object()
         self.connected.set()
-        self.src.w._on_link_connected(self)  # type: ignore[arg-type]
+        self.src.w.linkset.on_connected(self)  # type: ignore[arg-type]
 
     def deliver(self) -> None:
         msg = decode(self.out.popleft()[4:])
@@ -309,7 +309,7 @@ class SimLink:
     def answer(self) -> None:
         reply = self.back.popleft()
         if not self.src.dead:
-            self.src.w._on_link_message(self, reply)  # type: ignore[arg-type]
+            self.src.w.linkset.on_message(self, reply)  # type: ignore[arg-type]
 
 
 class Node:
@@ -330,7 +330,7 @@ class Node:
         )
         self.w.out_log.clock = lambda: sim.now
         self.nf.worker = self.w
-        self.w._link = self.link  # type: ignore[method-assign,assignment]
+        self.w.linkset.link = self.link  # type: ignore[method-assign,assignment]
 
     def link(self, nf_id: int, address: str) -> SimLink:
         old = self.w.links.get(nf_id)

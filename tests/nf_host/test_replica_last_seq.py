@@ -106,7 +106,7 @@ def test_a_cluster_peer_made_the_backup_gets_a_snapshot_with_the_held_output() -
             b.links[nf_id] = links[nf_id]  # type: ignore[assignment]
             return links[nf_id]
 
-        b._link = link  # type: ignore[method-assign,assignment]
+        b.linkset.link = link  # type: ignore[method-assign,assignment]
         b.assign([(SLOT, 1, 1)], as_backup=False)
         b.set_peers([(P, "10.9.0.3:7000")])
         b.set_backup(C, "10.9.0.5:7000")

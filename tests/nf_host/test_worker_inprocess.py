@@ -324,7 +324,7 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
             sw = owner_of_slot(a, 4)
             assert len(a.out) == 4
             late = sw.stamp(SLOT, checker_frame(1, 5), 1)[0]
-            original = a.w._on_link_message
+            original = a.w.linkset.on_message
             seen: list[SlotRole] = []
 
             def answer_arrives(link: Link, msg: Message) -> None:
@@ -333,7 +333,7 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
                     a.w.on_frame(late)
                 original(link, msg)
 
-            a.w._on_link_message = answer_arrives  # type: ignore[method-assign]
+            a.w.linkset.on_message = answer_arrives  # type: ignore[method-assign]
             with pytest.raises(CommandError, match="not being adopted"):
                 await a.w.release(SLOT, 4, q.addr, same_cluster=False)  # q never adopted it
             assert seen == [SlotRole.RELEASED], "stopped while the transfer was unanswered"
@@ -592,11 +592,11 @@ class HeldAcks:
         self.wire: list[tuple[int, int]] = []
         self.held: list[tuple[Link, Message]] = []
         self.hold = True
-        self.on_message = a.w._on_link_message
+        self.on_message = a.w.linkset.on_message
         a.w.tx = lambda f: p.w.on_frame(bytes(f)) if f[14] == Kind.MARKER \
             else self.wire.append((1, strip_shim(f)[0].seq))
         p.w.tx = lambda f: self.wire.append((3, strip_shim(f)[0].seq))
-        a.w._on_link_message = self._acks_held  # type: ignore[method-assign]
+        a.w.linkset.on_message = self._acks_held  # type: ignore[method-assign]
 
     def _acks_held(self, link: Link, msg: Message) -> None:
         if self.hold and isinstance(msg, Ack):
@@ -761,7 +761,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
             assert copy is not None
             b.w.on_frame(copy)
             calls: list[list[int]] = []
-            real = b.w._promote
+            real = b.w.promotion._promote
 
             def spy(chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
                 calls.append(list(chosen))
@@ -772,7 +772,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
                     assert b.w.inbuf.count(idle[-1]) == 0
                 return real(chosen, dead, measured)
 
-            b.w._promote = spy  # type: ignore[method-assign]
+            b.w.promotion._promote = spy  # type: ignore[method-assign]
             res = await b.w.promote_soon([SLOT, *idle], dead=1, chunk=2)
             assert calls == [[SLOT], idle[0:2], [idle[-1]], idle[2:4]]
             assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 1

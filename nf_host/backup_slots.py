@@ -1,0 +1,158 @@
+"""What a worker holds of slots owned elsewhere, by slot: the backup side of the slot table.
+
+A slot held here and owned by another NF is either *backed up* (this worker is the backup of its
+primary: it keeps the input copies and the replica its primary's deltas build, and a promotion
+makes it ours) or only *replicated* (a cluster peer's replica, kept for a delta move). Each such
+slot's promotion-related facts sit here with it: the first sequence number `AssignSlots` gave a
+slot backed up before any delta, the idle slots a promotion has yet to reach (and whose dead
+primary they were), and the switch's epoch the controller's `Promote` listed. Every change goes
+through a method named after the event that makes it; the owned slots are `Worker.slots`
+(`SlotRuntime`, their roles and checked transitions in `contract.roles.SLOT_TRANSITIONS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from contract.roles import SlotRole
+from contract.seq import SEQ_MASK, older_owner
+from nf_host.state_store import Replica
+
+
+class BackupSlots:
+    """The slots held here for other NFs (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.replicas: dict[int, Replica] = {}  # every slot held, backed up or a peer's
+        self.backed_up: set[int] = set()  # the slots we back up (of our primary)
+        self._next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
+        self._to_promote: dict[int, int] = {}  # idle slots a promotion has yet to reach -> dead
+        # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
+        # promoted slot owns at least that epoch (its replica may be gone, or older)
+        self._told_epochs: dict[int, int] = {}
+        # backed-up slots our primary is adopting (a move) and has not started: their state is
+        # the old owner's, so they are never promoted from here (docs/protocols.md §5, M14)
+        self.adoptions: set[int] = set()
+
+    # ------------------------------------------------------------------ what is held
+    def role(self, slot: int) -> SlotRole | None:
+        """`BACKUP` (backed up here), `REPLICA` (a peer's replica only) or None (not held)."""
+        if slot in self.backed_up:
+            return SlotRole.BACKUP
+        return SlotRole.REPLICA if slot in self.replicas else None
+
+    def held(self) -> list[int]:
+        """Every slot held here, backed up or replicated, in order."""
+        return sorted(self.backed_up | set(self.replicas))
+
+    def holds(self, slot: int) -> bool:
+        return slot in self.backed_up or slot in self.replicas
+
+    def assigned_seq(self, slot: int) -> int | None:
+        """The first number `AssignSlots` gave `slot` (backed up before any delta), if any."""
+        return self._next_seq.get(slot)
+
+    def waiting(self, slot: int) -> bool:
+        """Whether a promotion has yet to reach idle `slot`."""
+        return bool(self._to_promote) and slot in self._to_promote
+
+    # ------------------------------------------------------------------ events
+    def promotable(self, slot: int) -> bool:
+        """Whether a promotion may own `slot`: not an adoption our primary has not started."""
+        return slot not in self.adoptions
+
+    def assign(self, slot: int, epoch: int, next_seq: int | None, adoption: bool = False) -> None:
+        """`AssignSlots` as backup: backed up here, with an (empty) replica at `epoch` and the
+        number the slot's primary starts at, if given; `adoption`: our primary adopts it (M14)."""
+        if adoption:
+            self.adoptions.add(slot)
+        self.backed_up.add(slot)
+        rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
+        if next_seq is not None and rep.last_seq is None:
+            rep.last_seq = (next_seq - 1) & SEQ_MASK
+        if next_seq is not None:
+            self._next_seq[slot] = next_seq
+
+    def released(self, slot: int, epoch: int | None) -> None:
+        """Our primary released `slot` (its release notice): no longer backed up; with the
+        move's `epoch`, a cancelled move's (empty) replica at that epoch goes too."""
+        self.backed_up.discard(slot)
+        self.adoptions.discard(slot)
+        rep = self.replicas.get(slot)
+        if rep is not None and epoch is not None and rep.epoch == epoch:
+            del self.replicas[slot]
+
+    def started(self, slot: int) -> None:
+        """Our primary started `slot` (its state came: its SlotState, or a whole entry of it):
+        promotable from here now (M14)."""
+        self.adoptions.discard(slot)
+
+    def given_back(self, slot: int) -> None:
+        """The copies of an adoption our dead primary never started went to the old owner
+        (M14): nothing of `slot` is held here any more."""
+        self.adoptions.discard(slot)
+        self.backed_up.discard(slot)
+        self.replicas.pop(slot, None)
+        self._next_seq.pop(slot, None)
+        self._to_promote.pop(slot, None)
+
+    def adopting(self, slot: int) -> None:
+        """We adopt `slot` (a move): not backed up here any more (its replica stays, the base
+        of a delta transfer)."""
+        self.backed_up.discard(slot)
+
+    def transferred(self, slot: int) -> None:
+        """A move's transfer of `slot` was accepted here: its replica is the adopted state now."""
+        self.replicas.pop(slot, None)
+
+    def given_up(self, slot: int, rep: Replica | None) -> None:
+        """A slot taken over by ourselves that the controller's `Promote` left out: neither
+        backed up nor waiting for its promotion; a replica again, with the state it had (`rep`),
+        if it was owned already."""
+        self._to_promote.pop(slot, None)
+        self.backed_up.discard(slot)
+        if rep is not None:
+            self.replicas[slot] = rep
+
+    def promote_later(self, slots: Iterable[int], dead: int) -> None:
+        """Idle `slots` of dead NF `dead`: promoted a few at a time, or by their first packet."""
+        for s in slots:
+            self._to_promote[s] = dead
+
+    def take_waiting(self, slot: int) -> int | None:
+        """The dead primary of idle `slot` if a promotion has yet to reach it (then it is not
+        waiting any more: the caller promotes it now); None otherwise."""
+        return self._to_promote.pop(slot, None)
+
+    def told_epochs(self, epochs: dict[int, int]) -> None:
+        """The switch's epochs of the slots a `Promote` lists."""
+        self._told_epochs.update(epochs)
+
+    def told_epoch(self, slot: int) -> int | None:
+        """The switch's epoch a `Promote` told of `slot`, now used (a slot owned already)."""
+        return self._told_epochs.pop(slot, None)
+
+    def promoted(self, slot: int) -> tuple[Replica, int | None]:
+        """`slot` is ours now: it leaves this table. Returns its replica (empty if none was
+        held), at the epoch `Promote` told if the replica's is older, and the number its
+        assignment gave (None: none)."""
+        rep = self.replicas.pop(slot, None) or Replica(slot)
+        told = self._told_epochs.pop(slot, None)
+        if told is not None and older_owner((rep.epoch, 0), (told, 0)):
+            # the replica is older than the switch (or missing: epoch 0), e.g. dropped when a
+            # configuration made this NF a backup again before the controller's Promote came
+            # again; owned at the replica's epoch, the slot's deltas would be refused by the
+            # new backup, told the switch's epoch by AssignSlots, as a former owner's, and its
+            # output held for good (docs/protocols.md §4)
+            rep.epoch = told
+        self.backed_up.discard(slot)
+        return rep, self._next_seq.pop(slot, None)
+
+    def clear(self) -> None:
+        """Nothing held (the NF became a backup or a spare: `Worker.set_role`)."""
+        self.replicas.clear()
+        self.backed_up.clear()
+        self.adoptions.clear()
+        self._to_promote.clear()
+        self._told_epochs.clear()
+        self._next_seq.clear()
