@@ -235,13 +235,11 @@ class WorkerPool:
 
     def __init__(self, cfg: NfHostConfig) -> None:
         self.cfg = cfg
-        # forked, not spawned: a spawned child imports again everything this process has (~1 s
-        # of CPU for a worker, ~0.3 s for the responder, ~10 s when 10 NFs start at once on 2
-        # cores, or one NF restarts under load). This runs before any thread or socket of this
-        # process exists (the control server and the pipe readers start after), each child
-        # resets what it must not inherit (`become_child`: signal handlers, logging), and each
-        # pipe end a child must not hold is created after it (`_start_worker`)
-        ctx = mp.get_context("fork")
+        # spawned: a forked child started 3x faster (0.7-0.8 s against 2-3.3 s for an NF here:
+        # no second import), but a hot NF forked answered 3x slower (round trips p50 3.7 s
+        # against 1.3 s in `topo run --hot`, the balancer's relief 5-7 s against 2.8 s), for a
+        # reason not found yet (docs/nf_host.md, "Processes")
+        ctx = mp.get_context("spawn")
         self.procs: list[BaseProcess] = []
         self.conns: list[Connection] = []
         self._ids = itertools.count(1)
