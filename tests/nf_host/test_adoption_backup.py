@@ -20,7 +20,7 @@ from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
 from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
-from tests.nf_host.test_replica_last_seq import FakeLink
+from tests.nf_host.test_replica_last_seq import FakeLink, fake_links
 
 pytestmark = pytest.mark.unit
 
@@ -31,14 +31,7 @@ SLOT, EPOCH = 3, 2
 def _backup_of_adopter() -> tuple[Worker, dict[int, FakeLink], Switch]:
     w = Worker(WorkerConfig(nf_id=BACKUP, batch_size=1, batch_time=0), make_nf("checker"),
                MemoryStore(), lambda frame: None)
-    links: dict[int, FakeLink] = {}
-
-    def link(nf_id: int, address: str) -> FakeLink:
-        links.setdefault(nf_id, FakeLink(nf_id, address))
-        w.links[nf_id] = links[nf_id]  # type: ignore[assignment]
-        return links[nf_id]
-
-    w.linkset.link = link  # type: ignore[method-assign,assignment]
+    links = fake_links(w)
     w.assign([(SLOT, EPOCH, None)], as_backup=True, primary=B, adoption=True)
     switch = Switch()
     switch.next_seq[SLOT] = 11  # A processed 1..10 before the switch write

@@ -90,6 +90,19 @@ class FakeLink:
     async def close(self) -> None: ...
 
 
+def fake_links(w: Worker) -> dict[int, FakeLink]:
+    """`w`'s replication links become `FakeLink`s, by NF id (the dict returned, filled as made)."""
+    links: dict[int, FakeLink] = {}
+
+    def link(nf_id: int, address: str) -> FakeLink:
+        links.setdefault(nf_id, FakeLink(nf_id, address))
+        w.links[nf_id] = links[nf_id]  # type: ignore[assignment]
+        return links[nf_id]
+
+    w.linkset.link = link  # type: ignore[method-assign,assignment]
+    return links
+
+
 def test_a_cluster_peer_made_the_backup_gets_a_snapshot_with_the_held_output() -> None:
     """B's backup C stops acknowledging; the controller makes the cluster peer P B's backup. P's
     link is connected already (no reconnection snapshot), and its replicas came from B's peer
@@ -99,14 +112,7 @@ def test_a_cluster_peer_made_the_backup_gets_a_snapshot_with_the_held_output() -
     async def run() -> tuple[FakeLink, int]:
         b = Worker(WorkerConfig(nf_id=B, batch_size=1, batch_time=0), make_nf("checker"),
                    MemoryStore(), lambda frame: None)
-        links: dict[int, FakeLink] = {}
-
-        def link(nf_id: int, address: str) -> FakeLink:
-            links.setdefault(nf_id, FakeLink(nf_id, address))
-            b.links[nf_id] = links[nf_id]  # type: ignore[assignment]
-            return links[nf_id]
-
-        b.linkset.link = link  # type: ignore[method-assign,assignment]
+        links = fake_links(b)
         b.assign([(SLOT, 1, 1)], as_backup=False)
         b.set_peers([(P, "10.9.0.3:7000")])
         b.set_backup(C, "10.9.0.5:7000")
