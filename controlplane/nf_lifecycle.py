@@ -285,7 +285,15 @@ class NfLifecycle:
                     # no live backup: its slots stay with it (status "orphans"), tried again when
                     # its backup answers again; recorded once resolved (failed over, or its state
                     # lost); an orphan that answers again itself was a false alarm: nothing to record
-                    self.state.nfs.to(dead, NfPhase.ORPHAN)
+                    if self.registry.nfs[dead].declared_down:
+                        self.state.nfs.to(dead, NfPhase.ORPHAN)
+                    else:
+                        # it answered while the fail-over looked for a backup, and its "up" was
+                        # handled meanwhile (a false alarm: configured as it was; a restart:
+                        # its reconfiguration fails it over): it is no orphan
+                        LOG.warning("NF %d answered again while its fail-over found no live "
+                                    "backup: it keeps its slots", dead)
+                        self.state.nfs.settle(dead)
             else:
                 self.state.nfs.settle(dead)
 

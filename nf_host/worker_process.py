@@ -324,7 +324,9 @@ class WorkerPool:
             with self._lock:
                 fut = self._waiting.pop(rid, None)
             if fut is None:
-                log.error("worker message without request: %s", result)
+                # its caller gave up (`request`'s timeout): an answer too late, not an error
+                log.warning("worker answered request %d after its caller gave up: %s", rid,
+                            str(result)[:200])
                 continue
             if ok:
                 fut.set_result(result)

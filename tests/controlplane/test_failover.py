@@ -294,6 +294,30 @@ def test_an_orphan_that_answers_again_itself_was_a_false_alarm_and_is_not_record
     asyncio.run(with_controller(body))
 
 
+def test_a_primary_that_answers_while_its_fail_over_finds_no_backup_stays_configured():
+    """A primary's "up" handled while its fail-over is still probing the suspected backup (a
+    start-up on a loaded machine, CI of 2026-11-27): the fail-over then finds no live backup,
+    but the primary answers again and keeps its slots. It was made an orphan from CONFIGURED
+    (an illegal transition) and never configured again: the launch waited for 11 of 12 NFs."""
+    async def body(c, fakes, servers):
+        await suspect_backup_3(c)
+        c.confirm_timeout = 0.5  # the fail-over's probe of backup 3 lasts this long
+        fakes[3].mute = True
+        fakes[1].mute = True
+        probes_of_3 = sum(1 for n, _ in fakes[3].calls if n == "Heartbeat")
+        for _ in range(2):
+            await c.registry.detector.heartbeat(1)
+        await wait_until(lambda: sum(1 for n, _ in fakes[3].calls if n == "Heartbeat")
+                         > probes_of_3, timeout=10)  # the fail-over probes the backup
+        fakes[1].mute = False
+        await answers_again(c, 1)  # "up" while the fail-over is under way
+        await wait_until(lambda: not c.background_tasks(), timeout=10)
+        assert not c.orphans and 1 in c.nfs_configured and c.pairs[1] == 3
+        assert c.state.violations.count == 0 and not c.failovers
+
+    asyncio.run(with_controller(body))
+
+
 def test_two_reconfigurations_of_one_nf_do_not_interleave():
     """An NF's "up" and a second "up" (or the end of a fail-over) can each start configuring it:
     the second waits for the first, and so configures it from the state the first left (not an
