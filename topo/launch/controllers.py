@@ -7,8 +7,9 @@ import contextlib
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from topo.http_api import api_status
+from topo.http_api import api_status, http_json
 from topo.procs import wait_for
 
 
@@ -55,3 +56,18 @@ class Controllers:
                 name = wait_for(self.leader, timeout=timeout, interval=0.2,
                                 what="a leading controller")
         return self.apis[name] if name is not None else default
+
+    def read(self, path: str, default: str, attempts: int = 4) -> Any:
+        """GET `path` (e.g. "/nfs?refresh=1") from the controller leading now. The leader found
+        may lose its lease before it answers (seen at the end of a 10-minute soak on a busy
+        host: the read was refused), so a refused or timed-out read looks for the leader again,
+        `attempts` times in all; the last error is raised, naming the API."""
+        last: OSError | None = None
+        for _ in range(attempts):
+            api = self.settled_leader_api(default)
+            try:
+                return http_json(f"{api}{path}")
+            except OSError as exc:
+                last = exc
+                print(f"reading {api}{path} failed ({exc}): looking for the leader again")
+        raise OSError(f"no controller answered {path} in {attempts} attempts: {last}")

@@ -148,11 +148,12 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
         api = ctls.settled_leader_api(api)  # after controller faults, the standby may lead
         memory.stop()
-        nfs = http_json(f"{api}/nfs?refresh=1")  # counts as of now, not of the last load poll
+        nfs = ctls.read("/nfs?refresh=1", api)  # counts as of now, not of the last load poll
+        api = ctls.settled_leader_api(api)  # (the one that answered, unless it just stopped)
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         ports1 = port_snapshot(api, switch_node, target_status, first="interfaces")
         accounts, accounts_why = port_window(ports0, ports1, dist)
-        switch_drops: dict[str, int] = http_json(f"{api}/status").get("switch_drops", {})
+        switch_drops: dict[str, int] = ctls.read("/status", api).get("switch_drops", {})
         switch_doc = switch_status(sys_.switch_stats)
         kernel = kernel_counters(net, [h.name for h in cfg.edge], sys_.topo.switch_name,
                                  switch_links=switch_doc is None, machine_since=machine0)
@@ -163,14 +164,14 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                 "why_not": accounts_why or None}}, indent=1))
         lb: dict[str, Any] = {}
         if watch is not None:
-            lb = http_json(f"{api}/lb/history")
+            lb = ctls.read("/lb/history", api)
             lb["relief"] = watch.relief()
             lb["samples"] = watch.samples
             lb["hot_flows"] = hot_ids
         if dist is not None:  # (what each leader reported during the run, and this one's)
             seen = chaos_modes.FailoverLog()
             seen.add(dist.failovers)
-            seen.add(http_json(f"{api}/status")["failovers"])
+            seen.add(ctls.read("/status", api)["failovers"])
             dist.failovers = seen.rows()
             dist.rss = memory.snapshots()
             dist.rss_series = memory.series_json()
