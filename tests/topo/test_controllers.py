@@ -86,3 +86,23 @@ def test_a_final_read_refused_by_a_leader_that_just_stopped_is_made_of_the_next_
     finally:
         dying.server.shutdown()
         standby.server.shutdown()
+
+
+def test_a_controller_that_stops_again_at_once_is_not_started_in_a_loop() -> None:
+    """The run's display loop revives stopped controllers four times a second, as a supervisor
+    would: one that stops again within `MIN_LIFE_S` of its restart (a broken configuration, not
+    a starved machine) is left stopped, once said."""
+    started: list[str] = []
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        started.append(name)
+        proc = subprocess.Popen(["true"])
+        proc.wait()
+        return proc
+
+    first = subprocess.Popen(["true"])
+    first.wait()
+    ctls = Controllers(start, {"controller": "http://127.0.0.1:9"}, {"controller": first})
+    assert ctls.revive() == ["controller"]  # stopped by itself once: started again
+    assert ctls.revive() == [] and ctls.given_up == {"controller"}  # stopped again at once
+    assert ctls.revive() == [] and started == ["controller"]

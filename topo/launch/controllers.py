@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from topo.http_api import api_status, http_json
 from topo.procs import wait_for
+
+MIN_LIFE_S = 5.0  # a controller started again that stops sooner is not started a third time
 
 
 @dataclass
@@ -21,6 +25,13 @@ class Controllers:
     apis: dict[str, str]
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     revived: list[str] = field(default_factory=list)  # started again after stopping by themselves
+    # `revive` runs from the fault thread (between faults) and the run's display loop (as a
+    # supervisor would, also when no fault comes any more): one at a time, or both start one
+    _reviving: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # when `revive` last started each one; one that stops again within `MIN_LIFE_S` is broken
+    # (its log says why), not starved: it is left stopped (`given_up`), not restarted in a loop
+    _revived_at: dict[str, float] = field(default_factory=dict, repr=False)
+    given_up: set[str] = field(default_factory=set)
 
     def leader(self) -> str | None:
         """The name of the controller that leads and is the switch's primary, if any."""
@@ -37,11 +48,21 @@ class Controllers:
     def revive(self) -> list[str]:
         """Start again every controller that stopped (a leader that lost its lease exits, as
         designed, to stand by once started again); returns their names."""
-        stopped = [n for n, p in self.procs.items() if p.poll() is not None]
-        for name in stopped:
-            self.procs[name] = self.start(name)
-        self.revived += stopped
-        return stopped
+        with self._reviving:
+            now = time.monotonic()
+            stopped = [n for n, p in self.procs.items()
+                       if p.poll() is not None and n not in self.given_up]
+            for name in list(stopped):
+                if now - self._revived_at.get(name, -MIN_LIFE_S) < MIN_LIFE_S:
+                    self.given_up.add(name)
+                    stopped.remove(name)
+                    print(f"controller {name} stopped again {now - self._revived_at[name]:.1f} s "
+                          "after it was started: not started again (see its log)")
+                    continue
+                self.procs[name] = self.start(name)
+                self._revived_at[name] = now
+            self.revived += stopped
+            return stopped
 
     def settled_leader_api(self, default: str, timeout: float = 30.0) -> str:
         """The API of the controller leading now, for the final counts: controllers that

@@ -130,6 +130,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             worker.start()
         with Live(console=console, refresh_per_second=4) as live:
             while sender.poll() is None:
+                # a controller that stopped by itself (its lease lost on a starved machine) is
+                # started again, as its supervisor would, also once no fault comes any more (the
+                # soak's settle: both stopped and none led for its last minutes); counted below
+                for name in ctls.revive():
+                    console.print(f"controller {name} stopped by itself: started again")
                 with contextlib.suppress(Exception):
                     if watch is not None:
                         watch.api = ctls.leader_api(watch.api)  # (a controller fault)
