@@ -31,7 +31,7 @@ from typing import Literal
 from nf_host.etcd_endpoints import ETCD_NAME
 from nf_host.pki import local_pki
 from nf_host.tls import Identity
-from topo.procs import free_port, stop_process, wait_for
+from topo.procs import free_port, prioritize_session, stop_process, wait_for
 
 # a member keeps its raft log in memory up to a snapshot, every SNAPSHOT_COUNT entries (etcd's
 # default is 100000), and 5000 more after it (fixed in etcd 3.4); revisions older than
@@ -40,6 +40,11 @@ from topo.procs import free_port, stop_process, wait_for
 # (default 100). On a bare 3-member cluster at 100 writes/s (26,000 in 5 minutes), 5000 entries,
 # revision compaction and GOGC 100 reached 53-58 MiB and still grew; these settings levelled off
 # at 43-45 MiB from the third minute on (docs/chaos.md, "Memory over a soak")
+# the members run at the controllers' niceness, their sessions too (`prioritize_session`): at nice
+# 0 on a starved host (make soak-all: ten NFs, moves, faults and two CPU hogs on 2 cores) the
+# members lost their raft leader and the controllers, both in turn, their 5 s lease, and the run
+# ended with none leading
+ETCD_NICE = -10
 SNAPSHOT_COUNT = 1000
 COMPACTION_RETENTION = "1m"
 GOGC = "50"
@@ -143,7 +148,7 @@ class EtcdCluster:
         log = open(m.log_file, "ab")  # noqa: SIM115  (etcd holds its own descriptor)
         m.proc = subprocess.Popen(
             [
-                binary,
+                "nice", "-n", str(ETCD_NICE), binary,
                 "--name", m.name,
                 "--data-dir", str(m.data_dir),
                 "--listen-client-urls", m.client_urls,
@@ -168,6 +173,7 @@ class EtcdCluster:
             start_new_session=True,
         )
         log.close()
+        prioritize_session(m.proc.pid, ETCD_NICE)  # (its own session: see ETCD_NICE)
 
     def kill(self, index: int) -> None:
         """SIGKILL member `index` (its data directory stays, so `start` brings it back)."""
