@@ -274,12 +274,12 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
     return await _undo(ctl, intent, error, result)
 
 
-async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
-    """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
-    "started", "cancelled", "forgotten" (not started, and it knew nothing of the adoption: it
-    restarted, M14), "down" (declared down before it answered) or "unknown" (no answer within
-    `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
-    gives what it buffered back to the old owner `src` (M11)."""
+async def _ask_cancel_adopt(ctl: MoveHost, nf: int, slot: int, epoch: int, src: int,
+                            timeout: float, whose: str = "") -> pb.CancelAdoptReply | str:
+    """`CancelAdopt` of `slot` at `epoch` asked of `nf` (old owner `src` named, when known, for
+    what `nf` buffered or holds to go back to) and asked again while it does not answer: its
+    reply, "down" (`nf` declared down before it answered) or "unknown" (no answer within
+    `ctl.fence_patience`). The NF answers the same however often it is asked."""
     reg = ctl.registry
     back_to = ""
     if src:
@@ -287,20 +287,32 @@ async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) 
             back_to = ctl.cfg.nf(src).replication_address()
     deadline = time.monotonic() + ctl.fence_patience
     while True:
-        if reg.nfs[to_nf].declared_down:
+        if reg.nfs[nf].declared_down:
             return "down"
         try:
-            reply = await reg.call(to_nf, "CancelAdopt", pb.AdoptRequest(
+            reply: pb.CancelAdoptReply = await reg.call(nf, "CancelAdopt", pb.AdoptRequest(
                 slot=slot, epoch=epoch, from_nf_id=src if back_to else 0, from_address=back_to),
-                timeout=ADOPT_TIMEOUT)
-            if reply.started:
-                return "started"
-            return "cancelled" if reply.held else "forgotten"
+                timeout=timeout)
+            return reply
         except NfControlError as exc:
-            LOG.warning("fence of slot %d at NF %d: %s", slot, to_nf, exc)
+            LOG.warning("fence of slot %d at NF %d%s: %s", slot, nf, whose, exc)
         if time.monotonic() >= deadline:
             return "unknown"
         await asyncio.sleep(FENCE_RETRY)
+
+
+async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
+    """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
+    "started", "cancelled", "forgotten" (not started, and it knew nothing of the adoption: it
+    restarted, M14), "down" (declared down before it answered) or "unknown" (no answer within
+    `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
+    gives what it buffered back to the old owner `src` (M11)."""
+    reply = await _ask_cancel_adopt(ctl, to_nf, slot, epoch, src, ADOPT_TIMEOUT)
+    if isinstance(reply, str):
+        return reply
+    if reply.started:
+        return "started"
+    return "cancelled" if reply.held else "forgotten"
 
 
 async def fence_backup(ctl: MoveHost, intent: MoveIntent) -> str:
@@ -312,23 +324,13 @@ async def fence_backup(ctl: MoveHost, intent: MoveIntent) -> str:
     slot, src, to_nf = intent.slot, intent.src, intent.dst
     owner = ctl.slot_map.owner(slot)
     holder = ctl.state.pairs.get(to_nf) if owner == to_nf else owner
-    if holder is None or holder == src or ctl.registry.nfs[holder].declared_down:
+    if holder is None or holder == src:
         return "down"
-    back_to = ""
-    with contextlib.suppress(KeyError):
-        back_to = ctl.cfg.nf(src).replication_address()
-    deadline = time.monotonic() + ctl.fence_patience
-    while True:  # (asked again: it answers the same once it has given its copies back)
-        try:
-            reply = await ctl.registry.call(holder, "CancelAdopt", pb.AdoptRequest(
-                slot=slot, epoch=intent.epoch, from_nf_id=src if back_to else 0,
-                from_address=back_to), timeout=ADOPT_TIMEOUT + GIVE_BACK_WAIT)
-            break
-        except NfControlError as exc:
-            LOG.warning("fence of slot %d at NF %d, the adopter's backup: %s", slot, holder, exc)
-        if time.monotonic() >= deadline or ctl.registry.nfs[holder].declared_down:
-            return "down"
-        await asyncio.sleep(FENCE_RETRY)
+    # (the wait covers its giving the copies back: it answers once they are given)
+    reply = await _ask_cancel_adopt(ctl, holder, slot, intent.epoch, src,
+                                    ADOPT_TIMEOUT + GIVE_BACK_WAIT, ", the adopter's backup")
+    if isinstance(reply, str):
+        return "down"
     LOG.warning("slot %d: adopter NF %d is down or restarted; its backup NF %d %s", slot, to_nf, holder,
                 "holds the state it started the slot with" if reply.started
                 else f"holds no state of it: its copies go back to NF {src}")
