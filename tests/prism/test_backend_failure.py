@@ -6,57 +6,24 @@ namespace, links shaped so that the crash lands in the middle of responses."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from prism.private_netns import run_in_private_netns
-from prism.testbed import REPO, Testbed, target_missing, wait_until
+from tests.prism.crash_run import CONNECTIONS, REQUESTS, SIZE, VICTIM, crash_run, of_kind
 
 pytestmark = pytest.mark.netns
-
-CONNECTIONS, REQUESTS, SIZE = 3, 4, 400_003  # 400 kB at 8 Mbit/s: 0.4 s a response at best
-VICTIM = 1
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def handed_to_victim(stats: Path) -> bool:
-    return any(r["kind"] == "handoff" and r["backend"] == f"10.0.3.{VICTIM}"
-               for r in records(stats))
-
-
-def crash_mid_response(logdir: Path) -> dict[str, Any]:
-    tb = Testbed(backends=2, logdir=logdir, rate_mbit=8.0)
-    try:
-        stats = logdir / "every.jsonl"
-        tb.start_servers("every", stats=stats, frontend_args=["--fail-after", "1.0"])
-        client = tb.start_client("--connections", str(CONNECTIONS), "--requests", str(REQUESTS),
-                                 "--size", str(SIZE))
-        # the victim has restored and committed a connection, its response is under way
-        wait_until("a hand-off to the victim", lambda: handed_to_victim(stats), timeout=60)
-        tb.crash_backend(VICTIM)
-        result = tb.client_result(client, timeout=120)
-        return {"client": result, "records": records(stats)}
-    finally:
-        tb.close()
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if missing := target_missing("p4sim", REPO / "build"):
-        pytest.skip(missing)
-    logdir = tmp_path_factory.mktemp("prism-failure")
-    return run_in_private_netns(lambda: crash_mid_response(logdir), timeout=240,
-                                on_interrupt=Testbed.close_all)
+    # the victim has restored and committed a connection, its response is under way
+    return crash_run(tmp_path_factory, "prism-failure", "every", ["--fail-after", "1.0"],
+                     "handoff", "a hand-off to the victim")
 
 
 def lost(run: dict[str, Any]) -> list[dict[str, Any]]:
-    return [r for r in run["records"] if r["kind"] == "lost"]
+    return of_kind(run, "lost")
 
 
 def test_client_sees_every_byte_and_no_reset(run: dict[str, Any]) -> None:

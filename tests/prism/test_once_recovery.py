@@ -7,53 +7,21 @@ byte-exact, no reset. Through p4sim, in a private network namespace, links at 8 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from prism.private_netns import run_in_private_netns
-from prism.testbed import REPO, Testbed, target_missing, wait_until
-from tests.prism.test_backend_failure import records
+from tests.prism.crash_run import CONNECTIONS, REQUESTS, SIZE, VICTIM, crash_run, of_kind
 
 pytestmark = pytest.mark.netns
-
-CONNECTIONS, REQUESTS, SIZE = 3, 4, 400_003  # 400 kB at 8 Mbit/s: 0.4 s a response at best
-VICTIM = 1
-
-
-def snapshot_from_victim(stats: Path) -> bool:
-    """The victim answers a later request (not the handed-off one) after this snapshot."""
-    return any(r["kind"] == "snapshot" and r["backend"] == f"10.0.3.{VICTIM}"
-               for r in records(stats))
-
-
-def crash_after_snapshot(logdir: Path) -> dict[str, Any]:
-    tb = Testbed(backends=2, logdir=logdir, rate_mbit=8.0)
-    try:
-        stats = logdir / "once.jsonl"
-        tb.start_servers("once", stats=stats, frontend_args=["--fail-after", "1.0", "--snapshots"])
-        client = tb.start_client("--connections", str(CONNECTIONS), "--requests", str(REQUESTS),
-                                 "--size", str(SIZE))
-        wait_until("a snapshot from the victim", lambda: snapshot_from_victim(stats), timeout=60)
-        tb.crash_backend(VICTIM)
-        result = tb.client_result(client, timeout=120)
-        return {"client": result, "records": records(stats)}
-    finally:
-        tb.close()
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if missing := target_missing("p4sim", REPO / "build"):
-        pytest.skip(missing)
-    logdir = tmp_path_factory.mktemp("prism-once-failure")
-    return run_in_private_netns(lambda: crash_after_snapshot(logdir), timeout=240,
-                                on_interrupt=Testbed.close_all)
-
-
-def of_kind(run: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [r for r in run["records"] if r["kind"] == kind]
+    # the victim answers a later request (not the handed-off one) after this snapshot
+    return crash_run(tmp_path_factory, "prism-once-failure", "once",
+                     ["--fail-after", "1.0", "--snapshots"], "snapshot",
+                     "a snapshot from the victim")
 
 
 def test_client_sees_every_byte_and_no_reset(run: dict[str, Any]) -> None:
