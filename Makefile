@@ -11,6 +11,8 @@ PY         := $(VENV)/bin/python
 PIP        := $(VENV)/bin/pip
 TARGET     ?= p4sim
 PYTEST_ARGS ?=
+# processes for the in-process tests in `make test` (pytest-xdist)
+TEST_JOBS ?= 2
 RUN_ARGS   ?=
 UP_ARGS    ?=
 IMPORT_CYCLES_ARGS ?=
@@ -54,7 +56,13 @@ $(SETUP_STAMP): $(APT_STAMP) requirements.txt pyproject.toml
 
 test: setup build p4rt-shell-venv ## lint (ruff, mypy), build the P4 program, then every test (pytest)
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@# the in-process tests on both cores (pytest-xdist), then the namespace tests one at a time
+	@# (they share the host's interfaces and Mininet's names); both run, whatever the first gave;
+	@# a selection with none of one kind (exit 5: nothing collected) is no failure
+	$(PY) -m pytest -m "not netns" -n $(TEST_JOBS) $(PYTEST_ARGS); a=$$?; \
+	  $(PY) -m pytest -m netns $(PYTEST_ARGS); b=$$?; \
+	  for rc in $$a $$b; do [ $$rc -eq 0 ] || [ $$rc -eq 5 ] || exit $$rc; done; \
+	  [ $$a -eq 0 ] || [ $$b -eq 0 ] || { echo "make test: no test selected"; exit 5; }
 
 unit: setup ## only the fast in-process tests
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

@@ -35,7 +35,7 @@ def test_every_transition_outside_the_table_raises_when_strict(old: NfPhase, new
         s.nfs.to(7, new)
 
 
-@pytest.mark.parametrize("old,new", [(old, new) for old in P for new in TRANSITIONS[old]])
+@pytest.mark.parametrize("old,new", [(old, new) for old in P for new in P if new in TRANSITIONS[old]])
 def test_every_transition_of_the_table_is_taken_without_a_violation(old: NfPhase, new: NfPhase):
     s = ClusterState({}, strict=True)
     s.nfs._phase[7] = old
