@@ -9,7 +9,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from contract.replication import (
     Delta,
@@ -118,7 +117,7 @@ class WorkerCore:
         self.takeover_plan: tuple[int, int, str] | None = None
         self.took_over_from: set[int] = set()  # until the controller's Promote for them
         self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
         self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
         self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
