@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 
 from contract.replication import (
     Delta,
@@ -474,7 +474,7 @@ class WorkerCore:
         return self.backups.replicas
 
     @property
-    def backed_up(self) -> set[int]:
+    def backed_up(self) -> Set[int]:
         """The slots backed up here (`backups`), to read."""
         return self.backups.backed_up
 
