@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from contract.replication import Ack, Message, TransferAck
+from contract.results import PromoteResult
 from contract.roles import Role, SlotRole
 from contract.shim import Kind
 from nf_host.global_state import MemoryStore
@@ -131,7 +132,7 @@ def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
             res = b.w.promote([SLOT])
             # the 8 outputs A released are logged still (no later delta said they had left):
             # they are sent again, and the switch drops them
-            assert res == {"replayed": 3, "slots": [SLOT], "reemitted": 8}
+            assert res == PromoteResult(replayed=3, slots=[SLOT], reemitted=8)
             assert b.w.slots[SLOT].role == SlotRole.PRIMARY
             sink = CheckerSink()
             dedup = OutputDedup()
