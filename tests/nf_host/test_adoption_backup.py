@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from contract.replication import Forward, SlotState
-from contract.results import FenceResult
+from contract.results import FenceResult, PromoteResult
 from contract.shim import FRAME_KIND, FRAME_SLOT, SLOT_SEQ, Kind
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
@@ -53,7 +53,7 @@ def _seq_kind(frame: bytes) -> tuple[int, int]:
 
 
 def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_owner() -> None:
-    async def run() -> tuple[Worker, list[Any], list[Any], dict[str, Any]]:
+    async def run() -> tuple[Worker, list[Any], list[Any], FenceResult]:
         w, links, switch = _backup_of_adopter()
         # B dies before A's transfer reached it: the backup promotes what it backs up, but not
         # the slot B never started (by itself on B's death, and in the controller's fail-over)
@@ -78,7 +78,7 @@ def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_
 
 
 def test_an_adoption_its_primary_started_is_promoted_and_the_fence_answers_started() -> None:
-    async def run() -> tuple[Worker, dict[str, Any], dict[str, Any]]:
+    async def run() -> tuple[Worker, FenceResult, PromoteResult]:
         w, _links, _switch = _backup_of_adopter()
         # B accepted A's transfer: its state came first (A processed 1..10)
         w.on_replication(SlotState(1, SLOT, EPOCH, 5, 10, []))

@@ -9,7 +9,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
@@ -764,7 +763,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
             calls: list[list[int]] = []
             real = b.w.promotion._promote
 
-            def spy(chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+            def spy(chosen: list[int], dead: int, measured: list[int]) -> PromoteResult:
                 calls.append(list(chosen))
                 if len(calls) == 2:  # mid-way: a packet for the last idle slot, not promoted yet
                     p, _c = sw.stamp(idle[-1], checker_frame(2, 1), 2, 3)
