@@ -56,7 +56,7 @@ async def move(flows: int, changed: int, same_cluster: bool) -> tuple[int, int, 
         res = await a.release(SLOT, 2, b_addr, same_cluster)
         dt = time.perf_counter() - t
         assert len(b.slots[SLOT].state.flows) == flows
-        return int(res["bytes_shipped"]), int(res["flows_shipped"]), dt
+        return res.bytes_shipped, res.flows_shipped, dt
     finally:
         await a.stop()
         await b.stop()

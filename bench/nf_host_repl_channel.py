@@ -38,7 +38,7 @@ def ack(m: Message) -> Ack:
 async def tcp_run(n: int, flows: int, window: int) -> tuple[float, float]:
     server = ReplicationServer("127.0.0.1", 0, ack)
     await server.start()
-    assert server._server is not None
+    assert isinstance(server._server, asyncio.Server)  # (TCP here, not the simulation's)
     port = server._server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     rtts = []

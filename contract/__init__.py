@@ -15,5 +15,6 @@ their shared definitions from here instead of from each other's internals: the P
     nf_params       an NF's parameters (a JSON object): the one parsing rule
     replication     the replication channel's messages and their one codec
     commands        the NF control commands (controller -> NF parent -> worker), typed
+    results         what those commands answer, one frozen dataclass per kind
     proto           the NF control API (gRPC), generated from proto/nf_control.proto
 """

@@ -29,48 +29,76 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar, cast
 
+from contract.results import FenceResult, PromoteResult, ReleaseResult, SlotFlows, WorkerStatus
 from contract.roles import Role
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Returns(Generic[R_co]):
+    """A command whose answer is an `R` (`RESULT` at run time; None: it answers nothing)."""
+
+    __slots__ = ()
+    RESULT: ClassVar[type[object]]
+    NAME: ClassVar[str]
+
+
+def answer(cmd: Returns[R], value: object) -> R:
+    """`value` as `cmd`'s answer, checked against its `RESULT` (TypeError if it is not): the one
+    place an answer that crossed a pipe or a dispatch table gets its type back."""
+    if not isinstance(value, cmd.RESULT):
+        raise TypeError(f"{cmd.NAME!r} answered a {type(value).__name__}, not a "
+                        f"{cmd.RESULT.__name__}")
+    return cast(R, value)
 
 
 @dataclass(frozen=True, slots=True)
-class Ping:
+class Ping(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "ping"
 
 
 @dataclass(frozen=True, slots=True)
-class Status:
+class Status(Returns[WorkerStatus]):
+    RESULT: ClassVar[type[object]] = WorkerStatus
     NAME: ClassVar[str] = "status"
 
 
 @dataclass(frozen=True, slots=True)
-class Flows:
+class Flows(Returns[SlotFlows]):
+    RESULT: ClassVar[type[object]] = SlotFlows
     NAME: ClassVar[str] = "flows"
     slot: int
 
 
 @dataclass(frozen=True, slots=True)
-class SetRole:
+class SetRole(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "set_role"
     role: Role
 
 
 @dataclass(frozen=True, slots=True)
-class SetBackup:
+class SetBackup(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "set_backup"
     nf_id: int
     address: str
 
 
 @dataclass(frozen=True, slots=True)
-class SetPeers:
+class SetPeers(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "set_peers"
     peers: list[tuple[int, str]]
 
 
 @dataclass(frozen=True, slots=True)
-class Assign:
+class Assign(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "assign"
     slots: list[tuple[int, int, int | None]]
     as_backup: bool
@@ -79,7 +107,8 @@ class Assign:
 
 
 @dataclass(frozen=True, slots=True)
-class Adopt:
+class Adopt(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "adopt"
     slot: int
     epoch: int
@@ -88,7 +117,8 @@ class Adopt:
 
 
 @dataclass(frozen=True, slots=True)
-class CancelAdopt:
+class CancelAdopt(Returns[FenceResult]):
+    RESULT: ClassVar[type[object]] = FenceResult
     NAME: ClassVar[str] = "cancel_adopt"
     slot: int
     epoch: int
@@ -97,7 +127,8 @@ class CancelAdopt:
 
 
 @dataclass(frozen=True, slots=True)
-class Release:
+class Release(Returns[ReleaseResult]):
+    RESULT: ClassVar[type[object]] = ReleaseResult
     NAME: ClassVar[str] = "release"
     slot: int
     to_nf: int
@@ -107,7 +138,8 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
-class ArmTakeover:
+class ArmTakeover(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "arm_takeover"
     primary: int
     successor: int
@@ -115,7 +147,8 @@ class ArmTakeover:
 
 
 @dataclass(frozen=True, slots=True)
-class Promote:
+class Promote(Returns[PromoteResult]):
+    RESULT: ClassVar[type[object]] = PromoteResult
     NAME: ClassVar[str] = "promote"
     slots: list[int]
     dead: int = 0
@@ -125,14 +158,25 @@ class Promote:
 
 
 @dataclass(frozen=True, slots=True)
-class UpdateNf:
+class UpdateNf(Returns[None]):
+    RESULT: ClassVar[type[object]] = type(None)
     NAME: ClassVar[str] = "update_nf"
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, object] = field(default_factory=dict)
     dry_run: bool = False
 
 
 Command = (Ping | Status | Flows | SetRole | SetBackup | SetPeers | Assign | Adopt | CancelAdopt
            | Release | ArmTakeover | Promote | UpdateNf)
+COMMANDS = (Ping, Status, Flows, SetRole, SetBackup, SetPeers, Assign, Adopt, CancelAdopt, Release,
+            ArmTakeover, Promote, UpdateNf)
+"""Every command class (an isinstance check that a value is a `Command`)."""
+
+
+def as_command(cmd: Returns[object]) -> Command:
+    """`cmd` as one of the commands (TypeError if it is none)."""
+    if not isinstance(cmd, COMMANDS):
+        raise TypeError(f"{cmd!r} is not a command")
+    return cmd
 
 
 # ---------------------------------------------------------------------------------- decoding
@@ -154,25 +198,32 @@ def _str(args: Mapping[str, object], key: str, default: str | None = None) -> st
     return v
 
 
-def _list(args: Mapping[str, object], key: str) -> list[Any]:
+def _list(args: Mapping[str, object], key: str) -> list[object]:
     v = args.get(key)
     if not isinstance(v, list | tuple):
         raise ValueError(f"argument {key!r} is not a list: {v!r}")
     return list(v)
 
 
-def _ints(items: list[Any], n: int, what: str) -> tuple[Any, ...]:
+def _ints(items: object, n: int, what: str) -> tuple[object, ...]:
     if not isinstance(items, list | tuple) or len(items) != n:
         raise ValueError(f"{what} is not {n} values: {items!r}")
     return tuple(items)
 
 
-def _peer(item: Any) -> tuple[int, str]:
+def _params(args: Mapping[str, object]) -> dict[str, object]:
+    v = args.get("params") or {}
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
+        raise ValueError(f"argument 'params' is not a mapping by name: {v!r}")
+    return {str(k): val for k, val in v.items()}
+
+
+def _peer(item: object) -> tuple[int, str]:
     nf, address = _ints(item, 2, "a peer")
     return _int({"nf_id": nf}, "nf_id"), _str({"address": address}, "address")
 
 
-def _slot_epoch(item: Any) -> tuple[int, int, int | None]:
+def _slot_epoch(item: object) -> tuple[int, int, int | None]:
     slot, epoch, nxt = _ints(item, 3, "a slot assignment")
     return (_int({"slot": slot}, "slot"), _int({"epoch": epoch}, "epoch"),
             None if nxt is None else _int({"next_seq": nxt}, "next_seq"))
@@ -214,8 +265,7 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
     "promote": lambda a: Promote([_int({"slot": s}, "slot") for s in _list(a, "slots")],
                                  _int(a, "dead", 0), _int(a, "backup", 0), _str(a, "address", ""),
                                  _epochs(a)),
-    "update_nf": lambda a: UpdateNf(dict(a.get("params") or {}),  # type: ignore[call-overload]
-                                    bool(a.get("dry_run"))),
+    "update_nf": lambda a: UpdateNf(_params(a), bool(a.get("dry_run"))),
 }
 
 
@@ -228,7 +278,6 @@ def decode(name: str, args: Mapping[str, object] | None = None) -> Command:
 
 
 # ---------------------------------------------------------------------------------- dispatch
-R = TypeVar("R")
 C = TypeVar("C", Ping, Status, Flows, SetRole, SetBackup, SetPeers, Assign, Adopt, CancelAdopt,
             Release, ArmTakeover, Promote, UpdateNf)
 
@@ -237,10 +286,15 @@ class Dispatch(Generic[R]):
     """A runner's table: command type -> its handler (each registered with its own type)."""
 
     def __init__(self) -> None:
-        self._table: dict[type, Callable[[Any], R]] = {}
+        self._table: dict[type, Callable[[Command], R]] = {}
 
     def on(self, cls: type[C], handler: Callable[[C], R]) -> None:
-        self._table[cls] = handler
+        def checked(cmd: Command) -> R:  # (the table's key: `cmd` is a `cls`)
+            if not isinstance(cmd, cls):
+                raise TypeError(f"a {type(cmd).__name__} given to the handler of {cls.__name__}")
+            return handler(cmd)
+
+        self._table[cls] = checked
 
     def __call__(self, cmd: Command) -> R:
         handler = self._table.get(type(cmd))

@@ -7,10 +7,9 @@ the control API's `UpdateNf` (`params_json`).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 
-def parse_params(text: str, what: str = "params") -> dict[str, Any]:
+def parse_params(text: str, what: str = "params") -> dict[str, object]:
     """An NF's parameters from their JSON text (a JSON object); ValueError naming `what` and
     what is wrong. The one rule for `nf-host run --params`, `nfc update --params`, the API's
     update body and `UpdateNf`."""

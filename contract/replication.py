@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar, cast
 
 import msgpack
 
@@ -237,11 +237,18 @@ def _bytes(m: Mapping[str, object], key: str) -> bytes:
     return v
 
 
-def _list(m: Mapping[str, object], key: str, default: list[Any] | None = None) -> list[Any]:
+def _list(m: Mapping[str, object], key: str, default: list[object] | None = None) -> list[object]:
     v = m.get(key, default)
     if not isinstance(v, list):
         raise ProtocolError(f"{m.get('t')!r}: field {key!r} is not a list")
     return v
+
+
+def _entries(m: Mapping[str, object], key: str) -> list[WireEntry]:
+    """A list of flow entries; each entry is checked where it is used (`Replica.apply`, whose
+    errors the receiver counts, and `entries_from_wire`), not here: a malformed entry fails its
+    slot, not the frame."""
+    return cast(list[WireEntry], _list(m, key))
 
 
 def _row_from(item: object) -> SlotRow:
@@ -252,7 +259,7 @@ def _row_from(item: object) -> SlotRow:
                  item, strict=False))
     w["t"] = "d"
     return SlotRow(_int(w, "slot"), _int(w, "epoch"), _int(w, "version"), _opt_int(w, "last_seq"),
-                   _list(w, "entries"), bool(w.get("replace")), _opt_int(w, "gen") or 0,
+                   _entries(w, "entries"), bool(w.get("replace")), _opt_int(w, "gen") or 0,
                    None if w.get("del") is None else _list(w, "del"))
 
 
@@ -274,12 +281,12 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Message]] = {
                          _opt_int(m, "n") or 0, _outputs(m), _opt_int(m, "rel")),
     "a": lambda m: Ack(_int(m, "b")),
     "x": lambda m: Transfer(_int(m, "id"), _int(m, "slot"), _int(m, "epoch"), _opt_int(m, "seq"),
-                            _int(m, "version"), _int(m, "base"), _list(m, "flows"),
+                            _int(m, "version"), _int(m, "base"), _entries(m, "flows"),
                             _list(m, "del", []) if m.get("del") is not None else [],
                             _opt_int(m, "n")),
     "xa": lambda m: TransferAck(_int(m, "id"), bool(m.get("ok")), str(m.get("err") or "")),
     "xs": lambda m: SlotState(_int(m, "id"), _int(m, "slot"), _int(m, "epoch"),
-                              _int(m, "version"), _opt_int(m, "seq"), _list(m, "flows")),
+                              _int(m, "version"), _opt_int(m, "seq"), _entries(m, "flows")),
     "xsa": lambda m: SlotStateAck(_int(m, "id")),
     "f": lambda m: Forward(_bytes(m, "f")),
     "c": lambda m: InputCopy(_bytes(m, "f")),
@@ -319,10 +326,15 @@ class Dispatch(Generic[R]):
     """A receiver's table: message type -> its handler (each registered with its own type)."""
 
     def __init__(self) -> None:
-        self._table: dict[type, Callable[[Any], R]] = {}
+        self._table: dict[type, Callable[[Message], R]] = {}
 
     def on(self, cls: type[M], handler: Callable[[M], R]) -> None:
-        self._table[cls] = handler
+        def checked(msg: Message) -> R:  # (the table's key: `msg` is a `cls`)
+            if not isinstance(msg, cls):
+                raise ProtocolError(f"a {msg.T!r} message given to the handler of {cls.T!r}")
+            return handler(msg)
+
+        self._table[cls] = checked
 
     def handles(self, msg: Message) -> bool:
         return type(msg) in self._table

@@ -8,15 +8,51 @@ slot backed up before any delta, the idle slots a promotion has yet to reach (an
 primary they were), and the switch's epoch the controller's `Promote` listed. Every change goes
 through a method named after the event that makes it; the owned slots are `Worker.slots`
 (`SlotRuntime`, their roles and checked transitions in `contract.roles.SLOT_TRANSITIONS`).
+
+Whether a slot is backed up here is one `Backing` per slot, changed only along
+`BACKING_TRANSITIONS` (`BackupSlots._become`, which refuses any other change, as
+`SlotRuntime.become` does for owned slots): `BACKUP`; `ADOPTION`, backed up while our primary
+adopts it and has not started it, never promoted from here (docs/protocols.md §5, M14); and
+`ADOPTION_NOT_BACKED_UP`, the same adoption still undecided when this NF adopts the slot itself
+(it stays unpromotable, and the move's fence still gives our copies back). `backed_up` and
+`adoptions` are read-only views of it. A peer's replica (`replicas`) and a promotion's idle
+slots still to reach (`promote_later`) are data beside it, not states of it: a replica is held
+whether or not the slot is backed up, and a promotion may list a slot held only as a replica,
+or not held at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
+from enum import Enum
 
-from contract.roles import SlotRole
+from contract.roles import SlotRole, SlotTransitionError
 from contract.seq import SEQ_MASK, older_owner
 from nf_host.state_store import Replica
+
+
+class Backing(Enum):
+    """Whether and how a slot is backed up here (see the module docstring)."""
+
+    BACKUP = "backup"
+    ADOPTION = "adoption"
+    ADOPTION_NOT_BACKED_UP = "adoption not backed up"
+
+
+# The changes `BackupSlots` makes to a slot's backing (None: not backed up, no adoption), each by
+# `_become`, which refuses any other. An assignment backs a slot up (as our primary's adoption
+# with `adoption`, which only the adoption's start clears); a release notice, the copies given
+# back, a promotion or a clear end it; this NF adopting the slot, a takeover given up or a
+# promotion end its backing but not an undecided adoption, which only its start, the release
+# notice, the copies given back or a clear ends.
+BACKING_TRANSITIONS: dict[Backing | None, frozenset[Backing | None]] = {
+    None: frozenset({Backing.BACKUP, Backing.ADOPTION}),
+    Backing.BACKUP: frozenset({Backing.ADOPTION, None}),
+    Backing.ADOPTION: frozenset({Backing.BACKUP, Backing.ADOPTION_NOT_BACKED_UP, None}),
+    Backing.ADOPTION_NOT_BACKED_UP: frozenset({Backing.ADOPTION, None}),
+}
+_BACKED_UP = frozenset({Backing.BACKUP, Backing.ADOPTION})
+_ADOPTIONS = frozenset({Backing.ADOPTION, Backing.ADOPTION_NOT_BACKED_UP})
 
 
 class BackupSlots:
@@ -24,15 +60,57 @@ class BackupSlots:
 
     def __init__(self) -> None:
         self.replicas: dict[int, Replica] = {}  # every slot held, backed up or a peer's
-        self.backed_up: set[int] = set()  # the slots we back up (of our primary)
+        self._backing: dict[int, Backing] = {}
+        # views of `_backing` (read on every packet: kept, not computed): the slots we back up
+        # (of our primary), and those our primary is adopting (a move) and has not started,
+        # whose state is the old owner's, so never promoted from here (docs/protocols.md §5, M14)
+        self._backed_up: set[int] = set()
+        self._adoptions: set[int] = set()
         self._next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
         self._to_promote: dict[int, int] = {}  # idle slots a promotion has yet to reach -> dead
         # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
         # promoted slot owns at least that epoch (its replica may be gone, or older)
         self._told_epochs: dict[int, int] = {}
-        # backed-up slots our primary is adopting (a move) and has not started: their state is
-        # the old owner's, so they are never promoted from here (docs/protocols.md §5, M14)
-        self.adoptions: set[int] = set()
+
+    # ------------------------------------------------------------------ the backing
+    def backing(self, slot: int) -> Backing | None:
+        return self._backing.get(slot)
+
+    @property
+    def backed_up(self) -> Set[int]:
+        """The slots backed up here (`BACKUP` or `ADOPTION`)."""
+        return self._backed_up
+
+    @property
+    def adoptions(self) -> Set[int]:
+        """The slots our primary adopts and has not started (never promoted from here)."""
+        return self._adoptions
+
+    def _become(self, slot: int, new: Backing | None) -> None:
+        """Change `slot`'s backing along `BACKING_TRANSITIONS`; any other change raises."""
+        old = self._backing.get(slot)
+        if new == old:
+            return
+        if new not in BACKING_TRANSITIONS[old]:
+            raise SlotTransitionError(f"slot {slot}: backing {old and old.name} -> "
+                                      f"{new and new.name} is not a transition")
+        if new is None:
+            del self._backing[slot]
+        else:
+            self._backing[slot] = new
+        if new in _BACKED_UP:
+            self._backed_up.add(slot)
+        else:
+            self._backed_up.discard(slot)
+        if new in _ADOPTIONS:
+            self._adoptions.add(slot)
+        else:
+            self._adoptions.discard(slot)
+
+    def _not_backed_up(self, slot: int) -> None:
+        """No longer backed up here; an undecided adoption of it stays one."""
+        old = self._backing.get(slot)
+        self._become(slot, Backing.ADOPTION_NOT_BACKED_UP if old in _ADOPTIONS else None)
 
     # ------------------------------------------------------------------ what is held
     def role(self, slot: int) -> SlotRole | None:
@@ -64,9 +142,8 @@ class BackupSlots:
     def assign(self, slot: int, epoch: int, next_seq: int | None, adoption: bool = False) -> None:
         """`AssignSlots` as backup: backed up here, with an (empty) replica at `epoch` and the
         number the slot's primary starts at, if given; `adoption`: our primary adopts it (M14)."""
-        if adoption:
-            self.adoptions.add(slot)
-        self.backed_up.add(slot)
+        adopting = adoption or slot in self._adoptions  # (only its start ends an adoption)
+        self._become(slot, Backing.ADOPTION if adopting else Backing.BACKUP)
         rep = self.replicas.setdefault(slot, Replica(slot, epoch=epoch))
         if next_seq is not None and rep.last_seq is None:
             rep.last_seq = (next_seq - 1) & SEQ_MASK
@@ -76,8 +153,7 @@ class BackupSlots:
     def released(self, slot: int, epoch: int | None) -> None:
         """Our primary released `slot` (its release notice): no longer backed up; with the
         move's `epoch`, a cancelled move's (empty) replica at that epoch goes too."""
-        self.backed_up.discard(slot)
-        self.adoptions.discard(slot)
+        self._become(slot, None)
         rep = self.replicas.get(slot)
         if rep is not None and epoch is not None and rep.epoch == epoch:
             del self.replicas[slot]
@@ -85,13 +161,14 @@ class BackupSlots:
     def started(self, slot: int) -> None:
         """Our primary started `slot` (its state came: its SlotState, or a whole entry of it):
         promotable from here now (M14)."""
-        self.adoptions.discard(slot)
+        old = self._backing.get(slot)
+        if old in _ADOPTIONS:
+            self._become(slot, Backing.BACKUP if old == Backing.ADOPTION else None)
 
     def given_back(self, slot: int) -> None:
         """The copies of an adoption our dead primary never started went to the old owner
         (M14): nothing of `slot` is held here any more."""
-        self.adoptions.discard(slot)
-        self.backed_up.discard(slot)
+        self._become(slot, None)
         self.replicas.pop(slot, None)
         self._next_seq.pop(slot, None)
         self._to_promote.pop(slot, None)
@@ -99,7 +176,7 @@ class BackupSlots:
     def adopting(self, slot: int) -> None:
         """We adopt `slot` (a move): not backed up here any more (its replica stays, the base
         of a delta transfer)."""
-        self.backed_up.discard(slot)
+        self._not_backed_up(slot)
 
     def transferred(self, slot: int) -> None:
         """A move's transfer of `slot` was accepted here: its replica is the adopted state now."""
@@ -110,7 +187,7 @@ class BackupSlots:
         backed up nor waiting for its promotion; a replica again, with the state it had (`rep`),
         if it was owned already."""
         self._to_promote.pop(slot, None)
-        self.backed_up.discard(slot)
+        self._not_backed_up(slot)
         if rep is not None:
             self.replicas[slot] = rep
 
@@ -145,14 +222,15 @@ class BackupSlots:
             # new backup, told the switch's epoch by AssignSlots, as a former owner's, and its
             # output held for good (docs/protocols.md §4)
             rep.epoch = told
-        self.backed_up.discard(slot)
+        self._not_backed_up(slot)
         return rep, self._next_seq.pop(slot, None)
 
     def clear(self) -> None:
         """Nothing held (the NF became a backup or a spare: `Worker.set_role`)."""
         self.replicas.clear()
-        self.backed_up.clear()
-        self.adoptions.clear()
+        self._backing.clear()
+        self._backed_up.clear()
+        self._adoptions.clear()
         self._to_promote.clear()
         self._told_epochs.clear()
         self._next_seq.clear()

@@ -14,20 +14,21 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent import futures
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
-import msgpack
 import psutil
 
 from contract import commands
 from contract.nf_params import parse_params
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
+from contract.results import PromoteResult
 from contract.roles import Role
 from contract.timing import CONTROL_REPLY_TIMEOUT
+from nf_host import replies
 from nf_host.config import NfHostConfig
 from nf_host.replication import split_address
 from nf_host.tls import nf_identity
@@ -37,6 +38,7 @@ from nf_host.worker_process import WorkerPool
 log = logging.getLogger(__name__)
 
 _R = TypeVar("_R")
+R = TypeVar("R")
 U16 = 0xFFFF
 HEARTBEAT_WORKER_TIMEOUT = 0.5
 
@@ -47,24 +49,6 @@ MAX_PARAMS_JSON = 64 * 1024
 
 class BadRequest(ValueError):
     """A control message with a value out of range."""
-
-
-def _sum_maps(maps: Iterable[dict[int, int]]) -> dict[int, int]:
-    """Per-worker counters by NF id, added up (worker status dicts cross a pipe: keys stay ints)."""
-    out: dict[int, int] = {}
-    for m in maps:
-        for k, v in m.items():
-            out[int(k)] = out.get(int(k), 0) + int(v)
-    return out
-
-
-def _sum_reasons(maps: Iterable[dict[str, int]]) -> dict[str, int]:
-    """Per-worker counters by reason, added up."""
-    out: dict[str, int] = {}
-    for m in maps:
-        for k, v in m.items():
-            out[str(k)] = out.get(str(k), 0) + int(v)
-    return out
 
 
 def _check16(what: str, value: int) -> int:
@@ -78,7 +62,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         self.cfg, self.pool = cfg, pool
         self.role = {"primary": pb.PRIMARY, "backup": pb.BACKUP, "idle": pb.IDLE}[cfg.role]
         self.backup_id = 0
-        self.params: dict[str, Any] = dict(cfg.params)
+        self.params: dict[str, object] = dict(cfg.params)
         self.started = time.monotonic()
         self.errors = 0
         self._rate_lock = threading.Lock()
@@ -95,14 +79,14 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             log.warning("control call failed: %s", exc)
             return reply(str(exc) or type(exc).__name__)
 
-    def _all(self, cmd: commands.Command) -> list[Any]:
+    def _all(self, cmd: commands.Returns[R]) -> list[R]:
         return self.pool.broadcast(cmd)
 
     # ---------------------------------------------------------------- RPCs
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusReply:
         parts = self._all(commands.Status())
         now = time.monotonic()
-        packets = sum(p["packets"] for p in parts)
+        packets = sum(p.packets for p in parts)
         with self._rate_lock:
             t0, n0 = self._last_sample
             rate = (packets - n0) / (now - t0) if now > t0 else 0.0
@@ -111,37 +95,10 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         for p in self._procs:
             with contextlib.suppress(psutil.Error):
                 cpu += p.cpu_percent(None)
-        load = pb.Load(
-            packet_rate=rate, queue_depth=sum(p["queue_depth"] for p in parts), cpu_percent=cpu,
-            drops=sum(p["drops"] for p in parts), gaps=sum(p["gaps"] for p in parts),
-            packets=packets, malformed=sum(p["malformed"] for p in parts),
-            foreign=sum(p.get("foreign", 0) for p in parts),
-            duplicates=sum(p["duplicates"] for p in parts),
-            repl_errors=sum(p.get("repl_errors", 0) for p in parts),
-            repl_refused=sum(p.get("repl_refused", 0) for p in parts),
-            tx_lost=sum(p.get("tx_lost", 0) for p in parts),
-            global_store_errors=sum(p.get("global_store_errors", 0) for p in parts),
-            nf_errors=sum(p.get("nf_errors", 0) for p in parts),
-            overload_drops=sum(p["overflows"] + p["input_overflows"] + p["kernel_drops"] for p in parts),
-            kernel_drops=sum(p["kernel_drops"] for p in parts),
-            buffer_overflows=sum(p["overflows"] + p["input_overflows"] for p in parts),
-            unowned=sum(p["unowned"] for p in parts),
-            repl_tx_bytes=_sum_maps(p.get("repl_tx_bytes", {}) for p in parts),
-            repl_rx_bytes=_sum_maps(p.get("repl_rx_bytes", {}) for p in parts),
-            transfer_tx_bytes=sum(p.get("transfer_tx_bytes", 0) for p in parts),
-            transfer_rx_bytes=sum(p.get("transfer_rx_bytes", 0) for p in parts),
-            batches=sum(p.get("batches", 0) for p in parts),
-            markers=sum(p.get("markers", 0) for p in parts),
-            marker_timeouts=sum(p.get("marker_timeouts", 0) for p in parts),
-            self_promotions=sum(p.get("self_promotions", 0) for p in parts),
-            heartbeats_withheld=self.pool.heartbeats_withheld(),
-            flows=sum(p.get("flows", 0) for p in parts),
-            evictions=_sum_reasons(p.get("evictions", {}) for p in parts),
-            flows_over_bound=sum(p.get("flows_over_bound", 0) for p in parts),
-        )
-        took_over = sorted({nf for p in parts for nf in p.get("took_over_from", [])})
-        slots = [pb.SlotStatus(**s) for p in parts for s in p["slots"]]
-        slots.sort(key=lambda s: s.slot)
+        load = replies.load(parts, packet_rate=rate, cpu_percent=cpu,
+                            heartbeats_withheld=self.pool.heartbeats_withheld())
+        took_over = replies.took_over_from(parts)
+        slots = replies.slot_rows(parts)
         return pb.StatusReply(
             nf_id=self.cfg.nf_id, role=pb.PRIMARY if took_over else self.role,
             cluster=self.cfg.cluster, slots=slots, load=load, took_over_from=took_over,
@@ -243,8 +200,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                     raise BadRequest(f"from_address: {exc}") from None
             res = self.pool.request(self.pool.worker_of(request.slot), commands.CancelAdopt(
                 request.slot, request.epoch, request.from_nf_id, request.from_address))
-            return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")),
-                                       held=bool(res.get("held")))
+            return replies.fence_reply(res)
 
         return self._guard(lambda e: pb.CancelAdoptReply(ok=False, error=e), run)
 
@@ -261,7 +217,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                                  request.same_cluster, request.adopter_backup_nf_id),
                 timeout=CONTROL_REPLY_TIMEOUT,
             )
-            return pb.ReleaseReply(ok=True, **res)
+            return replies.release_reply(res)
 
         return self._guard(lambda e: pb.ReleaseReply(ok=False, error=e), run)
 
@@ -278,8 +234,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 raise BadRequest("an NF cannot be its own backup")
             if request.backup_nf_id and not request.backup_address:
                 raise BadRequest("a backup needs a replication address")
-            replayed = 0
-            slots: list[int] = []
+            parts: list[PromoteResult] = []
             for w in range(self.cfg.workers):
                 mine = [s for s in request.slots if self.pool.worker_of(s) == w]
                 if request.slots and not mine:  # nothing to promote here: only the new backup
@@ -292,12 +247,11 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 res = self.pool.request(w, commands.Promote(
                     mine, request.dead_nf_id, request.backup_nf_id, request.backup_address,
                     {s: epochs[s] for s in mine if s in epochs}))
-                replayed += res["replayed"]
-                slots += res["slots"]
+                parts.append(res)
             if request.backup_nf_id:
                 self.backup_id = request.backup_nf_id
             self.role = pb.PRIMARY
-            return pb.PromoteReply(ok=True, replayed=replayed, slots=sorted(slots))
+            return replies.promote_reply(parts)
 
         return self._guard(lambda e: pb.PromoteReply(ok=False, error=e), run)
 
@@ -321,10 +275,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
         def run() -> pb.DumpSlotReply:
             _check16("slot", request.slot)
             res = self.pool.request(self.pool.worker_of(request.slot), commands.Flows(request.slot))
-            return pb.DumpSlotReply(
-                ok=True, version=res["version"], last_seq=res["last_seq"],
-                flows=msgpack.packb(res["flows"], use_bin_type=True),
-            )
+            return replies.dump_reply(res)
 
         return self._guard(lambda e: pb.DumpSlotReply(ok=False, error=e), run)
 
@@ -353,13 +304,17 @@ class ClientNames(grpc.ServerInterceptor):  # type: ignore[misc]
         self.allowed = {n.encode() for n in allowed}
         self.denied = 0
 
-    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
+    # (grpc ships no type stubs: mypy sees its types as Any whatever they are named here)
+    def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         handler = continuation(details)
         if handler is None or handler.unary_unary is None:
             return handler
         inner = handler.unary_unary
 
-        def checked(request: Any, context: grpc.ServicerContext) -> Any:
+        def checked(request: object, context: grpc.ServicerContext) -> object:
             names = context.auth_context().get("x509_common_name", [])
             if not self.allowed.intersection(names):
                 self.denied += 1

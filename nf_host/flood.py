@@ -199,7 +199,7 @@ async def _flood(flows: int, max_flows: int, steady: int, samples: int) -> Flood
             steady_packet(j, to_primary=False)
         await a.w.stop()
         promoted = b.w.promote(list(range(SLOTS)), dead=1)
-        res.replayed = int(promoted["replayed"])
+        res.replayed = promoted.replayed
         await _until(lambda: b.w.commit.held_outputs == 0, "the promoted backup's output")
         for f in sorted(a.keep + b.keep, key=lambda f: strip_shim(f)[0].seq):
             _check(f, dedup, sink)

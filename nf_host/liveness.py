@@ -47,7 +47,7 @@ import time
 from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 from contract.heartbeat import parse_request, reply
 from nf_host.child_process import become_child, freeze_startup
@@ -68,7 +68,7 @@ class HeartbeatEcho(asyncio.DatagramProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
 
-    def datagram_received(self, data: bytes, addr: Any) -> None:
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         parsed = parse_request(data, self.key)
         if parsed is None or self.transport is None:
             self.ignored += 1  # (not a heartbeat, or not the controller's: its tag is wrong)

@@ -11,9 +11,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from contract.replication import Forward, Released, Transfer
+from contract.results import FenceResult, ReleaseResult
 from contract.roles import Role, SlotRole
 from contract.seq import older_owner
 from contract.shim import SLOT_BITS, Shim
@@ -87,7 +88,7 @@ class Ownership:
     def __init__(self, host: OwnershipHost) -> None:
         self._w = host
         # releases under way: slot -> (adopter, the release's task)
-        self._releasing: dict[int, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
+        self._releasing: dict[int, tuple[int, asyncio.Future[ReleaseResult]]] = {}
 
     def adopt(self, slot: int, epoch: int) -> None:
         self._w.gave_back.pop(slot, None)  # (its packets are ours again)
@@ -109,7 +110,7 @@ class Ownership:
         self._w.markers.forget(slot)
 
     def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0, from_address: str = ""
-                     ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+                     ) -> FenceResult | Awaitable[FenceResult]:
         """The fence that decides a move whose `Release` did not answer (docs/protocols.md §5),
         at a packet boundary of this worker: `started` if this NF accepted the old owner's
         transfer (the slot is owned here at `epoch` or later, or waits only for its marker):
@@ -130,34 +131,34 @@ class Ownership:
                 return self.give_copies_back(slot, from_nf, from_address)  # (M14)
             rep = w.backups.replicas.get(slot)
             if slot in w.backups.backed_up and rep is not None and epoch and rep.epoch == epoch:
-                return {"started": True}  # our primary started it: we hold its adopted state
-            return {"started": False}  # nothing here: a transfer would be refused
+                return FenceResult(started=True)  # our primary started it: we hold its adopted state
+            return FenceResult(started=False)  # nothing here: a transfer would be refused
         later = bool(epoch) and rt.epoch != epoch and older_owner((epoch, 0), (rt.epoch, 0))
         if rt.given_back:
-            return {"started": False, "held": True}  # cancelled already (asked again)
+            return FenceResult(started=False, held=True)  # cancelled already (asked again)
         if rt.role == SlotRole.ADOPTING:
             if rt.adopted_from is not None:
-                return {"started": True}  # the transfer is in, the marker not yet
+                return FenceResult(started=True)  # the transfer is in, the marker not yet
             if later:
-                return {"started": False, "held": True}  # a later adoption: not this one
+                return FenceResult(started=False, held=True)  # a later adoption: not this one
             self._w.markers.forget(slot)
             self._unprotect(slot, epoch or rt.epoch)
             if not from_nf or not from_address:
                 self._w.c.cancelled += len(rt.pending)
                 del self._w.slots[slot]
-                return {"started": False, "held": True}
+                return FenceResult(started=False, held=True)
             rt.become(SlotRole.RELEASED)
             rt.given_back = True  # arriving packets wait in pending
             link = self._w.linkset.link(from_nf, from_address)
             asyncio.get_running_loop().create_task(self._give_back(rt, link))
-            return {"started": False, "held": True}
+            return FenceResult(started=False, held=True)
         if epoch and rt.epoch != epoch and not later:
             raise CommandError(f"slot {slot} is owned here at epoch {rt.epoch}, before the "
                                f"adoption's epoch {epoch}: not that move")
-        return {"started": True}
+        return FenceResult(started=True)
 
     async def give_copies_back(self, slot: int, from_nf: int, from_address: str
-                               ) -> dict[str, Any]:
+                               ) -> FenceResult:
         """M14: our primary (the adopter) died before it started `slot`, which the old owner
         `from_nf` still holds: the copies we kept of its packets since the switch write go
         there, in order and as input, then what still arrives until the switch points at the
@@ -166,13 +167,13 @@ class Ownership:
         controller's switch write that gives the slot back follows them."""
         w = self._w
         if slot in w.gave_back:
-            return {"started": False}  # given back already (asked again)
+            return FenceResult(started=False)  # given back already (asked again)
         w.backups.given_back(slot)
         w.primary_sync.forget([slot])
         held = w.inbuf.take_beyond(slot, None)
         if not from_nf or not from_address:
             w.c.cancelled += len(held)
-            return {"started": False}
+            return FenceResult(started=False)
         link = w.linkset.link(from_nf, from_address)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(link.connected.wait(), GIVE_BACK_WAIT)
@@ -180,13 +181,13 @@ class Ownership:
             log.warning("slot %d: the old owner NF %d is unreachable at %s: %d copies of an "
                         "adoption never started dropped", slot, from_nf, from_address, len(held))
             w.c.cancelled += len(held)
-            return {"started": False}
+            return FenceResult(started=False)
         w.gave_back[slot] = link
         for _seq, frame in held:
             w.follow_given_back(slot, frame)
         log.warning("slot %d: our primary died before it started the slot: %d copies given to "
                     "its old owner NF %d", slot, len(held), from_nf)
-        return {"started": False}
+        return FenceResult(started=False)
 
     async def _give_back(self, rt: SlotRuntime, link: Link) -> None:
         """Send a cancelled adoption's packets to the old owner once the link to it is up, then
@@ -239,7 +240,7 @@ class Ownership:
         del self._w.slots[slot]
         self._unprotect(slot, rt.epoch)
 
-    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> dict[str, Any]:
+    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> ReleaseResult:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
         still running (a new leader's, while its predecessor's runs) waits for that one and
         answers the same."""
@@ -254,7 +255,7 @@ class Ownership:
         return await asyncio.shield(task)
 
     async def _release_slot(self, slot: int, to_nf: int, to_address: str,
-                            same_cluster: bool) -> dict[str, Any]:
+                            same_cluster: bool) -> ReleaseResult:
         parked = self._w.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):
@@ -311,13 +312,12 @@ class Ownership:
                             sender=self._w.cfg.nf_id)
         nbytes = link.send(transfer)
         self._w.c.transfer_bytes += nbytes
-        rt.release = ReleaseRecord(to_nf, link, xid, transfer, fut, {
-            "bytes_shipped": nbytes, "last_seq": st.last_seq or 0, "flows_shipped": len(entries),
-            "delta": base is not None,
-        })
+        rt.release = ReleaseRecord(to_nf, link, xid, transfer, fut, ReleaseResult(
+            bytes_shipped=nbytes, last_seq=st.last_seq or 0, flows_shipped=len(entries),
+            delta=base is not None))
         return await self._await_answer(rt, rt.release)
 
-    async def _await_answer(self, rt: SlotRuntime, rec: ReleaseRecord) -> dict[str, Any]:
+    async def _await_answer(self, rt: SlotRuntime, rec: ReleaseRecord) -> ReleaseResult:
         """`Release`'s answer once the adopter answered the transfer (`Transfers.answered` has
         decided the slot). Without an answer within the transfer timeout the slot stays
         RELEASED, its packets waiting here: the adopter may have accepted (its answer delayed
@@ -335,7 +335,7 @@ class Ownership:
                                "slot stays owned here")
         return rec.result
 
-    async def _release_again(self, rt: SlotRuntime, rec: ReleaseRecord) -> dict[str, Any]:
+    async def _release_again(self, rt: SlotRuntime, rec: ReleaseRecord) -> ReleaseResult:
         """`Release` of a slot already released to the same NF: the same result if its transfer
         was accepted; if still unanswered, the transfer is sent again (the adopter answers a
         transfer it accepted already the same way: it never refuses it) and awaited."""

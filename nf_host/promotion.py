@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
+from contract.results import PromoteResult
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_next
 from contract.shim import ETH_HDR_LEN, Shim
@@ -80,7 +81,7 @@ class Promotion:
         return busy, idle
 
     async def promote_soon(self, slots: list[int], dead: int = 0,
-                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+                           chunk: int = PROMOTE_CHUNK) -> PromoteResult:
         """`promote`, busy slots first and then the idle ones `chunk` at a time, letting the event
         loop run in between: the busy slots' first output leaves (it waits for the new backup's
         ack, which arrives on this loop) without waiting for the per-slot work of hundreds of
@@ -89,7 +90,7 @@ class Promotion:
         res, idle = self.promote_busy(slots, dead)
         return await self.promote_idle(res, idle, dead, chunk)
 
-    def promote_busy(self, slots: list[int], dead: int = 0) -> tuple[dict[str, Any], list[int]]:
+    def promote_busy(self, slots: list[int], dead: int = 0) -> tuple[PromoteResult, list[int]]:
         """The first step of `promote_soon`, at once: the busy slots promoted, the idle ones
         marked (a packet promotes one at once); returns the result so far and the idle slots."""
         chosen = [s for s in (slots or sorted(self._w.backups.backed_up))
@@ -98,21 +99,22 @@ class Promotion:
         self._w.backups.promote_later(idle, dead)
         return self._promote(busy, dead, measured=chosen), idle
 
-    async def promote_idle(self, res: dict[str, Any], idle: list[int], dead: int,
-                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+    async def promote_idle(self, res: PromoteResult, idle: list[int], dead: int,
+                           chunk: int = PROMOTE_CHUNK) -> PromoteResult:
         """The rest of `promote_soon`: the idle slots, `chunk` per turn of the event loop, once
         the takeover's quiet window is over (its first output left: nf_host/quiet_window.py)."""
         await self._w.quiet.over()
+        replayed, slots = res.replayed, list(res.slots)
         for start in range(0, len(idle), chunk):
             await asyncio.sleep(0)  # a turn of the loop: acks, packets, commands
             todo = [s for s in idle[start:start + chunk] if self._w.backups.take_waiting(s) is not None]
             if todo:
                 more = self._promote(todo, dead, measured=[])
-                res["replayed"] += more["replayed"]
-                res["slots"] += more["slots"]
-        done = set(res["slots"])
-        res["slots"] += [s for s in idle if s not in done]  # (promoted by a packet)
-        return res
+                replayed += more.replayed
+                slots += more.slots
+        done = set(slots)
+        slots += [s for s in idle if s not in done]  # (promoted by a packet)
+        return PromoteResult(replayed, slots, res.reemitted)
 
     def promote_waiting(self, slot: int) -> None:
         dead = self._w.backups.take_waiting(slot)
@@ -139,14 +141,14 @@ class Promotion:
                 out.append(slot)
         return out
 
-    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
+    def promote(self, slots: list[int], dead: int = 0) -> PromoteResult:
         """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
         step (docs/protocols.md §4)."""
         chosen = [s for s in (slots or sorted(self._w.backups.backed_up))
                   if self._w.owns(s) and self._w.backups.promotable(s)]  # (never: M14)
         return self._promote(chosen, dead, measured=chosen)
 
-    def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+    def _promote(self, chosen: list[int], dead: int, measured: list[int]) -> PromoteResult:
         """`promote` of exactly `chosen`; a takeover is measured (its first output logged) from
         here if `measured` holds a slot still backed up here ([]: a later part of one)."""
         if any(self._w.backups.holds(s) for s in measured):
@@ -203,7 +205,7 @@ class Promotion:
         self._w.c.replayed += replayed
         self._w.primary_sync.forget(done, dead)  # (ours now: nothing more to wait for)
         self._w.close_batch()
-        return {"replayed": replayed, "slots": done, "reemitted": len(sent) + len(unsent)}
+        return PromoteResult(replayed, done, reemitted=len(sent) + len(unsent))
 
     def _resend_soon(self, frames: list[bytes]) -> None:
         """Send `frames` again just after the delta that logs them has been written to the

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from contract.replication import (
     LEN,
@@ -58,11 +58,18 @@ Handler = Callable[[Message], Reply]
 Accept = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
+class Listening(Protocol):
+    """A server `StreamTransport.start_server` started (an `asyncio.Server`, or the
+    simulation's): what the replication server does with it."""
+
+    def close(self) -> None: ...
+
+
 class StreamTransport(Protocol):
     """How the channel opens its byte streams: asyncio's TCP by default; the deterministic
     simulation (`sim.network.SimNet`) puts in-memory streams with seeded delays in its place."""
 
-    async def start_server(self, callback: Accept, host: str, port: int) -> Any: ...
+    async def start_server(self, callback: Accept, host: str, port: int) -> Listening: ...
 
     async def open_connection(self, host: str, port: int) -> tuple[asyncio.StreamReader,
                                                                    asyncio.StreamWriter]: ...
@@ -136,7 +143,7 @@ class ReplicationServer:
         # bytes received (frames, length prefix included) by sending NF (0: sender unknown, i.e.
         # no hello) and by message type: what the experiments count as replication overhead
         self.bytes_in: dict[tuple[int, str], int] = {}
-        self._server: Any = None  # (an asyncio.Server, or the simulation's)
+        self._server: Listening | None = None
         self._conns: set[asyncio.StreamWriter] = set()
         # each known sender's newest connection. A sender has one connection to us at a time
         # (`Link`), so an older one is obsolete: what still arrives on it is stale (frames

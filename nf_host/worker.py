@@ -28,14 +28,24 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import TypeVar
 
 from contract import commands
+from contract.results import (
+    FenceResult,
+    PromoteResult,
+    ReleaseResult,
+    ReplBytes,
+    SlotFlows,
+    SlotStatus,
+    WorkerStatus,
+)
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK, older_owner, seq_after
 from nf_host.backup import InputBuffer
 from nf_host.commit import OutputLog
+from nf_host.nf_api import NetworkFunction
 from nf_host.promotion import PROMOTE_CHUNK
 from nf_host.replication import ReplicationServer, worker_address
 from nf_host.state_store import Replica
@@ -44,8 +54,11 @@ from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConf
 
 __all__ = ["CommandError", "Counters", "SlotRuntime", "Worker", "WorkerConfig"]
 
-CommandResult = Awaitable[dict[str, Any]] | dict[str, Any] | None
-"""What a command's handler returns: its result, now or to await, or None for {}."""
+Result = WorkerStatus | SlotFlows | FenceResult | ReleaseResult | PromoteResult | None
+"""What a command answers (`contract.results`; None: nothing)."""
+CommandResult = Awaitable[Result] | Result
+"""What a command's handler returns: its answer, now or to await."""
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -79,18 +92,18 @@ class Worker(WorkerCore):
         self.moves.adopt(slot, epoch)
 
     async def release(self, slot: int, to_nf: int, to_address: str,
-                      same_cluster: bool) -> dict[str, Any]:
+                      same_cluster: bool) -> ReleaseResult:
         """Give `slot` to `to_nf` (`Ownership.release`)."""
         return await self.moves.release(slot, to_nf, to_address, same_cluster)
 
     # ------------------------------------------------------------------ promotion (promotion.py)
-    def promote(self, slots: list[int], dead: int = 0) -> dict[str, Any]:
+    def promote(self, slots: list[int], dead: int = 0) -> PromoteResult:
         """Own `slots` (all backed-up slots if empty) as the backup of dead NF `dead`, in one
         step (`Promotion.promote`)."""
         return self.promotion.promote(slots, dead)
 
     async def promote_soon(self, slots: list[int], dead: int = 0,
-                           chunk: int = PROMOTE_CHUNK) -> dict[str, Any]:
+                           chunk: int = PROMOTE_CHUNK) -> PromoteResult:
         """Busy slots at once, idle ones `chunk` per turn of the loop (`Promotion.promote_soon`)."""
         return await self.promotion.promote_soon(slots, dead, chunk)
 
@@ -179,7 +192,7 @@ class Worker(WorkerCore):
         if self.backup_id:
             self.set_backup(0, "")
 
-    def replace_nf(self, nf: Any, *, dry_run: bool = False) -> None:
+    def replace_nf(self, nf: NetworkFunction, *, dry_run: bool = False) -> None:
         """Live update: process with `nf` from the next packet on. Refused while this worker
         owns or adopts a slot (its packets would meet two versions of the NF mid-flow); the
         copies and replicas it holds keep their flow state, which `nf` takes over as it is."""
@@ -298,31 +311,31 @@ class Worker(WorkerCore):
                 top = s
         return top
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> WorkerStatus:
         slots = []
         for slot, rt in self.slots.items():
             top = self.highest_seen(slot)
-            slots.append({
-                "slot": slot, "epoch": rt.epoch, "role": int(rt.role), "packets": rt.packets,
-                "committed_seq": rt.committed_seq, "next_expected": rt.seq.next_expected or 0,
-                "version": rt.state.version, "flows": len(rt.state.flows),
-                "peer_versions": {
+            slots.append(SlotStatus(
+                slot=slot, epoch=rt.epoch, role=rt.role, packets=rt.packets,
+                committed_seq=rt.committed_seq, next_expected=rt.seq.next_expected or 0,
+                version=rt.state.version, flows=len(rt.state.flows),
+                peer_versions={
                     nf: vers[slot] for nf, vers in self.acked_versions.items() if slot in vers
                 },
-                "highest_seen": top or 0, "has_seen": top is not None,
-            })
+                highest_seen=top or 0, has_seen=top is not None,
+            ))
         for slot in self.backups.held():
             role = self.backups.role(slot)
             if slot in self.slots or role is None:
                 continue
             rep = self.replicas.get(slot) or Replica(slot)
             top = self.highest_seen(slot)
-            slots.append({
-                "slot": slot, "epoch": rep.epoch, "role": int(role),
-                "packets": self.inbuf.count(slot), "committed_seq": rep.last_seq or 0,
-                "next_expected": 0, "version": rep.version, "flows": len(rep.flows),
-                "highest_seen": top or 0, "has_seen": top is not None,
-            })
+            slots.append(SlotStatus(
+                slot=slot, epoch=rep.epoch, role=role,
+                packets=self.inbuf.count(slot), committed_seq=rep.last_seq or 0,
+                next_expected=0, version=rep.version, flows=len(rep.flows),
+                highest_seen=top or 0, has_seen=top is not None,
+            ))
         c = self.c
         if self.drop_probe is not None:
             dropped = self.drop_probe()
@@ -333,36 +346,36 @@ class Worker(WorkerCore):
         gaps = sum(rt.seq.gaps for rt in self.slots.values())
         queue = sum(rt.seq.depth + len(rt.pending) for rt in self.slots.values())
         queue += self.commit.held_outputs
-        return {
-            "slots": slots, "packets": c.packets, "gaps": gaps, "queue_depth": queue,
-            "malformed": c.malformed, "foreign": c.foreign, "duplicates": c.duplicates,
-            "drops": c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
+        return WorkerStatus(
+            slots=slots, packets=c.packets, gaps=gaps, queue_depth=queue,
+            malformed=c.malformed, foreign=c.foreign, duplicates=c.duplicates,
+            drops=c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
             + self.kernel_drops + c.cancelled,
-            "kernel_drops": self.kernel_drops, "input_paused": self.input_paused,
-            "unowned": c.unowned, "overflows": c.overflows, "input_overflows": self.inbuf.overflows,
-            "nf_errors": c.nf_errors,
-            "flows": sum(len(rt.state.flows) for rt in self.slots.values()
-                         if rt.role == SlotRole.PRIMARY),
-            "evictions": dict(self.flow_table.evicted),
-            "flows_over_bound": self.flow_table.over_bound,
-            "global_store_errors": c.global_store_errors,
-            "forwarded": c.forwarded, "outputs": c.outputs, "replayed": c.replayed,
-            "reemitted": c.reemitted, "watermarks": c.watermarks, "logged_outputs": self.out_log.frames,
-            "log_evicted": self.out_log.evicted,
-            "cancelled": c.cancelled, "markers": self.markers.markers,
-            "marker_timeouts": self.markers.timeouts,
-            "self_promotions": c.self_promotions, "took_over_from": sorted(self.took_over_from),
-            "promote_waits": self.primary_sync.waits,
-            "promote_wait_timeouts": self.primary_sync.timeouts,
-            "promote_waited_ms": round(self.primary_sync.waited_ms, 1),
-            "held_outputs": self.commit.held_outputs, "transfer_bytes": c.transfer_bytes,
-            "backup_bytes": self.inbuf.bytes_held, "backup_copies": self.inbuf.count(),
-            "repl_errors": c.repl_errors + (self.server.errors if self.server else 0),
-            "repl_refused": self.policy.refused_total, "repl_refusals": dict(self.policy.refused),
-            **self.repl_bytes(),
-        }
+            kernel_drops=self.kernel_drops, input_paused=self.input_paused,
+            unowned=c.unowned, overflows=c.overflows, input_overflows=self.inbuf.overflows,
+            nf_errors=c.nf_errors,
+            flows=sum(len(rt.state.flows) for rt in self.slots.values()
+                      if rt.role == SlotRole.PRIMARY),
+            evictions=dict(self.flow_table.evicted),
+            flows_over_bound=self.flow_table.over_bound,
+            global_store_errors=c.global_store_errors,
+            forwarded=c.forwarded, outputs=c.outputs, replayed=c.replayed,
+            reemitted=c.reemitted, watermarks=c.watermarks, logged_outputs=self.out_log.frames,
+            log_evicted=self.out_log.evicted,
+            cancelled=c.cancelled, markers=self.markers.markers,
+            marker_timeouts=self.markers.timeouts,
+            self_promotions=c.self_promotions, took_over_from=sorted(self.took_over_from),
+            promote_waits=self.primary_sync.waits,
+            promote_wait_timeouts=self.primary_sync.timeouts,
+            promote_waited_ms=round(self.primary_sync.waited_ms, 1),
+            held_outputs=self.commit.held_outputs, transfer_bytes=c.transfer_bytes,
+            backup_bytes=self.inbuf.bytes_held, backup_copies=self.inbuf.count(),
+            repl_errors=c.repl_errors + (self.server.errors if self.server else 0),
+            repl_refused=self.policy.refused_total, repl_refusals=dict(self.policy.refused),
+            repl=self.repl_bytes(),
+        )
 
-    def repl_bytes(self) -> dict[str, Any]:
+    def repl_bytes(self) -> ReplBytes:
         """Replication traffic in bytes on the wire since start: sent by destination NF, received
         by sending NF (every message: deltas, snapshots, transfers, forwarded packets, acks), and
         the slot transfers of moves alone, each way."""
@@ -372,11 +385,11 @@ class Worker(WorkerCore):
             rx[sender] = rx.get(sender, 0) + n
             if kind == "x":
                 xfer_in += n
-        return {"repl_tx_bytes": dict(self.linkset.bytes_to), "repl_rx_bytes": rx,
-                "transfer_tx_bytes": self.c.transfer_bytes, "transfer_rx_bytes": xfer_in,
-                "batches": self.commit.last_id}
+        return ReplBytes(repl_tx_bytes=dict(self.linkset.bytes_to), repl_rx_bytes=rx,
+                         transfer_tx_bytes=self.c.transfer_bytes, transfer_rx_bytes=xfer_in,
+                         batches=self.commit.last_id)
 
-    def flows(self, slot: int) -> dict[str, Any]:
+    def flows(self, slot: int) -> SlotFlows:
         """The state of one slot (owned or replicated), for tests and debugging."""
         rt = self.slots.get(slot)
         if rt is not None:
@@ -386,12 +399,10 @@ class Worker(WorkerCore):
             flows, version, last = state.flows, state.version, state.last_seq
         else:
             raise CommandError(f"no state for slot {slot} here")
-        return {
-            "version": version, "last_seq": last or 0,
-            "flows": [[None if k is None else list(k), v] for k, v in flows.items()],
-        }
+        return SlotFlows(version=version, last_seq=last or 0,
+                         flows=[(None if k is None else list(k), v) for k, v in flows.items()])
 
-    async def command(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def command(self, name: str, args: Mapping[str, object] | None = None) -> Result:
         """Run one control command given by name and arguments (`contract.commands.decode`:
         CommandError if it is no command)."""
         try:
@@ -400,17 +411,21 @@ class Worker(WorkerCore):
             raise CommandError(str(exc)) from None
         return await self.run(cmd)
 
-    async def run(self, cmd: commands.Command) -> dict[str, Any]:
+    async def run(self, cmd: commands.Command) -> Result:
         """Run one control command (from `nf_host.control` through the worker's pipe)."""
         self.policy.learn(cmd)  # who may use the replication server (peer_policy)
         result = self._commands(cmd)
         if inspect.isawaitable(result):
-            result = await result
-        return result or {}
+            return await result
+        return result
+
+    async def ask(self, cmd: commands.Returns[R]) -> R:
+        """`run`, typed by the command: its answer (`contract.results`), checked."""
+        return commands.answer(cmd, await self.run(commands.as_command(cmd)))
 
     @functools.cached_property
     def _commands(self) -> commands.Dispatch[CommandResult]:
-        """The worker's commands, by type (what each returns: its result, or None for {})."""
+        """The worker's commands, by type (what each returns: its answer, or None)."""
         t = commands.Dispatch[CommandResult]()
         t.on(commands.Ping, lambda c: None)
         t.on(commands.Status, lambda c: self.status())
@@ -429,7 +444,7 @@ class Worker(WorkerCore):
         t.on(commands.Promote, self._on_promote)
         return t
 
-    async def _on_promote(self, c: commands.Promote) -> dict[str, Any]:
+    async def _on_promote(self, c: commands.Promote) -> PromoteResult:
         self.takeover_plan = None  # the controller promotes us: nothing left to arm for
         self.took_over_from.discard(c.dead)  # (it knows: it acts on the dead primary)
         listed = set(c.slots)  # a slot taken over by itself that the Promote leaves out goes back

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Set
 
 from contract.replication import (
     Delta,
@@ -118,7 +117,7 @@ class WorkerCore:
         self.takeover_plan: tuple[int, int, str] | None = None
         self.took_over_from: set[int] = set()  # until the controller's Promote for them
         self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
         self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
         self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
@@ -475,7 +474,7 @@ class WorkerCore:
         return self.backups.replicas
 
     @property
-    def backed_up(self) -> set[int]:
+    def backed_up(self) -> Set[int]:
         """The slots backed up here (`backups`), to read."""
         return self.backups.backed_up
 

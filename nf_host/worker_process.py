@@ -23,11 +23,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from multiprocessing.process import BaseProcess
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from contract import commands
+from contract.results import WorkerStatus
 from nf_host import liveness, replication
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
@@ -38,6 +41,7 @@ from nf_host.tls import TlsStreams, nf_heartbeat_key, nf_identity
 from nf_host.worker import CommandError, Worker
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 # the most time one turn of a worker's event loop spends reading and processing frames, so
 # heartbeats, the backup's acks and commands wait at most this (plus one frame's work)
 TURN_BUDGET_S = 0.005
@@ -103,12 +107,10 @@ class FrameSender:
                 return
             time.sleep(0.0002)  # a full transmit queue drains in microseconds
 
-    def report(self, status: dict[str, Any]) -> None:
-        """Add the transmit losses to a worker's status."""
+    def report(self, status: WorkerStatus) -> WorkerStatus:
+        """A worker's status with the transmit losses added."""
         lost = self.queue_full + self.errors
-        status["tx_lost"] = lost
-        status["tx_errors"] = self.errors
-        status["drops"] = status.get("drops", 0) + lost
+        return replace(status, tx_lost=lost, tx_errors=self.errors, drops=status.drops + lost)
 
 
 def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
@@ -190,17 +192,16 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
                 except Exception as exc:  # whatever the NF's constructor raises on bad params
                     raise CommandError(f"NF {cfg.nf} refuses these params: {exc}") from exc
                 worker.replace_nf(new_nf, dry_run=cmd.dry_run)
-                conn.send((rid, True, {}))
+                conn.send((rid, True, None))
                 return
             result = await worker.run(cmd)
-            if isinstance(cmd, commands.Status):
-                sender.report(result)
-                # link handler failures (each dropped and resynchronised its link) are errors too
-                result["repl_errors"] = result.get("repl_errors", 0) + sum(
-                    link.errors for link in worker.links.values()
-                )
-                if tls is not None:  # peers refused in the TLS handshake (nf_host/tls.py)
-                    result["repl_refused"] = result.get("repl_refused", 0) + tls.refused
+            if isinstance(result, WorkerStatus):
+                # link handler failures (each dropped and resynchronised its link) are errors
+                # too, and peers refused in the TLS handshake refusals (nf_host/tls.py)
+                result = replace(
+                    sender.report(result),
+                    repl_errors=result.repl_errors + sum(link.errors for link in worker.links.values()),
+                    repl_refused=result.repl_refused + (tls.refused if tls is not None else 0))
             conn.send((rid, True, result))
         except (CommandError, ValueError, KeyError, TypeError) as exc:
             conn.send((rid, False, str(exc)))
@@ -243,7 +244,7 @@ class WorkerPool:
         self.procs: list[BaseProcess] = []
         self.conns: list[Connection] = []
         self._ids = itertools.count(1)
-        self._waiting: dict[int, Future[Any]] = {}
+        self._waiting: dict[int, Future[object]] = {}
         self._lock = threading.Lock()
         self._send_locks: list[threading.Lock] = []
         # each worker's loop clock (nf_host/liveness.py), unless the workers answer heartbeats
@@ -258,7 +259,8 @@ class WorkerPool:
         watch_reads: list[Connection] = []
         for i in range(cfg.workers):
             parent, child = ctx.Pipe()
-            extra: tuple[Any, ...] = ()
+            extra: tuple[object, ...] = ()
+            write: Connection | None = None
             if responder:
                 read, write = ctx.Pipe(duplex=False)
                 watch_reads.append(read)
@@ -267,8 +269,8 @@ class WorkerPool:
                                name=f"nf{cfg.nf_id}-w{i}")
             proc.start()
             child.close()
-            for end in extra[1:]:
-                end.close()
+            if write is not None:
+                write.close()
             self.procs.append(proc)
             self.conns.append(parent)
             self._send_locks.append(threading.Lock())
@@ -286,7 +288,7 @@ class WorkerPool:
         if responder:
             self._start_responder(ctx, watch_reads)
 
-    def _start_responder(self, ctx: Any, backups: list[Connection]) -> None:
+    def _start_responder(self, ctx: SpawnContext, backups: list[Connection]) -> None:
         """The heartbeat responder process (nf_host/liveness.py), once the workers run; it reads
         each worker's backup from `backups`."""
         wcfg = self.cfg.worker_config(0)
@@ -345,23 +347,25 @@ class WorkerPool:
     def worker_of(self, slot: int) -> int:
         return slot % self.cfg.workers
 
-    def request(self, worker: int, cmd: commands.Command, timeout: float = 10.0) -> Any:
+    def request(self, worker: int, cmd: commands.Returns[R], timeout: float = 10.0) -> R:
+        """Run `cmd` on `worker` and wait for its answer (`contract.results`, checked):
+        CommandError if it failed, the worker is gone or it did not answer within `timeout`."""
         if not self.procs[worker].is_alive():
             raise CommandError(f"worker {worker} is not running")
         rid = next(self._ids)
-        fut: Future[Any] = Future()
+        fut: Future[object] = Future()
         with self._lock:
             self._waiting[rid] = fut
         with self._send_locks[worker]:
-            self.conns[worker].send((rid, cmd))
+            self.conns[worker].send((rid, commands.as_command(cmd)))
         try:
-            return fut.result(timeout)
+            return commands.answer(cmd, fut.result(timeout))
         except TimeoutError:
             with self._lock:
                 self._waiting.pop(rid, None)
             raise CommandError(f"worker {worker} did not answer {cmd.NAME!r} within {timeout} s") from None
 
-    def broadcast(self, cmd: commands.Command) -> list[Any]:
+    def broadcast(self, cmd: commands.Returns[R]) -> list[R]:
         return [self.request(i, cmd) for i in range(self.cfg.workers)]
 
     def close(self) -> None:

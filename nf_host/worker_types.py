@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from contract.replication import Transfer, TransferAck
+from contract.results import ReleaseResult
 from contract.roles import SLOT_TRANSITIONS, SlotRole, SlotTransitionError
 from contract.shim import Shim
 from contract.timing import MARKER_WAIT, SWITCH_QUEUE_BOUND, TRANSFER_TIMEOUT
@@ -68,7 +68,7 @@ class ReleaseRecord:
     xid: int
     transfer: Transfer | None     # sent again as it is; None once accepted (not needed again)
     answer: asyncio.Future[TransferAck]
-    result: dict[str, Any]        # what `Release` answers once the transfer is accepted
+    result: ReleaseResult         # what `Release` answers once the transfer is accepted
 
 
 @dataclass

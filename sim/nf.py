@@ -18,13 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 from contract.proto import nf_control_pb2 as pb
+from contract.results import FenceResult, PromoteResult, ReleaseResult, WorkerStatus
 from controlplane.config import ControllerConfig
 from controlplane.failure_detector import FailureDetector
 from controlplane.nf_registry import NfControlError, NfRegistry
+from nf_host import replies
 from nf_host.global_state import MemoryStore
 from nf_host.nfs import make_nf
 from nf_host.peer_policy import PeerLimits
-from nf_host.worker import Worker, WorkerConfig
+from nf_host.worker import Result, Worker, WorkerConfig
 from sim.network import SimNet
 
 CONTROLLER = "controller"
@@ -89,7 +91,7 @@ class SimNf:
         if w is not None:
             self.net.deliver("switch", self.name, lambda: w.on_frame(frame))
 
-    def command(self, name: str, args: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+    def command(self, name: str, args: dict[str, Any]) -> asyncio.Future[Result]:
         """Run one worker command on the NF's node (the caller delivers it there)."""
         w = self.worker
         assert w is not None
@@ -134,24 +136,22 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
     raise NotImplementedError(f"the simulation does not model NfControl.{name}")
 
 
-def _slot_of(st: Any) -> int:
-    return int(st.slot)
-
-
-def to_reply(name: str, res: dict[str, Any]) -> Any:
-    if name == "Release":
-        return pb.ReleaseReply(ok=True, **res)
-    if name == "Promote":
-        return pb.PromoteReply(ok=True, replayed=res["replayed"], slots=sorted(res["slots"]))
-    if name == "CancelAdopt":
-        return pb.CancelAdoptReply(ok=True, started=bool(res.get("started")),
-                                   held=bool(res.get("held")))
-    if name == "Status":  # (as nf_host/control.py builds it, the fields the controller reads)
+def to_reply(name: str, res: Result) -> Any:
+    """The RPC's reply from the worker's answer (`nf_host.replies`, as the control server)."""
+    if name == "Release" and isinstance(res, ReleaseResult):
+        return replies.release_reply(res)
+    if name == "Promote" and isinstance(res, PromoteResult):
+        return replies.promote_reply([res])
+    if name == "CancelAdopt" and isinstance(res, FenceResult):
+        return replies.fence_reply(res)
+    if name == "Status" and isinstance(res, WorkerStatus):  # (the fields the controller reads)
         return pb.StatusReply(
-            slots=sorted([pb.SlotStatus(**x) for x in res["slots"]], key=_slot_of),
-            load=pb.Load(packets=res["packets"], drops=res["drops"], gaps=res["gaps"],
-                         unowned=res["unowned"], duplicates=res["duplicates"]),
-            took_over_from=sorted(res.get("took_over_from", [])), workers=1)
+            slots=replies.slot_rows([res]),
+            load=pb.Load(packets=res.packets, drops=res.drops, gaps=res.gaps,
+                         unowned=res.unowned, duplicates=res.duplicates),
+            took_over_from=replies.took_over_from([res]), workers=1)
+    if res is not None:
+        raise TypeError(f"NfControl.{name} answered a {type(res).__name__}")
     return pb.Result(ok=True)
 
 
@@ -189,7 +189,7 @@ class SimRegistry(NfRegistry):
             fut = nf.command(cmd, args)
             lost = self.lose_reply(nf_id, name)
 
-            def answered(f: asyncio.Future[dict[str, Any]]) -> None:
+            def answered(f: asyncio.Future[Result]) -> None:
                 if f.cancelled():
                     return
                 exc = f.exception()  # (retrieved even when the reply is lost: the NF's

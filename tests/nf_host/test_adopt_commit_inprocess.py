@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from contract.results import FenceResult
 from contract.roles import SlotRole
 from nf_host.harness import checker_frame
 from tests.nf_host.test_worker_inprocess import SLOT, Node, owner_of_slot, run, until
@@ -27,7 +28,7 @@ def test_the_adopters_backup_holds_the_state_when_the_release_returns() -> None:
             await until(lambda: 3 in b.w.links and b.w.links[3].writer is not None, "B's backup")
             b.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 2, b.addr, same_cluster=False)
-            assert res["last_seq"] == 4
+            assert res.last_seq == 4
             rep = c.w.replicas[SLOT]
             assert rep.last_seq == 4 and len(rep.flows) == 1
             await until(lambda: b.w.slots[SLOT].role == SlotRole.PRIMARY, "B started")
@@ -79,8 +80,8 @@ def test_a_cancelled_adoption_tells_the_adopters_backup_to_stop_backing_up_the_s
             await until(lambda: 3 in b.w.links and b.w.links[3].writer is not None, "B's backup")
             b.w.adopt(SLOT, 2)
             assert SLOT in c.w.backed_up
-            assert await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {
-                "started": False, "held": True}  # (held: B had the adoption, M14)
+            assert await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == FenceResult(
+                started=False, held=True)  # (held: B had the adoption, M14)
             await until(lambda: SLOT not in c.w.backed_up, "C forgets the slot")
             # and the empty replica its assignment made at the move's epoch: kept, it refused
             # the old owner's deltas of the slot (epoch 1) as a stale sender's and closed their

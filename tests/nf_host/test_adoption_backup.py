@@ -9,12 +9,13 @@ restarted at 1 (chaos finding 2, simulation scenario `adopter_kills`)."""
 from __future__ import annotations
 
 import asyncio
-import inspect
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
 
 from contract.replication import Forward, SlotState
+from contract.results import FenceResult, PromoteResult
 from contract.shim import FRAME_KIND, FRAME_SLOT, SLOT_SEQ, Kind
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
@@ -42,8 +43,8 @@ def _backup_of_adopter() -> tuple[Worker, dict[int, FakeLink], Switch]:
     return w, links, switch
 
 
-async def _result(res: Any) -> dict[str, Any]:
-    return await res if inspect.isawaitable(res) else res  # type: ignore[no-any-return]
+async def _result(res: FenceResult | Awaitable[FenceResult]) -> FenceResult:
+    return res if isinstance(res, FenceResult) else await res
 
 
 def _seq_kind(frame: bytes) -> tuple[int, int]:
@@ -52,7 +53,7 @@ def _seq_kind(frame: bytes) -> tuple[int, int]:
 
 
 def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_owner() -> None:
-    async def run() -> tuple[Worker, list[Any], list[Any], dict[str, Any]]:
+    async def run() -> tuple[Worker, list[Any], list[Any], FenceResult]:
         w, links, switch = _backup_of_adopter()
         # B dies before A's transfer reached it: the backup promotes what it backs up, but not
         # the slot B never started (by itself on B's death, and in the controller's fail-over)
@@ -67,7 +68,7 @@ def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_
         return w, sent, links[A].sent[len(sent):], res
 
     w, given, later, res = asyncio.run(run())
-    assert res["started"] is False
+    assert res.started is False
     assert [type(m) for m in given] == [Forward] * 3
     assert [_seq_kind(m.frame) for m in given] == [(11, Kind.PRIMARY), (12, Kind.PRIMARY),
                                                   (13, Kind.PRIMARY)]
@@ -77,7 +78,7 @@ def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_
 
 
 def test_an_adoption_its_primary_started_is_promoted_and_the_fence_answers_started() -> None:
-    async def run() -> tuple[Worker, dict[str, Any], dict[str, Any]]:
+    async def run() -> tuple[Worker, FenceResult, PromoteResult]:
         w, _links, _switch = _backup_of_adopter()
         # B accepted A's transfer: its state came first (A processed 1..10)
         w.on_replication(SlotState(1, SLOT, EPOCH, 5, 10, []))
@@ -86,8 +87,8 @@ def test_an_adoption_its_primary_started_is_promoted_and_the_fence_answers_start
         return w, fenced, promoted
 
     w, fenced, promoted = asyncio.run(run())
-    assert fenced["started"] is True
-    assert promoted["slots"] == [SLOT] and promoted["replayed"] == 3
+    assert fenced.started is True
+    assert promoted.slots == [SLOT] and promoted.replayed == 3
     assert w.slots[SLOT].packets == 3 and w.slots[SLOT].state.last_seq == 13
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from contract.roles import SlotRole
-from nf_host.backup_slots import BackupSlots
+from contract.roles import SlotRole, SlotTransitionError
+from nf_host.backup_slots import Backing, BackupSlots
 from nf_host.state_store import Replica
 
 pytestmark = pytest.mark.unit
@@ -88,3 +88,31 @@ def test_clear_drops_everything_held() -> None:
     t.clear()
     assert t.held() == [] and not t.waiting(1) and t.assigned_seq(1) is None
     assert t.promoted(1)[0].epoch == 0  # the told epoch went too
+
+
+def test_an_adoption_is_backed_up_unpromotable_until_started_and_outlives_our_own_adoption() -> None:
+    t = BackupSlots()
+    t.assign(3, epoch=2, next_seq=None, adoption=True)
+    assert t.backing(3) == Backing.ADOPTION and 3 in t.backed_up and not t.promotable(3)
+    t.assign(3, epoch=2, next_seq=None)  # assigned again (a new leader): still an adoption
+    assert t.backing(3) == Backing.ADOPTION
+    t.adopting(3)  # this NF adopts it itself while our primary's adoption is undecided
+    assert t.backing(3) == Backing.ADOPTION_NOT_BACKED_UP
+    assert 3 not in t.backed_up and 3 in t.adoptions and not t.promotable(3)
+    t.assign(4, epoch=2, next_seq=None, adoption=True)
+    t.started(4)  # our primary started it: backed up, promotable
+    assert t.backing(4) == Backing.BACKUP and t.promotable(4) and 4 not in t.adoptions
+    t.started(3)
+    assert t.backing(3) is None and t.promotable(3)
+    t.given_back(4)
+    assert t.backing(4) is None and not t.holds(4)
+
+
+def test_a_backing_change_outside_its_transitions_raises() -> None:
+    t = BackupSlots()
+    t.assign(5, epoch=1, next_seq=None)
+    with pytest.raises(SlotTransitionError, match="BACKUP -> ADOPTION_NOT_BACKED_UP"):
+        t._become(5, Backing.ADOPTION_NOT_BACKED_UP)  # (only an adoption outlives its backing)
+    with pytest.raises(SlotTransitionError, match="None -> ADOPTION_NOT_BACKED_UP"):
+        t._become(6, Backing.ADOPTION_NOT_BACKED_UP)
+    assert t.backing(5) == Backing.BACKUP and t.backing(6) is None  # (nothing changed)

@@ -96,7 +96,7 @@ def test_a_snapshot_over_the_frame_limit_syncs_a_new_backup_and_deltas_follow_it
             assert len(rep.flows) == 20_001 and rep.last_seq == 8
             assert link.streams == 1 and link.bytes_sent > 17 * FRAME
             st = b.w.status()
-            assert st["repl_errors"] == 0 and st["repl_refused"] == 0
+            assert st.repl_errors == 0 and st.repl_refused == 0
             # the same without fragments: refused whole, on every retry (the bug of issue #32)
             c_ = Node(3, chunk=1 << 30)
             await c_.w.start()
@@ -105,7 +105,7 @@ def test_a_snapshot_over_the_frame_limit_syncs_a_new_backup_and_deltas_follow_it
                 b.w.assign([(SLOT + 1, 1, 1)], as_backup=True)
                 fill(c_.w.slots[SLOT + 1].state, 20_000)
                 c_.w.set_backup(2, b.addr)
-                await until(lambda: b.w.status()["repl_refusals"].get("frame", 0) >= 2,
+                await until(lambda: b.w.status().repl_refusals.get("frame", 0) >= 2,
                             "the unfragmented snapshot refused, twice")
                 assert not b.w.replicas[SLOT + 1].flows
             finally:
@@ -128,11 +128,11 @@ def test_a_move_of_a_slot_over_the_frame_limit() -> None:
             a.w.slots[SLOT].state.last_seq = None
             q.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 5, q.addr, same_cluster=False)
-            assert not res["delta"] and res["flows_shipped"] == 20_000
-            assert res["bytes_shipped"] > 17 * FRAME
+            assert not res.delta and res.flows_shipped == 20_000
+            assert res.bytes_shipped > 17 * FRAME
             await until(lambda: SLOT in q.w.slots and len(q.w.slots[SLOT].state.flows) == 20_000,
                         "the adopted state")
-            assert q.w.status()["repl_refused"] == 0
+            assert q.w.status().repl_refused == 0
         finally:
             for n in (a, q):
                 await n.w.stop()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
 
-from contract.commands import Command
+from contract.commands import Returns, answer
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
 from nf_host import pki
@@ -23,6 +23,7 @@ from nf_host.tls import Identity, channel_options, control_channel
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit
+R = TypeVar("R")
 
 
 class StubPool:
@@ -33,13 +34,13 @@ class StubPool:
     def __init__(self) -> None:
         self.commands: list[str] = []
 
-    def broadcast(self, cmd: Command) -> list[Any]:
+    def broadcast(self, cmd: Returns[R]) -> list[R]:
         self.commands.append(cmd.NAME)
         return []
 
-    def request(self, worker: int, cmd: Command, timeout: float = 10.0) -> Any:
+    def request(self, worker: int, cmd: Returns[R], timeout: float = 10.0) -> R:
         self.commands.append(cmd.NAME)
-        return {}
+        return answer(cmd, None)  # (the calls made here answer nothing: SetRole, Heartbeat)
 
     def alive(self) -> bool:
         return True

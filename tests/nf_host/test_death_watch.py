@@ -73,7 +73,7 @@ def test_a_killed_responder_makes_the_armed_backup_take_over_before_the_data_lin
             await until(lambda: SLOT in b.w.slots and b.w.slots[SLOT].role == SlotRole.PRIMARY,
                         "B promoted itself")
             assert a.w.links[2].writer is not None  # A's data connection had not closed
-            assert b.w.status()["took_over_from"] == [1] and server(b).watch_losses == 1
+            assert b.w.status().took_over_from == [1] and server(b).watch_losses == 1
             await _feed(None, b, sw, range(9, 13))
             await until(lambda: _delivered(a, b).received == 12, "every packet delivered")
             sink = _delivered(a, b)

@@ -103,7 +103,7 @@ def test_the_bound_holds_per_worker_and_evicts_oldest_idle_first() -> None:
             assert len(flows) == len(a.w.flow_table) == 8
             # the newest eight flows stay: oldest idle first
             assert {k[0] & 0xFFFF for k in flows if k is not None} == set(range(93, 101))
-            assert a.w.status()["evictions"] == {"max": 92}
+            assert a.w.status().evictions == {"max": 92}
         finally:
             await a.w.stop()
 
@@ -145,7 +145,7 @@ def test_idle_eviction_is_replicated_and_never_takes_a_flow_whose_output_is_held
                                                 if k is not None and k[0] & 0xFF == flow),
                                      "idle", 1.0, later, 0)
             assert a.w.bounds.expire(later) == 4
-            assert a.w.status()["evictions"] == {"idle": 4}
+            assert a.w.status().evictions == {"idle": 4}
             kept = set(a.w.slots[SLOT].state.flows)
             assert len(kept) == 4
             await until(lambda: flows_of(b.w.replicas[SLOT]) == {key_to_wire(k) for k in kept},
@@ -184,9 +184,9 @@ def test_a_closed_tcp_connection_goes_sooner_and_a_refused_scan_keeps_no_state()
             assert a.w.bounds.expire(time.monotonic() + 3) == 1  # the closed one, not the open
             (left,) = a.w.slots[SLOT].state.flows.values()
             assert left["state"] == "ESTABLISHED"
-            assert a.w.status()["evictions"] == {"closed": 1, "nf": 49}
+            assert a.w.status().evictions == {"closed": 1, "nf": 49}
             assert a.w.bounds.expire(time.monotonic() + 3601) == 1
-            assert a.w.status()["evictions"] == {"closed": 1, "nf": 49, "idle": 1}
+            assert a.w.status().evictions == {"closed": 1, "nf": 49, "idle": 1}
         finally:
             await a.w.stop()
 
@@ -218,7 +218,7 @@ def test_a_delta_move_after_evictions_carries_the_deletions() -> None:
             assert st.deleted_since(a.w.acked_versions[3][SLOT]) is not None
             p.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 3, p.addr, same_cluster=True)
-            assert res["delta"]
+            assert res.delta
             await until(lambda: SLOT in p.w.slots and p.w.slots[SLOT].state.flows == st.flows,
                         "the adopted state, without the evicted flows")
             assert len(st.flows) == 3

@@ -17,15 +17,16 @@ import contextlib
 import dataclasses
 import random
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import msgpack
 import pytest
 
-from contract.commands import Command
+from contract.commands import Returns, answer, as_command
 from contract.proto import nf_control_pb2 as pb
 from contract.replication import Ack, encode
+from contract.results import FenceResult, PromoteResult, ReleaseResult, SlotFlows
 from nf_host import replication
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
@@ -110,7 +111,7 @@ def test_replication_server_survives_fuzzed_frames_over_tls() -> None:
             assert await asyncio.wait_for(replication.read_message(r), 5) == Ack(10_000)
             w.close()
             st = x.w.status()
-            assert st["repl_errors"] + st["repl_refused"] > 0  # what it could not use, counted
+            assert st.repl_errors + st.repl_refused > 0  # what it could not use, counted
             assert server_tls.refused == 0
             assert errors == []  # nothing escaped to the event loop
         finally:
@@ -118,6 +119,9 @@ def test_replication_server_survives_fuzzed_frames_over_tls() -> None:
             replication.TRANSPORT = saved
 
     asyncio.run(asyncio.wait_for(body(), 180))
+
+
+R = TypeVar("R")
 
 
 class RecordingPool:
@@ -129,16 +133,17 @@ class RecordingPool:
     def __init__(self) -> None:
         self.commands: list[tuple[str, dict[str, Any]]] = []
 
-    def broadcast(self, cmd: Command) -> list[Any]:
-        self.commands.append((cmd.NAME, dataclasses.asdict(cmd)))
+    def broadcast(self, cmd: Returns[R]) -> list[R]:
+        self.commands.append((cmd.NAME, dataclasses.asdict(as_command(cmd))))
         return []
 
-    def request(self, worker: int, cmd: Command, timeout: float = 10.0) -> Any:
+    def request(self, worker: int, cmd: Returns[R], timeout: float = 10.0) -> R:
         name = cmd.NAME
-        self.commands.append((name, dataclasses.asdict(cmd)))
-        return {"promote": {"replayed": 0, "slots": []},
-                "flows": {"version": 0, "last_seq": 0, "flows": {}},
-                "cancel_adopt": {"started": False}}.get(name, {})
+        self.commands.append((name, dataclasses.asdict(as_command(cmd))))
+        return answer(cmd, {"promote": PromoteResult(replayed=0, slots=[]),
+                            "flows": SlotFlows(version=0, last_seq=0, flows=[]),
+                            "release": ReleaseResult(0, 0, 0, delta=False),
+                            "cancel_adopt": FenceResult(started=False)}.get(name))
 
     def alive(self) -> bool:
         return True

@@ -5,11 +5,11 @@ packets) summed over the workers."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from contract.commands import Command, Status
+from contract.commands import Returns, Status, answer
 from contract.proto import nf_control_pb2 as pb
 from nf_host.config import NfHostConfig
 from nf_host.control import NfControlServicer
@@ -18,6 +18,7 @@ from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.unit
+R = TypeVar("R")
 
 
 def worker(nf_id: int, kernel: list[int]) -> Worker:
@@ -32,9 +33,9 @@ class Pool:
     def __init__(self, workers: list[Worker]) -> None:
         self.workers = workers
 
-    def broadcast(self, cmd: Command) -> list[Any]:
-        assert isinstance(cmd, Status)
-        return [w.status() for w in self.workers]
+    def broadcast(self, cmd: Returns[R]) -> list[R]:
+        assert cmd.NAME == Status.NAME  # (not narrowed by isinstance: the answer stays an R)
+        return [answer(cmd, w.status()) for w in self.workers]
 
     def heartbeats_withheld(self) -> int:
         return 4
@@ -44,7 +45,7 @@ def test_kernel_drops_are_added_up_logged_and_reported(caplog: pytest.LogCapture
     a, b = worker(1, [5, 0, 2]), worker(1, [1])
     a.c.unowned, a.c.overflows, b.inbuf.overflows = 3, 4, 6
     with caplog.at_level(logging.WARNING):
-        assert a.status()["kernel_drops"] == 5
+        assert a.status().kernel_drops == 5
     assert "the kernel dropped 5 frames" in caplog.text
     servicer = NfControlServicer(NfHostConfig(nf_id=1, interface="veth0"), Pool([a, b]))  # type: ignore[arg-type]
     load = servicer.Status(pb.StatusRequest(), None).load
@@ -52,4 +53,4 @@ def test_kernel_drops_are_added_up_logged_and_reported(caplog: pytest.LogCapture
     assert load.overload_drops == load.kernel_drops + load.buffer_overflows
     assert load.heartbeats_withheld == 4  # (the parent's heartbeat echo: nf_host/liveness.py)
     assert load.drops >= load.kernel_drops + load.buffer_overflows + load.unowned
-    assert a.status()["kernel_drops"] == 7  # the next read adds the kernel's new count
+    assert a.status().kernel_drops == 7  # the next read adds the kernel's new count

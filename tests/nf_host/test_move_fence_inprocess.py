@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from contract.replication import Message, Transfer, TransferAck
+from contract.results import FenceResult, ReleaseResult
 from contract.roles import SlotRole
 from contract.shim import Kind
 from nf_host.harness import CheckerSink, Switch, checker_frame, read_checker, strip_shim
@@ -56,7 +57,8 @@ def test_a_started_adopter_answers_the_fence_started_and_a_late_assignment_reset
             p.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 3, p.addr, same_cluster=False)
             await until(lambda: p.w.slots[SLOT].role == SlotRole.PRIMARY, "the adopter started")
-            assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {"started": True}
+            assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == FenceResult(
+                started=True)
             assert p.w.slots[SLOT].role == SlotRole.PRIMARY and p.w.c.cancelled == 0
             p.w.adopt(SLOT, 2)  # a new leader finishing the move tells it again: nothing changes
             assert p.w.slots[SLOT].role == SlotRole.PRIMARY and p.w.slots[SLOT].state.last_seq == 4
@@ -94,8 +96,8 @@ def test_a_fenced_adoption_refuses_the_transfer_and_the_old_owner_keeps_its_park
             await until(lambda: len(a.out) == 4, "A's output")
             p.w.adopt(SLOT, 2)
             p.w.on_frame(sw.stamp(SLOT, checker_frame(1, 5), 3)[0])  # B buffers it
-            assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == {
-                "started": False, "held": True}
+            assert await p.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2}) == FenceResult(
+                started=False, held=True)
             assert SLOT not in p.w.slots and p.w.c.cancelled == 1  # counted, not silent
             # A releases (its Release was sent before the fence); packets that reach it while
             # it is released (here: as it sends its marker) wait there for the answer
@@ -238,8 +240,8 @@ def test_a_release_told_again_while_it_runs_waits_for_it_and_sends_one_transfer(
             args = {"slot": SLOT, "to_nf": 3, "to_address": p.addr, "same_cluster": False}
             first, second = await asyncio.gather(a.w.command("release", args),
                                                  a.w.command("release", args))
-            assert first == second and first["last_seq"] == 4
-            assert a.w.c.transfer_bytes == first["bytes_shipped"] and len(a.markers) == 1
+            assert isinstance(first, ReleaseResult) and first == second and first.last_seq == 4
+            assert a.w.c.transfer_bytes == first.bytes_shipped and len(a.markers) == 1
             await until(lambda: p.w.slots[SLOT].role == SlotRole.PRIMARY, "the adopter started")
         finally:
             for n in (a, p):

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from contract.results import PromoteResult
 from contract.roles import Role
 from nf_host.harness import CheckerSink, Switch, checker_frame
 from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
@@ -47,7 +48,7 @@ def test_a_slot_promoted_without_its_replica_owns_the_epoch_the_promote_gives(to
             await c.w.command("assign", {"slots": [(SLOT, EPOCH, None)], "as_backup": True,
                                          "primary": PROMOTED})
             res = await b.w.command("promote", _promote({SLOT: EPOCH} if told else {}, c))
-            assert res["slots"] == [SLOT]
+            assert isinstance(res, PromoteResult) and res.slots == [SLOT]
             sw = Switch()
             for no in range(1, 5):  # a batch: its output waits for C's ack
                 prim, copy = sw.stamp(SLOT, checker_frame(1, no), PROMOTED, NEW_BACKUP)

@@ -5,10 +5,11 @@ over loopback TCP, as in test_worker_inprocess."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
+from contract.commands import Promote
+from contract.results import PromoteResult
 from contract.shim import Kind
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.promote_wait import UNNAMED, PrimarySync
@@ -28,10 +29,10 @@ def _delivered(*nodes: Node) -> CheckerSink:
     return sink
 
 
-def _promote(c: Node) -> asyncio.Task[dict[str, Any]]:
+def _promote(c: Node) -> asyncio.Task[PromoteResult]:
     """The controller's `Promote(slots=[SLOT], dead=1)` to C, without a new backup."""
-    return asyncio.get_running_loop().create_task(c.w.command(
-        "promote", {"slots": [SLOT], "dead": 1, "backup": 0, "address": ""}))
+    return asyncio.get_running_loop().create_task(c.w.ask(
+        Promote([SLOT], dead=1, backup=0, address="")))
 
 
 async def _new_backup(a: Node, c: Node, *, primary_told: bool) -> None:
@@ -71,14 +72,14 @@ def test_a_backup_promoted_before_the_primarys_snapshot_waits_for_it() -> None:
             assert SLOT not in c.w.slots and not task.done()
             a.w.set_backup(3, c.addr)  # A (alive) is told at last: its snapshot reaches C
             res = await task
-            assert res["slots"] == [SLOT] and res["replayed"] == 0 and res["reemitted"] == 8
+            assert res.slots == [SLOT] and res.replayed == 0 and res.reemitted == 8
             for no in range(9, 13):  # the switch now sends the slot to C (a batch of 4)
                 c.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3, 0)[0])
             await until(lambda: _delivered(a, c).received == 12, "every packet delivered")
             sink = _delivered(a, c)
             assert sink.errors == [] and sink.last_count == {1: 12}
             st = c.w.status()
-            assert st["gaps"] == 0 and st["promote_waits"] == 1 and st["promote_wait_timeouts"] == 0
+            assert st.gaps == 0 and st.promote_waits == 1 and st.promote_wait_timeouts == 0
         finally:
             for n in (a, c):
                 await n.w.stop()
@@ -122,13 +123,13 @@ def test_a_promotion_waits_for_the_live_primarys_backlog_then_replays_the_rest()
             for frame in backlog:  # A reads its backlog (the false alarm's primary is alive)
                 a.w.on_frame(frame)
             res = await task
-            assert res["slots"] == [SLOT]
+            assert res.slots == [SLOT]
             for no in range(13, 17):  # the switch now sends the slot to C (a batch of 4)
                 c.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3, 0)[0])
             await until(lambda: _delivered(a, c).received == 16, "every packet delivered")
             sink = _delivered(a, c)
             assert sink.errors == [] and sink.last_count == {1: 16}
-            assert c.w.status()["gaps"] == 0 and c.w.primary_sync.timeouts == 0
+            assert c.w.status().gaps == 0 and c.w.primary_sync.timeouts == 0
         finally:
             for n in (a, c):
                 await n.w.stop()
@@ -151,10 +152,10 @@ def test_a_promotion_waits_no_longer_than_the_primary_can_send(end: str) -> None
             if end == "lost":
                 c.w.on_peer_lost(1)
             res = await task
-            assert res["slots"] == [SLOT] and res["replayed"] == 4
+            assert res.slots == [SLOT] and res.replayed == 4
             assert loop.time() - started < 5.0
             assert c.w.primary_sync.timeouts == (1 if end == "bound" else 0)
-            await until(lambda: c.w.status()["gaps"] == 4, "the hole skipped and counted")
+            await until(lambda: c.w.status().gaps == 4, "the hole skipped and counted")
         finally:
             for n in (a, c):
                 await n.w.stop()
@@ -177,9 +178,9 @@ def test_a_late_copy_that_closes_the_hole_ends_the_wait() -> None:
                 copy[14] = Kind.BACKUP
                 c.w.on_frame(bytes(copy))
             res = await task
-            assert res["replayed"] == 8 and loop.time() - started < 5.0
+            assert res.replayed == 8 and loop.time() - started < 5.0
             await until(lambda: c.w.c.packets == 8, "5..12 processed at C")
-            assert c.w.status()["gaps"] == 0 and c.w.primary_sync.timeouts == 0
+            assert c.w.status().gaps == 0 and c.w.primary_sync.timeouts == 0
         finally:
             for n in (a, c):
                 await n.w.stop()
@@ -224,7 +225,8 @@ def test_an_empty_slot_taken_over_reaches_the_new_backup_with_its_generation() -
                                          "primary": 2})
             res = await b.w.command("promote", {"slots": [SLOT], "dead": 1, "backup": 3,
                                                 "address": c.addr})
-            assert res["slots"] == [SLOT] and b.w.slots[SLOT].state.gen == 1
+            assert isinstance(res, PromoteResult)
+            assert res.slots == [SLOT] and b.w.slots[SLOT].state.gen == 1
             await until(lambda: SLOT in c.w.replicas and c.w.replicas[SLOT].gen == 1,
                         "the new owner's generation at its backup")
             assert c.w.primary_sync.lacking(2, [SLOT]) == []

@@ -47,6 +47,7 @@ from typing import Any
 import pytest
 
 from contract.replication import Delta, Forward, Message, Transfer, decode, encode
+from contract.results import ReleaseResult
 from contract.roles import Role, SlotRole
 from contract.seq import SEQ_MASK
 from contract.shim import ETH_HDR_LEN, Kind, Shim
@@ -435,7 +436,7 @@ async def scenario(seed: int) -> tuple[Sim, str]:
     loop = asyncio.get_running_loop()
     # per slot, its owners in turn: (nf, position of the last seq of its turn; INF: still owns)
     segments: dict[int, list[tuple[int, int, str]]] = {s: [(A, INF, "start")] for s in slots}
-    moves: list[tuple[asyncio.Task[dict[str, Any]], int, int, int, str]] = []  # task, slot, src, dst
+    moves: list[tuple[asyncio.Task[ReleaseResult], int, int, int, str]] = []  # task, slot, src, dst
     promote_at: int | None = None
     second = extra.random() < 0.5  # a second hand-over of one slot after the first one
     second_at = extra.randint(event_at + 1, total + 10) if second else -1
@@ -509,9 +510,9 @@ async def scenario(seed: int) -> tuple[Sim, str]:
             if task.done() and n not in settled:
                 settled.add(n)
                 if task.exception() is None:
-                    hand_over(s, int(task.result()["last_seq"]), dst, "move")
+                    hand_over(s, int(task.result().last_seq), dst, "move")
 
-    refused: asyncio.Task[dict[str, Any]] | None = None
+    refused: asyncio.Task[ReleaseResult] | None = None
     p_cut_any = extra.choice([0.0, 0.0, 0.01, 0.03])
 
     def quiet() -> bool:  # nothing in flight: a gap now is a loss (see Known limits for RTTs)
@@ -759,7 +760,7 @@ def check(sim: Sim, slots: list[int], segments: dict[int, list[tuple[int, int, s
         sim.fail(f"P1: reached their owner but never processed ({overflows} overflows): {unprocessed}")
 
 
-def check_move(sim: Sim, s: int, src: int, dst: int, how: str, res: dict[str, Any]) -> None:
+def check_move(sim: Sim, s: int, src: int, dst: int, how: str, res: ReleaseResult) -> None:
     """P4: what the transfer carried."""
     xfers = [m for f, m in sim.nodes[dst].transfers if f == src and m.slot == s]
     if not xfers:
@@ -769,16 +770,16 @@ def check_move(sim: Sim, s: int, src: int, dst: int, how: str, res: dict[str, An
     src_state = sim.state_at(s, x.seq)
     shipped: set[FlowId] = {struct_key(e[0]) for e in x.flows}
     if how == "inter":
-        if res["delta"] or len(shipped) != len(src_state):
+        if res.delta or len(shipped) != len(src_state):
             sim.fail(f"P4: inter-cluster move shipped {len(shipped)} of {len(src_state)} flows")
-    elif res["delta"]:  # exactly the flows that changed after the version the peer acknowledged
+    elif res.delta:  # exactly the flows that changed after the version the peer acknowledged
         base_seq = sim.version_seq.get((src, s, x.base))
         ref = sim.state_at(s, base_seq)
         changed = {k for k, v in src_state.items() if ref.get(k) != v}
         if shipped != changed:
             sim.fail(f"P4: intra-cluster move shipped {shipped}, changed since the base {changed}")
-    if res["bytes_shipped"] != len(encode(x)):
-        sim.fail(f"P4: bytes_shipped {res['bytes_shipped']} != transfer size {len(encode(x))}")
+    if res.bytes_shipped != len(encode(x)):
+        sim.fail(f"P4: bytes_shipped {res.bytes_shipped} != transfer size {len(encode(x))}")
 
 
 def struct_key(raw: object) -> FlowId:

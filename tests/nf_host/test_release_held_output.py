@@ -13,6 +13,7 @@ import asyncio
 
 import pytest
 
+from contract.results import FenceResult
 from contract.roles import SlotRole
 from nf_host.harness import Switch, checker_frame
 from nf_host.worker import CommandError
@@ -87,9 +88,9 @@ def test_a_cancelled_adoption_gives_its_buffered_packets_back_and_nothing_is_los
                 await a.w.command("release", {"slot": SLOT, "to_nf": 3, "to_address": p.addr,
                                               "same_cluster": False})
             fence = {"slot": SLOT, "epoch": 2, "from_nf": 1, "from_address": a.addr}
-            assert await p.w.command("cancel_adopt", fence) == {"started": False, "held": True}
-            assert await p.w.command("cancel_adopt", fence) == {"started": False,
-                                                                 "held": True}  # asked again
+            assert await p.w.command("cancel_adopt", fence) == FenceResult(started=False, held=True)
+            assert await p.w.command("cancel_adopt", fence) == FenceResult(
+                started=False, held=True)  # asked again
             p.w.on_frame(sw.stamp(SLOT, checker_frame(1, 6), 3)[0])  # still in flight to P
             a.w.assign([(SLOT, 3, None)], as_backup=False)  # the undo: epoch e+2, at A
             sw.epochs[SLOT] = 3

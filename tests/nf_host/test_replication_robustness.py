@@ -135,10 +135,10 @@ def test_a_transmit_error_in_the_ack_handler_is_counted_and_the_link_survives(er
             await until(lambda: sock.calls == 12, "4 more outputs released")
             assert len(sock.sent) == 10 and sender.errors == 2 and sender.errnos == {err: 2}
             status = a.w.status()
-            drops = status["drops"]
-            sender.report(status)
-            assert status["tx_lost"] == 2 and status["tx_errors"] == 2
-            assert status["drops"] == drops + 2
+            drops = status.drops
+            status = sender.report(status)
+            assert status.tx_lost == 2 and status.tx_errors == 2
+            assert status.drops == drops + 2
         finally:
             for n in (a, b):
                 await n.w.stop()
@@ -217,8 +217,8 @@ def test_an_unknown_sender_creates_no_replica_and_is_counted() -> None:
             assert await raw(x.port, encode(hello(9, 0, 1)), delta(5)) == b""
             assert x.w.replicas == {}
             st = x.w.status()
-            assert st["repl_refusals"] == {"no_hello": 1, "unknown_peer": 1}
-            assert st["repl_refused"] == 2
+            assert st.repl_refusals == {"no_hello": 1, "unknown_peer": 1}
+            assert st.repl_refused == 2
             # once NF 9 is a cluster peer, the same messages are applied and acknowledged
             await x.w.command("set_peers", {"peers": [[9, "127.0.0.1:1"]]})
             reply = await raw_until_ack(x.port, encode(hello(9, 0, 1)), delta(5))
@@ -252,7 +252,7 @@ def test_senders_are_bounded_by_address_workers_and_slots() -> None:
             # delta is never skipped, for a later ack would cover it)
             assert await raw(x.port, encode(hello(3, 0, 2)), delta(4), delta(5, 2)) == b""
             assert 5 not in x.w.replicas and 4 in x.w.replicas
-            assert x.w.status()["repl_refusals"] == {"wrong_address": 1, "workers": 1, "slot": 1}
+            assert x.w.status().repl_refusals == {"wrong_address": 1, "workers": 1, "slot": 1}
         finally:
             await x.w.stop()
 
@@ -269,11 +269,11 @@ def test_frames_and_connections_are_bounded() -> None:
             # before the hello only a small frame is read; after it, the configured limit
             assert await raw(x.port, big) == b""
             assert await raw(x.port, encode(hello(3, 0, 1)), big) == b""
-            assert x.w.status()["repl_refusals"] == {"frame": 2}
+            assert x.w.status().repl_refusals == {"frame": 2}
             held = [await asyncio.open_connection("127.0.0.1", x.port) for _ in range(2)]
             await until(lambda: x.w.server is not None and len(x.w.server._conns) == 2, "2 open")
             assert await raw(x.port, encode(hello(3, 0, 1))) == b""  # the third is refused
-            assert x.w.status()["repl_refusals"]["connections"] == 1
+            assert x.w.status().repl_refusals["connections"] == 1
             for _r, w in held:
                 w.close()
         finally:
@@ -299,7 +299,7 @@ def test_a_move_partner_installs_only_the_adopted_slot() -> None:
             await c.w.command("adopt", {"slot": SLOT, "epoch": 2, "from_nf": 1,
                                         "from_address": a.addr})
             res = await a.w.release(SLOT, 3, c.addr, same_cluster=False)
-            assert res["flows_shipped"] == 1 and c.w.slots[SLOT].role == SlotRole.PRIMARY
+            assert res.flows_shipped == 1 and c.w.slots[SLOT].role == SlotRole.PRIMARY
             assert 7 not in c.w.replicas and 7 not in c.w.slots
             # a packet of slot 7 forwarded by NF 1: not a slot adopted from it
             a.w.links[3].send(Forward(bytes(sw.stamp(7, checker_frame(7, 2), 1)[0])))
@@ -330,7 +330,7 @@ def test_a_backup_admits_the_primary_it_was_assigned() -> None:
                 a.w.on_frame(p)
                 b.w.on_frame(c)
             await until(lambda: len(a.out) == 4, "output released on the backup's ack")
-            assert b.w.replicas[SLOT].last_seq == 4 and b.w.status()["repl_refused"] == 0
+            assert b.w.replicas[SLOT].last_seq == 4 and b.w.status().repl_refused == 0
         finally:
             for n in (a, b):
                 await n.w.stop()

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from contract.replication import Delta, SlotRow, encode
+from contract.results import PromoteResult
 from contract.roles import SlotRole
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.peer_policy import hello
@@ -83,7 +84,7 @@ def test_an_armed_backup_takes_over_when_its_primarys_link_dies(how: str) -> Non
             await until(lambda: b.w.slots.get(SLOT) is not None
                         and b.w.slots[SLOT].role == SlotRole.PRIMARY, "B promoted itself")
             assert b.w.backup_id == 3 and b.w.c.self_promotions == 1
-            assert b.w.status()["took_over_from"] == [1]
+            assert b.w.status().took_over_from == [1]
             await until(lambda: _delivered(a, b).received == 12, "every packet delivered")
             sink = _delivered(a, b)
             assert sink.errors == [] and sink.last_count == {1: 12}
@@ -92,7 +93,8 @@ def test_an_armed_backup_takes_over_when_its_primarys_link_dies(how: str) -> Non
             # the controller's Promote that follows changes nothing and clears the report
             res = await b.w.command("promote", {"slots": [SLOT], "dead": 1, "backup": 3,
                                                 "address": c.addr})
-            assert res["replayed"] == 0 and b.w.status()["took_over_from"] == []
+            assert isinstance(res, PromoteResult)
+            assert res.replayed == 0 and b.w.status().took_over_from == []
 
     run(body)
 

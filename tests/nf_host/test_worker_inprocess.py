@@ -9,11 +9,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
 from contract.replication import Ack, Message, TransferAck
+from contract.results import PromoteResult
 from contract.roles import Role, SlotRole
 from contract.shim import Kind
 from nf_host.global_state import MemoryStore
@@ -131,7 +131,7 @@ def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
             res = b.w.promote([SLOT])
             # the 8 outputs A released are logged still (no later delta said they had left):
             # they are sent again, and the switch drops them
-            assert res == {"replayed": 3, "slots": [SLOT], "reemitted": 8}
+            assert res == PromoteResult(replayed=3, slots=[SLOT], reemitted=8)
             assert b.w.slots[SLOT].role == SlotRole.PRIMARY
             sink = CheckerSink()
             dedup = OutputDedup()
@@ -167,9 +167,9 @@ def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_ve
             a.w.on_frame(sw.stamp(SLOT, checker_frame(2, 2), 1)[0])
             p.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 3, p.addr, same_cluster=True)
-            assert res["delta"] and res["flows_shipped"] == 2 and res["last_seq"] == 22
+            assert res.delta and res.flows_shipped == 2 and res.last_seq == 22
             full = await full_release_bytes()
-            assert res["bytes_shipped"] * 4 < full
+            assert res.bytes_shipped * 4 < full
             st = p.w.slots[SLOT]
             assert st.role == SlotRole.PRIMARY and st.seq.next_expected == 23
             assert (
@@ -195,8 +195,8 @@ def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_ve
                 a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
             q.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 5, q.addr, same_cluster=False)
-            assert not res["delta"] and res["flows_shipped"] == 20
-            return int(res["bytes_shipped"])
+            assert not res.delta and res.flows_shipped == 20
+            return int(res.bytes_shipped)
         finally:
             for n in (a, q):
                 await n.w.stop()
@@ -226,8 +226,8 @@ def test_replication_garbage_is_counted() -> None:
                 w.close()
                 st = a.w.status()
                 # the oversized frame is refused (counted with the refusals), the others are errors
-                assert (st["repl_errors"], st["repl_refused"]) == ((n, 0) if n < 3 else (2, 1))
-            assert a.w.status()["repl_refusals"] == {"frame": 1}
+                assert (st.repl_errors, st.repl_refused) == ((n, 0) if n < 3 else (2, 1))
+            assert a.w.status().repl_refusals == {"frame": 1}
         finally:
             await a.w.stop()
 
@@ -264,7 +264,7 @@ def test_slot_moves_there_and_back_within_a_cluster_without_losing_state() -> No
             for flow in range(6, 8):
                 p.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 2), 3)[0])
             res = await p.w.release(SLOT, 1, a.addr, same_cluster=True)
-            assert res["delta"] and res["flows_shipped"] == 2
+            assert res.delta and res.flows_shipped == 2
             counts = {k[0]: s["count"] for k, s in a.w.slots[SLOT].state.flows.items() if k}
             assert sorted(counts.values()) == [1, 1, 1] + [2] * 7
             a.w.on_frame(sw.stamp(SLOT, checker_frame(1, 3), 1)[0])
@@ -388,7 +388,7 @@ def test_promotion_before_any_delta_counts_the_copies_that_never_arrived() -> No
             for c in copies[1:]:  # copy 1 was lost on the wire
                 assert c is not None
                 b.w.on_frame(c)
-            assert b.w.promote([SLOT])["replayed"] == 2
+            assert b.w.promote([SLOT]).replayed == 2
             rt = b.w.slots[SLOT]
             assert rt.packets == 0 and rt.seq.next_expected == 1, "waits for number 1"
             b.w.expire_gaps(time.monotonic() + 1.0)
@@ -423,7 +423,7 @@ def test_primary_and_backup_across_the_sequence_wrap() -> None:
                 _p, c = sw.stamp(SLOT, checker_frame(1, no), 1, 2)
                 assert c is not None
                 b.w.on_frame(c)
-            assert b.w.promote([SLOT])["replayed"] == 2
+            assert b.w.promote([SLOT]).replayed == 2
             sink = CheckerSink()
             dedup = OutputDedup()  # across the wrap, too
             for f in a.out + b.out:
@@ -460,7 +460,7 @@ def test_output_acked_but_never_sent_by_a_dying_primary_is_sent_by_the_promoted_
                         "batch 2 acknowledged")
             await a.w.stop()
             res = b.w.promote([SLOT], dead=1)
-            assert res["replayed"] == 0 and res["reemitted"] >= 4
+            assert res.replayed == 0 and res.reemitted >= 4
             dedup = OutputDedup()
             sink = CheckerSink()
             for f in [*a.out, *b.out]:
@@ -515,7 +515,7 @@ def test_a_cancelled_adoption_forgets_the_slot_and_counts_what_it_buffered() -> 
             assert SLOT in b.w.slots
             await b.w.command("cancel_adopt", {"slot": SLOT, "epoch": 2})
             assert SLOT not in b.w.slots and b.w.c.cancelled == 3
-            assert b.w.status()["drops"] == 3 and b.out == []
+            assert b.w.status().drops == 3 and b.out == []
         finally:
             await b.w.stop()
 
@@ -569,13 +569,13 @@ def test_replication_bytes_are_counted_by_peer_each_way() -> None:
             await until(lambda: c.w.replicas.get(SLOT) is not None
                         and c.w.replicas[SLOT].last_seq == 8, "peer delta")
             sa, sb, sc = a.w.repl_bytes(), b.w.repl_bytes(), c.w.repl_bytes()
-            assert sa["repl_tx_bytes"][2] == sb["repl_rx_bytes"][1] > 0
-            assert sa["repl_tx_bytes"][3] == sc["repl_rx_bytes"][1] > 0
-            assert sb["repl_tx_bytes"] == {} and sa["transfer_tx_bytes"] == 0
+            assert sa.repl_tx_bytes[2] == sb.repl_rx_bytes[1] > 0
+            assert sa.repl_tx_bytes[3] == sc.repl_rx_bytes[1] > 0
+            assert sb.repl_tx_bytes == {} and sa.transfer_tx_bytes == 0
             c.w.adopt(SLOT, 2)
             res = await a.w.release(SLOT, 3, c.addr, same_cluster=True)
-            assert c.w.repl_bytes()["transfer_rx_bytes"] == res["bytes_shipped"] \
-                == a.w.repl_bytes()["transfer_tx_bytes"] > 0
+            assert c.w.repl_bytes().transfer_rx_bytes == res.bytes_shipped \
+                == a.w.repl_bytes().transfer_tx_bytes > 0
         finally:
             for n in (a, b, c):
                 await n.w.stop()
@@ -666,12 +666,12 @@ def test_an_adopter_starts_only_once_the_old_owners_marker_has_come(marker: str)
             for no in range(5, 7):
                 p.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3)[0])
             res = await a.w.release(SLOT, 3, p.addr, same_cluster=False)
-            assert res["last_seq"] == 4 and len(sent) == 1 and len(a.out) == 4
+            assert res.last_seq == 4 and len(sent) == 1 and len(a.out) == 4
             marker_shim = strip_shim(sent[0])[0]
             assert (marker_shim.kind, marker_shim.slot, marker_shim.epoch, marker_shim.seq) == \
                 (Kind.MARKER, SLOT, 1, 4)
             assert p.w.slots[SLOT].role == SlotRole.ADOPTING and p.out == []
-            assert p.w.status()["queue_depth"] == 2  # the two packets wait, counted
+            assert p.w.status().queue_depth == 2  # the two packets wait, counted
             if marker == "delivered":
                 p.w.on_frame(sent[0])
                 assert p.w.slots[SLOT].role == SlotRole.PRIMARY
@@ -681,7 +681,7 @@ def test_an_adopter_starts_only_once_the_old_owners_marker_has_come(marker: str)
                 sink.feed(f)
             assert sink.errors == [] and sink.last_count == {1: 6}
             st = p.w.status()
-            assert (st["markers"], st["marker_timeouts"]) == \
+            assert (st.markers, st.marker_timeouts) == \
                 ((1, 0) if marker == "delivered" else (0, 1))
         finally:
             for n in (a, p):
@@ -763,7 +763,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
             calls: list[list[int]] = []
             real = b.w.promotion._promote
 
-            def spy(chosen: list[int], dead: int, measured: list[int]) -> dict[str, Any]:
+            def spy(chosen: list[int], dead: int, measured: list[int]) -> PromoteResult:
                 calls.append(list(chosen))
                 if len(calls) == 2:  # mid-way: a packet for the last idle slot, not promoted yet
                     p, _c = sw.stamp(idle[-1], checker_frame(2, 1), 2, 3)
@@ -775,7 +775,7 @@ def test_a_promotion_takes_the_busy_slots_first_and_the_idle_ones_a_few_per_turn
             b.w.promotion._promote = spy  # type: ignore[method-assign]
             res = await b.w.promote_soon([SLOT, *idle], dead=1, chunk=2)
             assert calls == [[SLOT], idle[0:2], [idle[-1]], idle[2:4]]
-            assert sorted(res["slots"]) == sorted([SLOT, *idle]) and res["replayed"] == 1
+            assert sorted(res.slots) == sorted([SLOT, *idle]) and res.replayed == 1
             assert all(b.w.slots[s].role == SlotRole.PRIMARY for s in [SLOT, *idle])
             assert len(b.out) == 2  # no backup: both outputs left
         finally:
@@ -823,4 +823,4 @@ def test_frames_of_another_ethertype_are_foreign_not_malformed_nor_drops() -> No
                   bytes(12) + b"\x88\xb5" + bytes([9]) + bytes(35)):  # a kind that does not exist
         a.w.on_frame(frame)
     stats = a.w.status()
-    assert (stats["foreign"], stats["malformed"], stats["drops"]) == (3, 3, 3)
+    assert (stats.foreign, stats.malformed, stats.drops) == (3, 3, 3)
