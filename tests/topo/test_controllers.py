@@ -106,3 +106,28 @@ def test_a_controller_that_stops_again_at_once_is_not_started_in_a_loop() -> Non
     assert ctls.revive() == ["controller"]  # stopped by itself once: started again
     assert ctls.revive() == [] and ctls.given_up == {"controller"}  # stopped again at once
     assert ctls.revive() == [] and started == ["controller"]
+
+
+def test_a_controller_a_fault_stopped_on_purpose_is_not_revived_behind_its_back() -> None:
+    """The chaos fault that kills the leader starts it again itself, once the standby leads:
+    revived meanwhile by the run's loop, two processes contended for one API port (seen in
+    the first minute of a soak)."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        started.append(subprocess.Popen(["sleep", "30"]))
+        return started[-1]
+
+    leader = start("controller")
+    ctls = Controllers(start, {"controller": "http://127.0.0.1:9"}, {"controller": leader})
+    try:
+        with ctls.held("controller"):
+            leader.kill()
+            leader.wait()
+            assert ctls.revive() == [] and len(started) == 1  # the fault's to start again
+        assert len(started) == 2 and ctls.procs["controller"] is started[1]
+        assert ctls.procs["controller"].poll() is None and ctls.revive() == []
+    finally:
+        for p in started:
+            p.kill()
+            p.wait()

@@ -105,9 +105,17 @@ def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
     if leader is None:
         rec.error = "no controller leads"
         return rec
-    proc = ctls.procs[leader]
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+    with ctls.held(leader):  # started again at the end, as the standby
+        proc = ctls.procs[leader]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        _await_takeover(ctls, leader, rec, timeout)
+    return rec
+
+
+def _await_takeover(ctls: Controllers, leader: str, rec: ControlFault, timeout: float) -> None:
+    """After `leader` was killed: a standby elected (detection), then primary and reconciled
+    (takeover), each timed in `rec`; a timeout is `rec`'s error."""
     others = [n for n in ctls.apis if n != leader]
     try:
         def elected() -> str | None:
@@ -130,9 +138,6 @@ def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
         rec.ok = True
     except TimeoutError as exc:
         rec.error = str(exc)
-    finally:
-        ctls.procs[leader] = ctls.start(leader)  # back as the standby
-    return rec
 
 
 def kill_etcd_member(cluster: EtcdCluster, index: int, ctls: Controllers,

@@ -7,7 +7,7 @@ import contextlib
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,9 @@ class Controllers:
     # (its log says why), not starved: it is left stopped (`given_up`), not restarted in a loop
     _revived_at: dict[str, float] = field(default_factory=dict, repr=False)
     given_up: set[str] = field(default_factory=set)
+    # controllers a fault stopped on purpose (`held`): not revived behind its back (it starts
+    # them again itself; revived meanwhile, two processes would have contended for one API port)
+    _held: set[str] = field(default_factory=set, repr=False)
 
     def leader(self) -> str | None:
         """The name of the controller that leads and is the switch's primary, if any."""
@@ -51,7 +54,7 @@ class Controllers:
         with self._reviving:
             now = time.monotonic()
             stopped = [n for n, p in self.procs.items()
-                       if p.poll() is not None and n not in self.given_up]
+                       if p.poll() is not None and n not in self.given_up | self._held]
             for name in list(stopped):
                 if now - self._revived_at.get(name, -MIN_LIFE_S) < MIN_LIFE_S:
                     self.given_up.add(name)
@@ -63,6 +66,19 @@ class Controllers:
                 self._revived_at[name] = now
             self.revived += stopped
             return stopped
+
+    @contextlib.contextmanager
+    def held(self, name: str) -> Iterator[None]:
+        """While a fault stops controller `name` on purpose, and until it is started again at
+        the end of the block (as a standby), `revive` leaves it alone."""
+        with self._reviving:
+            self._held.add(name)
+        try:
+            yield
+        finally:
+            with self._reviving:
+                self.procs[name] = self.start(name)
+                self._held.discard(name)
 
     def settled_leader_api(self, default: str, timeout: float = 30.0) -> str:
         """The API of the controller leading now, for the final counts: controllers that
