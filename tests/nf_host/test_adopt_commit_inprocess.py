@@ -8,7 +8,7 @@ import pytest
 from contract.results import FenceResult
 from contract.roles import SlotRole
 from nf_host.harness import checker_frame
-from tests.nf_host.test_worker_inprocess import SLOT, Node, owner_of_slot, run, until
+from tests.nf_host.inprocess import SLOT, Node, owner_of_slot, run, until
 
 pytestmark = pytest.mark.unit
 

@@ -22,8 +22,8 @@ from nf_host import liveness, replication
 from nf_host.pki import local_pki
 from nf_host.replication import ReplicationServer
 from nf_host.tls import Identity, TlsStreams, nf_identity
+from tests.nf_host.inprocess import SLOT, Node, run, until
 from tests.nf_host.test_takeover_inprocess import _delivered, _feed, armed
-from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit

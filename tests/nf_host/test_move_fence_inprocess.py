@@ -17,7 +17,7 @@ from contract.shim import Kind
 from nf_host.harness import CheckerSink, Switch, checker_frame, read_checker, strip_shim
 from nf_host.replication import Reply
 from nf_host.worker import CommandError
-from tests.nf_host.test_worker_inprocess import (
+from tests.nf_host.inprocess import (
     SLOT,
     Node,
     owner_of_slot,

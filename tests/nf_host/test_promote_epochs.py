@@ -18,7 +18,7 @@ import pytest
 from contract.results import PromoteResult
 from contract.roles import Role
 from nf_host.harness import CheckerSink, Switch, checker_frame
-from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
+from tests.nf_host.inprocess import SLOT, Node, run, until
 
 pytestmark = pytest.mark.unit
 

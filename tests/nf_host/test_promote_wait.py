@@ -13,7 +13,7 @@ from contract.results import PromoteResult
 from contract.shim import Kind
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.promote_wait import UNNAMED, PrimarySync
-from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
+from tests.nf_host.inprocess import SLOT, Node, primary_with_backup, run, until
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit

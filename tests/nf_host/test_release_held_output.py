@@ -17,7 +17,7 @@ from contract.results import FenceResult
 from contract.roles import SlotRole
 from nf_host.harness import Switch, checker_frame
 from nf_host.worker import CommandError
-from tests.nf_host.test_worker_inprocess import (
+from tests.nf_host.inprocess import (
     SLOT,
     HeldAcks,
     Node,

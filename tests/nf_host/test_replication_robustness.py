@@ -15,8 +15,8 @@ from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from nf_host.replication import Link, ReplicationServer, Reply, read_message
 from nf_host.worker_process import FrameSender
+from tests.nf_host.inprocess import SLOT, Node, run, until
 from tests.nf_host.raw_frames import raw_frame
-from tests.nf_host.test_worker_inprocess import SLOT, Node, run, until
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit

@@ -15,7 +15,7 @@ from contract.results import PromoteResult
 from contract.roles import SlotRole
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.peer_policy import hello
-from tests.nf_host.test_worker_inprocess import SLOT, Node, primary_with_backup, run, until
+from tests.nf_host.inprocess import SLOT, Node, primary_with_backup, run, until
 
 pytestmark = pytest.mark.unit
 
