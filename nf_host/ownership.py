@@ -175,9 +175,7 @@ class Ownership:
             w.c.cancelled += len(held)
             return FenceResult(started=False)
         link = w.linkset.link(from_nf, from_address)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(link.connected.wait(), GIVE_BACK_WAIT)
-        if not link.connected.is_set():
+        if not await _connected(link, GIVE_BACK_WAIT):
             log.warning("slot %d: the old owner NF %d is unreachable at %s: %d copies of an "
                         "adoption never started dropped", slot, from_nf, from_address, len(held))
             w.c.cancelled += len(held)
@@ -193,12 +191,11 @@ class Ownership:
         """Send a cancelled adoption's packets to the old owner once the link to it is up, then
         forward there what still arrives; if it cannot be reached, they are counted in
         `cancelled` (the old owner is down: its fail-over replays the switch's copies)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
+        connected = await _connected(link, self._w.cfg.transfer_timeout)
         if self._w.slots.get(rt.slot) is not rt or not rt.given_back:
             return  # adopted again, or assigned, meanwhile
         held, rt.pending = rt.pending, []
-        if not link.connected.is_set():
+        if not connected:
             log.warning("slot %d: the old owner is unreachable at %s: %d packets of the cancelled "
                         "adoption dropped", rt.slot, link.address, len(held))
             self._w.c.cancelled += len(held)
@@ -370,3 +367,11 @@ class Ownership:
         now = time.monotonic()
         for shim, frame in held:
             self._w.offer(rt, shim, frame, now)
+
+
+async def _connected(link: Link, wait: float) -> bool:
+    """Whether `link` is connected, waiting up to `wait` seconds for it (the two ways an
+    adoption's packets go back to the old owner, M11 and M14, wait so before sending them)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(link.connected.wait(), wait)
+    return link.connected.is_set()
