@@ -229,7 +229,13 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
                     same_cluster=not full,
                     adopter_backup_nf_id=ctl.state.pairs.get(to_nf) or 0),  # (M14)
                     min(RELEASE_ATTEMPT, release_timeout),
-                    release_timeout)
+                    release_timeout,
+                    # not asked again once B is down or unsettled (it died, restarted, or is
+                    # suspected): A waits for a dead B's answer until its own timeouts (up to
+                    # 15 s), under the move lock that B's fail-over waits for; B's fence (or
+                    # its backup's, M14) decides at once, as it would after those timeouts
+                    moot=lambda: reg.nfs[to_nf].declared_down
+                    or not ctl.state.nfs.configured(to_nf))
                 error = ""
                 break
             except NfControlError as exc:
@@ -247,11 +253,13 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
         await ctl.close_move(slot)
         return result(True, intent.epoch, delta=reply.delta, bytes_shipped=reply.bytes_shipped,
                       flows_shipped=reply.flows_shipped, last_seq=reply.last_seq)
-    decision = await fence(ctl, slot, to_nf, intent.epoch, src)
+    back_to = give_back_to(ctl, intent)
+    decision = await fence(ctl, slot, to_nf, intent.epoch, back_to)
     if decision == "forgotten":  # B restarted: its backup holds the copies (M14)
-        decision = "started" if await fence_backup(ctl, intent) == "started" else "cancelled"
+        decision = "started" if await fence_backup(ctl, intent, back_to) == "started" \
+            else "cancelled"
     elif decision == "down":  # B's backup decides in its place (M14)
-        decision = await fence_backup(ctl, intent)
+        decision = await fence_backup(ctl, intent, back_to)
     if decision == "started":  # the reply was lost, or A gave up first: B holds the slot
         LOG.warning("slot %d: the release by NF %d failed (%s) but NF %d had started it: the "
                     "move is complete", slot, src, error, to_nf)
@@ -272,6 +280,27 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
         return result(False, intent.epoch, fenced=True,
                       error=f"{error}; undecided: the adopter did not answer its fence")
     return await _undo(ctl, intent, error, result)
+
+
+def give_back_to(ctl: MoveHost, intent: MoveIntent) -> int:
+    """The NF an undone move's packets go back to (M11, M14): the NF that will own the slot
+    when the undo points it at the old owner's replica group again. That is the old owner A
+    while it is a live primary; A's backup when A is declared down (A's fail-over, waiting for
+    the move lock, promotes it with the slot, the packets among its copies); the primary
+    holding A's group when A was failed over already (the undo gives it the slot). Given to
+    A's NF id in those two cases, they reached a dead process, or a restarted one holding
+    nothing, and were lost (docs/protocols.md §5, M15)."""
+    src = intent.src
+    if src in ctl.state.pairs:
+        backup = ctl.state.pairs[src]
+        if ctl.registry.nfs[src].declared_down and backup is not None \
+                and not ctl.registry.nfs[backup].declared_down:
+            return backup
+        return src
+    try:
+        return ctl.state.primary_of_group(intent.src_group)
+    except ValueError:  # (A's group is gone: the undo cannot happen either)
+        return src
 
 
 async def _ask_cancel_adopt(ctl: MoveHost, nf: int, slot: int, epoch: int, src: int,
@@ -315,16 +344,17 @@ async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) 
     return "cancelled" if reply.held else "forgotten"
 
 
-async def fence_backup(ctl: MoveHost, intent: MoveIntent) -> str:
+async def fence_backup(ctl: MoveHost, intent: MoveIntent, back_to: int = 0) -> str:
     """M14: adopter B is down; the NF holding the copies of the slot's packets since the switch
     write (B's backup, or the NF promoted in B's place) decides instead: "started" if it holds
     the state B sent it on starting the slot (B's fail-over owns the slot), "cancelled" if B
     never started it (it gives its copies to the old owner A, which holds the state: the move
     is undone), "down" if it does not answer (B's fail-over owns the slot, as before M14)."""
-    slot, src, to_nf = intent.slot, intent.src, intent.dst
+    slot, to_nf = intent.slot, intent.dst
+    src = back_to or intent.src  # (the NF the copies go to: `give_back_to`)
     owner = ctl.slot_map.owner(slot)
     holder = ctl.state.pairs.get(to_nf) if owner == to_nf else owner
-    if holder is None or holder == src:
+    if holder is None or holder in (src, intent.src):
         return "down"
     # (the wait covers its giving the copies back: it answers once they are given)
     reply = await _ask_cancel_adopt(ctl, holder, slot, intent.epoch, src,

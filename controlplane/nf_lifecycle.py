@@ -169,6 +169,14 @@ class NfLifecycle:
             if restarted:
                 nfs.new_process(event.nf_id)
             if not restarted and nfs[event.nf_id] not in (NfPhase.NEW, NfPhase.ACTED_ON):
+                lock = self._nf_locks.get(event.nf_id)
+                if lock is not None and lock.locked():
+                    # its reconfiguration is under way (it restarted, and waits for its
+                    # fail-over behind a move): that decides its phase, not this false alarm.
+                    # Settled here, a restarted primary holding nothing was CONFIGURED again
+                    # (and moves could take it) each time a backup's stale `took_over_from`
+                    # declared it down and its next heartbeat up (simulation ADOPTER_KILLS 11)
+                    return
                 # a suspicion that came to nothing (late heartbeats): the NF kept its role and
                 # slots, and configuring it again would only load a loaded machine more
                 self.tasks.spawn(self._back_after_false_alarm(event.nf_id))

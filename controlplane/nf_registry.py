@@ -163,7 +163,8 @@ class NfRegistry:
         return await self._call(nf_id, name, request, timeout)
 
     async def call_again(self, nf_id: int, name: str, request: Any, attempt: float,
-                         total: float, slow_while_down: bool = False) -> Any:
+                         total: float, slow_while_down: bool = False,
+                         moot: Callable[[], bool] | None = None) -> Any:
         """An idempotent call (one the NF answers the same however often it is told: `Release`,
         `Promote`, `AssignSlots`, `Adopt`) asked again while it goes unanswered (a lost reply, a
         reset connection), each attempt within `attempt` seconds, until an answer, `total`
@@ -172,7 +173,10 @@ class NfRegistry:
         one with the same result, so a lost reply neither counts as done nor as failed.
         `slow_while_down`: an NF declared down whose attempts only time out (its connection is
         up: a live NF starved of CPU, not a dead one, whose connection fails) is asked again
-        too, until `total` (a `Promote`: docs/protocols.md Known limits)."""
+        too, until `total` (a `Promote`: docs/protocols.md Known limits). `moot`: a test after
+        each unanswered attempt; true, the call is not asked again (the last attempt's error is
+        raised): a `Release` whose adopter is declared down is decided by the fence
+        (controlplane/migration.py), not waited for."""
         deadline = time.monotonic() + total
         while True:
             left = deadline - time.monotonic()
@@ -181,7 +185,7 @@ class NfRegistry:
             except NfControlError as exc:
                 slow = slow_while_down and exc.error.startswith("DEADLINE_EXCEEDED")
                 if not exc.unanswered or (self.nfs[nf_id].declared_down and not slow) \
-                        or deadline - time.monotonic() <= 0:
+                        or deadline - time.monotonic() <= 0 or (moot is not None and moot()):
                     raise
                 LOG.info("NF %d %s unanswered (%s): asked again", nf_id, name, exc.error)
             await asyncio.sleep(min(CALL_AGAIN_PAUSE, max(deadline - time.monotonic(), 0)))

@@ -203,8 +203,12 @@ class PeerPolicy:
             if slot is None:
                 return msg  # malformed: the worker's handler counts it and closes the connection
             fwd = isinstance(msg, Forward)
+            # (a forwarded packet is input, as a copy is: one from a trusted sender, a cluster
+            # peer or our primary, is what an undone move gives back to the NF that holds the
+            # old owner's state now, its backup or the primary of its group, M15)
             given_back = fwd and sender is not None and (self.released_to.get(slot) == sender
-                                                         or self.released_to_backup.get(slot) == sender)
+                                                         or self.released_to_backup.get(slot) == sender
+                                                         or self._trusted(sender))
             if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
                 self.refuse("slot", sender, f"{'forwarded packet' if fwd else 'transfer'} "
                                             f"of slot {slot} from NF {sender}, not adopted from it")

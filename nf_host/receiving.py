@@ -27,7 +27,7 @@ from contract.replication import (
 )
 from contract.replication import SlotState as SlotStateMsg
 from contract.roles import SlotRole
-from contract.seq import older_owner, seq_next
+from contract.seq import older_owner, seq_after, seq_next
 from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
@@ -136,8 +136,21 @@ class ReplicaReceiver:
         self._w.primary_sync.forget([slot])
 
     def _on_forward(self, msg: Forward) -> None:
-        self._copy_to_backup(msg.frame)
-        self._w.on_frame(msg.frame)
+        frame = msg.frame
+        self._copy_to_backup(frame)
+        if len(frame) >= SHIM_FRAME_LEN:
+            slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
+            held = self._w.backups
+            if slot not in self._w.slots and slot not in held.backed_up and slot in held.replicas:
+                # given back by an undone move's adopter to the NF holding the old owner's
+                # state as a replica (the primary of its group, which took the slot over by
+                # itself and gave it up: §4.3), before the undo's AssignSlots owns it here:
+                # kept as input, replayed by that promotion (docs/protocols.md §5, M15)
+                rep = held.replicas[slot]
+                if rep.last_seq is None or seq_after(seq, rep.last_seq):
+                    self._w.inbuf.add(slot, seq, frame)
+                return
+        self._w.on_frame(frame)
 
     def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck:
         """The primary we back up adopted a slot: its whole state, first."""

@@ -54,6 +54,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     started: set[int] = field(default_factory=set)  # slots whose transfer it accepted (the fence)
     assigned: list[tuple[list[int], bool]] = field(default_factory=list)  # AssignSlots: (slots, as_backup)
     fence_errors: int = 0  # the next this many CancelAdopt calls fail (a worker not answering)
+    given_back_to: list[int] = field(default_factory=list)  # CancelAdopt's from_nf_id, in order
 
     async def Status(self, request, context):
         self.calls.append(("Status", request))
@@ -122,6 +123,7 @@ class FakeNf(pb_grpc.NfControlServicer):
 
     async def CancelAdopt(self, request, context):
         self.calls.append(("CancelAdopt", (request.slot, request.epoch)))
+        self.given_back_to.append(request.from_nf_id)
         if self.fence_errors:
             self.fence_errors -= 1
             return pb.CancelAdoptReply(ok=False, error="worker not answering")

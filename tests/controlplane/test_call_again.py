@@ -79,3 +79,25 @@ def test_a_slow_nf_declared_down_is_asked_again_when_told_so_a_dead_one_is_not()
         asyncio.run(dead.call_again(1, "Promote", None, attempt=0.05, total=5.0,
                                     slow_while_down=True))
     assert len(dead.calls) == 1
+
+
+def test_a_call_made_moot_is_not_asked_again() -> None:
+    """`moot` (a `Release` whose adopter was declared down meanwhile: the fence decides, the
+    move lock is not held for the old owner's timeouts; simulation `ADOPTER_KILLS` seed 11)."""
+    gone = False
+    reg = Scripted(["silent", "silent", "the answer"])
+
+    async def body() -> Any:
+        nonlocal gone
+        call = asyncio.ensure_future(reg.call_again(1, "Release", None, attempt=0.05, total=5.0,
+                                                    moot=lambda: gone))
+        await asyncio.sleep(0.01)
+        gone = True  # (the adopter is declared down during the first attempt)
+        return await call
+
+    with pytest.raises(NfControlError, match="DEADLINE"):
+        asyncio.run(body())
+    assert len(reg.calls) == 1
+    # not moot: asked again until answered, as before
+    assert asyncio.run(Scripted(["silent", "the answer"]).call_again(
+        1, "Release", None, attempt=0.05, total=5.0, moot=lambda: False)) == "the answer"

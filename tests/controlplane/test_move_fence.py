@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.migration import MoveError
+from controlplane.migration import MoveError, finish_move
 from controlplane.slot_map import SlotEntry
 from controlplane.slot_store import MoveIntent
 from tests.controlplane.test_migration import make, names, wait_until, with_controller
@@ -215,3 +215,32 @@ def test_a_journalled_move_that_is_over_is_cleared_not_replayed(etcd_server: Any
             await new.close()
 
     _run(body, etcd_server.endpoint)
+
+
+def test_a_move_whose_old_owner_was_failed_over_gives_back_to_the_primary_of_its_group() -> None:
+    """A journalled move (the slot at B at e+1) whose old owner A died and was failed over (A's
+    backup, NF 3, promoted for A's other slots): finishing it, the fence names NF 3, which holds
+    A's group and A's last state of the slot, as the NF B's buffered packets (and B's backup's
+    copies) go back to, and the undo gives the slot to NF 3 at e+2 (M15). Before, they went back
+    to A's NF id, a dead or restarted process that drops them (simulation seeds 11 of switch
+    restarts and 32 of etcd outages; the runtime's side: tests/nf_host/test_give_back_to_group.py)."""
+    async def body(c: Any, fakes: Any, servers: Any) -> None:
+        slot = c.slot_map.slots_of(1)[0]
+        epoch = c.slot_map.epoch(slot)
+        intent = MoveIntent(slot, 1, 2, epoch + 1, c.groups.get(1, 1))
+        await c.open_move(intent)
+        await c.move_slot(slot, 2)  # (the leader that wrote the switch died here)
+        await servers[1].stop()
+        for _ in range(3):
+            await c.registry.detector.heartbeat_round()
+        await wait_until(lambda: bool(c.failovers))
+        assert c.failovers[0].ok and c.failovers[0].promoted == 3
+        assert slot not in fakes[3].promoted  # (the slot map gives it to the move)
+        async with c.move_lock:
+            res = await finish_move(c.core, intent, 0.3)
+        assert res.undone and c.slot_map.entry(slot) == SlotEntry(slot, 3, epoch + 2)
+        assert fakes[2].given_back_to and set(fakes[2].given_back_to) == {3}
+        assert set(fakes[4].given_back_to) <= {3}  # (B's backup, asked when B forgot it: M14)
+        assert ([slot], False) in fakes[3].assigned and c.open_moves == {}
+
+    _run(body)
