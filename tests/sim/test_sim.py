@@ -128,6 +128,15 @@ REGRESSIONS = [
     (26, ADOPTER_KILLS), (1, ADOPTER_KILLS), (9, ADOPTER_KILLS), (12, ADOPTER_KILLS),
     (43, ETCD_OUTAGES),       # a fence asked of a restarted adopter whose backup had taken the
                               # slot over: undone to A's old state (M14 asks the backup too)
+    (11, ADOPTER_KILLS),      # a Release asked again for 11 s while its adopter was dead: the
+                              # move lock held the fail-overs past the run's end (M10: `moot`,
+                              # and a restarted NF not settled by a false alarm meanwhile)
+    (21, ADOPTER_KILLS),      # an old owner killed as its move began: the adopter's buffered
+                              # packets went back to the dead NF, not to its backup (M15)
+    # a journalled move whose old owner died: B's packets went back to A's NF id, not to the
+    # primary of A's group (M15; these two take other paths since and passed without the fix:
+    # kept as plain seeds of the limit, tests/nf_host/test_give_back_to_group.py reproduces it)
+    (11, SWITCH_RESTARTS), (32, ETCD_OUTAGES),
 ]
 SCENARIOS = {"CI": CI, "MOVE_REPLIES_LOST": MOVE_REPLIES_LOST,
              "ALL_REPLIES_LOST": ALL_REPLIES_LOST, "LEADER_KILLS": LEADER_KILLS,
@@ -162,30 +171,10 @@ def test_leader_kill_seeds_pass() -> None:
 # reading, docs/protocols.md, and no seed of the current runs reproduces it)
 
 
-# found by the new fault kinds (docs/protocols.md, "Known limits")
-# 11, 32: a journalled move whose old owner died, finished by a new leader: the adopter's
-# buffered packets go back to the old owner's NF id, not to its promoted backup; 45: output re-emitted
-# after a restart by the backup of a primary that died right after it; 79: one packet lost in
-# an etcd outage, not diagnosed (docs/protocols.md, Known limits)
-UNDIAGNOSED = [(11, "SWITCH_RESTARTS"), (32, "ETCD_OUTAGES"),
-               (45, "SWITCH_RESTARTS"), (79, "ETCD_OUTAGES")]
-
-
-ADOPTER_KILL_LIMITS = [
-    (11, "a Release held by an old owner waiting for a dead adopter's answer, asked again for "
-         "11 s under the move lock: the adopters' fail-overs wait past the run's end (the "
-         "limit \"A Release whose NF stays unreachable\")"),
-    (21, "an old owner killed mid-move (its adoption just begun, not journalled yet): the "
-         "adopter's buffered packets, given back to it, are dropped (counted); its promoted "
-         "backup never had them"),
-]
-
-
-@pytest.mark.xfail(strict=False, reason="known limits (docs/protocols.md, Known limits)")
-@pytest.mark.parametrize(("seed", "what"), ADOPTER_KILL_LIMITS)
-def test_limit_adopter_kills(seed: int, what: str) -> None:
-    o = run_seed(seed, ADOPTER_KILLS)
-    assert o.ok, (what, o.problems[:2])
+# found by the new fault kinds (docs/protocols.md, "Known limits"): 45, output re-emitted after a
+# restart by the backup of a primary that died right after it (traced, not fixed); 79, one packet
+# lost in an etcd outage, not diagnosed (it passes by another path since 2026-11-28)
+UNDIAGNOSED = [(45, "SWITCH_RESTARTS"), (79, "ETCD_OUTAGES")]
 
 
 @pytest.mark.xfail(strict=False, reason="known limit (docs/protocols.md, Known limits)")
