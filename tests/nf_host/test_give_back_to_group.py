@@ -14,8 +14,8 @@ from contract.results import FenceResult
 from contract.roles import SlotRole
 from nf_host.harness import OutputDedup, Switch, checker_frame
 from nf_host.peer_policy import PeerLimits, PeerPolicy
-from tests.nf_host.test_move_fence_inprocess import counts
 from tests.nf_host.inprocess import SLOT, Node, run, to_primary_and_backup, until
+from tests.nf_host.test_move_fence_inprocess import counts
 
 pytestmark = pytest.mark.unit
 
