@@ -6,7 +6,8 @@ the switch would), the usual set-ups of a slot (an owner alone, a primary with i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from contract.replication import Ack, Message
 from contract.shim import Kind
@@ -92,6 +93,18 @@ def to_primary_and_backup(sw: Switch, a: Node, b: Node, numbers: range, slot: in
         assert copy is not None
         a.w.on_frame(prim)
         b.w.on_frame(copy)
+
+
+@contextlib.asynccontextmanager
+async def running(*nodes: Node) -> AsyncIterator[None]:
+    """`nodes` started for the block, stopped after it, whatever it raised."""
+    for n in nodes:
+        await n.w.start()
+    try:
+        yield
+    finally:
+        for n in nodes:
+            await n.w.stop()
 
 
 def run(coro: Callable[[], Awaitable[None]]) -> None:

@@ -19,6 +19,7 @@ from tests.nf_host.inprocess import (
     Node,
     primary_with_backup,
     run,
+    running,
     to_primary_and_backup,
     until,
 )
@@ -30,9 +31,7 @@ pytestmark = pytest.mark.unit
 def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
     async def body() -> None:
         a, b = Node(1), Node(2)
-        for n in (a, b):
-            await n.w.start()
-        try:
+        async with running(a, b):
             await primary_with_backup(a, b)
             sw = Switch()
             for no in range(1, 9):
@@ -60,9 +59,6 @@ def test_output_waits_for_the_backup_ack_then_promotion_replays() -> None:
                 if dedup.offer(f):
                     sink.feed(f)
             assert sink.errors == [] and sink.last_count == {1: 11} and dedup.dropped == 8
-        finally:
-            for n in (a, b):
-                await n.w.stop()
 
     run(body)
 
@@ -122,9 +118,7 @@ def test_promotion_before_any_delta_counts_the_copies_that_never_arrived() -> No
 def test_primary_and_backup_across_the_sequence_wrap() -> None:
     async def body() -> None:
         a, b = Node(1), Node(2)
-        for n in (a, b):
-            await n.w.start()
-        try:
+        async with running(a, b):
             start = 0xFFFFFFFD
             a.w.assign([(SLOT, 1, start)], as_backup=False)
             b.w.assign([(SLOT, 1, start)], as_backup=True)
@@ -150,9 +144,6 @@ def test_primary_and_backup_across_the_sequence_wrap() -> None:
                 if dedup.offer(f):
                     sink.feed(f)
             assert sink.errors == [] and sink.last_count == {1: 10}
-        finally:
-            for n in (a, b):
-                await n.w.stop()
 
     run(body)
 
@@ -247,9 +238,7 @@ def test_replication_bytes_are_counted_by_peer_each_way() -> None:
 
     async def body() -> None:
         a, b, c = Node(1), Node(2), Node(3)
-        for n in (a, b, c):
-            await n.w.start()
-        try:
+        async with running(a, b, c):
             a.w.assign([(SLOT, 1, 1)], as_backup=False)
             b.w.assign([(SLOT, 1, 1)], as_backup=True)
             a.w.set_backup(2, b.addr)
@@ -273,9 +262,6 @@ def test_replication_bytes_are_counted_by_peer_each_way() -> None:
             res = await a.w.release(SLOT, 3, c.addr, same_cluster=True)
             assert c.w.repl_bytes().transfer_rx_bytes == res.bytes_shipped \
                 == a.w.repl_bytes().transfer_tx_bytes > 0
-        finally:
-            for n in (a, b, c):
-                await n.w.stop()
 
     run(body)
 
@@ -309,9 +295,7 @@ def test_a_promotion_logs_when_its_first_output_is_released(caplog: pytest.LogCa
     when the first batch with output of a promoted slot leaves, after the new backup's ack."""
     async def body() -> None:
         b, c = Node(2), Node(3)
-        for n in (b, c):
-            await n.w.start()
-        try:
+        async with running(b, c):
             b.w.assign([(SLOT, 1, 1)], as_backup=True)
             sw = Switch()
             for no in range(1, 4):  # the primary died before any delta: 3 copies to replay
@@ -329,9 +313,6 @@ def test_a_promotion_logs_when_its_first_output_is_released(caplog: pytest.LogCa
                 await until(lambda: len(b.out) == 4, "the next output")
             lines = [r.getMessage() for r in caplog.records if "takeover:" in r.getMessage()]
             assert len(lines) == 1 and "first output of the promoted slots released" in lines[0]
-        finally:
-            for n in (b, c):
-                await n.w.stop()
 
     run(body)
 

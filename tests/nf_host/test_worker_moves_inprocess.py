@@ -25,6 +25,7 @@ from tests.nf_host.inprocess import (
     owner_of_slot,
     primary_with_backup,
     run,
+    running,
     to_primary_and_backup,
     until,
 )
@@ -35,9 +36,7 @@ pytestmark = pytest.mark.unit
 def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_version() -> None:
     async def body() -> None:
         a, p = Node(1), Node(3)
-        for n in (a, p):
-            await n.w.start()
-        try:
+        async with running(a, p):
             a.w.assign([(SLOT, 1, 1)], as_backup=False)
             a.w.set_peers([(3, p.addr)])
             await until(lambda: a.w.links[3].writer is not None, "peer link")
@@ -66,15 +65,10 @@ def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_ve
             a.w.on_frame(sw.stamp(SLOT, checker_frame(3, 2), 1)[0])
             await until(lambda: p.w.c.packets == 1, "forwarded packet processed")
             assert a.w.c.forwarded == 1
-        finally:
-            for n in (a, p):
-                await n.w.stop()
 
     async def full_release_bytes() -> int:
         a, q = Node(4), Node(5)
-        for n in (a, q):
-            await n.w.start()
-        try:
+        async with running(a, q):
             a.w.assign([(SLOT, 1, 1)], as_backup=False)
             sw = Switch()
             for flow in range(1, 21):
@@ -83,9 +77,6 @@ def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_ve
             res = await a.w.release(SLOT, 5, q.addr, same_cluster=False)
             assert not res.delta and res.flows_shipped == 20
             return int(res.bytes_shipped)
-        finally:
-            for n in (a, q):
-                await n.w.stop()
 
     run(body)
 
@@ -93,9 +84,7 @@ def test_intra_cluster_release_ships_exactly_the_flows_changed_since_the_peer_ve
 def test_slot_moves_there_and_back_within_a_cluster_without_losing_state() -> None:
     async def body() -> None:
         a, p = Node(1), Node(3)
-        for n in (a, p):
-            await n.w.start()
-        try:
+        async with running(a, p):
             a.w.assign([(SLOT, 1, 1)], as_backup=False)
             a.w.set_peers([(3, p.addr)])
             p.w.set_peers([(1, a.addr)])
@@ -129,9 +118,6 @@ def test_slot_moves_there_and_back_within_a_cluster_without_losing_state() -> No
             for f in sorted(a.out + p.out, key=lambda f: strip_shim(f)[0].seq):  # stamp order
                 sink.feed(f)
             assert sink.errors == [] and sink.last_count[1] == 3
-        finally:
-            for n in (a, p):
-                await n.w.stop()
 
     run(body)
 
@@ -139,9 +125,7 @@ def test_slot_moves_there_and_back_within_a_cluster_without_losing_state() -> No
 def test_release_tells_the_backup_to_stop_keeping_copies_and_assign_keeps_a_replica() -> None:
     async def body() -> None:
         a, b, p = Node(1), Node(2), Node(3)
-        for n in (a, b, p):
-            await n.w.start()
-        try:
+        async with running(a, b, p):
             a.w.assign([(SLOT, 1, 1), (SLOT + 16, 1, 1)], as_backup=False)
             b.w.assign([(SLOT, 1, 1), (SLOT + 16, 1, 1)], as_backup=True)
             a.w.set_backup(2, b.addr)
@@ -164,9 +148,6 @@ def test_release_tells_the_backup_to_stop_keeping_copies_and_assign_keeps_a_repl
             st = b.w.slots[SLOT + 16]
             assert st.role == SlotRole.PRIMARY and st.seq.next_expected == 5
             assert [s["count"] for s in st.state.flows.values()] == [4]
-        finally:
-            for n in (a, b, p):
-                await n.w.stop()
 
     run(body)
 
@@ -174,9 +155,7 @@ def test_release_tells_the_backup_to_stop_keeping_copies_and_assign_keeps_a_repl
 def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
     async def body() -> None:
         a, q = Node(1), Node(4)
-        for n in (a, q):
-            await n.w.start()
-        try:
+        async with running(a, q):
             sw = owner_of_slot(a, 4)
             assert len(a.out) == 4
             late = sw.stamp(SLOT, checker_frame(1, 5), 1)[0]
@@ -201,9 +180,6 @@ def test_a_refused_release_leaves_the_slot_with_its_owner() -> None:
                 sink.feed(f)
             assert sink.errors == [] and sink.last_count == {1: 5}
             assert SLOT not in q.w.slots
-        finally:
-            for n in (a, q):
-                await n.w.stop()
 
     run(body)
 
@@ -212,9 +188,7 @@ def test_a_peer_that_falls_behind_is_resynchronised_not_buffered_for() -> None:
     async def body() -> None:
         a, p = Node(1), Node(3)
         a.w.cfg.peer_backlog_bytes = -1  # every peer counts as too far behind
-        for n in (a, p):
-            await n.w.start()
-        try:
+        async with running(a, p):
             a.w.assign([(SLOT, 1, 1)], as_backup=False)
             a.w.set_peers([(3, p.addr)])
             link = a.w.links[3]
@@ -226,9 +200,6 @@ def test_a_peer_that_falls_behind_is_resynchronised_not_buffered_for() -> None:
             await until(lambda: len(p.w.replicas.get(SLOT, Replica(SLOT)).flows) == 10,
                         "full snapshot after the reconnection")
             assert p.w.replicas[SLOT].last_seq == 10
-        finally:
-            for n in (a, p):
-                await n.w.stop()
 
     run(body)
 
@@ -264,9 +235,7 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
         a, b, p = Node(1), Node(2), Node(3, batch=2)  # p: its 2 packets close a batch at once
         acks = HeldAcks(a, p)
         wire, held = acks.wire, acks.held
-        for n in (a, b, p):
-            await n.w.start()
-        try:
+        async with running(a, b, p):
             await primary_with_backup(a, b)
             sw = Switch()
             to_primary_and_backup(sw, a, b, range(1, 5))  # one batch, its output held: the backup's ack does not come
@@ -284,9 +253,6 @@ def test_a_release_lets_its_own_output_leave_before_the_adopter_starts() -> None
             await until(lambda: len(wire) == 6, f"every output (so far {wire})")
             assert wire == [(1, 1), (1, 2), (1, 3), (1, 4), (3, 5), (3, 6)]
             assert (p.w.markers.markers, p.w.markers.timeouts) == (1, 0)
-        finally:
-            for n in (a, b, p):
-                await n.w.stop()
 
     run(body)
 
@@ -302,9 +268,7 @@ def test_an_adopter_starts_only_once_the_old_owners_marker_has_come(marker: str)
         a, p = Node(1), Node(3, batch=2, marker_wait=0.3)
         sent: list[bytes] = []  # a's marker, held back by the test ("the switch's queue")
         a.w.tx = lambda f: sent.append(bytes(f)) if f[14] == Kind.MARKER else a.out.append(f)
-        for n in (a, p):
-            await n.w.start()
-        try:
+        async with running(a, p):
             sw = owner_of_slot(a, 4)
             p.w.adopt(SLOT, 2)
             sw.epochs[SLOT] = 2
@@ -328,8 +292,5 @@ def test_an_adopter_starts_only_once_the_old_owners_marker_has_come(marker: str)
             st = p.w.status()
             assert (st.markers, st.marker_timeouts) == \
                 ((1, 0) if marker == "delivered" else (0, 1))
-        finally:
-            for n in (a, p):
-                await n.w.stop()
 
     run(body)
