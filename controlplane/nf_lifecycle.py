@@ -283,6 +283,9 @@ class NfLifecycle:
             await self.switch_ready.wait()
         async with self.host.urgent_lock():
             if dead in self.pairs and await self._really_down(dead, confirmed, since):
+                # acted on now: an earlier suspicion's task may have settled it (CONFIGURED)
+                # after this "down" unsettled it (two runs of misses, CI of 2026-11-28)
+                self.state.nfs.unsettle(dead)
                 result = await fail_over(self.host, dead, since, time.time() if not confirmed else emitted)
                 if result.ok:
                     self._acted_on(dead)

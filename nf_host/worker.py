@@ -334,7 +334,7 @@ class Worker(WorkerCore):
                 slot=slot, epoch=rep.epoch, role=role,
                 packets=self.inbuf.count(slot), committed_seq=rep.last_seq or 0,
                 next_expected=0, version=rep.version, flows=len(rep.flows),
-                highest_seen=top or 0, has_seen=top is not None,
+                highest_seen=top or 0, has_seen=top is not None, peer_versions={},
             ))
         c = self.c
         if self.drop_probe is not None:
