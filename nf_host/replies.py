@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import msgpack
 
@@ -19,19 +20,12 @@ from contract.results import (
     WorkerStatus,
 )
 
-
-def _sum_maps(maps: Iterable[dict[int, int]]) -> dict[int, int]:
-    """Per-worker counters by NF id, added up."""
-    out: dict[int, int] = {}
-    for m in maps:
-        for k, v in m.items():
-            out[k] = out.get(k, 0) + v
-    return out
+K = TypeVar("K")
 
 
-def _sum_reasons(maps: Iterable[dict[str, int]]) -> dict[str, int]:
-    """Per-worker counters by reason, added up."""
-    out: dict[str, int] = {}
+def _add_up(maps: Iterable[Mapping[K, int]]) -> dict[K, int]:
+    """Per-worker counters by key (peer NF id, eviction reason), added up."""
+    out: dict[K, int] = {}
     for m in maps:
         for k, v in m.items():
             out[k] = out.get(k, 0) + v
@@ -75,8 +69,8 @@ def load(parts: Sequence[WorkerStatus], *, packet_rate: float = 0.0, cpu_percent
         kernel_drops=sum(p.kernel_drops for p in parts),
         buffer_overflows=sum(p.overflows + p.input_overflows for p in parts),
         unowned=sum(p.unowned for p in parts),
-        repl_tx_bytes=_sum_maps(p.repl.repl_tx_bytes for p in parts),
-        repl_rx_bytes=_sum_maps(p.repl.repl_rx_bytes for p in parts),
+        repl_tx_bytes=_add_up(p.repl.repl_tx_bytes for p in parts),
+        repl_rx_bytes=_add_up(p.repl.repl_rx_bytes for p in parts),
         transfer_tx_bytes=sum(p.repl.transfer_tx_bytes for p in parts),
         transfer_rx_bytes=sum(p.repl.transfer_rx_bytes for p in parts),
         batches=sum(p.repl.batches for p in parts),
@@ -85,7 +79,7 @@ def load(parts: Sequence[WorkerStatus], *, packet_rate: float = 0.0, cpu_percent
         self_promotions=sum(p.self_promotions for p in parts),
         heartbeats_withheld=heartbeats_withheld,
         flows=sum(p.flows for p in parts),
-        evictions=_sum_reasons(p.evictions for p in parts),
+        evictions=_add_up(p.evictions for p in parts),
         flows_over_bound=sum(p.flows_over_bound for p in parts),
     )
 

@@ -151,10 +151,11 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
         # may be longer than any), so it stops here and writes its report
         sink.terminate()
         wait_for(lambda: sink.poll() is not None, timeout=30, what="sink finished")
-        api = ctls.settled_leader_api(api)  # after controller faults, the standby may lead
         memory.stop()
-        nfs = ctls.read("/nfs?refresh=1", api)  # counts as of now, not of the last load poll
-        api = ctls.settled_leader_api(api)  # (the one that answered, unless it just stopped)
+        # counts as of now, not of the last load poll, from the controller leading now (after
+        # controller faults, the standby may lead); its API then serves the reads below
+        nfs = ctls.read("/nfs?refresh=1", api)
+        api = ctls.settled_leader_api(api)
         (log_dir / "nfs.json").write_text(json.dumps(nfs, indent=1))
         ports1 = port_snapshot(api, switch_node, target_status, first="interfaces")
         accounts, accounts_why = port_window(ports0, ports1, dist)
