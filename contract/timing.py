@@ -14,13 +14,31 @@ the runtime never takes a released slot back by itself while the adopter's answe
 
 from __future__ import annotations
 
+SWITCH_QUEUE_BOUND = 2.0
+"""Seconds an output frame an NF hands to its data socket may wait, at most, before it has been
+through the switch's ingress pipeline (its socket, the wire, the switch's receive queue for the
+NF's port). The backup keeps a primary's released output this long after it learns of the
+release (`OutputLog.retain`, `--output-retain-ms`; docs/protocols.md §2 "The output log"): a
+frame still queued when its primary dies could otherwise be overtaken by the promoted backup's
+newer output and dropped by the switch as a duplicate. A hardware switch's queues are
+microseconds long; p4sim's receive ring for a port (`--ring-mb`, 2048 blocks, each handed over
+at the latest 1 ms after it opened: docs/p4sim.md "Port I/O") holds about 2 s of frames at low
+rates, and under overload held a second (docs/protocols.md, Known limits). A deployment whose
+switch queues can hold longer must raise it."""
+
 TRANSFER_TIMEOUT = 5.0
 """Seconds a releasing NF waits at each of its three steps."""
 
-MARKER_WAIT = 0.5
+MARKER_WAIT = SWITCH_QUEUE_BOUND
 """Seconds an adopter that has the transfer waits for the old owner's move marker (which follows
 the old owner's last output through the switch) before it starts on the slot anyway, counted in
-`marker_timeouts`: the old owner died mid-move, or the switch's queues are that long."""
+`marker_timeouts`: the old owner died mid-move, or the switch's queues are longer than they may
+be. As long as the queues the output log allows for: it was 0.5 s, and the simulation with port
+queues of up to a second (`python -m sim --set max_queue=1.0 --set moves=6`) failed 10 of 100
+seeds: adopters that started before the old owner's last outputs had been through the switch,
+whose flows then showed packets out of order or lost and checker counts off (100 of 100 pass
+with it equal to the bound: `tests/sim/test_sim.py`'s `LONG_QUEUES` seeds). The cost
+is latency only: an adopter whose old owner died mid-move holds the slot's packets that long."""
 
 RELEASE_WORST_CASE = 2 * MARKER_WAIT + 3 * TRANSFER_TIMEOUT
 """The longest a `Release` can take inside a worker once it runs (queueing not counted)."""
@@ -40,14 +58,3 @@ GIVE_BACK_WAIT = 1.0
 copies it held of an adoption never started (counted in `cancelled`; docs/protocols.md §5, M14);
 the controller's `CancelAdopt` to it waits `ADOPT_RPC_TIMEOUT` beyond that."""
 
-SWITCH_QUEUE_BOUND = 2.0
-"""Seconds an output frame an NF hands to its data socket may wait, at most, before it has been
-through the switch's ingress pipeline (its socket, the wire, the switch's receive queue for the
-NF's port). The backup keeps a primary's released output this long after it learns of the
-release (`OutputLog.retain`, `--output-retain-ms`; docs/protocols.md §2 "The output log"): a
-frame still queued when its primary dies could otherwise be overtaken by the promoted backup's
-newer output and dropped by the switch as a duplicate. A hardware switch's queues are
-microseconds long; p4sim's receive ring for a port (`--ring-mb`, 2048 blocks, each handed over
-at the latest 1 ms after it opened: docs/p4sim.md "Port I/O") holds about 2 s of frames at low
-rates, and under overload held a second (docs/protocols.md, Known limits). A deployment whose
-switch queues can hold longer must raise it."""
