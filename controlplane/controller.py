@@ -260,6 +260,10 @@ class Controller:
         return self.core.untold_epochs
 
     @property
+    def moved_at(self) -> dict[int, float]:
+        return self.core.moved_at
+
+    @property
     def move_lock(self) -> asyncio.Lock:
         return self.core.move_lock
 

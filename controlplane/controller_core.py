@@ -80,6 +80,9 @@ class ControllerCore:
         # the move journal (docs/protocols.md §5): moves between their switch write and their
         # end (complete or undone), by slot; persisted in etcd when it is used
         self.open_moves: dict[int, MoveIntent] = {}
+        # slot -> time.monotonic() its last move ended (complete or undone): the next waits
+        # `migration.MOVE_AGAIN_AFTER` (its old owner's marker may still be on its way)
+        self.moved_at: dict[int, float] = {}
         # the fail-over journal (§8, L3): dead primary -> its promoted backup, between the
         # fail-over's first step and its persisted hand-over (controlplane/failover_journal.py)
         self.open_failovers: dict[int, int] = {}
@@ -161,6 +164,7 @@ class ControllerCore:
         over by the next leader (the slot's epoch has passed it, or it finishes it again:
         `Release` and `Adopt` are idempotent)."""
         self.open_moves.pop(slot, None)
+        self.moved_at[slot] = time.monotonic()
         if self.store is not None:
             try:
                 await self.store.clear_move(slot)

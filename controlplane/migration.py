@@ -36,7 +36,13 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from contract.proto import nf_control_pb2 as pb
-from contract.timing import ADOPT_RPC_TIMEOUT, GIVE_BACK_WAIT, RELEASE_RPC_TIMEOUT
+from contract.timing import (
+    ADOPT_RPC_TIMEOUT,
+    GIVE_BACK_WAIT,
+    MARKER_WAIT,
+    RELEASE_RPC_TIMEOUT,
+    SWITCH_QUEUE_BOUND,
+)
 from controlplane.cluster_view import ClusterView
 from controlplane.nf_registry import NfControlError
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
@@ -50,6 +56,16 @@ FENCE_PATIENCE = 5.0  # how long the fence is asked again while the adopter does
 # (under the move lock: a fail-over waits at most that long for it)
 FENCE_RETRY = 0.2
 RELEASE_ATTEMPT = 2.0  # a Release unanswered this long is asked again (it is idempotent, M5)
+# A slot is moved again this long after its last move ended at the earliest. The old owner sends
+# its marker (after its last output) once it has the Release, after the switch write; a second
+# move's switch write sends whatever of the slot reaches the switch after it to the newer
+# adopter, so a marker still queued then never reaches the adopter it was for: that adopter
+# waits `MARKER_WAIT` for it and starts without it, and the old owner's output queued with it
+# can arrive behind the adopter's (found by the simulation with port queues of up to a second,
+# seed 5107 of tests/sim/test_sim.py's LONG_QUEUES). The switch's queues hold a frame
+# `SWITCH_QUEUE_BOUND` at most. `SlotMoves.migrate` waits for it; a move that still comes
+# sooner (another caller's, meanwhile) is refused.
+MOVE_AGAIN_AFTER = max(SWITCH_QUEUE_BOUND, MARKER_WAIT)
 KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
 
 
@@ -109,6 +125,8 @@ class MoveHost(ClusterView, Protocol):
     def fence_patience(self) -> float: ...
     @property
     def untold_epochs(self) -> dict[int, dict[int, int]]: ...
+    @property
+    def moved_at(self) -> dict[int, float]: ...
     async def open_move(self, move: MoveIntent) -> None: ...
     async def close_move(self, slot: int) -> None: ...
     async def move_slot(self, slot: int, to_nf: int) -> SlotEntry: ...
@@ -133,6 +151,11 @@ def check_move(ctl: MoveHost, slot: int, to_nf: int) -> int:
         move = ctl.open_moves[slot]
         raise MoveError(f"slot {slot}'s move from NF {move.src} to NF {move.dst} is not decided "
                         "yet (its adopter has not answered the fence)")
+    ended = ctl.moved_at.get(slot)
+    if ended is not None and time.monotonic() - ended < MOVE_AGAIN_AFTER:
+        raise MoveError(f"slot {slot} was moved {time.monotonic() - ended:.1f} s ago: its old "
+                        "owner's last output may still be queued at the switch (a slot is moved "
+                        f"again {MOVE_AGAIN_AFTER:g} s after its last move at the earliest)")
     owner = ctl.slot_map.owner(slot)
     if owner == to_nf:
         raise MoveError(f"slot {slot} is already owned by NF {to_nf}")

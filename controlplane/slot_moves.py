@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Protocol
 
 from controlplane.background import BackgroundTasks
-from controlplane.migration import MoveHost, MoveResult, finish_move, migrate_slot
+from controlplane.migration import (
+    MOVE_AGAIN_AFTER,
+    MoveHost,
+    MoveResult,
+    finish_move,
+    migrate_slot,
+)
 from controlplane.run_history import RunHistory
 from controlplane.slot_store import MoveIntent
 
@@ -43,7 +50,14 @@ class SlotMoves:
 
     async def migrate(self, slots: list[int], to_nf: int) -> list[MoveResult]:
         """Move `slots` to primary `to_nf`, one after the other (migration.py). Raises
-        MoveError before the first move for a bad request; a failed move is undone and reported."""
+        MoveError before the first move for a bad request; a failed move is undone and reported.
+        A slot moved less than `MOVE_AGAIN_AFTER` ago is moved once that has passed (waited for
+        here, outside the lock: fail-overs and other moves go on meanwhile)."""
+        now = time.monotonic()
+        wait = max((self.host.moved_at.get(s, -MOVE_AGAIN_AFTER) + MOVE_AGAIN_AFTER - now
+                    for s in slots), default=0.0)
+        if wait > 0:
+            await asyncio.sleep(wait)  # (the protocol's wait, not a synchronisation)
         results = []
         async with self.host.move_lock:
             for slot in slots:

@@ -135,7 +135,7 @@ def _ctl(cfg: Any) -> Any:
         state.nfs.to(nf, NfPhase.CONFIGURED)
     return SimpleNamespace(cfg=cfg, session=SimpleNamespace(is_primary=True), slot_map=m,
                            pairs=state.pairs, registry=SimpleNamespace(nfs=nfs),
-                           open_moves={}, state=state, urgent=0)
+                           open_moves={}, moved_at={}, state=state, urgent=0)
 
 
 def test_a_slot_moves_within_its_stage_only():

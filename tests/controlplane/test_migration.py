@@ -20,7 +20,7 @@ from controlplane import cli
 from controlplane.cluster_state import NfPhase
 from controlplane.config import parse_config
 from controlplane.controller import Controller
-from controlplane.migration import MoveError
+from controlplane.migration import MOVE_AGAIN_AFTER, MoveError, check_move
 from controlplane.slot_map import SlotEntry
 from controlplane.spare_pool import ScaleError
 from tests.controlplane.api_server import served_api
@@ -511,5 +511,24 @@ def test_a_standby_controller_refuses_moves_with_503():
             status, _ = await asyncio.to_thread(http_post, url)
             assert status == 503
             assert all(n not in ("Adopt", "Release") for n in names(fakes[2]) + names(fakes[1]))
+
+    asyncio.run(with_controller(body))
+
+
+def test_a_slot_moved_again_waits_until_the_old_owners_marker_has_passed_the_switch():
+    """A second move of a slot writes the switch again: a marker of the first still queued at
+    the switch would then reach the second adopter, and the first would start without it
+    (found by the simulation: tests/sim/test_sim.py LONG_QUEUES seed 5107). `migrate` waits
+    `MOVE_AGAIN_AFTER` from the end of the last move; `check_move` refuses one sooner."""
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(1)[0]
+        [first] = await c.migrate([slot], 2)
+        ended = c.moved_at[slot]
+        with pytest.raises(MoveError, match=f"slot {slot} was moved .* ago: its old owner's last "
+                                            "output may still be queued at the switch"):
+            check_move(c, slot, 1)
+        [back] = await c.migrate([slot], 1)  # waits, then moves
+        assert first.ok and back.ok and c.slot_map.owner(slot) == 1
+        assert c.moved_at[slot] - ended >= MOVE_AGAIN_AFTER  # (the second began after the wait)
 
     asyncio.run(with_controller(body))
