@@ -31,13 +31,14 @@ from typing import Protocol, TypeVar
 
 from contract import commands
 from contract.results import WorkerStatus
+from mgmt.tls import nf_heartbeat_key, nf_identity
 from nf_host import liveness, replication
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore
 from nf_host.nfs import make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
-from nf_host.tls import TlsStreams, nf_heartbeat_key, nf_identity
+from nf_host.tls_streams import TlsStreams
 from nf_host.worker import CommandError, Worker
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,7 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
             result = await worker.run(cmd)
             if isinstance(result, WorkerStatus):
                 # link handler failures (each dropped and resynchronised its link) are errors
-                # too, and peers refused in the TLS handshake refusals (nf_host/tls.py)
+                # too, and peers refused in the TLS handshake refusals (nf_host/tls_streams.py)
                 result = replace(
                     sender.report(result),
                     repl_errors=result.repl_errors + sum(link.errors for link in worker.links.values()),

@@ -1,5 +1,6 @@
-"""The contract package (`contract/`) imports nothing of the project outside it, and the
-repository has no import circle at all (hidden ones included: tools/import_cycles.py)."""
+"""The contract package (`contract/`) imports nothing of the project outside it, the management
+network's (`mgmt/`) nothing but `contract`, and the repository has no import circle at all
+(hidden ones included: tools/import_cycles.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_contract_imports_only_itself() -> None:
     outside = [(e.src, e.dst, f"{e.path.name}:{e.line}") for e in import_edges(ROOT, True)
                if e.src.split(".")[0] == "contract" and e.dst.split(".")[0] != "contract"]
+    assert outside == []
+
+
+def test_mgmt_imports_nothing_of_the_processes() -> None:
+    """The management network's shared infrastructure (`mgmt/`) is no part of any one process:
+    the controller, the NF runtime and the launcher import it, it imports none of them."""
+    outside = [(e.src, e.dst, f"{e.path.name}:{e.line}") for e in import_edges(ROOT, True)
+               if e.src.split(".")[0] == "mgmt" and e.dst.split(".")[0] not in ("mgmt", "contract")]
     assert outside == []
 
 
