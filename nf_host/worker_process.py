@@ -108,10 +108,15 @@ class FrameSender:
                 return
             time.sleep(0.0002)  # a full transmit queue drains in microseconds
 
-    def report(self, status: WorkerStatus) -> WorkerStatus:
-        """A worker's status with the transmit losses added."""
+    def report(self, status: WorkerStatus, *, repl_errors: int = 0,
+               repl_refused: int = 0) -> WorkerStatus:
+        """A worker's status with the transmit losses added, and what the worker process counts
+        outside the worker (`repl_errors`, `repl_refused`), in one copy (a Status answer carries
+        a row per slot)."""
         lost = self.queue_full + self.errors
-        return replace(status, tx_lost=lost, tx_errors=self.errors, drops=status.drops + lost)
+        return replace(status, tx_lost=lost, tx_errors=self.errors, drops=status.drops + lost,
+                       repl_errors=status.repl_errors + repl_errors,
+                       repl_refused=status.repl_refused + repl_refused)
 
 
 def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
@@ -199,10 +204,9 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
             if isinstance(result, WorkerStatus):
                 # link handler failures (each dropped and resynchronised its link) are errors
                 # too, and peers refused in the TLS handshake refusals (nf_host/tls_streams.py)
-                result = replace(
-                    sender.report(result),
-                    repl_errors=result.repl_errors + sum(link.errors for link in worker.links.values()),
-                    repl_refused=result.repl_refused + (tls.refused if tls is not None else 0))
+                result = sender.report(
+                    result, repl_errors=sum(link.errors for link in worker.links.values()),
+                    repl_refused=tls.refused if tls is not None else 0)
             conn.send((rid, True, result))
         except (CommandError, ValueError, KeyError, TypeError) as exc:
             conn.send((rid, False, str(exc)))
