@@ -19,7 +19,7 @@ IMPORT_CYCLES_ARGS ?=
 # Debian packages the project needs at run time and in tests (gcc: p4sim's native engine;
 # iperf3 and curl: the server and client of `make up`; chromium and chromium-driver: the web
 # view's browser test, tests/topo/test_web_view_browser.py; python3-cryptography: the local CA,
-# nf_host/pki.py).
+# mgmt/pki.py).
 APT_PACKAGES := mininet etcd-server iproute2 tcpdump python3-venv python3-dev python3-cryptography ethtool bridge-utils net-tools shellcheck procps gcc iperf3 curl chromium chromium-driver
 SETUP_STAMP  := $(VENV)/.nfcluster-setup
 # named after the package list, so that adding a package re-runs the check

@@ -1,4 +1,4 @@
-"""What mutual TLS costs the replication channel (nf_host/tls.py `TlsStreams`, docs/security.md):
+"""What mutual TLS costs the replication channel (nf_host/tls_streams.py `TlsStreams`, docs/security.md):
 connection set-up (TCP connect, plus the TLS 1.3 handshake with client certificates) and the
 throughput of a one-way stream of replication-sized frames, plaintext against TLS, on loopback.
 Medians of repeats; prints a table.
@@ -14,9 +14,10 @@ import statistics
 import time
 from collections.abc import Sequence
 
+from mgmt.pki import local_pki
+from mgmt.tls import nf_identity
 from nf_host import replication
-from nf_host.pki import local_pki
-from nf_host.tls import TlsStreams, nf_identity
+from nf_host.tls_streams import TlsStreams
 from tests.support.procs import free_port
 
 

@@ -16,5 +16,7 @@ their shared definitions from here instead of from each other's internals: the P
     replication     the replication channel's messages and their one codec
     commands        the NF control commands (controller -> NF parent -> worker), typed
     results         what those commands answer, one frozen dataclass per kind
+    dispatch        the one dispatch table (item type -> handler) of the worker's commands and of
+                    the replication receiver's messages, each raising its own error
     proto           the NF control API (gRPC), generated from proto/nf_control.proto
 """

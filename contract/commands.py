@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar, cast
 
+from contract.dispatch import DispatchTable
 from contract.results import FenceResult, PromoteResult, ReleaseResult, SlotFlows, WorkerStatus
 from contract.roles import Role
 
@@ -278,26 +279,12 @@ def decode(name: str, args: Mapping[str, object] | None = None) -> Command:
 
 
 # ---------------------------------------------------------------------------------- dispatch
-C = TypeVar("C", Ping, Status, Flows, SetRole, SetBackup, SetPeers, Assign, Adopt, CancelAdopt,
-            Release, ArmTakeover, Promote, UpdateNf)
+class Dispatch(DispatchTable[Command, R]):
+    """A runner's table: command type -> its handler, each registered with its own type
+    (`contract.dispatch`); a command without a handler raises ValueError."""
 
+    KINDS = COMMANDS
+    ERROR = ValueError
 
-class Dispatch(Generic[R]):
-    """A runner's table: command type -> its handler (each registered with its own type)."""
-
-    def __init__(self) -> None:
-        self._table: dict[type, Callable[[Command], R]] = {}
-
-    def on(self, cls: type[C], handler: Callable[[C], R]) -> None:
-        def checked(cmd: Command) -> R:  # (the table's key: `cmd` is a `cls`)
-            if not isinstance(cmd, cls):
-                raise TypeError(f"a {type(cmd).__name__} given to the handler of {cls.__name__}")
-            return handler(cmd)
-
-        self._table[cls] = checked
-
-    def __call__(self, cmd: Command) -> R:
-        handler = self._table.get(type(cmd))
-        if handler is None:
-            raise ValueError(f"no handler here for the command {cmd.NAME!r}")
-        return handler(cmd)
+    def describe(self, item: Command) -> str:
+        return f"the command {item.NAME!r}"

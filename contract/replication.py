@@ -32,9 +32,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, TypeVar, cast
+from typing import ClassVar, TypeVar, cast, get_args
 
 import msgpack
+
+from contract.dispatch import DispatchTable
 
 LEN = struct.Struct("!I")
 """A frame's length prefix."""
@@ -318,29 +320,15 @@ def decode(body: bytes) -> Message:
 
 # ---------------------------------------------------------------------------------- dispatch
 R = TypeVar("R")
-M = TypeVar("M", Hello, Delta, Ack, Transfer, TransferAck, SlotState, SlotStateAck, Forward,
-            InputCopy, Released, Bye, Fragment)
 
 
-class Dispatch(Generic[R]):
-    """A receiver's table: message type -> its handler (each registered with its own type)."""
+class Dispatch(DispatchTable[Message, R]):
+    """A receiver's table: message type -> its handler, each registered with its own type
+    (`contract.dispatch`); a message without a handler raises ProtocolError (counted, the
+    connection closed)."""
 
-    def __init__(self) -> None:
-        self._table: dict[type, Callable[[Message], R]] = {}
+    KINDS = get_args(Message)
+    ERROR = ProtocolError
 
-    def on(self, cls: type[M], handler: Callable[[M], R]) -> None:
-        def checked(msg: Message) -> R:  # (the table's key: `msg` is a `cls`)
-            if not isinstance(msg, cls):
-                raise ProtocolError(f"a {msg.T!r} message given to the handler of {cls.T!r}")
-            return handler(msg)
-
-        self._table[cls] = checked
-
-    def handles(self, msg: Message) -> bool:
-        return type(msg) in self._table
-
-    def __call__(self, msg: Message) -> R:
-        handler = self._table.get(type(msg))
-        if handler is None:
-            raise ProtocolError(f"no handler here for a {msg.T!r} message")
-        return handler(msg)
+    def describe(self, item: Message) -> str:
+        return f"a {item.T!r} message"

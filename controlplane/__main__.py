@@ -30,7 +30,7 @@ from controlplane.controller import Controller
 from controlplane.handoff_api import HandOffService
 from controlplane.leader import Leadership, LeadershipLost
 from controlplane.switch_session import DeviceConfigError, SlotBitsError, check_slot_bits
-from nf_host.pki import SECRET
+from mgmt.pki import SECRET
 from prism.switch_entries import load_hosts
 
 LOG = logging.getLogger("nfc-controller")

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nf_host.etcd_endpoints import parse_endpoints
-from nf_host.tls import Identity
+from mgmt.etcd_endpoints import parse_endpoints
+from mgmt.tls import Identity
 
 
 class ConfigModel(BaseModel):

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import aetcd
 
-from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
-from nf_host.tls import Identity
+from mgmt.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
+from mgmt.tls import Identity
 
 LOG = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ ignored (`stray`).
 
 Heartbeats are authenticated (docs/security.md) unless the controller runs with `tls: false`:
 each request and reply carries an HMAC-SHA256 tag with the NF's key (derived from the heartbeat
-secret, nf_host/pki.py) and this socket's random session number, and a reply counts only if its
+secret, mgmt/pki.py) and this socket's random session number, and a reply counts only if its
 tag is right, its session is this one and it comes from the address the request went to (the
 worker's replication host and port). Anything else is `rejected`, counted and logged at most once
 a second: a forged reply never keeps a dead NF alive, a recorded one never answers a later

@@ -32,8 +32,8 @@ from controlplane.failure_detector import FailureDetector
 from controlplane.nf_state import Conn, NfEvent, NfLoad, NfState
 from controlplane.slot_map import SlotMap
 from controlplane.slot_store import MoveIntent
-from nf_host.pki import SECRET, derive_heartbeat_key, nf_name
-from nf_host.tls import Identity, channel_options
+from mgmt.pki import SECRET, derive_heartbeat_key, nf_name
+from mgmt.tls import Identity, channel_options
 
 LOG = logging.getLogger(__name__)
 

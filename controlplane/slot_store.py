@@ -35,8 +35,8 @@ from typing import TypeVar
 import aetcd
 
 from controlplane.slot_map import SlotEntry, SlotMap
-from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
-from nf_host.tls import Identity
+from mgmt.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
+from mgmt.tls import Identity
 
 _T = TypeVar("_T")
 TXN_OPS = 100

@@ -200,7 +200,7 @@ class Bench:
         """NF `nf_id`'s Status over its control API (gRPC, through the management network)."""
         from contract.proto import nf_control_pb2 as pb
         from contract.proto import nf_control_pb2_grpc as pb_grpc
-        from nf_host.tls import control_channel
+        from mgmt.tls import control_channel
 
         cfg = self.system.cfg
         sec = cfg.security

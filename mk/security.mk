@@ -5,7 +5,7 @@ PKI_DIR ?= build/pki
 .PHONY: pki
 
 pki: setup ## the local CA, certificates of the controller, the switch, etcd and every NF of topo/*.yaml (and NFs 1..64), heartbeat keys, into PKI_DIR (build/pki; idempotent)
-	$(PY) -m nf_host.pki --dir $(PKI_DIR) --config topo/nfcluster.yaml --config topo/chain.yaml --nfs 64
+	$(PY) -m mgmt.pki --dir $(PKI_DIR) --config topo/nfcluster.yaml --config topo/chain.yaml --nfs 64
 
 # `make build` creates it too (what `make run`, `make up` and the tests use)
 build: pki

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nf-host: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=cfg.log_level, format=f"%(asctime)s nf{cfg.nf_id} %(levelname)s %(message)s")
-    from nf_host.tls import TlsConfigError, check_nf_files
+    from mgmt.tls import TlsConfigError, check_nf_files
     try:
         check_nf_files(cfg)
     except TlsConfigError as exc:

@@ -21,12 +21,12 @@ from nf_host.commit import Batch, OutputCommit
 from nf_host.links import Links
 from nf_host.quiet_window import QuietWindow
 from nf_host.replication import Link
-from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
+from nf_host.worker_types import PartHost, TakeoverClock, WorkerConfig
 
 log = logging.getLogger("nf_host.worker")  # (the fail-over bench reads the takeover line)
 
 
-class PipelineHost(Protocol):
+class PipelineHost(PartHost, Protocol):
     """What `CommitPipeline` sees of the worker: configuration, counters and `tx`, the owned slots
     (sealed into rows), the links and who is backup or peer, the takeover's clock (ended by its
     first output) and quiet window (peers' deltas held)."""
@@ -36,11 +36,7 @@ class PipelineHost(Protocol):
     @property
     def cfg(self) -> WorkerConfig: ...
     @property
-    def c(self) -> Counters: ...
-    @property
     def tx(self) -> Callable[[bytes | bytearray], None]: ...
-    @property
-    def slots(self) -> dict[int, SlotRuntime]: ...
     @property
     def linkset(self) -> Links: ...
     @property
@@ -49,8 +45,6 @@ class PipelineHost(Protocol):
     def acked_versions(self) -> dict[int, dict[int, int]]: ...
     @property
     def pending_versions(self) -> dict[int, dict[int, dict[int, int]]]: ...
-    @property
-    def backup_id(self) -> int: ...
     @property
     def peer_ids(self) -> set[int]: ...
     @property

@@ -62,7 +62,7 @@ class NfHostConfig(BaseModel):
     loop_stall_ms: float = Field(default=250.0, gt=0)
     global_store: str = "memory"
     log_level: str = "INFO"
-    # the management plane's security (nf_host/tls.py, docs/security.md): mutual TLS on the
+    # the management plane's security (mgmt/tls.py, docs/security.md): mutual TLS on the
     # control API and the replication links, with `nf-<id>.crt/.key` and `ca.crt` of `pki_dir`,
     # and heartbeats authenticated with `nf-<id>.hbkey`; `tls: false` (--insecure) is plaintext
     # and unauthenticated heartbeats, for debugging only

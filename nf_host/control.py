@@ -28,10 +28,10 @@ from contract.proto import nf_control_pb2_grpc as pb_grpc
 from contract.results import PromoteResult
 from contract.roles import Role
 from contract.timing import CONTROL_REPLY_TIMEOUT
+from mgmt.tls import nf_identity
 from nf_host import replies
 from nf_host.config import NfHostConfig
 from nf_host.replication import split_address
-from nf_host.tls import nf_identity
 from nf_host.worker import CommandError
 from nf_host.worker_process import WorkerPool
 

@@ -15,7 +15,7 @@ acknowledged so never released, are refused afterwards and their input replayed.
 Each worker tells the responder its backup through a one-way pipe (`(nf id, worker address)`,
 `(0, "")`: none); `DeathWatch` runs inside the responder's selector loop (`HeartbeatResponder`):
 non-blocking connects, retried with a growing delay while the backup refuses (it may not know
-this NF as its primary yet). With TLS (the default, nf_host/tls.py), each watch is a TLS
+this NF as its primary yet). With TLS (the default, mgmt/tls.py's contexts), each watch is a TLS
 connection like the replication links, its handshake driven by the same selector.
 """
 

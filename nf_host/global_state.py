@@ -33,9 +33,9 @@ from typing import Any, TypeVar
 
 import aetcd
 
-from nf_host.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, parse_endpoints, with_retries
+from mgmt.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, parse_endpoints, with_retries
+from mgmt.tls import Identity
 from nf_host.nf_api import GlobalStore, GlobalStoreError
-from nf_host.tls import Identity
 
 __all__ = ["EtcdStore", "GlobalStoreError", "MemoryStore", "open_store"]
 

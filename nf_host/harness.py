@@ -46,9 +46,9 @@ from contract.checker_record import RECORD
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
 from contract.shim import ETH_HDR_LEN, FLAG_WATERMARK, SHIM_LEN, Kind, Shim, ShimError, encap
-from nf_host.pki import local_pki
+from mgmt.pki import local_pki
+from mgmt.tls import control_channel
 from nf_host.port import in_netns
-from nf_host.tls import control_channel
 
 _IP = struct.Struct("!BBHHHBBH4s4s")
 _UDP = struct.Struct("!HHHH")

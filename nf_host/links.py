@@ -26,10 +26,10 @@ from nf_host.commit import Batch, OutputCommit
 from nf_host.peer_policy import hello
 from nf_host.replication import Link, worker_address
 from nf_host.transfers import Transfers
-from nf_host.worker_types import Counters, SlotRuntime, WorkerConfig
+from nf_host.worker_types import PartHost, WorkerConfig
 
 
-class LinkHost(Protocol):
+class LinkHost(PartHost, Protocol):
     """What `Links` sees of the worker: its configuration, the owned slots (a snapshot), the
     output commit (an ack releases batches), the adoptions and transfers an answer completes,
     and the sealing of the open batch before a snapshot."""
@@ -37,13 +37,7 @@ class LinkHost(Protocol):
     @property
     def cfg(self) -> WorkerConfig: ...
     @property
-    def c(self) -> Counters: ...
-    @property
-    def slots(self) -> dict[int, SlotRuntime]: ...
-    @property
     def commit(self) -> OutputCommit: ...
-    @property
-    def backup_id(self) -> int: ...
     @property
     def adopt_commit(self) -> AdoptCommit: ...
     @property

@@ -50,9 +50,9 @@ from multiprocessing.connection import Connection
 from typing import Protocol, cast
 
 from contract.heartbeat import parse_request, reply
+from mgmt.tls import Identity
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.death_watch import DeathWatch
-from nf_host.tls import Identity
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,18 @@ from nf_host.promote_wait import PrimarySync
 from nf_host.replication import Link, worker_address
 from nf_host.state_store import Replica
 from nf_host.transfers import Transfers
-from nf_host.worker_types import CommandError, Counters, ReleaseRecord, SlotRuntime, WorkerConfig
+from nf_host.worker_types import (
+    CommandError,
+    PartHost,
+    ReleaseRecord,
+    SlotRuntime,
+    WorkerConfig,
+)
 
 log = logging.getLogger("nf_host.worker")
 
 
-class OwnershipHost(Protocol):
+class OwnershipHost(PartHost, Protocol):
     """What `Ownership` sees of the worker: its NF role, configuration and counters, the slot
     tables (owned, held for others), the move markers, the links and what peers acknowledged,
     the output commit (a release waits for its output to leave), the transfers under way, the
@@ -45,10 +51,6 @@ class OwnershipHost(Protocol):
     @property
     def cfg(self) -> WorkerConfig: ...
     @property
-    def c(self) -> Counters: ...
-    @property
-    def slots(self) -> dict[int, SlotRuntime]: ...
-    @property
     def backups(self) -> BackupSlots: ...
     @property
     def markers(self) -> MarkerWait: ...
@@ -58,8 +60,6 @@ class OwnershipHost(Protocol):
     def links(self) -> dict[int, Link]: ...
     @property
     def acked_versions(self) -> dict[int, dict[int, int]]: ...
-    @property
-    def backup_id(self) -> int: ...
     @property
     def commit(self) -> OutputCommit: ...
     @property

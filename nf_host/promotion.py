@@ -21,12 +21,12 @@ from nf_host.commit import Batch, OutputLog
 from nf_host.promote_wait import PrimarySync
 from nf_host.quiet_window import QuietWindow
 from nf_host.state_store import SlotState
-from nf_host.worker_types import Counters, SlotRuntime, TakeoverClock, WorkerConfig
+from nf_host.worker_types import PartHost, SlotRuntime, TakeoverClock, WorkerConfig
 
 PROMOTE_CHUNK = 32  # idle slots promoted per turn of the event loop (`Promotion.promote_soon`)
 
 
-class PromotionHost(Protocol):
+class PromotionHost(PartHost, Protocol):
     """What `Promotion` sees of the worker: the slot tables (owned, held for others, input
     copies, the dead primary's output log), the open batch, the takeover's clock and quiet
     window, and the data path's entries to own a slot and offer it a packet."""
@@ -36,8 +36,6 @@ class PromotionHost(Protocol):
 
     @property
     def cfg(self) -> WorkerConfig: ...
-    @property
-    def slots(self) -> dict[int, SlotRuntime]: ...
     @property
     def backups(self) -> BackupSlots: ...
     @property
@@ -49,11 +47,7 @@ class PromotionHost(Protocol):
     @property
     def quiet(self) -> QuietWindow: ...
     @property
-    def c(self) -> Counters: ...
-    @property
     def batch(self) -> Batch | None: ...
-    @property
-    def backup_id(self) -> int: ...
     @property
     def tx(self) -> Callable[[bytes | bytearray], None]: ...
     def owns(self, slot: int) -> bool: ...

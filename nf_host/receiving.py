@@ -37,17 +37,15 @@ from nf_host.move_marker import MarkerWait, Parked
 from nf_host.promote_wait import UNNAMED, PrimarySync
 from nf_host.replication import Link, Reply, StaleSender
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
-from nf_host.worker_types import Counters, SlotRuntime
+from nf_host.worker_types import PartHost, SlotRuntime
 
 
-class ReceiverHost(Protocol):
+class ReceiverHost(PartHost, Protocol):
     """What `ReplicaReceiver` sees of the worker: the slots it owns, what it holds of other NFs'
     slots (replicas, backed-up slots, input copies, its primary's output log and snapshots), the
     adoptions under way, its links (the backup's), and the data path's entries for a forwarded
     packet, an input copy and an adopted slot that starts."""
 
-    @property
-    def slots(self) -> dict[int, SlotRuntime]: ...
     @property
     def backups(self) -> BackupSlots: ...
     @property
@@ -62,10 +60,6 @@ class ReceiverHost(Protocol):
     def markers(self) -> MarkerWait: ...
     @property
     def links(self) -> dict[int, Link]: ...
-    @property
-    def backup_id(self) -> int: ...
-    @property
-    def c(self) -> Counters: ...
     def on_frame(self, frame: bytes) -> None: ...
     def backup_copy(self, slot: int, seq: int, frame: bytes) -> None: ...
     def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None: ...

@@ -18,24 +18,18 @@ from contract.roles import SlotRole
 from contract.shim import Shim
 from nf_host.flow_bounds import FlowBounds
 from nf_host.replication import Link
-from nf_host.worker_types import Counters, SlotRuntime
+from nf_host.worker_types import PartHost, SlotRuntime
 
 log = logging.getLogger("nf_host.worker")
 
 
-class TransferHost(Protocol):
+class TransferHost(PartHost, Protocol):
     """What `Transfers` sees of the worker: the owned slots, the links (the adopter's, the
     backup's), the flow bounds (a slot owned again), the slots whose sequencer waits, and the
     data path's entry for the packets that waited."""
 
     @property
-    def slots(self) -> dict[int, SlotRuntime]: ...
-    @property
     def links(self) -> dict[int, Link]: ...
-    @property
-    def backup_id(self) -> int: ...
-    @property
-    def c(self) -> Counters: ...
     @property
     def bounds(self) -> FlowBounds: ...
     @property

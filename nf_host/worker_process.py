@@ -31,13 +31,14 @@ from typing import Protocol, TypeVar
 
 from contract import commands
 from contract.results import WorkerStatus
+from mgmt.tls import nf_heartbeat_key, nf_identity
 from nf_host import liveness, replication
 from nf_host.child_process import become_child, freeze_startup
 from nf_host.config import NfHostConfig
 from nf_host.nf_api import GlobalStore
 from nf_host.nfs import make_nf
 from nf_host.port import open_port, recv_frames, socket_drops
-from nf_host.tls import TlsStreams, nf_heartbeat_key, nf_identity
+from nf_host.tls_streams import TlsStreams
 from nf_host.worker import CommandError, Worker
 
 log = logging.getLogger(__name__)
@@ -107,10 +108,15 @@ class FrameSender:
                 return
             time.sleep(0.0002)  # a full transmit queue drains in microseconds
 
-    def report(self, status: WorkerStatus) -> WorkerStatus:
-        """A worker's status with the transmit losses added."""
+    def report(self, status: WorkerStatus, *, repl_errors: int = 0,
+               repl_refused: int = 0) -> WorkerStatus:
+        """A worker's status with the transmit losses added, and what the worker process counts
+        outside the worker (`repl_errors`, `repl_refused`), in one copy (a Status answer carries
+        a row per slot)."""
         lost = self.queue_full + self.errors
-        return replace(status, tx_lost=lost, tx_errors=self.errors, drops=status.drops + lost)
+        return replace(status, tx_lost=lost, tx_errors=self.errors, drops=status.drops + lost,
+                       repl_errors=status.repl_errors + repl_errors,
+                       repl_refused=status.repl_refused + repl_refused)
 
 
 def worker_main(cfg: NfHostConfig, index: int, conn: Connection,
@@ -197,11 +203,10 @@ async def _worker_async(cfg: NfHostConfig, index: int, conn: Connection,
             result = await worker.run(cmd)
             if isinstance(result, WorkerStatus):
                 # link handler failures (each dropped and resynchronised its link) are errors
-                # too, and peers refused in the TLS handshake refusals (nf_host/tls.py)
-                result = replace(
-                    sender.report(result),
-                    repl_errors=result.repl_errors + sum(link.errors for link in worker.links.values()),
-                    repl_refused=result.repl_refused + (tls.refused if tls is not None else 0))
+                # too, and peers refused in the TLS handshake refusals (nf_host/tls_streams.py)
+                result = sender.report(
+                    result, repl_errors=sum(link.errors for link in worker.links.values()),
+                    repl_refused=tls.refused if tls is not None else 0)
             conn.send((rid, True, result))
         except (CommandError, ValueError, KeyError, TypeError) as exc:
             conn.send((rid, False, str(exc)))

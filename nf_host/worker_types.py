@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from contract.replication import Transfer, TransferAck
 from contract.results import ReleaseResult
@@ -162,3 +163,15 @@ class TakeoverClock:
             last = t
         out.append(f"acked +{(released - last) * 1000:.1f} ms")
         return ", ".join(out)
+
+
+class PartHost(Protocol):
+    """What every part of the worker sees of it (each part's own Protocol extends this one): its
+    counters, the slots it owns, and its backup's NF id (0: none)."""
+
+    @property
+    def c(self) -> Counters: ...
+    @property
+    def slots(self) -> dict[int, SlotRuntime]: ...
+    @property
+    def backup_id(self) -> int: ...

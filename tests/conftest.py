@@ -30,7 +30,7 @@ def etcd_server() -> Iterator[EtcdServer]:
     """One real etcd for the whole test session (tests use distinct key prefixes). Plaintext,
     explicitly (`pki=None`): its tests' clients and controller configurations say so
     (`security.etcd_tls: false`, `--etcd-insecure`); tests/test_etcd_fixture.py and
-    tests/controlplane/test_etcd_tls.py cover etcd over mutual TLS, the default."""
+    tests/mgmt/test_etcd_tls.py cover etcd over mutual TLS, the default."""
     with run_etcd(pki=None) as server:
         yield server
 

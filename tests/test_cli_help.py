@@ -53,13 +53,14 @@ def test_console_script_needs_only_installed_packages(name: str, tmp_path: Path)
 
 @pytest.mark.unit
 def test_every_package_says_what_it_owns() -> None:
-    for package in ("p4sim", "controlplane", "nf_host", "topo"):
+    for package in ("contract", "mgmt", "p4sim", "controlplane", "nf_host", "topo"):
         doc = __import__(package).__doc__
         assert doc and len(doc.split()) > 10, f"{package} lacks a module docstring"
 
 
 # every command line the project offers: the console scripts and the `python -m` entry points
 CLIS: dict[str, str] = {**SCRIPTS, "python -m sim": "sim.__main__:main",
+                        "python -m mgmt.pki": "mgmt.pki:main",
                         "python -m experiments": "experiments.__main__:main"}
 
 # terms the help must no longer use, and why (what replaced them)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nf_host.pki import local_pki
-from nf_host.tls import Identity
+from mgmt.pki import local_pki
+from mgmt.tls import Identity
 from tests.support.etcd import EtcdServer
 from topo import etcd as launcher_etcd
 

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from nf_host.etcd_endpoints import ETCD_NAME
-from nf_host.pki import local_pki
-from nf_host.tls import Identity
+from mgmt.etcd_endpoints import ETCD_NAME
+from mgmt.pki import local_pki
+from mgmt.tls import Identity
 from topo.procs import free_port, prioritize_session, stop_process, wait_for
 
 # a member keeps its raft log in memory up to a snapshot, every SNAPSHOT_COUNT entries (etcd's

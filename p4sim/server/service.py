@@ -283,7 +283,7 @@ class Server:
 
 
 def tls_credentials(directory: str | Path, name: str = "switch") -> grpc.ServerCredentials:
-    """Mutual TLS from a PKI directory (`ca.crt`, `<name>.crt`, `<name>.key`: nf_host/pki.py's
+    """Mutual TLS from a PKI directory (`ca.crt`, `<name>.crt`, `<name>.key`: mgmt/pki.py's
     layout): the server's certificate, and clients must show one signed by the CA."""
     d = Path(directory)
     try:

@@ -11,8 +11,8 @@ import grpc
 
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
-from nf_host.pki import local_pki
-from nf_host.tls import nf_identity
+from mgmt.pki import local_pki
+from mgmt.tls import nf_identity
 
 
 @dataclass

@@ -17,7 +17,7 @@ from contract.proto import nf_control_pb2 as pb
 from controlplane.config import parse_config
 from controlplane.controller import Controller
 from controlplane.pipeline_state import entry_args
-from nf_host.pki import local_pki
+from mgmt.pki import local_pki
 from p4sim.server.device import Device
 from p4sim.server.service import Server, serve, tls_credentials
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory

@@ -13,8 +13,8 @@ import pytest
 
 from contract import heartbeat
 from controlplane.liveness import UdpHeartbeats
+from mgmt.pki import derive_heartbeat_key
 from nf_host import liveness
-from nf_host.pki import derive_heartbeat_key
 from tests.support.procs import free_udp_pair
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,7 @@ import pytest
 from controlplane.__main__ import lead_then_run
 from controlplane.controller import Controller
 from controlplane.leader import Leadership, LeadershipLost
-from nf_host.pki import local_pki
+from mgmt.pki import local_pki
 from p4sim.server.device import Device
 from p4sim.server.service import serve, tls_credentials
 from tests.controlplane.fake_engine import FakeEngine, fake_engine_factory

@@ -16,9 +16,9 @@ from controlplane.config import parse_config
 from controlplane.liveness import UdpHeartbeats, local_address_towards
 from controlplane.nf_registry import NfRegistry
 from controlplane.nf_state import NfEvent, NfLoad
+from mgmt.pki import local_pki
+from mgmt.tls import heartbeat_key_path
 from nf_host import liveness
-from nf_host.pki import local_pki
-from nf_host.tls import heartbeat_key_path
 from tests.support.procs import free_port, free_udp_pair
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from contract.shim import Kind
-from nf_host.pki import local_pki
+from mgmt.pki import local_pki
 from p4sim.server.device import Device
 from p4sim.server.service import Server, serve, tls_credentials
 from tests.controlplane.fake_nf import FakeNf

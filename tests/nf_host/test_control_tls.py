@@ -1,4 +1,4 @@
-"""The NF control API over mutual TLS (nf_host/control.py, nf_host/tls.py, docs/security.md): a
+"""The NF control API over mutual TLS (nf_host/control.py, mgmt/tls.py, docs/security.md): a
 call without a client certificate, with one of another CA, or in plaintext is refused in the
 handshake and never reaches the NF; the controller's certificate is served; a controller that
 expects NF 2 refuses a server holding NF 1's certificate."""
@@ -15,11 +15,11 @@ import pytest
 from contract.commands import Returns, answer
 from contract.proto import nf_control_pb2 as pb
 from contract.proto import nf_control_pb2_grpc as pb_grpc
-from nf_host import pki
+from mgmt import pki
+from mgmt.pki import local_pki
+from mgmt.tls import Identity, channel_options, control_channel
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
-from nf_host.pki import local_pki
-from nf_host.tls import Identity, channel_options, control_channel
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit

@@ -18,10 +18,11 @@ import pytest
 
 from contract.replication import Hello, Released, encode
 from contract.roles import SlotRole
+from mgmt.pki import local_pki
+from mgmt.tls import Identity, nf_identity
 from nf_host import liveness, replication
-from nf_host.pki import local_pki
 from nf_host.replication import ReplicationServer
-from nf_host.tls import Identity, TlsStreams, nf_identity
+from nf_host.tls_streams import TlsStreams
 from tests.nf_host.inprocess import SLOT, Node, run, until
 from tests.nf_host.test_takeover_inprocess import _delivered, _feed, armed
 from tests.support.procs import free_port

@@ -27,12 +27,13 @@ from contract.commands import Returns, answer, as_command
 from contract.proto import nf_control_pb2 as pb
 from contract.replication import Ack, encode
 from contract.results import FenceResult, PromoteResult, ReleaseResult, SlotFlows
+from mgmt.pki import local_pki
+from mgmt.tls import control_channel, nf_identity
 from nf_host import replication
 from nf_host.config import NfHostConfig
 from nf_host.control import serve
 from nf_host.peer_policy import hello
-from nf_host.pki import local_pki
-from nf_host.tls import TlsStreams, control_channel, nf_identity
+from nf_host.tls_streams import TlsStreams
 from tests.nf_host.test_replication_robustness import delta, guarded
 from tests.support.procs import free_port
 

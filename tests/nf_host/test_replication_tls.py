@@ -1,4 +1,4 @@
-"""Replication links over mutual TLS (nf_host/tls.py `TlsStreams`, docs/security.md): a peer
+"""Replication links over mutual TLS (nf_host/tls_streams.py `TlsStreams`, docs/security.md): a peer
 with the CA's certificate gets through; a peer in plaintext, without a certificate or with one of
 another CA is refused in the handshake, counted, and never reaches the replication server's code;
 a link to a server with a certificate of another CA is refused by the client."""
@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from contract.replication import Hello, encode
-from nf_host import pki
+from mgmt import pki
+from mgmt.pki import local_pki
+from mgmt.tls import Identity, nf_identity
 from nf_host.peer_policy import hello
-from nf_host.pki import local_pki
 from nf_host.replication import read_message
-from nf_host.tls import Identity, TlsStreams, nf_identity
+from nf_host.tls_streams import TlsStreams
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.unit

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from mgmt.pki import local_pki
+from mgmt.tls import Identity
 from nf_host.harness import Netns, NfProcess, RawPort, Switch, assign, checker_frame
-from nf_host.pki import local_pki
 from nf_host.port import in_netns
-from nf_host.tls import Identity
 from tests.support.etcd import EtcdCluster, etcd_binary
 from tests.support.procs import free_port, stop_process, wait_for
 

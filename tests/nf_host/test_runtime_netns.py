@@ -393,9 +393,9 @@ def test_heartbeat_fails_while_a_worker_does_not_answer(lab: Lab) -> None:
     ]
     assert len(workers) == 2
     from contract import heartbeat
-    from nf_host.pki import local_pki
+    from mgmt.pki import local_pki
+    from mgmt.tls import heartbeat_key_path
     from nf_host.port import in_netns
-    from nf_host.tls import heartbeat_key_path
 
     host, port = a.nf.repl.rsplit(":", 1)
     key = heartbeat_key_path(local_pki(), 1).read_bytes()  # (NF 1's: the controller's MAC)
@@ -431,9 +431,9 @@ def test_a_slow_nf_with_a_backlog_still_answers_heartbeats(lab: Lab) -> None:
     worker answers a UDP heartbeat while most of the backlog is still waiting, because one turn of
     its loop reads frames for a bounded time (`worker_process.TURN_BUDGET_S`)."""
     from contract import heartbeat
-    from nf_host.pki import local_pki
+    from mgmt.pki import local_pki
+    from mgmt.tls import heartbeat_key_path
     from nf_host.port import in_netns
-    from nf_host.tls import heartbeat_key_path
 
     a = lab.start(1, extra=["--params", '{"work_us": 2000}'])
     assign(a.nf, [SLOT])

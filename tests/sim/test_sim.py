@@ -254,7 +254,7 @@ def test_the_in_memory_etcd_elects_one_leader_and_expires_its_lease() -> None:
 def test_an_etcd_outage_times_calls_out() -> None:
     import random
 
-    from nf_host.etcd_endpoints import with_retries
+    from mgmt.etcd_endpoints import with_retries
     from sim.etcd import SimEtcd
     from sim.network import SimNet
 

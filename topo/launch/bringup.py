@@ -17,7 +17,7 @@ import yaml
 from rich.console import Console
 
 from controlplane.config import load_config
-from nf_host.pki import local_pki
+from mgmt.pki import local_pki
 from topo.etcd import run_etcd_cluster
 from topo.faults.mgmt_cut import MgmtCuts
 from topo.http_api import http_json
@@ -68,7 +68,7 @@ def runtime_config(cfg_path: Path, target: str, switch_addr: str, etcd_endpoints
             data["switch"][key] = str(REPO / data["switch"][key])
     data["switch"].setdefault("p4info", str(REPO / "build" / "nfcluster.p4info.txtpb"))
     data.setdefault("etcd", {})["endpoints"] = list(etcd_endpoints)
-    # the repository's PKI (nf_host/pki.py), created if missing: the NFs' certificates and
+    # the repository's PKI (mgmt/pki.py), created if missing: the NFs' certificates and
     # heartbeat keys come from it too (topo/launch/nfs.py)
     security = data.setdefault("security", {})
     if security.get("tls", True):

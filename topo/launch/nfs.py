@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.config import ControllerConfig
-from nf_host.pki import local_pki
+from mgmt.pki import local_pki
 from topo.faults.mgmt_cut import MgmtCuts
 from topo.launch import chain_run
 from topo.launch import hot as hot_run

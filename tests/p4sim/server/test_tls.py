@@ -9,8 +9,8 @@ import grpc
 import pytest
 from finsy.proto import p4r, p4r_grpc
 
-from nf_host.pki import local_pki
-from nf_host.tls import Identity, channel_options
+from mgmt.pki import local_pki
+from mgmt.tls import Identity, channel_options
 from p4sim.server.device import Device
 from p4sim.server.service import Server, serve, tls_credentials
 

@@ -14,7 +14,7 @@ a quorum a call fails at the caller's deadline, with an error that says so (the 
 Used by the NF runtime's global state store (`nf_host.global_state.EtcdStore`) and the
 controller's slot store (`controlplane.slot_store.SlotStore`) and leadership.
 
-Mutual TLS (docs/security.md): given a component's `Identity` (nf_host/tls.py), the client
+Mutual TLS (docs/security.md): given a component's `Identity` (mgmt/tls.py), the client
 presents its certificate and checks etcd's against the CA and the name "etcd" (`ETCD_NAME`, the
 certificate `make pki` issues), whatever address it dials, like the NFs' control API. aetcd 1.0.0
 dials plaintext only, so `_TlsClient` opens its channel with TLS credentials instead.
@@ -33,7 +33,7 @@ import aetcd
 import grpc
 from aetcd import rpc, watcher
 
-from nf_host.tls import Identity
+from mgmt.tls import Identity
 
 _T = TypeVar("_T")
 

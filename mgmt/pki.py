@@ -172,7 +172,7 @@ def nf_ids_of(configs: Sequence[Path]) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nf_host.pki",
+        prog="python -m mgmt.pki",
         description="Create (idempotently) the local CA, the certificates of the controller, the "
                     "switch, etcd and every NF of the given controller configurations, and the "
                     "heartbeat keys (docs/security.md).")

@@ -15,10 +15,10 @@ import pytest
 
 from controlplane.leader import Leadership
 from controlplane.slot_store import SlotStore
-from nf_host.etcd_endpoints import ETCD_NAME, _TlsClient, etcd_client
+from mgmt.etcd_endpoints import ETCD_NAME, _TlsClient, etcd_client
+from mgmt.pki import ensure, local_pki
+from mgmt.tls import Identity, nf_identity
 from nf_host.global_state import GlobalStoreError, open_store
-from nf_host.pki import ensure, local_pki
-from nf_host.tls import Identity, nf_identity
 from tests.support.etcd import EtcdServer, run_etcd
 
 pytestmark = pytest.mark.etcd
