@@ -18,7 +18,7 @@ command, raising `ValueError` for an unknown name or a missing or mistyped argum
     assign        Assign         slots: [(slot, epoch, next_seq or None), ...], as_backup, primary,
                                  adoption
     adopt         Adopt          slot, epoch, from_nf, from_address
-    cancel_adopt  CancelAdopt    slot, epoch, from_nf, from_address
+    cancel_adopt  CancelAdopt    slot, epoch, from_nf, from_address, copy_nf, copy_address
     release       Release        slot, to_nf, to_address, same_cluster, adopter_backup
     arm_takeover  ArmTakeover    primary, successor, address
     promote       Promote        slots, dead, backup, address, epochs: {slot: epoch}
@@ -125,6 +125,8 @@ class CancelAdopt(Returns[FenceResult]):
     epoch: int
     from_nf: int = 0
     from_address: str = ""
+    copy_nf: int = 0  # a copy of what is given back goes there too (M16)
+    copy_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +260,8 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
     "adopt": lambda a: Adopt(_int(a, "slot"), _int(a, "epoch"), _int(a, "from_nf", 0),
                              _str(a, "from_address", "")),
     "cancel_adopt": lambda a: CancelAdopt(_int(a, "slot"), _int(a, "epoch"), _int(a, "from_nf", 0),
-                                          _str(a, "from_address", "")),
+                                          _str(a, "from_address", ""), _int(a, "copy_nf", 0),
+                                          _str(a, "copy_address", "")),
     "release": lambda a: Release(_int(a, "slot"), _int(a, "to_nf"), _str(a, "to_address"),
                                  bool(a.get("same_cluster")), _int(a, "adopter_backup", 0)),
     "arm_takeover": lambda a: ArmTakeover(_int(a, "primary"), _int(a, "successor"),

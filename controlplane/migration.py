@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from contract.proto import nf_control_pb2 as pb
 from contract.timing import (
@@ -305,45 +305,63 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
     return await _undo(ctl, intent, error, result)
 
 
-def give_back_to(ctl: MoveHost, intent: MoveIntent) -> int:
-    """The NF an undone move's packets go back to (M11, M14): the NF that will own the slot
+class GiveBack(NamedTuple):
+    """Where an undone move's packets go back to (`give_back_to`): the NF `to`, and a copy of
+    them to the NF `copy` (0: none)."""
+
+    to: int
+    copy: int = 0
+
+
+def give_back_to(ctl: MoveHost, intent: MoveIntent) -> GiveBack:
+    """Where an undone move's packets go back to (M11, M14): the NF that will own the slot
     when the undo points it at the old owner's replica group again. That is the old owner A
-    while it is a live primary; A's backup when A is declared down (A's fail-over, waiting for
-    the move lock, promotes it with the slot, the packets among its copies); the primary
-    holding A's group when A was failed over already (the undo gives it the slot). Given to
-    A's NF id in those two cases, they reached a dead process, or a restarted one holding
-    nothing, and were lost (docs/protocols.md §5, M15)."""
+    while it is a primary; the primary holding A's group when A was failed over already (the
+    undo gives it the slot: given to A's NF id, they reached a dead process, or a restarted one
+    holding nothing, and were lost, M15). While A is declared down, which of A and its backup
+    owns the slot next is not known yet: A if the suspicion was a false alarm (the undo gives
+    the slot to A), A's backup if A's fail-over, waiting for the move lock, promotes it. So
+    they go to A and a copy to A's backup (M16: given to the backup only, a false alarm's A
+    got the slot back without them and skipped them as a gap; found by the simulation,
+    LONG_QUEUES seed 5002)."""
     src = intent.src
     if src in ctl.state.pairs:
         backup = ctl.state.pairs[src]
         if ctl.registry.nfs[src].declared_down and backup is not None \
                 and not ctl.registry.nfs[backup].declared_down:
-            return backup
-        return src
+            return GiveBack(src, backup)
+        return GiveBack(src)
     try:
-        return ctl.state.primary_of_group(intent.src_group)
+        return GiveBack(ctl.state.primary_of_group(intent.src_group))
     except ValueError:  # (A's group is gone: the undo cannot happen either)
-        return src
+        return GiveBack(src)
 
 
-async def _ask_cancel_adopt(ctl: MoveHost, nf: int, slot: int, epoch: int, src: int,
+def _address(ctl: MoveHost, nf: int) -> str:
+    """`nf`'s replication address ("" for none)."""
+    if nf:
+        with contextlib.suppress(KeyError):
+            return ctl.cfg.nf(nf).replication_address()
+    return ""
+
+
+async def _ask_cancel_adopt(ctl: MoveHost, nf: int, slot: int, epoch: int, back: GiveBack,
                             timeout: float, whose: str = "") -> pb.CancelAdoptReply | str:
-    """`CancelAdopt` of `slot` at `epoch` asked of `nf` (old owner `src` named, when known, for
-    what `nf` buffered or holds to go back to) and asked again while it does not answer: its
-    reply, "down" (`nf` declared down before it answered) or "unknown" (no answer within
+    """`CancelAdopt` of `slot` at `epoch` asked of `nf` (where what `nf` buffered or holds goes
+    back to named, when known) and asked again while it does not answer: its reply, "down"
+    (`nf` declared down before it answered) or "unknown" (no answer within
     `ctl.fence_patience`). The NF answers the same however often it is asked."""
     reg = ctl.registry
-    back_to = ""
-    if src:
-        with contextlib.suppress(KeyError):
-            back_to = ctl.cfg.nf(src).replication_address()
+    back_to, copy_to = _address(ctl, back.to), _address(ctl, back.copy)
     deadline = time.monotonic() + ctl.fence_patience
     while True:
         if reg.nfs[nf].declared_down:
             return "down"
         try:
             reply: pb.CancelAdoptReply = await reg.call(nf, "CancelAdopt", pb.AdoptRequest(
-                slot=slot, epoch=epoch, from_nf_id=src if back_to else 0, from_address=back_to),
+                slot=slot, epoch=epoch, from_nf_id=back.to if back_to else 0,
+                from_address=back_to, copy_nf_id=back.copy if copy_to else 0,
+                copy_address=copy_to),
                 timeout=timeout)
             return reply
         except NfControlError as exc:
@@ -353,13 +371,14 @@ async def _ask_cancel_adopt(ctl: MoveHost, nf: int, slot: int, epoch: int, src: 
         await asyncio.sleep(FENCE_RETRY)
 
 
-async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) -> str:
+async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int,
+                back: GiveBack = GiveBack(0)) -> str:
     """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
     "started", "cancelled", "forgotten" (not started, and it knew nothing of the adoption: it
     restarted, M14), "down" (declared down before it answered) or "unknown" (no answer within
     `ctl.fence_patience`). Asked again while it does not answer. A cancelled adoption
-    gives what it buffered back to the old owner `src` (M11)."""
-    reply = await _ask_cancel_adopt(ctl, to_nf, slot, epoch, src, ADOPT_TIMEOUT)
+    gives what it buffered back to the old owner, as `back` says (M11, M16)."""
+    reply = await _ask_cancel_adopt(ctl, to_nf, slot, epoch, back, ADOPT_TIMEOUT)
     if isinstance(reply, str):
         return reply
     if reply.started:
@@ -367,20 +386,21 @@ async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int, src: int = 0) 
     return "cancelled" if reply.held else "forgotten"
 
 
-async def fence_backup(ctl: MoveHost, intent: MoveIntent, back_to: int = 0) -> str:
+async def fence_backup(ctl: MoveHost, intent: MoveIntent, back: GiveBack = GiveBack(0)) -> str:
     """M14: adopter B is down; the NF holding the copies of the slot's packets since the switch
     write (B's backup, or the NF promoted in B's place) decides instead: "started" if it holds
     the state B sent it on starting the slot (B's fail-over owns the slot), "cancelled" if B
     never started it (it gives its copies to the old owner A, which holds the state: the move
     is undone), "down" if it does not answer (B's fail-over owns the slot, as before M14)."""
     slot, to_nf = intent.slot, intent.dst
-    src = back_to or intent.src  # (the NF the copies go to: `give_back_to`)
+    back = back if back.to else GiveBack(intent.src)  # (where the copies go: `give_back_to`)
+    src = back.to
     owner = ctl.slot_map.owner(slot)
     holder = ctl.state.pairs.get(to_nf) if owner == to_nf else owner
     if holder is None or holder in (src, intent.src):
         return "down"
     # (the wait covers its giving the copies back: it answers once they are given)
-    reply = await _ask_cancel_adopt(ctl, holder, slot, intent.epoch, src,
+    reply = await _ask_cancel_adopt(ctl, holder, slot, intent.epoch, back,
                                     ADOPT_TIMEOUT + GIVE_BACK_WAIT, ", the adopter's backup")
     if isinstance(reply, str):
         return "down"

@@ -193,13 +193,17 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             _check16("slot", request.slot)
             _check16("epoch", request.epoch)
             _check16("from_nf_id", request.from_nf_id)
-            if request.from_address:
-                try:
-                    split_address(request.from_address)
-                except ValueError as exc:
-                    raise BadRequest(f"from_address: {exc}") from None
+            _check16("copy_nf_id", request.copy_nf_id)
+            for name, address in (("from_address", request.from_address),
+                                  ("copy_address", request.copy_address)):
+                if address:
+                    try:
+                        split_address(address)
+                    except ValueError as exc:
+                        raise BadRequest(f"{name}: {exc}") from None
             res = self.pool.request(self.pool.worker_of(request.slot), commands.CancelAdopt(
-                request.slot, request.epoch, request.from_nf_id, request.from_address))
+                request.slot, request.epoch, request.from_nf_id, request.from_address,
+                request.copy_nf_id, request.copy_address))
             return replies.fence_reply(res)
 
         return self._guard(lambda e: pb.CancelAdoptReply(ok=False, error=e), run)

@@ -16,7 +16,9 @@ through the Raft leader unless asked for serializable reads, which we never do):
 created before `fork()` but first used in the child works there. One already used before the fork
 cannot be (gRPC's core threads do not survive a fork, and a new channel in the child hangs), so
 the child gets a clear `GlobalStoreError` instead; runtimes must open stores in each worker or
-before any use.
+before any use. The same holds for any gRPC channel the parent used before the fork, not only a
+store's: a forked child of a process that ever used gRPC hangs on its first channel (the NF
+runtime starts its workers by spawning, not forking).
 
 `open_store("memory")` or `open_store("etcd://HOST:PORT[/prefix]")` picks a backend from a spec.
 """

@@ -73,7 +73,7 @@ class OwnershipHost(PartHost, Protocol):
     @property
     def primary_sync(self) -> PrimarySync: ...
     @property
-    def gave_back(self) -> dict[int, Link]: ...
+    def gave_back(self) -> dict[int, tuple[Link, ...]]: ...
     def follow_given_back(self, slot: int, frame: bytes) -> bool: ...
     def close_batch(self) -> None: ...
     def held_upto(self, batch_id: int) -> bool: ...
@@ -109,7 +109,8 @@ class Ownership:
         self._w.backups.adopting(slot)
         self._w.markers.forget(slot)
 
-    def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0, from_address: str = ""
+    def cancel_adopt(self, slot: int, epoch: int, from_nf: int = 0, from_address: str = "",
+                     copy_nf: int = 0, copy_address: str = ""
                      ) -> FenceResult | Awaitable[FenceResult]:
         """The fence that decides a move whose `Release` did not answer (docs/protocols.md §5),
         at a packet boundary of this worker: `started` if this NF accepted the old owner's
@@ -123,12 +124,14 @@ class Ownership:
         this NF had the adoption). Asked of the adopter's backup while the adopter is down or
         restarted (M14): `started` if it holds the state the adopter sent it on starting the
         slot; otherwise it gives its copies of the slot's packets to the old owner
-        (`give_copies_back`)."""
+        (`give_copies_back`). With `copy_nf` (the old owner's backup, named while the old owner
+        is suspected down), what goes back goes there too (M16)."""
         w = self._w
+        copy = w.linkset.link(copy_nf, copy_address) if copy_nf and copy_address else None
         rt = w.slots.get(slot)
         if rt is None:
             if slot in w.backups.adoptions or slot in w.gave_back:
-                return self.give_copies_back(slot, from_nf, from_address)  # (M14)
+                return self.give_copies_back(slot, from_nf, from_address, copy)  # (M14)
             rep = w.backups.replicas.get(slot)
             if slot in w.backups.backed_up and rep is not None and epoch and rep.epoch == epoch:
                 return FenceResult(started=True)  # our primary started it: we hold its adopted state
@@ -150,15 +153,15 @@ class Ownership:
             rt.become(SlotRole.RELEASED)
             rt.given_back = True  # arriving packets wait in pending
             link = self._w.linkset.link(from_nf, from_address)
-            asyncio.get_running_loop().create_task(self._give_back(rt, link))
+            asyncio.get_running_loop().create_task(self._give_back(rt, link, copy))
             return FenceResult(started=False, held=True)
         if epoch and rt.epoch != epoch and not later:
             raise CommandError(f"slot {slot} is owned here at epoch {rt.epoch}, before the "
                                f"adoption's epoch {epoch}: not that move")
         return FenceResult(started=True)
 
-    async def give_copies_back(self, slot: int, from_nf: int, from_address: str
-                               ) -> FenceResult:
+    async def give_copies_back(self, slot: int, from_nf: int, from_address: str,
+                               copy: Link | None = None) -> FenceResult:
         """M14: our primary (the adopter) died before it started `slot`, which the old owner
         `from_nf` still holds: the copies we kept of its packets since the switch write go
         there, in order and as input, then what still arrives until the switch points at the
@@ -175,36 +178,56 @@ class Ownership:
             w.c.cancelled += len(held)
             return FenceResult(started=False)
         link = w.linkset.link(from_nf, from_address)
-        if not await _connected(link, GIVE_BACK_WAIT):
+        reached = await _reached(link, copy, GIVE_BACK_WAIT)
+        if not reached:
             log.warning("slot %d: the old owner NF %d is unreachable at %s: %d copies of an "
                         "adoption never started dropped", slot, from_nf, from_address, len(held))
             w.c.cancelled += len(held)
             return FenceResult(started=False)
-        w.gave_back[slot] = link
+        w.gave_back[slot] = reached
         for _seq, frame in held:
             w.follow_given_back(slot, frame)
         log.warning("slot %d: our primary died before it started the slot: %d copies given to "
                     "its old owner NF %d", slot, len(held), from_nf)
         return FenceResult(started=False)
 
-    async def _give_back(self, rt: SlotRuntime, link: Link) -> None:
-        """Send a cancelled adoption's packets to the old owner once the link to it is up, then
-        forward there what still arrives; if it cannot be reached, they are counted in
-        `cancelled` (the old owner is down: its fail-over replays the switch's copies)."""
-        connected = await _connected(link, self._w.cfg.transfer_timeout)
+    async def _give_back(self, rt: SlotRuntime, link: Link, copy: Link | None = None) -> None:
+        """Send a cancelled adoption's packets to the old owner (and to `copy`, M16) once the
+        link to it is up, then forward there what still arrives; if neither can be reached,
+        they are counted in `cancelled` (the old owner is down: its fail-over replays the
+        switch's copies)."""
+        wait = self._w.cfg.transfer_timeout
+        if copy is None:
+            reached = await self._give_to(rt, link, wait, copy=False)
+        else:  # each as soon as it is up: the old owner may be dead, its backup promoted soon
+            got = await asyncio.gather(self._give_to(rt, link, wait, copy=False),
+                                       self._give_to(rt, copy, wait, copy=True))
+            reached = any(got)
+            if reached and not got[0] and self._w.slots.get(rt.slot) is rt:
+                rt.forward, rt.forward_copy, rt.pending = copy, None, []  # (all went there)
+        if self._w.slots.get(rt.slot) is not rt or not rt.given_back or reached:
+            return  # adopted again, or assigned, meanwhile; or given back
+        log.warning("slot %d: the old owner is unreachable at %s: %d packets of the cancelled "
+                    "adoption dropped", rt.slot, link.address, len(rt.pending))
+        self._w.c.cancelled += len(rt.pending)
+        del self._w.slots[rt.slot]
+
+    async def _give_to(self, rt: SlotRuntime, to: Link, wait: float, copy: bool) -> bool:
+        """Once `to` is up (within `wait`): what `rt`'s cancelled adoption holds goes there,
+        and what still arrives follows (`copy`: a copy of it, the old owner's own link may come
+        later and takes what waits). False if `to` could not be reached or `rt` was replaced."""
+        if not await _connected(to, wait):
+            return False
         if self._w.slots.get(rt.slot) is not rt or not rt.given_back:
-            return  # adopted again, or assigned, meanwhile
-        held, rt.pending = rt.pending, []
-        if not connected:
-            log.warning("slot %d: the old owner is unreachable at %s: %d packets of the cancelled "
-                        "adoption dropped", rt.slot, link.address, len(held))
-            self._w.c.cancelled += len(held)
-            del self._w.slots[rt.slot]
-            return
+            return False
+        if copy:
+            held, rt.forward_copy = list(rt.pending), to
+        else:
+            held, rt.pending, rt.forward = rt.pending, [], to
+            self._w.c.forwarded += len(held)
         for _shim, frame in held:
-            link.send(Forward(bytes(frame)))
-        self._w.c.forwarded += len(held)
-        rt.forward = link
+            to.send(Forward(bytes(frame)))
+        return True
 
     def _unprotect(self, slot: int, epoch: int) -> None:
         """Our backup was told to back up `slot` for a move that did not happen: it stops (the
@@ -367,6 +390,15 @@ class Ownership:
         now = time.monotonic()
         for shim, frame in held:
             self._w.offer(rt, shim, frame, now)
+
+
+async def _reached(link: Link, copy: Link | None, wait: float) -> tuple[Link, ...]:
+    """Of `link` (to the old owner) and `copy` (to its backup, M16), those connected within
+    `wait` seconds, waited for side by side: either holds what is given back."""
+    if copy is None:
+        return (link,) if await _connected(link, wait) else ()
+    up = await asyncio.gather(_connected(link, wait), _connected(copy, wait))
+    return tuple(to for to, ok in zip((link, copy), up, strict=True) if ok)
 
 
 async def _connected(link: Link, wait: float) -> bool:

@@ -436,7 +436,8 @@ class Worker(WorkerCore):
         t.on(commands.Assign,
              lambda c: self.assign(c.slots, c.as_backup, c.primary, c.adoption))
         t.on(commands.CancelAdopt,
-             lambda c: self.moves.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address))
+             lambda c: self.moves.cancel_adopt(c.slot, c.epoch, c.from_nf, c.from_address,
+                                               c.copy_nf, c.copy_address))
         t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))
         t.on(commands.Release,
              lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster))

@@ -84,8 +84,9 @@ class WorkerCore:
         self.slots: dict[int, SlotRuntime] = {}
         self.backups = BackupSlots()  # what we hold of slots owned elsewhere (backup_slots.py)
         # slots whose copies went to their old owner (an adoption our dead primary never
-        # started, M14: Ownership.give_copies_back): what still arrives follows them
-        self.gave_back: dict[int, Link] = {}
+        # started, M14: Ownership.give_copies_back), and to the old owner's backup too while
+        # the old owner is suspected (M16): what still arrives follows them
+        self.gave_back: dict[int, tuple[Link, ...]] = {}
         self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
         self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
         self.backup_id = 0
@@ -198,12 +199,14 @@ class WorkerCore:
     def follow_given_back(self, slot: int, frame: bytes) -> bool:
         """A packet of a slot whose copies went to its old owner (an adoption its adopter never
         started, M14): it follows them there, as input (True if forwarded)."""
-        link = self.gave_back.get(slot)
-        if link is None:
+        links = self.gave_back.get(slot)
+        if links is None:
             return False
         data = bytearray(frame)
         data[FRAME_KIND] = Kind.PRIMARY
-        link.send(Forward(bytes(data)))
+        msg = Forward(bytes(data))
+        for link in links:
+            link.send(msg)
         self.c.forwarded += 1
         return True
 
@@ -217,12 +220,14 @@ class WorkerCore:
             return
         role = rt.role
         if role == SlotRole.RELEASED:
+            if rt.forward_copy is not None:  # (a cancelled adoption's, to the old owner's backup: M16)
+                rt.forward_copy.send(Forward(bytes(frame)))
             if rt.forward is not None:
                 rt.forward.send(Forward(bytes(frame)))
                 self.c.forwarded += 1
             elif len(rt.pending) < self.cfg.adopt_capacity:  # the transfer is not answered yet
                 rt.pending.append((shim, frame))
-            else:
+            elif rt.forward_copy is None:  # (with a copy given: held there)
                 self.c.overflows += 1
             return
         if role == SlotRole.ADOPTING:

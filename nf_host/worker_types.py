@@ -96,6 +96,9 @@ class SlotRuntime:
     # an adoption cancelled by the move's fence whose buffered packets were given back to the
     # old owner: RELEASED, forwarding there what still arrives at the adoption's epoch
     given_back: bool = False
+    # ... and where a copy of what it forwards goes too: the old owner's backup while the old
+    # owner was suspected down when the fence came (M16)
+    forward_copy: Link | None = None
 
     def __post_init__(self) -> None:
         if self.role not in SLOT_TRANSITIONS:

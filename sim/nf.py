@@ -119,7 +119,8 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
                          "from_address": req.from_address}
     if name == "CancelAdopt":
         return "cancel_adopt", {"slot": req.slot, "epoch": req.epoch, "from_nf": req.from_nf_id,
-                                "from_address": req.from_address}
+                                "from_address": req.from_address, "copy_nf": req.copy_nf_id,
+                                "copy_address": req.copy_address}
     if name == "Release":
         return "release", {"slot": req.slot, "to_nf": req.to_nf_id, "to_address": req.to_address,
                            "same_cluster": req.same_cluster,

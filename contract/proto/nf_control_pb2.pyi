@@ -254,16 +254,20 @@ class AssignSlotsRequest(_message.Message):
     def __init__(self, slots: _Optional[_Iterable[_Union[SlotEpoch, _Mapping]]] = ..., as_backup: _Optional[bool] = ..., primary_nf_id: _Optional[int] = ..., adoption: _Optional[bool] = ...) -> None: ...
 
 class AdoptRequest(_message.Message):
-    __slots__ = ("slot", "epoch", "from_nf_id", "from_address")
+    __slots__ = ("slot", "epoch", "from_nf_id", "from_address", "copy_nf_id", "copy_address")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     FROM_NF_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    COPY_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    COPY_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     from_nf_id: int
     from_address: str
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., from_nf_id: _Optional[int] = ..., from_address: _Optional[str] = ...) -> None: ...
+    copy_nf_id: int
+    copy_address: str
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., from_nf_id: _Optional[int] = ..., from_address: _Optional[str] = ..., copy_nf_id: _Optional[int] = ..., copy_address: _Optional[str] = ...) -> None: ...
 
 class CancelAdoptReply(_message.Message):
     __slots__ = ("ok", "error", "started", "held")

@@ -149,6 +149,10 @@ REGRESSIONS = [
     # the second switch write sent the marker to the new adopter, the first waited it out and
     # its release was undone with a gap (`migration.MOVE_AGAIN_AFTER`)
     (5107, LONG_QUEUES),
+    # and: a move undone while its old owner was suspected down (hung): the adopter gave its
+    # packets to the old owner's backup, the undo gave the slot to the old owner (a false
+    # alarm), which skipped them as a gap (M16: to the old owner, and a copy to its backup)
+    (5002, LONG_QUEUES),
 ]
 SCENARIOS = {"CI": CI, "MOVE_REPLIES_LOST": MOVE_REPLIES_LOST,
              "ALL_REPLIES_LOST": ALL_REPLIES_LOST, "LEADER_KILLS": LEADER_KILLS,
