@@ -313,6 +313,9 @@ class GiveBack(NamedTuple):
     copy: int = 0
 
 
+NOWHERE = GiveBack(0)  # (nothing named: an NF that held an adoption drops what it buffered)
+
+
 def give_back_to(ctl: MoveHost, intent: MoveIntent) -> GiveBack:
     """Where an undone move's packets go back to (M11, M14): the NF that will own the slot
     when the undo points it at the old owner's replica group again. That is the old owner A
@@ -372,7 +375,7 @@ async def _ask_cancel_adopt(ctl: MoveHost, nf: int, slot: int, epoch: int, back:
 
 
 async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int,
-                back: GiveBack = GiveBack(0)) -> str:
+                back: GiveBack = NOWHERE) -> str:
     """Ask adopter `to_nf` whether it started `slot` at `epoch`, cancelling the adoption if not:
     "started", "cancelled", "forgotten" (not started, and it knew nothing of the adoption: it
     restarted, M14), "down" (declared down before it answered) or "unknown" (no answer within
@@ -386,7 +389,7 @@ async def fence(ctl: MoveHost, slot: int, to_nf: int, epoch: int,
     return "cancelled" if reply.held else "forgotten"
 
 
-async def fence_backup(ctl: MoveHost, intent: MoveIntent, back: GiveBack = GiveBack(0)) -> str:
+async def fence_backup(ctl: MoveHost, intent: MoveIntent, back: GiveBack = NOWHERE) -> str:
     """M14: adopter B is down; the NF holding the copies of the slot's packets since the switch
     write (B's backup, or the NF promoted in B's place) decides instead: "started" if it holds
     the state B sent it on starting the slot (B's fail-over owns the slot), "cancelled" if B
