@@ -244,3 +244,22 @@ def test_a_move_whose_old_owner_was_failed_over_gives_back_to_the_primary_of_its
         assert ([slot], False) in fakes[3].assigned and c.open_moves == {}
 
     _run(body)
+
+
+def test_while_the_old_owner_is_suspected_the_undo_gives_back_to_it_and_a_copy_to_its_backup():
+    """M16: with A declared down, A (a false alarm: the undo gives it the slot) or A's backup
+    (A's fail-over promotes it) owns the slot next: the fence names A, and A's backup for a
+    copy; with A up, A only; with A's backup down too, A only (docs/protocols.md §5)."""
+    from types import SimpleNamespace
+
+    from controlplane.migration import GiveBack, give_back_to
+
+    def ctl(down: set[int]) -> Any:
+        nfs = {i: SimpleNamespace(declared_down=i in down) for i in (1, 2, 3)}
+        return SimpleNamespace(state=SimpleNamespace(pairs={1: 2, 3: None}),
+                               registry=SimpleNamespace(nfs=nfs))
+
+    intent = MoveIntent(slot=5, src=1, dst=3, epoch=2, src_group=1)
+    assert give_back_to(ctl({1}), intent) == GiveBack(1, 2)
+    assert give_back_to(ctl(set()), intent) == GiveBack(1)
+    assert give_back_to(ctl({1, 2}), intent) == GiveBack(1)
