@@ -26,6 +26,20 @@ def guard(node: Node) -> None:
     node.w.policy = PeerPolicy(node.w.cfg.nf_id, 0, 1, node.w.cfg.limits)
 
 
+async def backed_up_and_flowing(a: Node, b: Node) -> Switch:
+    """A (NF 1) owns the slot at epoch 1, B (NF 2) backs it up, packets 1-4 went through A: its
+    output released (B acknowledged) and B's replica at 4. The switch, for what follows."""
+    a.w.assign([(SLOT, 1, 1)], as_backup=False)
+    await b.w.command("assign", {"slots": [[SLOT, 1, 1]], "as_backup": True, "primary": 1})
+    a.w.set_backup(2, b.addr)
+    await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
+    sw = Switch()
+    to_primary_and_backup(sw, a, b, range(1, 5))
+    await until(lambda: len(a.out) == 4, "A's output, acknowledged by its backup")
+    await until(lambda: b.w.replicas[SLOT].last_seq == 4, "A's state at its backup")
+    return sw
+
+
 @pytest.mark.parametrize(("held", "policy"), [("backup", False), ("replica", False),
                                               ("backup", True), ("replica", True)])
 def test_an_undone_move_gives_back_to_the_holder_of_the_dead_owners_state(
@@ -37,16 +51,8 @@ def test_an_undone_move_gives_back_to_the_holder_of_the_dead_owners_state(
         for n in (a, b, p):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            await b.w.command("assign", {"slots": [[SLOT, 1, 1]], "as_backup": True,
-                                         "primary": 1})
             await b.w.command("set_peers", {"peers": [[3, p.addr]]})  # (B: a cluster peer)
-            a.w.set_backup(2, b.addr)
-            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
-            sw = Switch()
-            to_primary_and_backup(sw, a, b, range(1, 5))
-            await until(lambda: len(a.out) == 4, "A's output, acknowledged by its backup")
-            await until(lambda: b.w.replicas[SLOT].last_seq == 4, "A's state at its backup")
+            sw = await backed_up_and_flowing(a, b)
             if held == "replica":  # A' took the slot over by itself, and gave it up (§4.3)
                 b.w.backups.given_up(SLOT, None)
                 assert b.w.backups.role(SLOT) == SlotRole.REPLICA
@@ -97,15 +103,7 @@ def test_a_move_undone_while_its_old_owner_is_suspected_gives_back_to_it_and_to_
         for n in (a, b, p):
             await n.w.start()
         try:
-            a.w.assign([(SLOT, 1, 1)], as_backup=False)
-            await b.w.command("assign", {"slots": [[SLOT, 1, 1]], "as_backup": True,
-                                         "primary": 1})
-            a.w.set_backup(2, b.addr)
-            await until(lambda: 2 in a.w.links and a.w.links[2].writer is not None, "backup link")
-            sw = Switch()
-            to_primary_and_backup(sw, a, b, range(1, 5))
-            await until(lambda: len(a.out) == 4, "A's output, acknowledged by its backup")
-            await until(lambda: b.w.replicas[SLOT].last_seq == 4, "A's state at its backup")
+            sw = await backed_up_and_flowing(a, b)
             p.w.adopt(SLOT, 2)  # the move: B adopts at epoch 2 and buffers 5 and 6
             sw.epochs[SLOT] = 2
             for no in (5, 6):
