@@ -149,3 +149,15 @@ def test_each_namespaces_kernel_drops_are_read_and_named_once() -> None:
            "kernel/arp": {"arp_unresolved_discards": 2}}
     assert grown(now, before) == {"cpu0/backlog": {"backlog_drops": 1},
                                   "cpu1/backlog": {"backlog_drops": 3}}
+
+
+def test_gaps_an_nf_skipped_say_where_a_loss_no_counter_saw_showed() -> None:
+    """The `--hot` run on a busy host lost 24 packets no drop counter saw; NF 2 had skipped
+    them as gaps after a false fail-over: the summary names that place."""
+    from topo.faults.losses import gap_lines
+
+    assert gap_lines([{"id": 1, "role": "primary", "gaps": 0}]) == []
+    [line] = gap_lines([{"id": 2, "role": "primary", "gaps": 24},
+                        {"id": 1, "role": "backup", "gaps": 3}, {"id": 5}])
+    assert line.startswith("  where it showed: numbers skipped as gaps by NF 1 (backup) 3, "
+                           "NF 2 (primary) 24 ")

@@ -212,3 +212,18 @@ def loss_lines(lost: int, sites: list[LossSite], outage: int = 0) -> list[str]:
         lines.append(f"  unaccounted: {lost - counted - outage} lost packets no counter on the "
                      "path saw")
     return lines
+
+
+def gap_lines(nfs: list[dict[str, Any]]) -> list[str]:
+    """Where a loss showed, as the NFs count it: the sequence numbers each skipped as a gap
+    (never received within its gap timeout). Not where the packets were lost (a drop counter
+    would name that), but the slot's owner that found them missing, so a loss no counter saw
+    still has a place to start from."""
+    skipped = [(int(r["id"]), str(r.get("role", "?")), int(r.get("gaps", 0))) for r in nfs
+               if int(r.get("gaps", 0) or 0)]
+    if not skipped:
+        return []
+    each = ", ".join(f"NF {i} ({role}) {n}" for i, role, n in sorted(skipped))
+    return [f"  where it showed: numbers skipped as gaps by {each} (never received by the "
+            "slot's owner: lost on the way to it)"]
+

@@ -53,7 +53,7 @@ from topo.faults.disturbances import Disturbances, disturb, loss_report
 from topo.faults.injector import first_output_times, takeover_times
 from topo.faults.kernel_drops import kernel_counters, machine_counters
 from topo.faults.loss_evidence import judge, loss_summary, windows_of
-from topo.faults.losses import loss_lines, switch_status, where_lost
+from topo.faults.losses import gap_lines, loss_lines, switch_status, where_lost
 from topo.faults.memory import RssSampler
 from topo.faults.memory import plot as plot_rss
 from topo.faults.port_accounting import PortAccount, accounting, summary_line
@@ -229,7 +229,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
     if lost or not verdict.ok:  # where: every drop counter of the path that is not zero
         for line in loss_lines(lost, where_lost(cfg, switch_doc, switch_drops, nfs, {
                 "client": client_rep.host_drops, "server": server_rep.host_drops}, kernel,
-                accounts), verdict.losses.outage):
+                accounts), verdict.losses.outage) + gap_lines(nfs):
             console.print(line)
     if wedged:  # a slot that stopped forwarding: its flows' last packets never came
         console.print(f"[bold red]wedged:[/] the last packets of {len(wedged)} flow(s) never "
