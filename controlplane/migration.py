@@ -402,6 +402,8 @@ async def fence_backup(ctl: MoveHost, intent: MoveIntent, back: GiveBack = NOWHE
     holder = ctl.state.pairs.get(to_nf) if owner == to_nf else owner
     if holder is None or holder in (src, intent.src):
         return "down"
+    if back.copy == holder:  # (it backs A up too: what it gives back goes to A, not to itself)
+        back = GiveBack(back.to)
     # (the wait covers its giving the copies back: it answers once they are given)
     reply = await _ask_cancel_adopt(ctl, holder, slot, intent.epoch, back,
                                     ADOPT_TIMEOUT + GIVE_BACK_WAIT, ", the adopter's backup")

@@ -127,7 +127,8 @@ class Ownership:
         (`give_copies_back`). With `copy_nf` (the old owner's backup, named while the old owner
         is suspected down), what goes back goes there too (M16)."""
         w = self._w
-        copy = w.linkset.link(copy_nf, copy_address) if copy_nf and copy_address else None
+        copy = (w.linkset.link(copy_nf, copy_address)
+                if copy_nf and copy_address and copy_nf not in (w.cfg.nf_id, from_nf) else None)
         rt = w.slots.get(slot)
         if rt is None:
             if slot in w.backups.adoptions or slot in w.gave_back:
