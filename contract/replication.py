@@ -18,7 +18,8 @@ are the NF's own data, checked where they are applied (`nf_host.state_store`).
     xsa  SlotStateAck   id
     f    Forward        f: frame with shim
     c    InputCopy      f: frame with shim, kind BACKUP
-    r    Released       slot, e: epoch of a cancelled move's replica (or nil)
+    r    Released       slot, e: epoch of a cancelled move's replica (or nil), g: with it, only
+                        the replica at exactly that owner generation (a given-up self-takeover's)
     bye  Bye            (the sender closes the connection on purpose)
     k    Fragment       p: bytes, m: more follow  (`nf_host.chunked`)
 
@@ -148,6 +149,9 @@ class Released:
     T: ClassVar[str] = "r"
     slot: int
     epoch: int | None = None
+    # with `gen`: only a replica at exactly (epoch, gen) goes, whatever backs the slot here (the
+    # replicas a self-takeover's deltas made, when it gives the slot up: §4.3)
+    gen: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +211,8 @@ def to_wire(msg: Message) -> dict[str, object]:
             m = {"slot": msg.slot}
             if msg.epoch is not None:
                 m["e"] = msg.epoch
+            if msg.gen is not None:
+                m["g"] = msg.gen
         case Bye():
             m = {}
         case Fragment():
@@ -292,7 +298,7 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Message]] = {
     "xsa": lambda m: SlotStateAck(_int(m, "id")),
     "f": lambda m: Forward(_bytes(m, "f")),
     "c": lambda m: InputCopy(_bytes(m, "f")),
-    "r": lambda m: Released(_int(m, "slot"), _opt_int(m, "e")),
+    "r": lambda m: Released(_int(m, "slot"), _opt_int(m, "e"), _opt_int(m, "g")),
     "bye": lambda m: Bye(),
     "k": lambda m: Fragment(_bytes(m, "p"), bool(m.get("m"))),
 }

@@ -158,6 +158,15 @@ class BackupSlots:
         if rep is not None and epoch is not None and rep.epoch == epoch:
             del self.replicas[slot]
 
+    def drop_replica(self, slot: int, epoch: int, gen: int) -> None:
+        """The replica of `slot` goes if it is exactly the owner generation (epoch, gen): the
+        NF that sent its deltas gave the slot up (a self-takeover the controller's `Promote`
+        left out, §4.3). Kept, its newer generation refused every delta of the slot's real
+        owner as a stale sender's (simulation, adopter kills, seed 61)."""
+        rep = self.replicas.get(slot)
+        if rep is not None and (rep.epoch, rep.gen) == (epoch, gen):
+            del self.replicas[slot]
+
     def started(self, slot: int) -> None:
         """Our primary started `slot` (its state came: its SlotState, or a whole entry of it):
         promotable from here now (M14)."""

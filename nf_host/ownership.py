@@ -255,11 +255,19 @@ class Ownership:
             return
         log.warning("slot %d, taken over from NF %d, is not in its Promote (NF %d was releasing "
                     "it): kept as a replica only", slot, dead, dead)
-        rep = Replica(slot, epoch=rt.epoch, gen=rt.state.gen)
+        # at the generation it had before it took the slot over (its promotion's +1 undone): at
+        # ours, it outranked the slot's real owner, whose deltas it then refused as a stale
+        # sender's, closing the link its moves' transfers ride on (simulation, adopter kills,
+        # seed 61: the transfers went unanswered and the moves undecided)
+        rep = Replica(slot, epoch=rt.epoch, gen=max(rt.state.gen - 1, 0))
         rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
         self._w.backups.given_up(slot, rep)
         del self._w.slots[slot]
         self._unprotect(slot, rt.epoch)
+        # and every replica our deltas of it made, at our backup and at our cluster peers
+        gone = Released(slot, rt.epoch, rt.state.gen)
+        for link in self._w.links.values():
+            link.send(gone)
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> ReleaseResult:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is

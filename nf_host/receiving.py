@@ -125,6 +125,9 @@ class ReplicaReceiver:
     def _on_released(self, msg: Released) -> None:
         """The primary we back up released this slot: its copies are not needed."""
         slot = msg.slot
+        if msg.gen is not None and msg.epoch is not None:  # (a given-up self-takeover's replica)
+            self._w.backups.drop_replica(slot, msg.epoch, msg.gen)
+            return
         self._w.backups.released(slot, msg.epoch)  # (with a cancelled move's replica: ownership.py)
         self._w.inbuf.discard(slot)
         self._w.primary_sync.forget([slot])

@@ -116,3 +116,16 @@ def test_a_backing_change_outside_its_transitions_raises() -> None:
     with pytest.raises(SlotTransitionError, match="None -> ADOPTION_NOT_BACKED_UP"):
         t._become(6, Backing.ADOPTION_NOT_BACKED_UP)
     assert t.backing(5) == Backing.BACKUP and t.backing(6) is None  # (nothing changed)
+
+
+def test_a_given_up_takeovers_replica_goes_at_its_exact_generation_and_the_backing_stays() -> None:
+    """`Released(slot, epoch, gen)`, sent by an NF that gives up a slot it took over by itself:
+    the replica its deltas made goes, only at exactly that owner generation, and a slot this NF
+    backs up for its own primary stays backed up (simulation, adopter kills, seed 61)."""
+    b = BackupSlots()
+    b.assign(5, 2, None)
+    b.replicas[5] = Replica(5, epoch=2, gen=2)
+    b.drop_replica(5, 2, 1)  # another generation: kept
+    assert b.replicas[5].gen == 2
+    b.drop_replica(5, 2, 2)
+    assert 5 not in b.replicas and b.role(5) == SlotRole.BACKUP
