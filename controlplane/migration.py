@@ -39,7 +39,6 @@ from contract.proto import nf_control_pb2 as pb
 from contract.timing import (
     ADOPT_RPC_TIMEOUT,
     GIVE_BACK_WAIT,
-    MARKER_WAIT,
     RELEASE_RPC_TIMEOUT,
     SWITCH_QUEUE_BOUND,
 )
@@ -65,7 +64,7 @@ RELEASE_ATTEMPT = 2.0  # a Release unanswered this long is asked again (it is id
 # seed 5107 of tests/sim/test_sim.py's LONG_QUEUES). The switch's queues hold a frame
 # `SWITCH_QUEUE_BOUND` at most. `SlotMoves.migrate` waits for it; a move that still comes
 # sooner (another caller's, meanwhile) is refused.
-MOVE_AGAIN_AFTER = max(SWITCH_QUEUE_BOUND, MARKER_WAIT)
+MOVE_AGAIN_AFTER = SWITCH_QUEUE_BOUND
 KEPT = "the slot stays owned here"  # how the runtime's Release says it kept the slot (ownership.py)
 
 

@@ -264,10 +264,12 @@ class Ownership:
         self._w.backups.given_up(slot, rep)
         del self._w.slots[slot]
         self._unprotect(slot, rt.epoch)
-        # and every replica our deltas of it made, at our backup and at our cluster peers
+        # and every replica our deltas of it made at our cluster peers (our backup's went with
+        # the release notice just sent, at the same epoch)
         gone = Released(slot, rt.epoch, rt.state.gen)
-        for link in self._w.links.values():
-            link.send(gone)
+        for nf, link in self._w.links.items():
+            if nf != self._w.backup_id:
+                link.send(gone)
 
     async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> ReleaseResult:
         """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is

@@ -220,10 +220,13 @@ class WorkerCore:
             return
         role = rt.role
         if role == SlotRole.RELEASED:
-            if rt.forward_copy is not None:  # (a cancelled adoption's, to the old owner's backup: M16)
-                rt.forward_copy.send(Forward(bytes(frame)))
+            # (forward_copy: a cancelled adoption's, to the old owner's backup: M16)
+            targets = [to for to in (rt.forward, rt.forward_copy) if to is not None]
+            if targets:
+                fwd = Forward(bytes(frame))
+                for to in targets:
+                    to.send(fwd)
             if rt.forward is not None:
-                rt.forward.send(Forward(bytes(frame)))
                 self.c.forwarded += 1
             elif len(rt.pending) < self.cfg.adopt_capacity:  # the transfer is not answered yet
                 rt.pending.append((shim, frame))

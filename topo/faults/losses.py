@@ -219,8 +219,8 @@ def gap_lines(nfs: list[dict[str, Any]]) -> list[str]:
     (never received within its gap timeout). Not where the packets were lost (a drop counter
     would name that), but the slot's owner that found them missing, so a loss no counter saw
     still has a place to start from."""
-    skipped = [(int(r["id"]), str(r.get("role", "?")), int(r.get("gaps", 0))) for r in nfs
-               if int(r.get("gaps", 0) or 0)]
+    counted = [(int(r["id"]), str(r.get("role", "?")), int(r.get("gaps") or 0)) for r in nfs]
+    skipped = [row for row in counted if row[2]]
     if not skipped:
         return []
     each = ", ".join(f"NF {i} ({role}) {n}" for i, role, n in sorted(skipped))
