@@ -16,10 +16,11 @@ command, raising `ValueError` for an unknown name or a missing or mistyped argum
     set_backup    SetBackup      nf_id, address
     set_peers     SetPeers       peers: [(nf_id, address), ...]
     assign        Assign         slots: [(slot, epoch, next_seq or None), ...], as_backup, primary,
-                                 adoption
+                                 adoption, from_nf, from_address
     adopt         Adopt          slot, epoch, from_nf, from_address
     cancel_adopt  CancelAdopt    slot, epoch, from_nf, from_address, copy_nf, copy_address
-    release       Release        slot, to_nf, to_address, same_cluster, adopter_backup
+    release       Release        slot, to_nf, to_address, same_cluster, adopter_backup,
+                                 adopter_backup_address
     arm_takeover  ArmTakeover    primary, successor, address
     promote       Promote        slots, dead, backup, address, epochs: {slot: epoch}
     update_nf     UpdateNf       params, dry_run  (run by the worker process: it builds the NF)
@@ -105,6 +106,9 @@ class Assign(Returns[None]):
     as_backup: bool
     primary: int = 0  # with as_backup: the primary whose links the replication server accepts
     adoption: bool = False  # with as_backup: slots the primary is adopting (a move)
+    # with adoption: the old owner, which sends copies of the tail it forwards here too (M18)
+    from_nf: int = 0
+    from_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,7 @@ class Release(Returns[ReleaseResult]):
     to_address: str
     same_cluster: bool
     adopter_backup: int = 0  # may give the slot's copies back if the adopter dies (M14)
+    adopter_backup_address: str = ""  # where copies of the forwarded tail go too (M18)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,14 +261,16 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
     "set_peers": lambda a: SetPeers([_peer(p) for p in _list(a, "peers")]),
     "assign": lambda a: Assign([_slot_epoch(s) for s in _list(a, "slots")],
                                bool(a.get("as_backup")), _int(a, "primary", 0),
-                               bool(a.get("adoption"))),
+                               bool(a.get("adoption")), _int(a, "from_nf", 0),
+                               _str(a, "from_address", "")),
     "adopt": lambda a: Adopt(_int(a, "slot"), _int(a, "epoch"), _int(a, "from_nf", 0),
                              _str(a, "from_address", "")),
     "cancel_adopt": lambda a: CancelAdopt(_int(a, "slot"), _int(a, "epoch"), _int(a, "from_nf", 0),
                                           _str(a, "from_address", ""), _int(a, "copy_nf", 0),
                                           _str(a, "copy_address", "")),
     "release": lambda a: Release(_int(a, "slot"), _int(a, "to_nf"), _str(a, "to_address"),
-                                 bool(a.get("same_cluster")), _int(a, "adopter_backup", 0)),
+                                 bool(a.get("same_cluster")), _int(a, "adopter_backup", 0),
+                                 _str(a, "adopter_backup_address", "")),
     "arm_takeover": lambda a: ArmTakeover(_int(a, "primary"), _int(a, "successor"),
                                           _str(a, "address")),
     "promote": lambda a: Promote([_int({"slot": s}, "slot") for s in _list(a, "slots")],

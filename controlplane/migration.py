@@ -197,7 +197,8 @@ async def migrate_slot(ctl: MoveHost, slot: int, to_nf: int,
         if backup is not None:
             await reg.call(backup, "AssignSlots", pb.AssignSlotsRequest(
                 slots=[pb.SlotEpoch(slot=slot, epoch=intent.epoch)], as_backup=True,
-                primary_nf_id=to_nf, adoption=True), timeout=ADOPT_TIMEOUT)
+                primary_nf_id=to_nf, adoption=True, adoption_from_nf_id=src,  # (M18)
+                adoption_from_address=src_cfg.replication_address()), timeout=ADOPT_TIMEOUT)
     except NfControlError as exc:
         LOG.warning("move of slot %d to NF %d not started: %s", slot, to_nf, exc)
         # B may adopt in vain (its Adopt acted but the reply was lost, or its backup did not
@@ -217,6 +218,17 @@ async def migrate_slot(ctl: MoveHost, slot: int, to_nf: int,
     if entry.epoch != intent.epoch:  # (the map changed under us: cannot happen under move_lock)
         LOG.error("slot %d written at epoch %d, journalled %d", slot, entry.epoch, intent.epoch)
     return await finish_move(ctl, intent, release_timeout, result)
+
+
+def _adopter_backup(ctl: MoveHost, to_nf: int) -> dict[str, Any]:
+    """The `ReleaseRequest` fields naming the adopter's backup: the copies an adopter that dies
+    before it started the slot gives back come from it (M14), and the old owner sends it a copy
+    of the tail it forwards to the adopter (M18)."""
+    backup = ctl.state.pairs.get(to_nf)
+    if backup is None:
+        return {}
+    return {"adopter_backup_nf_id": backup,
+            "adopter_backup_address": ctl.cfg.nf(backup).replication_address()}
 
 
 def _results(intent: MoveIntent, same_cluster: bool, started: float,
@@ -249,7 +261,7 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
                 reply = await reg.call_again(src, "Release", pb.ReleaseRequest(
                     slot=slot, to_nf_id=to_nf, to_address=cfg.nf(to_nf).replication_address(),
                     same_cluster=not full,
-                    adopter_backup_nf_id=ctl.state.pairs.get(to_nf) or 0),  # (M14)
+                    **_adopter_backup(ctl, to_nf)),  # (M14, M18)
                     min(RELEASE_ATTEMPT, release_timeout),
                     release_timeout,
                     # not asked again once B is down or unsettled (it died, restarted, or is

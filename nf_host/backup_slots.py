@@ -68,6 +68,9 @@ class BackupSlots:
         self._adoptions: set[int] = set()
         self._next_seq: dict[int, int] = {}  # first seq of slots backed up before any delta
         self._to_promote: dict[int, int] = {}  # idle slots a promotion has yet to reach -> dead
+        # slots our primary adopted -> (when its SlotState came, whether it has started them
+        # since: its marker came, and its first delta of them) (M18)
+        self._adopted_at: dict[int, tuple[float, bool]] = {}
         # the switch's epoch of slots the controller's Promote listed, until each is promoted: a
         # promoted slot owns at least that epoch (its replica may be gone, or older)
         self._told_epochs: dict[int, int] = {}
@@ -96,6 +99,7 @@ class BackupSlots:
                                       f"{new and new.name} is not a transition")
         if new is None:
             del self._backing[slot]
+            self._adopted_at.pop(slot, None)
         else:
             self._backing[slot] = new
         if new in _BACKED_UP:
@@ -167,12 +171,23 @@ class BackupSlots:
         if rep is not None and (rep.epoch, rep.gen) == (epoch, gen):
             del self.replicas[slot]
 
-    def started(self, slot: int) -> None:
-        """Our primary started `slot` (its state came: its SlotState, or a whole entry of it):
-        promotable from here now (M14)."""
+    def started(self, slot: int, now: float | None = None) -> None:
+        """Our primary started `slot` (its state came: its SlotState at `now`, or a whole entry
+        of it in a delta): promotable from here now (M14). The SlotState comes when it accepted
+        the transfer, the delta once it has started the slot after the old owner's marker: the
+        old owner's tail and marker may still come until then (`adopted_at`, M18)."""
         old = self._backing.get(slot)
         if old in _ADOPTIONS:
             self._become(slot, Backing.BACKUP if old == Backing.ADOPTION else None)
+            if now is not None and slot in self._backing:
+                self._adopted_at[slot] = (now, False)
+        elif now is None and slot in self._adopted_at:
+            self._adopted_at[slot] = (self._adopted_at[slot][0], True)
+
+    def adopted_at(self, slot: int) -> tuple[float, bool] | None:
+        """When our primary adopted `slot` (its SlotState came), if it did, and whether it has
+        started the slot since (M18): told once (the promotion that asks owns the slot)."""
+        return self._adopted_at.pop(slot, None)
 
     def given_back(self, slot: int) -> None:
         """The copies of an adoption our dead primary never started went to the old owner

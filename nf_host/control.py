@@ -57,6 +57,15 @@ def _check16(what: str, value: int) -> int:
     return value
 
 
+def _check_address(what: str, address: str) -> None:
+    """An optional host:port (empty: none given); raises BadRequest naming `what`."""
+    if address:
+        try:
+            split_address(address)
+        except ValueError as exc:
+            raise BadRequest(f"{what}: {exc}") from None
+
+
 class NfControlServicer(pb_grpc.NfControlServicer):
     def __init__(self, cfg: NfHostConfig, pool: WorkerPool) -> None:
         self.cfg, self.pool = cfg, pool
@@ -160,6 +169,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
     def AssignSlots(self, request: pb.AssignSlotsRequest, context: grpc.ServicerContext) -> pb.Result:
         def run() -> pb.Result:
             _check16("primary_nf_id", request.primary_nf_id)
+            _check16("adoption_from_nf_id", request.adoption_from_nf_id)
+            _check_address("adoption_from_address", request.adoption_from_address)
             per: dict[int, list[tuple[int, int, int | None]]] = {}
             for s in request.slots:
                 _check16("slot", s.slot)
@@ -170,8 +181,9 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 self.role = pb.BACKUP  # a spare taken from the pool (it holds nothing to drop)
             for w, slots in per.items():
                 # (the primary's id: whose links the replication server then accepts)
-                self.pool.request(w, commands.Assign(slots, request.as_backup,
-                                                     request.primary_nf_id, request.adoption))
+                self.pool.request(w, commands.Assign(
+                    slots, request.as_backup, request.primary_nf_id, request.adoption,
+                    request.adoption_from_nf_id, request.adoption_from_address))
             return pb.Result(ok=True)
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
@@ -194,13 +206,8 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             _check16("epoch", request.epoch)
             _check16("from_nf_id", request.from_nf_id)
             _check16("copy_nf_id", request.copy_nf_id)
-            for name, address in (("from_address", request.from_address),
-                                  ("copy_address", request.copy_address)):
-                if address:
-                    try:
-                        split_address(address)
-                    except ValueError as exc:
-                        raise BadRequest(f"{name}: {exc}") from None
+            _check_address("from_address", request.from_address)
+            _check_address("copy_address", request.copy_address)
             res = self.pool.request(self.pool.worker_of(request.slot), commands.CancelAdopt(
                 request.slot, request.epoch, request.from_nf_id, request.from_address,
                 request.copy_nf_id, request.copy_address))
@@ -213,12 +220,14 @@ class NfControlServicer(pb_grpc.NfControlServicer):
             _check16("slot", request.slot)
             _check16("to_nf_id", request.to_nf_id)
             _check16("adopter_backup_nf_id", request.adopter_backup_nf_id)
+            _check_address("adopter_backup_address", request.adopter_backup_address)
             if not request.to_address:
                 raise BadRequest("release needs the adopter's replication address")
             res = self.pool.request(
                 self.pool.worker_of(request.slot),
                 commands.Release(request.slot, request.to_nf_id, request.to_address,
-                                 request.same_cluster, request.adopter_backup_nf_id),
+                                 request.same_cluster, request.adopter_backup_nf_id,
+                                 request.adopter_backup_address),
                 timeout=CONTROL_REPLY_TIMEOUT,
             )
             return replies.release_reply(res)

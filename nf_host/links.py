@@ -23,6 +23,7 @@ from contract.replication import (
 from contract.roles import SlotRole
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.commit import Batch, OutputCommit
+from nf_host.move_marker import MarkerWait
 from nf_host.peer_policy import hello
 from nf_host.replication import Link, worker_address
 from nf_host.transfers import Transfers
@@ -46,6 +47,10 @@ class LinkHost(PartHost, Protocol):
     def release_batch(self, batch: Batch) -> None: ...
     def maybe_resume(self) -> None: ...
     def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta: ...
+    @property
+    def peer_ids(self) -> set[int]: ...
+    @property
+    def markers(self) -> MarkerWait: ...
 
 
 class Links:
@@ -58,6 +63,7 @@ class Links:
         self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
         self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.syncing: Link | None = None  # a link being sent its snapshot (see on_connected)
+        self.unsynced: set[int] = set()  # NFs linked to only to forward packets (`link`)
 
     def on_message(self, link: Link, msg: Message) -> None:
         """An answer on one of our links: an ack of our deltas, an adopter's answer to a
@@ -90,6 +96,9 @@ class Links:
         sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
         delta, cumulative, would release earlier batches sent while the link was down before the
         snapshot covering them is applied."""
+        if link.nf_id in self.unsynced and link.nf_id != self._w.backup_id \
+                and link.nf_id not in self._w.peer_ids:
+            return
         self.syncing = link
         try:
             self._w.close_batch()
@@ -99,6 +108,16 @@ class Links:
         rows: list[SlotRow] = []
         versions: dict[int, int] = {}
         for slot, rt in self._w.slots.items():
+            parked = self._w.markers.parked.get(slot) if rt.role == SlotRole.ADOPTING else None
+            if parked is not None:
+                # adopted, its marker not in yet: the state it starts from is ours to protect
+                # (an adopter's backup adopting in its place, M18: its own backup promoted the
+                # slot from nothing when it died too; simulation, adopter kills, seed 123)
+                st = parked.state
+                versions[slot] = st.version
+                rows.append(SlotRow(slot, rt.epoch, st.version, st.last_seq, st.everything(),
+                                    False, st.gen))
+                continue
             # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
             # its last batches' output waits for this link's ack: its state is in the snapshot
             if rt.role == SlotRole.PRIMARY:
@@ -123,7 +142,16 @@ class Links:
         if link.nf_id == self._w.backup_id:
             self._w.commit.hold(batch)
 
-    def link(self, nf_id: int, address: str) -> Link:
+    def link(self, nf_id: int, address: str, sync: bool = True) -> Link:
+        """Our link to `nf_id` at `address` (made if new, remade if the address changed).
+        `sync=False`: a link only packets are forwarded on (the tail's copies to an adopter's
+        backup, M18), which gets no snapshot on connecting unless it is our backup or a cluster
+        peer: its NF holds the adopter's newer state of the released slot and refused the
+        slot's row as a stale sender's, closing the link the copies ride on."""
+        if sync:
+            self.unsynced.discard(nf_id)
+        elif nf_id not in self.links:
+            self.unsynced.add(nf_id)
         link = self.links.get(nf_id)
         addr = worker_address(address, self._w.cfg.index)
         if link is not None and link.address == addr:

@@ -89,6 +89,7 @@ class Ownership:
         self._w = host
         # releases under way: slot -> (adopter, the release's task)
         self._releasing: dict[int, tuple[int, asyncio.Future[ReleaseResult]]] = {}
+        self._giving_back: set[int] = set()  # M14 give-backs waiting for their links
 
     def adopt(self, slot: int, epoch: int) -> None:
         self._w.gave_back.pop(slot, None)  # (its packets are ours again)
@@ -170,16 +171,25 @@ class Ownership:
         unreachable within `GIVE_BACK_WAIT`, dropped and counted in `cancelled`), so the
         controller's switch write that gives the slot back follows them."""
         w = self._w
-        if slot in w.gave_back:
-            return FenceResult(started=False)  # given back already (asked again)
+        if slot in w.gave_back or slot in self._giving_back:
+            return FenceResult(started=False)  # given back already, or being (asked again)
+        reached: tuple[Link, ...] = ()
+        if from_nf and from_address:
+            # the slot stays backed up while the links come up: a copy arriving meanwhile is
+            # kept with the others (simulation, adopter kills, seed 106: one that came in that
+            # wait was neither kept nor followed, and the old owner skipped it as a gap)
+            self._giving_back.add(slot)
+            try:
+                link = w.linkset.link(from_nf, from_address)
+                reached = await _reached(link, copy, GIVE_BACK_WAIT)
+            finally:
+                self._giving_back.discard(slot)
         w.backups.given_back(slot)
         w.primary_sync.forget([slot])
         held = w.inbuf.take_beyond(slot, None)
         if not from_nf or not from_address:
             w.c.cancelled += len(held)
             return FenceResult(started=False)
-        link = w.linkset.link(from_nf, from_address)
-        reached = await _reached(link, copy, GIVE_BACK_WAIT)
         if not reached:
             log.warning("slot %d: the old owner NF %d is unreachable at %s: %d copies of an "
                         "adoption never started dropped", slot, from_nf, from_address, len(held))
@@ -271,8 +281,11 @@ class Ownership:
             if nf != self._w.backup_id:
                 link.send(gone)
 
-    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool) -> ReleaseResult:
-        """Give `slot` to `to_nf` (docs/protocols.md §5). A `Release` of a slot whose release is
+    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool,
+                      copy_nf: int = 0, copy_address: str = "") -> ReleaseResult:
+        """Give `slot` to `to_nf` (docs/protocols.md §5); what arrives here of our epoch once the
+        transfer is accepted (the tail) is forwarded to it, and a copy to `copy_nf` at
+        `copy_address`, the adopter's backup (M18). A `Release` of a slot whose release is
         still running (a new leader's, while its predecessor's runs) waits for that one and
         answers the same."""
         running = self._releasing.get(slot)
@@ -280,13 +293,16 @@ class Ownership:
             if running[0] != to_nf:
                 raise CommandError(f"slot {slot} is being released to NF {running[0]}")
             return await asyncio.shield(running[1])
-        task = asyncio.ensure_future(self._release_slot(slot, to_nf, to_address, same_cluster))
+        copy = ((copy_nf, copy_address)
+                if copy_nf and copy_address and copy_nf not in (to_nf, self._w.cfg.nf_id) else None)
+        task = asyncio.ensure_future(self._release_slot(slot, to_nf, to_address, same_cluster,
+                                                        copy))
         self._releasing[slot] = (to_nf, task)
         task.add_done_callback(lambda _t: self._releasing.pop(slot, None))
         return await asyncio.shield(task)
 
-    async def _release_slot(self, slot: int, to_nf: int, to_address: str,
-                            same_cluster: bool) -> ReleaseResult:
+    async def _release_slot(self, slot: int, to_nf: int, to_address: str, same_cluster: bool,
+                            copy: tuple[int, str] | None = None) -> ReleaseResult:
         parked = self._w.markers.parked.get(slot)
         if parked is not None:  # adopted here just now, its marker not in yet: it starts first
             with contextlib.suppress(TimeoutError):
@@ -303,6 +319,8 @@ class Ownership:
         link = self._w.links.get(to_nf)
         if link is None or link.address != worker_address(to_address, self._w.cfg.index):
             link = self._w.linkset.link(to_nf, to_address)
+        # (connecting while the adopter's link comes up and the transfer is answered)
+        copy_link = self._w.linkset.link(*copy, sync=False) if copy is not None else None
         try:
             await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
         except TimeoutError:
@@ -321,7 +339,7 @@ class Ownership:
         entries = st.since(base) if base is not None else st.everything()
         # stopped: until the adopter answers, arriving packets wait here (rt.pending)
         rt.become(SlotRole.RELEASED)
-        rt.forward = None
+        rt.forward = rt.forward_copy = None
         # our output of s leaves before the adopter can start: its output (seq L + 1 on, of the
         # next epoch) must not overtake ours (seq <= L), which waits for our backup's ack; the
         # switch accepts both epochs, so their order at the sink is the order they reach it
@@ -345,7 +363,7 @@ class Ownership:
         self._w.c.transfer_bytes += nbytes
         rt.release = ReleaseRecord(to_nf, link, xid, transfer, fut, ReleaseResult(
             bytes_shipped=nbytes, last_seq=st.last_seq or 0, flows_shipped=len(entries),
-            delta=base is not None))
+            delta=base is not None), copy_link)
         return await self._await_answer(rt, rt.release)
 
     async def _await_answer(self, rt: SlotRuntime, rec: ReleaseRecord) -> ReleaseResult:

@@ -99,6 +99,16 @@ def _same_host(expected: str, actual: str | None) -> bool:
     return got == want or (got.is_loopback and want.is_loopback)
 
 
+def _count(counts: dict[int, int], nf: int, by: int) -> None:
+    """Add `by` to `nf`'s count (0: no NF), dropping a count that reaches 0."""
+    if nf:
+        n = counts.get(nf, 0) + by
+        if n > 0:
+            counts[nf] = n
+        else:
+            counts.pop(nf, None)
+
+
 def _host(address: str) -> str:
     return address.rpartition(":")[0].strip("[]")
 
@@ -118,6 +128,10 @@ class PeerPolicy:
         self.released_to: dict[int, int] = {}
         # slot -> the adopter's backup, which may give the slot's copies back (M14)
         self.released_to_backup: dict[int, int] = {}
+        # slot -> (old owner, its host): the adoption our primary makes of it, whose forwarded
+        # tail that old owner copies here (M18)
+        self.tail_from: dict[int, tuple[int, str]] = {}
+        self._tail_sources: dict[int, int] = {}  # nf -> how many slots of `tail_from` name it
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
 
@@ -128,6 +142,11 @@ class PeerPolicy:
             self.peers = {nf: _host(addr) for nf, addr in cmd.peers if nf != self.nf_id}
         elif isinstance(cmd, Assign) and cmd.as_backup and cmd.primary:
             self.primaries.add(cmd.primary)
+            if cmd.adoption and cmd.from_nf:
+                for slot, _epoch, _next in cmd.slots:
+                    _count(self._tail_sources, self.tail_from.get(slot, (0, ""))[0], -1)
+                    self.tail_from[slot] = (cmd.from_nf, _host(cmd.from_address))
+                    _count(self._tail_sources, cmd.from_nf, +1)
         elif isinstance(cmd, Adopt):
             slot, src = cmd.slot, cmd.from_nf
             old = self.adopting.get(slot)
@@ -146,7 +165,8 @@ class PeerPolicy:
 
     def known(self, nf: int) -> bool:
         return (nf in self.peers or nf in self.primaries or nf in self._sources
-                or nf in self.released_to.values() or nf in self.released_to_backup.values())
+                or nf in self.released_to.values() or nf in self.released_to_backup.values()
+                or nf in self._tail_sources)
 
     def _trusted(self, nf: int | None) -> bool:
         """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
@@ -187,6 +207,7 @@ class PeerPolicy:
             )
         hosts = [h for n, h in self.peers.items() if n == nf]
         hosts += [h for src, h in self.adopting.values() if src == nf and h]
+        hosts += [h for src, h in self.tail_from.values() if src == nf and h]
         if hosts and not any(_same_host(h, remote) for h in hosts):
             raise Refused("wrong_address", f"NF {nf} connected from {remote}, expected {hosts[0]}")
         return nf
@@ -206,8 +227,10 @@ class PeerPolicy:
             # (a forwarded packet is input, as a copy is: one from a trusted sender, a cluster
             # peer or our primary, is what an undone move gives back to the NF that holds the
             # old owner's state now, its backup or the primary of its group, M15)
+            # (or the tail an old owner forwards to the adopter we back up, copied here: M18)
             given_back = fwd and sender is not None and (self.released_to.get(slot) == sender
                                                          or self.released_to_backup.get(slot) == sender
+                                                         or self.tail_from.get(slot, (0, ""))[0] == sender
                                                          or self._trusted(sender))
             if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
                 self.refuse("slot", sender, f"{'forwarded packet' if fwd else 'transfer'} "

@@ -18,6 +18,7 @@ from contract.shim import ETH_HDR_LEN, Shim
 from nf_host.backup import InputBuffer
 from nf_host.backup_slots import BackupSlots
 from nf_host.commit import Batch, OutputLog
+from nf_host.move_marker import MarkerWait, Parked
 from nf_host.promote_wait import PrimarySync
 from nf_host.quiet_window import QuietWindow
 from nf_host.state_store import SlotState
@@ -56,6 +57,11 @@ class PromotionHost(PartHost, Protocol):
     def new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime: ...
     def become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None: ...
     def offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None: ...
+    @property
+    def markers(self) -> MarkerWait: ...
+    def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None: ...
+    def copy_to_backup(self, frame: bytes) -> None: ...
+    def resync_backup(self) -> None: ...
 
 
 class Promotion:
@@ -155,6 +161,7 @@ class Promotion:
         replayed = 0
         now = time.monotonic()
         done: list[int] = []
+        in_place = False  # slots adopted in our dead primary's place (M18)
         # first, the output the dead primary may not have released, in its order; then the
         # replayed packets' output (numbers after the last commit). The switch forwards each
         # input's output once, so what had already left is dropped there
@@ -172,7 +179,7 @@ class Promotion:
             batch.outputs.extend(unsent)
         for slot in chosen:
             rt = self._w.slots.get(slot)
-            if rt is not None and rt.role == SlotRole.PRIMARY:
+            if rt is not None and (rt.role == SlotRole.PRIMARY or rt.adopted_from is not None):
                 # (taken over by itself first, §4.3, at its replica's epoch: the switch's may be
                 # newer, e.g. a move of the slot undone meanwhile; only forwards, as AssignSlots)
                 told = self._w.backups.told_epoch(slot)
@@ -180,8 +187,15 @@ class Promotion:
                     rt.epoch = told
                 done.append(slot)
                 continue
+            # (before `promoted` forgets it) our primary adopted the slot just before it died:
+            # the old owner's tail may still come, and its marker if our primary had not started
+            adopted = self._w.backups.adopted_at(slot)
+            if adopted is not None and now - adopted[0] >= self._w.cfg.marker_wait:
+                adopted = None
             rep, assigned = self._w.backups.promoted(slot)  # (at the epoch Promote told, if later)
-            rt = self._w.slots[slot] = self._w.new_slot(slot, rep.epoch, SlotRole.PRIMARY)
+            marker = adopted is not None and not adopted[1]  # (still to come)
+            rt = self._w.slots[slot] = self._w.new_slot(
+                slot, rep.epoch, SlotRole.ADOPTING if marker else SlotRole.PRIMARY)
             buffered = self._w.inbuf.take_beyond(slot, rep.last_seq)
             if rep.last_seq is not None:
                 first: int | None = seq_next(rep.last_seq)
@@ -190,16 +204,41 @@ class Promotion:
             state, bad = rep.to_slot_state()
             self._w.c.repl_errors += bad
             state.gen = rep.gen + 1  # a new owner of the same epoch: its deltas supersede A's
-            self._w.become_primary(rt, state, first)
-            for _seq, frame in buffered:
-                shim = Shim.unpack(frame, ETH_HDR_LEN)
-                self._w.offer(rt, shim, frame, now)
+            if adopted is not None and marker:
+                self._adopt_in_its_place(rt, state, first, adopted[0], buffered)
+                in_place = True
+            else:
+                if adopted is not None:  # a gap waits for the tail (`WorkerCore.expire_gaps`)
+                    rt.adopted_from = (0, 0)
+                self._w.become_primary(rt, state, first)
+                for _seq, frame in buffered:
+                    shim = Shim.unpack(frame, ETH_HDR_LEN)
+                    self._w.offer(rt, shim, frame, now)
             replayed += len(buffered)
             done.append(slot)
         self._w.c.replayed += replayed
         self._w.primary_sync.forget(done, dead)  # (ours now: nothing more to wait for)
         self._w.close_batch()
+        if in_place:  # the state they start from goes to our backup now (its snapshot has it)
+            self._w.resync_backup()
         return PromoteResult(replayed, done, reemitted=len(sent) + len(unsent))
+
+    def _adopt_in_its_place(self, rt: SlotRuntime, state: SlotState, first: int | None,
+                            adopted: float, buffered: list[tuple[int, bytes]]) -> None:
+        """Our primary, the adopter of `rt`'s slot, died within `MARKER_WAIT` of accepting the
+        old owner's transfer, maybe before the old owner's marker and tail reached it (M18):
+        the slot starts here as it would have there, from its state once the marker comes (the
+        switch passes it to us now) or the wait since the adoption is over, and a gap waits
+        for the tail, which the old owner copies here. Started at once, its first outputs could
+        overtake the old owner's last ones still queued at the switch, and the tail still on
+        its way be skipped as lost (simulation, adopter kills, seeds 78, 100 and 126)."""
+        rt.adopted_from = (0, 0)  # (started from its replica: no transfer of ours to answer)
+        rt.pending = [(Shim.unpack(frame, ETH_HDR_LEN), frame) for _seq, frame in buffered]
+        for _shim, frame in rt.pending:  # (unprocessed until it starts: our backup keeps them)
+            self._w.copy_to_backup(frame)
+        parked = Parked(state, first, adopted)
+        if self._w.markers.on_transfer(rt.slot, parked):
+            self._w.start_adopted(rt, parked)
 
     def _resend_soon(self, frames: list[bytes]) -> None:
         """Send `frames` again just after the delta that logs them has been written to the

@@ -134,27 +134,44 @@ class ReplicaReceiver:
 
     def _on_forward(self, msg: Forward) -> None:
         frame = msg.frame
-        self._copy_to_backup(frame)
-        if len(frame) >= SHIM_FRAME_LEN:
-            slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
-            held = self._w.backups
-            if slot not in self._w.slots and slot not in held.backed_up and slot in held.replicas:
-                # given back by an undone move's adopter to the NF holding the old owner's
-                # state as a replica (the primary of its group, which took the slot over by
-                # itself and gave it up: §4.3), before the undo's AssignSlots owns it here:
-                # kept as input, replayed by that promotion (docs/protocols.md §5, M15)
-                rep = held.replicas[slot]
-                if rep.last_seq is None or seq_after(seq, rep.last_seq):
-                    self._w.inbuf.add(slot, seq, frame)
-                return
+        if len(frame) >= SHIM_FRAME_LEN and self._not_input(frame):
+            return
+        self.copy_to_backup(frame)
         self._w.on_frame(frame)
+
+    def _not_input(self, frame: bytes) -> bool:
+        """A forwarded packet of a slot not owned here that is kept, not processed (True)."""
+        slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
+        if slot in self._w.slots:
+            return False
+        held = self._w.backups
+        if slot in held.backed_up:
+            # the old owner's copy of the tail it forwards to the adopter we back up (M18), or
+            # what an undone move gives back, copied to the old owner's backup (M16): kept as
+            # the switch's copies are, replayed if we are promoted
+            copy = bytearray(frame)
+            copy[FRAME_KIND] = Kind.BACKUP
+            self._w.on_frame(bytes(copy))
+            return True
+        if slot in held.replicas:
+            # given back by an undone move's adopter to the NF holding the old owner's state
+            # as a replica (the primary of its group, which took the slot over by itself and
+            # gave it up: §4.3), before the undo's AssignSlots owns it here: kept as input,
+            # replayed by that promotion (docs/protocols.md §5, M15)
+            rep = held.replicas[slot]
+            if rep.last_seq is None or seq_after(seq, rep.last_seq):
+                self._w.inbuf.add(slot, seq, frame)
+            return True
+        return False
 
     def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck:
         """The primary we back up adopted a slot: its whole state, first."""
         slot = msg.slot
         rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch)
         self._w.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
-        self._w.backups.started(slot)  # our primary starts it: promoted from here if it dies
+        # our primary starts it: promoted from here if it dies (and the old owner's tail may
+        # still come for a while, M18)
+        self._w.backups.started(slot, time.monotonic())
         rep.apply(msg.flows, msg.version, msg.seq)
         if msg.seq is not None:
             self._w.inbuf.drop_upto(slot, msg.seq)
@@ -168,12 +185,15 @@ class ReplicaReceiver:
         slot, seq = SLOT_SEQ.unpack_from(frame, FRAME_SLOT)
         self._w.backup_copy(slot, seq, frame)
 
-    def _copy_to_backup(self, frame: bytes) -> None:
+    def copy_to_backup(self, frame: bytes) -> None:
         """A packet a releasing NF forwarded to us (stamped in its epoch, after its transfer) never
         had a copy sent to our backup by the switch: we send it one, ahead of the delta that will
         hold its processing, so that a promotion of our backup replays it if we die before that
-        delta is acknowledged (found by the simulation, seed 55: the packet was lost)."""
-        if not self._w.backup_id or len(frame) < SHIM_FRAME_LEN or frame[FRAME_KIND] != Kind.PRIMARY:
+        delta is acknowledged (found by the simulation, seed 55: the packet was lost). Likewise
+        a copy the switch sent us as a backup that is input now (M18: of a slot we adopt in our
+        dead primary's place, it waits unprocessed for the old owner's marker)."""
+        if not self._w.backup_id or len(frame) < SHIM_FRAME_LEN \
+                or frame[FRAME_KIND] not in (Kind.PRIMARY, Kind.BACKUP):
             return
         link = self._w.links.get(self._w.backup_id)
         if link is not None:

@@ -94,10 +94,14 @@ class Transfers:
             return
         link = w.links.get(rec.to_nf) or rec.link
         rt.forward = link
+        rt.forward_copy = rec.copy  # the adopter's backup (M18)
         rec.transfer = None  # accepted: the state it carried is not needed again
         early = [item for _seq, item in rt.seq.take_buffered()]
         for _shim, frame in early + held:
-            link.send(Forward(bytes(frame)))
+            fwd = Forward(bytes(frame))
+            link.send(fwd)
+            if rec.copy is not None:
+                rec.copy.send(fwd)
         w.c.forwarded += len(early) + len(held)
         w.gapped.discard(rt.slot)
         backup = w.links.get(w.backup_id) if w.backup_id else None

@@ -91,10 +91,12 @@ class Worker(WorkerCore):
         """Adopt `slot` at `epoch`: it starts here with the old owner's transfer and marker."""
         self.moves.adopt(slot, epoch)
 
-    async def release(self, slot: int, to_nf: int, to_address: str,
-                      same_cluster: bool) -> ReleaseResult:
-        """Give `slot` to `to_nf` (`Ownership.release`)."""
-        return await self.moves.release(slot, to_nf, to_address, same_cluster)
+    async def release(self, slot: int, to_nf: int, to_address: str, same_cluster: bool,
+                      copy_nf: int = 0, copy_address: str = "") -> ReleaseResult:
+        """Give `slot` to `to_nf` (`Ownership.release`); a copy of the tail it forwards goes to
+        `copy_nf`, the adopter's backup (M18)."""
+        return await self.moves.release(slot, to_nf, to_address, same_cluster,
+                                        copy_nf, copy_address)
 
     # ------------------------------------------------------------------ promotion (promotion.py)
     def promote(self, slots: list[int], dead: int = 0) -> PromoteResult:
@@ -440,7 +442,8 @@ class Worker(WorkerCore):
                                                c.copy_nf, c.copy_address))
         t.on(commands.Adopt, lambda c: self.adopt(c.slot, c.epoch))
         t.on(commands.Release,
-             lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster))
+             lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster,
+                                    c.adopter_backup, c.adopter_backup_address))
         t.on(commands.ArmTakeover, lambda c: self.arm_takeover(c.primary, c.successor, c.address))
         t.on(commands.Promote, self._on_promote)
         return t

@@ -183,6 +183,8 @@ class WorkerCore:
                 # a copy still in flight when this backup was promoted (and maybe has moved the
                 # slot on since): it is input now, processed, forwarded or kept like a packet
                 nxt = rt.seq.next_expected
+                if rt.role == SlotRole.ADOPTING:  # (unprocessed until it starts: M18)
+                    self.receiver.copy_to_backup(frame)
                 if rt.role != SlotRole.PRIMARY or nxt is None or seq == nxt or seq_after(seq, nxt):
                     self._primary_input(Shim.unpack(frame, ETH_HDR_LEN), frame)
                 return
@@ -422,6 +424,16 @@ class WorkerCore:
             self.on_backup(*watch)
 
     # ------------------------------------------------------------------ receiving side
+    def resync_backup(self) -> None:
+        """Our backup, if connected, gets a full snapshot now (`Links.on_connected`)."""
+        link = self.links.get(self.backup_id) if self.backup_id else None
+        if link is not None and link.connected.is_set():
+            self.linkset.on_connected(link)
+
+    def copy_to_backup(self, frame: bytes) -> None:
+        """An input copy of `frame` to our backup (`ReplicaReceiver.copy_to_backup`)."""
+        self.receiver.copy_to_backup(frame)
+
     def on_replication(self, msg: Message) -> Reply:
         """A replication message from another NF (`nf_host.receiving.ReplicaReceiver`)."""
         return self.receiver.on_replication(msg)

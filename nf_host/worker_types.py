@@ -70,6 +70,9 @@ class ReleaseRecord:
     transfer: Transfer | None     # sent again as it is; None once accepted (not needed again)
     answer: asyncio.Future[TransferAck]
     result: ReleaseResult         # what `Release` answers once the transfer is accepted
+    # the adopter's backup: a copy of the forwarded tail goes there too, so that the adopter's
+    # death does not lose what was forwarded to it (M18)
+    copy: Link | None = None
 
 
 @dataclass
@@ -97,7 +100,8 @@ class SlotRuntime:
     # old owner: RELEASED, forwarding there what still arrives at the adoption's epoch
     given_back: bool = False
     # ... and where a copy of what it forwards goes too: the old owner's backup while the old
-    # owner was suspected down when the fence came (M16)
+    # owner was suspected down when the fence came (M16); of a released slot's tail, the
+    # adopter's backup (M18)
     forward_copy: Link | None = None
 
     def __post_init__(self) -> None:

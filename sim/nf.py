@@ -113,7 +113,9 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
         return "set_peers", {"peers": [(p.nf_id, p.address) for p in req.peers]}
     if name == "AssignSlots":
         return "assign", {"slots": _slots(req), "as_backup": req.as_backup,
-                          "primary": req.primary_nf_id, "adoption": req.adoption}
+                          "primary": req.primary_nf_id, "adoption": req.adoption,
+                          "from_nf": req.adoption_from_nf_id,
+                          "from_address": req.adoption_from_address}
     if name == "Adopt":
         return "adopt", {"slot": req.slot, "epoch": req.epoch, "from_nf": req.from_nf_id,
                          "from_address": req.from_address}
@@ -124,7 +126,8 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
     if name == "Release":
         return "release", {"slot": req.slot, "to_nf": req.to_nf_id, "to_address": req.to_address,
                            "same_cluster": req.same_cluster,
-                           "adopter_backup": req.adopter_backup_nf_id}
+                           "adopter_backup": req.adopter_backup_nf_id,
+                           "adopter_backup_address": req.adopter_backup_address}
     if name == "Promote":
         return "promote", {"slots": list(req.slots), "dead": req.dead_nf_id,
                            "backup": req.backup_nf_id, "address": req.backup_address,

@@ -242,16 +242,20 @@ class SlotEpoch(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., next_seq: _Optional[int] = ...) -> None: ...
 
 class AssignSlotsRequest(_message.Message):
-    __slots__ = ("slots", "as_backup", "primary_nf_id", "adoption")
+    __slots__ = ("slots", "as_backup", "primary_nf_id", "adoption", "adoption_from_nf_id", "adoption_from_address")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     AS_BACKUP_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_NF_ID_FIELD_NUMBER: _ClassVar[int]
     ADOPTION_FIELD_NUMBER: _ClassVar[int]
+    ADOPTION_FROM_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    ADOPTION_FROM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     slots: _containers.RepeatedCompositeFieldContainer[SlotEpoch]
     as_backup: bool
     primary_nf_id: int
     adoption: bool
-    def __init__(self, slots: _Optional[_Iterable[_Union[SlotEpoch, _Mapping]]] = ..., as_backup: _Optional[bool] = ..., primary_nf_id: _Optional[int] = ..., adoption: _Optional[bool] = ...) -> None: ...
+    adoption_from_nf_id: int
+    adoption_from_address: str
+    def __init__(self, slots: _Optional[_Iterable[_Union[SlotEpoch, _Mapping]]] = ..., as_backup: _Optional[bool] = ..., primary_nf_id: _Optional[int] = ..., adoption: _Optional[bool] = ..., adoption_from_nf_id: _Optional[int] = ..., adoption_from_address: _Optional[str] = ...) -> None: ...
 
 class AdoptRequest(_message.Message):
     __slots__ = ("slot", "epoch", "from_nf_id", "from_address", "copy_nf_id", "copy_address")
@@ -282,18 +286,20 @@ class CancelAdoptReply(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., started: _Optional[bool] = ..., held: _Optional[bool] = ...) -> None: ...
 
 class ReleaseRequest(_message.Message):
-    __slots__ = ("slot", "to_nf_id", "to_address", "same_cluster", "adopter_backup_nf_id")
+    __slots__ = ("slot", "to_nf_id", "to_address", "same_cluster", "adopter_backup_nf_id", "adopter_backup_address")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     TO_NF_ID_FIELD_NUMBER: _ClassVar[int]
     TO_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SAME_CLUSTER_FIELD_NUMBER: _ClassVar[int]
     ADOPTER_BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
+    ADOPTER_BACKUP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     slot: int
     to_nf_id: int
     to_address: str
     same_cluster: bool
     adopter_backup_nf_id: int
-    def __init__(self, slot: _Optional[int] = ..., to_nf_id: _Optional[int] = ..., to_address: _Optional[str] = ..., same_cluster: _Optional[bool] = ..., adopter_backup_nf_id: _Optional[int] = ...) -> None: ...
+    adopter_backup_address: str
+    def __init__(self, slot: _Optional[int] = ..., to_nf_id: _Optional[int] = ..., to_address: _Optional[str] = ..., same_cluster: _Optional[bool] = ..., adopter_backup_nf_id: _Optional[int] = ..., adopter_backup_address: _Optional[str] = ...) -> None: ...
 
 class ReleaseReply(_message.Message):
     __slots__ = ("ok", "error", "bytes_shipped", "last_seq", "flows_shipped", "delta")

@@ -16,9 +16,11 @@ import pytest
 
 from contract.replication import Forward, SlotState
 from contract.results import FenceResult, PromoteResult
+from contract.roles import SlotRole
 from contract.shim import FRAME_KIND, FRAME_SLOT, SLOT_SEQ, Kind
 from nf_host.global_state import MemoryStore
 from nf_host.harness import Switch, checker_frame
+from nf_host.move_marker import marker_frame
 from nf_host.nfs import make_nf
 from nf_host.worker import Worker, WorkerConfig
 from tests.nf_host.test_replica_last_seq import FakeLink, fake_links
@@ -77,6 +79,29 @@ def test_an_adoption_not_started_is_never_promoted_and_its_copies_go_to_the_old_
     assert w.c.unowned == 0 and w.c.cancelled == 0
 
 
+def test_a_copy_arriving_while_the_link_to_the_old_owner_comes_up_is_given_back_too() -> None:
+    # simulation, adopter kills, seed 106: the copy that arrived while the give-back waited for
+    # its link was neither kept nor followed (counted unowned), and the old owner skipped it
+    async def run() -> tuple[Worker, list[Any], FenceResult]:
+        w, links, switch = _backup_of_adopter()
+        w.linkset.link(A, "10.9.0.1:7000")
+        links[A].connected.clear()  # not up yet
+        fence = asyncio.ensure_future(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
+        await asyncio.sleep(0)  # (the fence waits for the link)
+        _prim, copy = switch.stamp(SLOT, checker_frame(7, 4), B, BACKUP)
+        assert copy is not None
+        w.on_frame(copy)
+        assert not fence.done()
+        links[A].connected.set()
+        res = await _result(await fence)
+        return w, list(links[A].sent), res
+
+    w, given, res = asyncio.run(run())
+    assert res.started is False
+    assert [_seq_kind(m.frame) for m in given] == [(s, Kind.PRIMARY) for s in (11, 12, 13, 14)]
+    assert w.c.unowned == 0 and w.c.cancelled == 0
+
+
 def test_an_adoption_its_primary_started_is_promoted_and_the_fence_answers_started() -> None:
     async def run() -> tuple[Worker, FenceResult, PromoteResult]:
         w, _links, _switch = _backup_of_adopter()
@@ -84,11 +109,16 @@ def test_an_adoption_its_primary_started_is_promoted_and_the_fence_answers_start
         w.on_replication(SlotState(1, SLOT, EPOCH, 5, 10, []))
         fenced = await _result(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
         promoted = w.promote([SLOT], dead=B)
+        # B had not started it (no delta of it came): the slot waits for A's marker here, as
+        # it would have at B (M18), then goes on from B's state
+        assert w.slots[SLOT].role == SlotRole.ADOPTING and w.slots[SLOT].packets == 0
+        w.on_frame(marker_frame(A, SLOT, 0, EPOCH - 1, 10))
         return w, fenced, promoted
 
     w, fenced, promoted = asyncio.run(run())
     assert fenced.started is True
     assert promoted.slots == [SLOT] and promoted.replayed == 3
+    assert w.slots[SLOT].role == SlotRole.PRIMARY
     assert w.slots[SLOT].packets == 3 and w.slots[SLOT].state.last_seq == 13
 
 
