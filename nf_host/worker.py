@@ -245,6 +245,7 @@ class Worker:
     async def released_upto(self, batch_id: int, timeout: float) -> None:
         await self.pipeline.released_upto(batch_id, timeout)
 
+    # ------------------------------------------------------------------ takeover window, backup watch
     def _quiet_over(self) -> None:
         """The takeover's quiet window ended: what peers were not sent leaves, and the watch on
         the new backup opens."""
@@ -265,6 +266,7 @@ class Worker:
         """A replication message from another NF (`nf_host.receiving.ReplicaReceiver`)."""
         return self.receiver.on_replication(msg)
 
+    # ------------------------------------------------------------------ read views of the parts' state
     @property
     def links(self) -> dict[int, Link]:
         """Our replication links, by NF (`linkset`)."""
