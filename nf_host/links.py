@@ -2,7 +2,7 @@
 backup or peer gets first, and the answers that come back on it (acks, transfer answers), with
 what each peer acknowledged. A part of the worker (`nf_host.worker` describes the whole), given a
 narrow view of it (`LinkHost`) when it is built; what is sent on the links otherwise (deltas) is
-`nf_host.worker_core`'s.
+`nf_host.commit_pipeline`'s.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ class Ownership:
         """M14: our primary (the adopter) died before it started `slot`, which the old owner
         `from_nf` still holds: the copies we kept of its packets since the switch write go
         there, in order and as input, then what still arrives until the switch points at the
-        old owner again (`WorkerCore.follow_given_back`). Answered once sent (or, the old owner
+        old owner again (`DataPath.follow_given_back`). Answered once sent (or, the old owner
         unreachable within `GIVE_BACK_WAIT`, dropped and counted in `cancelled`), so the
         controller's switch write that gives the slot back follows them."""
         w = self._w

@@ -208,7 +208,7 @@ class Promotion:
                 self._adopt_in_its_place(rt, state, first, adopted[0], buffered)
                 in_place = True
             else:
-                if adopted is not None:  # a gap waits for the tail (`WorkerCore.expire_gaps`)
+                if adopted is not None:  # a gap waits for the tail (`DataPath.expire_gaps`)
                     rt.adopted_from = (0, 0)
                 self._w.become_primary(rt, state, first)
                 for _seq, frame in buffered:

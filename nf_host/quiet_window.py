@@ -15,7 +15,7 @@ output of the promoted slots leaves:
 * the heartbeat responder's watch on the new backup is opened at the end (`Worker.set_backup`).
 
 The backup link is never held: the output commit is unchanged. The window ends at the first
-output (`WorkerCore.release_batch`) or after `QUIET_MAX_S` (a takeover without traffic), whichever is
+output (`CommitPipeline.release_batch`) or after `QUIET_MAX_S` (a takeover without traffic), whichever is
 first. `NFC_QUIET_TAKEOVER=0` in the NF runtimes' environment turns it off, to compare
 (`NFC_QUIET_TAKEOVER=0 .venv/bin/python -m bench.failover ...`: the runtimes inherit it).
 """

@@ -2,7 +2,7 @@
 (deltas and snapshots of the slots it backs up or replicates, a move's transfer and the state an
 adopting primary gives its backup, forwarded packets and input copies). A part of the worker
 (`nf_host.worker` describes the whole), given a narrow view of it (`ReceiverHost`) when the worker
-is built; the sending side is `nf_host.worker_core`'s and `nf_host.links`'.
+is built; the sending side is `nf_host.commit_pipeline`'s and `nf_host.links`'.
 """
 
 from __future__ import annotations

@@ -10,16 +10,19 @@ calls nothing else runs, so every control action happens at a packet boundary.
 The worker never touches a socket for data itself: it hands output frames to `tx`, which lets the
 same code run behind an AF_PACKET socket (`nf_host.port`) and in-process in unit tests.
 
-The worker is made of parts (docs/nf_host.md, "The worker, made of parts"): `worker_core.WorkerCore`
-(the data path) builds them in its constructor, each given the worker as the narrow Protocol it
-uses, and calls them explicitly: `commit_pipeline.CommitPipeline` (batches, deltas, output held
-for the backup's ack), `flow_bounds.FlowBounds` (evictions),
-`receiving.ReplicaReceiver` (the receiving side of replication), `links.Links` (replication links,
-the snapshot on (re)connection, acks), `transfers.Transfers` (our transfers awaiting an answer),
-`ownership.Ownership` (moves), `promotion.Promotion` (a backup's promotion) and
-`backup_slots.BackupSlots` (the slots held for other NFs). Here `Worker` adds the lifecycle and
-the control surface (roles, backup, peers, NF update, status, the command dispatcher), with thin
-delegates to the parts for the commands callers use (`adopt`, `release`, `promote`, ...).
+The worker is made of parts (docs/nf_host.md, "The worker, made of parts"), held by composition:
+`Worker` holds the state they share (configuration, the NF, the owned slots, the counters, the
+backup and peers, the takeover's clock and window) and builds them in its constructor, each given
+the worker as the narrow Protocol it uses, and calls them explicitly: `data_path.DataPath` (frames
+in, in-order processing, the NF's verdicts, a slot that starts here), `commit_pipeline.
+CommitPipeline` (batches, deltas, output held for the backup's ack), `flow_bounds.FlowBounds`
+(evictions), `receiving.ReplicaReceiver` (the receiving side of replication), `links.Links`
+(replication links, the snapshot on (re)connection, acks), `transfers.Transfers` (our transfers
+awaiting an answer), `ownership.Ownership` (moves), `promotion.Promotion` (a backup's promotion),
+`backup_slots.BackupSlots` (the slots held for other NFs) and `worker_status.StatusReport` (the
+status). `Worker` itself is the lifecycle and the control surface (roles, backup, peers, NF
+update, the command dispatcher), with thin delegates to the parts for what callers and the
+other parts use (`on_frame`, `offer`, `close_batch`, `adopt`, `release`, `promote`, ...).
 """
 
 from __future__ import annotations
@@ -28,29 +31,51 @@ import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from typing import TypeVar
 
 from contract import commands
+from contract.replication import Delta, LoggedBatch, Message
 from contract.results import (
     FenceResult,
     PromoteResult,
     ReleaseResult,
     ReplBytes,
     SlotFlows,
-    SlotStatus,
     WorkerStatus,
 )
 from contract.roles import Role, SlotRole
-from contract.seq import SEQ_MASK, older_owner, seq_after
+from contract.seq import SEQ_MASK, older_owner
+from contract.shim import Shim
+from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
-from nf_host.commit import OutputLog
-from nf_host.nf_api import NetworkFunction
-from nf_host.promotion import PROMOTE_CHUNK
-from nf_host.replication import ReplicationServer, worker_address
-from nf_host.state_store import Replica
-from nf_host.worker_core import WorkerCore
-from nf_host.worker_types import CommandError, Counters, SlotRuntime, WorkerConfig
+from nf_host.backup_slots import BackupSlots
+from nf_host.commit import Batch, OutputCommit, OutputLog
+from nf_host.commit_pipeline import CommitPipeline
+from nf_host.data_path import DataPath
+from nf_host.flow_bounds import FlowBounds, eviction_policy
+from nf_host.flow_table import FlowTable
+from nf_host.links import Links
+from nf_host.move_marker import MarkerWait, Parked
+from nf_host.nf_api import GlobalStore, NetworkFunction
+from nf_host.ownership import Ownership
+from nf_host.peer_policy import PeerPolicy
+from nf_host.promote_wait import PrimarySync
+from nf_host.promotion import PROMOTE_CHUNK, Promotion
+from nf_host.quiet_window import QuietWindow
+from nf_host.receiving import ReplicaReceiver
+from nf_host.replication import Link, ReplicationServer, Reply, worker_address
+from nf_host.state_store import Replica, SlotState
+from nf_host.transfers import Transfers
+from nf_host.worker_status import StatusReport
+from nf_host.worker_types import (
+    CommandError,
+    Counters,
+    SlotRuntime,
+    TakeoverClock,
+    WorkerConfig,
+)
 
 __all__ = ["CommandError", "Counters", "SlotRuntime", "Worker", "WorkerConfig"]
 
@@ -63,11 +88,80 @@ R = TypeVar("R")
 log = logging.getLogger(__name__)
 
 
-class Worker(WorkerCore):
-    """The per-worker engine (see the module docstring): the core (`worker_core`), moves and
-    promotion (`ownership`), and here the rest of the control surface and the status."""
+class Worker:
+    """The per-worker engine (see the module docstring): the state its parts share, the parts,
+    the lifecycle and the control surface."""
+
+    def __init__(
+        self,
+        cfg: WorkerConfig,
+        nf: NetworkFunction,
+        store: GlobalStore,
+        tx: Callable[[bytes | bytearray], None],
+        *,
+        on_pause: Callable[[bool], None] | None = None,
+        drop_probe: Callable[[], int] | None = None,
+        on_backup: Callable[[int, str], None] | None = None,
+    ) -> None:
+        """`tx` sends an output frame; `on_pause(True/False)` stops and resumes reading the data
+        socket (backpressure); `drop_probe()` counts the frames the kernel dropped since it was
+        last called; `on_backup(nf, address)` is told whenever the backup changes (the heartbeat
+        responder's watch on it, nf_host/death_watch.py)."""
+        self.cfg, self.nf, self.store, self.tx = cfg, nf, store, tx
+        self.role = Role.PRIMARY
+        self.slots: dict[int, SlotRuntime] = {}
+        self.backups = BackupSlots()  # what we hold of slots owned elsewhere (backup_slots.py)
+        # slots whose copies went to their old owner (an adoption our dead primary never
+        # started, M14: Ownership.give_copies_back), and to the old owner's backup too while
+        # the old owner is suspected (M16): what still arrives follows them
+        self.gave_back: dict[int, tuple[Link, ...]] = {}
+        self.primary_sync = PrimarySync()  # what we hold of our primaries (promote_wait.py)
+        self.inbuf = InputBuffer(cfg.backup_buffer_bytes)
+        self.backup_id = 0
+        self.peer_ids: set[int] = set()
+        self.c = Counters()
+        # every owned flow's last use and idle class: the bounds (nf_host/flow_table.py)
+        self.flow_table = FlowTable(int(nf.limit("max_flows")), eviction_policy(nf))
+        self.bounds = FlowBounds(self.flow_table, self)  # evictions (nf_host/flow_bounds.py)
+        self.server: ReplicationServer | None = None
+        self.policy = PeerPolicy(cfg.nf_id, cfg.index, cfg.workers, cfg.limits)
+        # adopted transfers waiting for our backup to hold their state (nf_host/adopt_commit.py)
+        self.adopt_commit = AdoptCommit(cfg.transfer_timeout / 2)
+        self._tick_task: asyncio.Task[None] | None = None
+        self.gapped: set[int] = set()  # slots whose sequencer holds early packets
+        self.on_backup = on_backup
+        self.watched_backup: tuple[int, str] = (0, "")  # what `on_backup` was last told
+        self.started = time.monotonic()
+        self.out_log = OutputLog(retain=self.cfg.output_retain)  # as a backup: outputs its primary may not have released
+        # the last promotion's clock until its first output is released
+        self.takeover_clock: TakeoverClock | None = None
+        # until then, peers and idle slots wait (nf_host/quiet_window.py); the watch on the new
+        # backup it defers (backup, address), opened when the window ends
+        self.quiet = QuietWindow(self._quiet_over)
+        self.deferred_watch: tuple[int, str] | None = None
+        self.markers = MarkerWait(cfg.marker_wait)  # adoptions waiting for their move marker
+        # as an armed backup: (primary, successor, its address) to take over with when the
+        # primary's replication link closes without its goodbye (Worker.on_peer_lost)
+        self.takeover_plan: tuple[int, int, str] | None = None
+        self.took_over_from: set[int] = set()  # until the controller's Promote for them
+        self.took_over_slots: dict[int, set[int]] = {}  # primary -> the slots taken from it
+        self._tasks: set[asyncio.Task[object]] = set()
+        self.data = DataPath(self)  # frames in, in-order processing (data_path.py)
+        self.receiver = ReplicaReceiver(self)  # the receiving side of replication (receiving.py)
+        self.promotion = Promotion(self)  # a backup's promotion (promotion.py)
+        self.transfers = Transfers(self)  # our transfers awaiting an answer (transfers.py)
+        self.linkset = Links(self)  # our replication links and what they acknowledged (links.py)
+        self.pipeline = CommitPipeline(self, on_pause)  # batches and held output (commit_pipeline.py)
+        self.moves = Ownership(self)  # a move's two sides (ownership.py)
+        self.report = StatusReport(self, drop_probe)  # the status (worker_status.py)
 
     # ------------------------------------------------------------------ lifecycle
+    async def _tick(self) -> None:
+        period = max(0.001, self.cfg.gap_timeout / 4)
+        while True:
+            await asyncio.sleep(period)
+            self.data.tick(time.monotonic())
+
     async def start(self) -> None:
         """Serve replication (a connection that ends without its goodbye: `on_peer_lost`) and
         start the timers (gaps, idle flows, move markers)."""
@@ -85,6 +179,131 @@ class Worker(WorkerCore):
             await link.close()
         if self.server is not None:
             await self.server.close()
+
+    # ------------------------------------------------------------------ data path (data_path.py)
+    def on_frame(self, frame: bytes) -> None:
+        """A frame from the switch (or forwarded by a releasing NF): `DataPath.on_frame`."""
+        self.data.on_frame(frame)
+
+    def backup_copy(self, slot: int, seq: int, frame: bytes) -> None:
+        self.data.backup_copy(slot, seq, frame)
+
+    def follow_given_back(self, slot: int, frame: bytes) -> bool:
+        return self.data.follow_given_back(slot, frame)
+
+    def offer(self, rt: SlotRuntime, shim: Shim, frame: bytes, now: float) -> None:
+        self.data.offer(rt, shim, frame, now)
+
+    def expire_gaps(self, now: float) -> None:
+        self.data.expire_gaps(now)
+
+    def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None:
+        self.data.start_adopted(rt, parked)
+
+    def become_primary(self, rt: SlotRuntime, state: SlotState, next_seq: int | None) -> None:
+        self.data.become_primary(rt, state, next_seq)
+
+    def new_slot(self, slot: int, epoch: int, role: SlotRole) -> SlotRuntime:
+        return self.data.new_slot(slot, epoch, role)
+
+    # ------------------------------------------------------------------ output commit (commit_pipeline.py)
+    @property
+    def commit(self) -> OutputCommit:
+        return self.pipeline.commit
+
+    @property
+    def batch(self) -> Batch | None:
+        return self.pipeline.batch
+
+    @property
+    def released_id(self) -> int:
+        return self.pipeline.released_id
+
+    @property
+    def input_paused(self) -> bool:
+        return self.pipeline.input_paused
+
+    def open_batch(self, now: float) -> Batch:
+        return self.pipeline.open_batch(now)
+
+    def close_batch(self) -> None:
+        """Seal the open batch (`CommitPipeline.close_batch`)."""
+        self.pipeline.close_batch()
+
+    def release_batch(self, batch: Batch) -> None:
+        self.pipeline.release_batch(batch)
+
+    def maybe_resume(self) -> None:
+        self.pipeline.maybe_resume()
+
+    def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
+        return self.pipeline.for_backup(msg, logged)
+
+    def held_upto(self, batch_id: int) -> bool:
+        return self.pipeline.held_upto(batch_id)
+
+    async def released_upto(self, batch_id: int, timeout: float) -> None:
+        await self.pipeline.released_upto(batch_id, timeout)
+
+    # ------------------------------------------------------------------ takeover window, backup watch
+    def _quiet_over(self) -> None:
+        """The takeover's quiet window ended: what peers were not sent leaves, and the watch on
+        the new backup opens."""
+        for link in self.links.values():
+            link.uncork()
+        watch, self.deferred_watch = self.deferred_watch, None
+        if watch is not None:
+            self.watch_backup(watch)
+
+    def watch_backup(self, watch: tuple[int, str]) -> None:
+        """Tell `on_backup` the backup to watch, (NF, its worker's address), if it changed."""
+        if self.on_backup is not None and watch != self.watched_backup:
+            self.watched_backup = watch
+            self.on_backup(*watch)
+
+    # ------------------------------------------------------------------ receiving side
+    def resync_backup(self) -> None:
+        """Our backup, if connected, gets a full snapshot now (`Links.on_connected`)."""
+        link = self.links.get(self.backup_id) if self.backup_id else None
+        if link is not None and link.connected.is_set():
+            self.linkset.on_connected(link)
+
+    def copy_to_backup(self, frame: bytes) -> None:
+        """An input copy of `frame` to our backup (`ReplicaReceiver.copy_to_backup`)."""
+        self.receiver.copy_to_backup(frame)
+
+    def on_replication(self, msg: Message) -> Reply:
+        """A replication message from another NF (`nf_host.receiving.ReplicaReceiver`)."""
+        return self.receiver.on_replication(msg)
+
+    # ------------------------------------------------------------------ read views of the parts' state
+    @property
+    def links(self) -> dict[int, Link]:
+        """Our replication links, by NF (`linkset`)."""
+        return self.linkset.links
+
+    @property
+    def acked_versions(self) -> dict[int, dict[int, int]]:
+        """The version of each slot each NF acknowledged (`linkset`): nf -> slot -> version."""
+        return self.linkset.acked_versions
+
+    @property
+    def pending_versions(self) -> dict[int, dict[int, dict[int, int]]]:
+        """The versions sent each NF, unacknowledged (`linkset`): nf -> batch -> slot -> version."""
+        return self.linkset.pending_versions
+
+    @property
+    def replicas(self) -> dict[int, Replica]:
+        """The replica of each slot held here (`backups`: backed up, or a peer's)."""
+        return self.backups.replicas
+
+    @property
+    def backed_up(self) -> Set[int]:
+        """The slots backed up here (`backups`), to read."""
+        return self.backups.backed_up
+
+    def owns(self, slot: int) -> bool:
+        return slot % self.cfg.workers == self.cfg.index
 
     # ------------------------------------------------------------------ moves (ownership.py)
     def adopt(self, slot: int, epoch: int) -> None:
@@ -293,116 +512,21 @@ class Worker(WorkerCore):
                     asyncio.get_running_loop().create_task(link.close())
         self.peer_ids = new
 
+    # ------------------------------------------------------------------ status (worker_status.py)
     def highest_seen(self, slot: int) -> int | None:
-        """The highest sequence number of `slot` this worker received: processed, buffered,
-        waiting for an adoption, or held as a backup's input copy (serial order; None: none).
-        After a switch restart the controller resumes the switch's numbering beyond it."""
-        seen: list[int] = []
-        rt = self.slots.get(slot)
-        if rt is not None:
-            if rt.seq.next_expected is not None:
-                seen.append((rt.seq.next_expected - 1) & SEQ_MASK)
-            seen += list(rt.seq.buffer)
-            seen += [shim.seq for shim, _ in rt.pending]
-        seen += list(self.inbuf.slots.get(slot, {}))
-        if not seen:
-            return None
-        top = seen[0]
-        for s in seen[1:]:
-            if seq_after(s, top):
-                top = s
-        return top
+        """The highest sequence number of `slot` received here (`StatusReport.highest_seen`)."""
+        return self.report.highest_seen(slot)
 
     def status(self) -> WorkerStatus:
-        slots = []
-        for slot, rt in self.slots.items():
-            top = self.highest_seen(slot)
-            slots.append(SlotStatus(
-                slot=slot, epoch=rt.epoch, role=rt.role, packets=rt.packets,
-                committed_seq=rt.committed_seq, next_expected=rt.seq.next_expected or 0,
-                version=rt.state.version, flows=len(rt.state.flows),
-                peer_versions={
-                    nf: vers[slot] for nf, vers in self.acked_versions.items() if slot in vers
-                },
-                highest_seen=top or 0, has_seen=top is not None,
-            ))
-        for slot in self.backups.held():
-            role = self.backups.role(slot)
-            if slot in self.slots or role is None:
-                continue
-            rep = self.replicas.get(slot) or Replica(slot)
-            top = self.highest_seen(slot)
-            slots.append(SlotStatus(
-                slot=slot, epoch=rep.epoch, role=role,
-                packets=self.inbuf.count(slot), committed_seq=rep.last_seq or 0,
-                next_expected=0, version=rep.version, flows=len(rep.flows),
-                highest_seen=top or 0, has_seen=top is not None, peer_versions={},
-            ))
-        c = self.c
-        if self.drop_probe is not None:
-            dropped = self.drop_probe()
-            if dropped:  # read on every Status call (the controller's load poll): not flooded
-                self.kernel_drops += dropped
-                log.warning("the kernel dropped %d frames before this worker read them (full "
-                            "socket buffer; %d since start)", dropped, self.kernel_drops)
-        gaps = sum(rt.seq.gaps for rt in self.slots.values())
-        queue = sum(rt.seq.depth + len(rt.pending) for rt in self.slots.values())
-        queue += self.commit.held_outputs
-        return WorkerStatus(
-            slots=slots, packets=c.packets, gaps=gaps, queue_depth=queue,
-            malformed=c.malformed, foreign=c.foreign, duplicates=c.duplicates,
-            drops=c.malformed + c.unowned + c.duplicates + c.overflows + self.inbuf.overflows
-            + self.kernel_drops + c.cancelled,
-            kernel_drops=self.kernel_drops, input_paused=self.input_paused,
-            unowned=c.unowned, overflows=c.overflows, input_overflows=self.inbuf.overflows,
-            nf_errors=c.nf_errors,
-            flows=sum(len(rt.state.flows) for rt in self.slots.values()
-                      if rt.role == SlotRole.PRIMARY),
-            evictions=dict(self.flow_table.evicted),
-            flows_over_bound=self.flow_table.over_bound,
-            global_store_errors=c.global_store_errors,
-            forwarded=c.forwarded, outputs=c.outputs, replayed=c.replayed,
-            reemitted=c.reemitted, watermarks=c.watermarks, logged_outputs=self.out_log.frames,
-            log_evicted=self.out_log.evicted,
-            cancelled=c.cancelled, markers=self.markers.markers,
-            marker_timeouts=self.markers.timeouts,
-            self_promotions=c.self_promotions, took_over_from=sorted(self.took_over_from),
-            promote_waits=self.primary_sync.waits,
-            promote_wait_timeouts=self.primary_sync.timeouts,
-            promote_waited_ms=round(self.primary_sync.waited_ms, 1),
-            held_outputs=self.commit.held_outputs, transfer_bytes=c.transfer_bytes,
-            backup_bytes=self.inbuf.bytes_held, backup_copies=self.inbuf.count(),
-            repl_errors=c.repl_errors + (self.server.errors if self.server else 0),
-            repl_refused=self.policy.refused_total, repl_refusals=dict(self.policy.refused),
-            repl=self.repl_bytes(),
-        )
+        return self.report.status()
 
     def repl_bytes(self) -> ReplBytes:
-        """Replication traffic in bytes on the wire since start: sent by destination NF, received
-        by sending NF (every message: deltas, snapshots, transfers, forwarded packets, acks), and
-        the slot transfers of moves alone, each way."""
-        rx: dict[int, int] = {}
-        xfer_in = 0
-        for (sender, kind), n in (self.server.bytes_in if self.server else {}).items():
-            rx[sender] = rx.get(sender, 0) + n
-            if kind == "x":
-                xfer_in += n
-        return ReplBytes(repl_tx_bytes=dict(self.linkset.bytes_to), repl_rx_bytes=rx,
-                         transfer_tx_bytes=self.c.transfer_bytes, transfer_rx_bytes=xfer_in,
-                         batches=self.commit.last_id)
+        """Replication traffic in bytes since start (`StatusReport.repl_bytes`)."""
+        return self.report.repl_bytes()
 
     def flows(self, slot: int) -> SlotFlows:
         """The state of one slot (owned or replicated), for tests and debugging."""
-        rt = self.slots.get(slot)
-        if rt is not None:
-            flows, version, last = rt.state.flows, rt.state.version, rt.state.last_seq
-        elif slot in self.replicas:
-            state, _bad = self.replicas[slot].to_slot_state()
-            flows, version, last = state.flows, state.version, state.last_seq
-        else:
-            raise CommandError(f"no state for slot {slot} here")
-        return SlotFlows(version=version, last_seq=last or 0,
-                         flows=[(None if k is None else list(k), v) for k, v in flows.items()])
+        return self.report.flows(slot)
 
     async def command(self, name: str, args: Mapping[str, object] | None = None) -> Result:
         """Run one control command given by name and arguments (`contract.commands.decode`:

@@ -1,6 +1,6 @@
 """What a worker is made of: its configuration, the runtime of each slot and its counters (the
-slot and NF roles are `contract.roles`'), shared by the worker's layers (`worker_core`,
-`ownership`, `worker`) and by the NF's control server."""
+slot and NF roles are `contract.roles`'), shared by the worker (`worker`) and its parts
+(`data_path`, `ownership`, ...) and by the NF's control server."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ PROTOCOL_PATHS = (
     "nf_host.replication", "nf_host.chunked", "nf_host.receiving", "nf_host.links",
     "nf_host.ownership", "nf_host.promotion", "nf_host.transfers", "nf_host.backup_slots",
     "nf_host.commit_pipeline", "nf_host.adopt_commit", "nf_host.peer_policy", "nf_host.death_watch",
-    "nf_host.worker", "nf_host.worker_core", "nf_host.worker_types", "nf_host.control",
-    "nf_host.worker_process", "nf_host.state_store", "nf_host.commit", "nf_host.reorder",
+    "nf_host.worker", "nf_host.data_path", "nf_host.worker_status", "nf_host.worker_types",
+    "nf_host.control", "nf_host.worker_process", "nf_host.state_store", "nf_host.commit", "nf_host.reorder",
     "contract.shim", "contract.timing", "nf_host.liveness",
 )
 
