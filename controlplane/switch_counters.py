@@ -3,8 +3,8 @@ per slot, the P4 program's drops and packets per port, p4sim's port losses) and 
 values, which the status, the metrics and the web view show. It reads through the switch
 session of a `CounterHost` (the controller's core), only while that is the switch's primary.
 The per-slot counter comes from the core's `slot_traffic` (controlplane/shared_read.py), the
-read the load balancer shares: a read the balancer made within the last `counter_interval`
-serves this loop too, and the metrics are set only when a read it has not seen comes in."""
+read the load balancer shares: a read the balancer made within the last half
+`counter_interval` serves this loop too, and the metrics take a read it has not seen only."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ class SwitchCounters:
         while True:
             if self.host.session.is_primary:
                 try:
-                    read = await self.host.slot_traffic.get(self.counter_interval)
+                    # a read of the last half interval (the balancer's, while an NF is hot)
+                    read = await self.host.slot_traffic.get(self.counter_interval / 2)
                     if read.seq != self._slot_seq:
                         self.slot_counters, self._slot_seq = read.value, read.seq
                         self.metrics.update_slot_traffic(self.slot_counters)

@@ -169,7 +169,7 @@ def test_the_counter_loop_reuses_the_balancers_read():
     asyncio.run(with_balancer(body))
 
 
-def test_slot_gauges_follow_the_counts_when_only_the_changed_ones_are_set():
+def test_the_slot_series_are_the_last_read_made_when_scraped():
     m = ControllerMetrics()
 
     def packets(slot: int) -> float | None:
@@ -180,3 +180,5 @@ def test_slot_gauges_follow_the_counts_when_only_the_changed_ones_are_set():
     m.update_slot_traffic({1: (7, 70), 2: (3, 30), 3: (4, 40)})
     assert (packets(1), packets(2), packets(3)) == (7, 3, 4)
     assert m.registry.get_sample_value("nfc_slot_bytes", {"slot": "1"}) == 70
+    m.update_slot_traffic({1: (0, 0), 2: (3, 30)})  # (a switch restart zeroed slot 1)
+    assert (packets(1), packets(2)) == (None, 3)
