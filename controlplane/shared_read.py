@@ -38,6 +38,11 @@ class ReadValue(Generic[T]):
     seq: int
 
 
+def _monotonic() -> float:
+    """`time.monotonic()` looked up at each call (the simulation replaces it: sim/loop.py)."""
+    return time.monotonic()
+
+
 def _consume(fut: asyncio.Future[ReadValue[T]]) -> None:
     if not fut.cancelled():
         fut.exception()
@@ -47,9 +52,9 @@ class SharedRead(Generic[T]):
     """One read at a time, shared by its callers, reused while young enough (module docstring)."""
 
     def __init__(self, read: Callable[[], Awaitable[T]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self._read = read
-        self.clock = clock
+        self.clock = clock if clock is not None else _monotonic
         self.last: ReadValue[T] | None = None
         self.reads = 0     # reads started (the switch's work)
         self.served = 0    # calls answered (from a read of their own, a joined one or the cache)
