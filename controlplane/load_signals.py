@@ -4,7 +4,7 @@ This module owns
 
 * the snapshot (`SlotLoad`, `NfLoadInfo`, `LoadSnapshot`): the load balancer's only input;
 * `SlotRates`: per-slot packet and byte rates from two successive reads of the switch's
-  `slot_traffic` counter (one wildcard read per poll);
+  `slot_traffic` counter (read only in rounds with an NF above the high mark, `base` otherwise);
 * `CapacityTracker`: each NF's capacity in packets/s, configured (`capacity_pps`) or learnt at the
   rate where its queue starts to grow or it starts dropping for overload;
 * `SnapshotBuilder`: combines the NF load reports, the slot rates, the slot map and the balancer's
