@@ -171,6 +171,8 @@ class BalancerLoop:
             if self.builder.needs_rates(loads, primaries):
                 try:
                     read = await self.traffic.get(self.cfg.period_s / 2)
+                    if read.seq == self._traffic_seq:  # (young, but already ours: a new one)
+                        read = await self.traffic.get(-1.0)
                     if read.seq != self._traffic_seq:
                         counters, counters_at = read.value, self._when(read.at)
                         self._traffic_seq = read.seq

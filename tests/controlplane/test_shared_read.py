@@ -150,6 +150,22 @@ def test_the_balancer_reads_only_while_an_nf_is_hot_and_bases_its_rates_on_share
     asyncio.run(with_balancer(body))
 
 
+def test_a_hot_round_does_not_take_a_young_read_it_already_has_as_new():
+    async def body(c: Any, fakes: Any, session: Any, clock: Any) -> None:
+        await loads(c, fakes, {1: 5000.0, 2: 1000.0, 6: 1000.0})
+        await c.balancer.traffic.get(0.0)  # the counter loop's read ...
+        await c.balancer.snapshot()        # ... the base of a quiet round
+        clock.now += 0.3                   # young enough for the balancer (half its period: 0.5)
+        hot = {1: 9000.0, 2: 1000.0, 6: 1000.0}
+        await loads(c, fakes, hot)
+        traffic(c, session, 1, hot)
+        decisions = await c.balancer.step()
+        assert session.reads == ["slot_traffic", "slot_traffic"]  # a new read, rates from it
+        assert decisions and all(d.inputs["slot"]["pps"] > 0 for d in decisions)
+
+    asyncio.run(with_balancer(body))
+
+
 def test_the_counter_loop_reuses_the_balancers_read():
     async def body(c: Any, fakes: Any, session: Any, clock: Any) -> None:
         c.core.slot_traffic = c.balancer.traffic  # (as the controller wires them)
