@@ -3,7 +3,12 @@
 Each `load_balancer.period_s` (while this controller is the switch's primary) `BalancerLoop.step()`
 
 1. builds a `LoadSnapshot` (controlplane/load_signals.py) from the NF registry's last load reports,
-   **one** wildcard read of the switch's `slot_traffic` counter, and the slot map;
+   the switch's `slot_traffic` counter and the slot map. The counter (one wildcard read of every
+   slot) is read only in rounds where some NF is above the high-water mark: the decision looks at
+   the slots' rates of those NFs only. The read is the one shared with the counter loop
+   (`SharedRead`, controlplane/shared_read.py: one not older than half a period is reused); in
+   the other rounds a read the counter loop made meanwhile becomes the base the next rates are
+   measured from, so the first hot round has rates already;
 2. calls the pure `decide()` (controlplane/load_balancer.py);
 3. executes the moves one after the other with the controller's migration (controlplane/
    migration.py: adopt, backup told, one switch write, release, undo on failure), and the scale
@@ -34,6 +39,7 @@ from controlplane.metrics import ControllerMetrics
 from controlplane.migration import MoveError, MoveResult
 from controlplane.nf_state import NfLoad, NfState
 from controlplane.pipeline_state import SLOT_COUNTER
+from controlplane.shared_read import SharedRead
 
 LOG = logging.getLogger(__name__)
 
@@ -128,8 +134,14 @@ class BalancerLoop:
 
     def __init__(self, ctl: BalancedController, executor: ScaleExecutor | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 on_decision: Callable[[Decision], None] | None = None) -> None:
+                 on_decision: Callable[[Decision], None] | None = None,
+                 traffic: SharedRead[dict[int, tuple[int, int]]] | None = None) -> None:
         self.ctl = ctl
+        # the `slot_traffic` read shared with the counter loop (the controller's core gives it;
+        # a read of our own through the session otherwise)
+        self.traffic = traffic if traffic is not None else SharedRead(
+            lambda: ctl.session.read_counter(SLOT_COUNTER), clock=clock)
+        self._traffic_seq = 0  # the last read of it the snapshot builder was given
         self.on_decision = on_decision  # told of every decision as it is taken (the timeline)
         self.cfg = ctl.cfg.load_balancer
         self.knobs = Knobs.from_config(ctl.cfg)
@@ -148,26 +160,41 @@ class BalancerLoop:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- one round --------------------------------------------------------------------------------
-    async def _inputs(self) -> tuple[Any, ...]:
-        """Everything the snapshot needs, gathered on the event loop (copies)."""
-        counters = None
-        if self.ctl.session.is_primary:
-            try:
-                counters = await self.ctl.session.read_counter(SLOT_COUNTER)  # one wildcard read
-            except Exception as exc:  # keep the last rates; the NF reports still count
-                LOG.debug("slot counter read failed: %s", exc)
+    async def _inputs(self) -> dict[str, Any]:
+        """Everything the snapshot needs, gathered on the event loop (copies); the counter read
+        only when some NF is above the high-water mark (the module docstring)."""
         loads: dict[int, NfLoad | None] = {
             i: st.load for i, st in self.ctl.registry.nfs.items() if not st.declared_down}
         primaries = [p for p in self.ctl.pairs if p not in self.draining]
+        counters, counters_at = None, None
+        if self.ctl.session.is_primary:
+            if self.builder.needs_rates(loads, primaries):
+                try:
+                    read = await self.traffic.get(self.cfg.period_s / 2)
+                    if read.seq == self._traffic_seq:  # (young, but already ours: a new one)
+                        read = await self.traffic.get(-1.0)
+                    if read.seq != self._traffic_seq:
+                        counters, counters_at = read.value, self._when(read.at)
+                        self._traffic_seq = read.seq
+                except Exception as exc:  # keep the last rates; the NF reports still count
+                    LOG.debug("slot counter read failed: %s", exc)
+            elif (last := self.traffic.last) is not None and last.seq != self._traffic_seq:
+                self.builder.rates.base(last.value, self._when(last.at))
+                self._traffic_seq = last.seq
         owners = self.ctl.slot_map.owners()
-        return (self.clock(), loads, primaries, enumerate(owners), counters, frozenset(self.scaling),
-                dict(self.cluster_scaled_at))
+        return {"now": self.clock(), "loads": loads, "primaries": primaries,
+                "owners": enumerate(owners), "counters": counters, "counters_at": counters_at,
+                "scaling": frozenset(self.scaling), "cluster_scaled_at": dict(self.cluster_scaled_at)}
+
+    def _when(self, at: float) -> float:
+        """A time of the shared read's clock on ours (the same clock unless a test gives one)."""
+        return self.clock() - (self.traffic.clock() - at)
 
     async def snapshot(self) -> LoadSnapshot:
-        return self.builder.build(*await self._inputs())
+        return self.builder.build(**await self._inputs())
 
-    def _build_and_decide(self, inputs: tuple[Any, ...]) -> tuple[LoadSnapshot, list[Action]]:
-        snap = self.builder.build(*inputs)
+    def _build_and_decide(self, inputs: dict[str, Any]) -> tuple[LoadSnapshot, list[Action]]:
+        snap = self.builder.build(**inputs)
         t0 = time.perf_counter()
         actions = decide(snap, self.knobs)
         self.decision_seconds = time.perf_counter() - t0

@@ -115,7 +115,8 @@ class Controller:
         self.registry.add_listener(self.timeline.nf_event)  # NFs down, up, restarted
         self.pool = SparePool(self)  # scale-out and drain (the balancer's executor, the API's)
         # runs when load_balancer.enabled; its decisions go into the timeline as they are taken
-        self.balancer = BalancerLoop(self, executor=self.pool, on_decision=self.timeline.decision)
+        self.balancer = BalancerLoop(self, executor=self.pool, on_decision=self.timeline.decision,
+                                     traffic=self.core.slot_traffic)  # the counter loop's read
 
     async def _on_primary(self, session: SwitchSession) -> None:
         """The switch session's callback, each time this controller becomes the switch's

@@ -31,7 +31,9 @@ from controlplane.flow_table import FlowTable
 from controlplane.metrics import ControllerMetrics
 from controlplane.migration import FENCE_PATIENCE, RELEASE_TIMEOUT, NotPrimaryError
 from controlplane.nf_registry import NfControlError, NfRegistry
+from controlplane.pipeline_state import SLOT_COUNTER
 from controlplane.restart_numbering import UNREAD_MARGIN, resumed_bases
+from controlplane.shared_read import SharedRead
 from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession
@@ -67,6 +69,9 @@ class ControllerCore:
         # (a given session: the deterministic simulation's switch model, sim/switch.py); its
         # `on_primary` is the controller's, which runs `on_primary` here first
         self.session = session
+        # the one `slot_traffic` read the balancer and the counter loop share (shared_read.py)
+        self.slot_traffic: SharedRead[dict[int, tuple[int, int]]] = SharedRead(
+            lambda: self.session.read_counter(SLOT_COUNTER))
         self.last_reconcile: dict[str, int] | None = None
         self.reconciled_at: float | None = None  # time.time() of the last reconcile
         self._digest_task: asyncio.Task[None] | None = None
@@ -186,6 +191,7 @@ class ControllerCore:
         (The NFs declared down meanwhile are acted on next: `NfLifecycle.act_on_missed_downs`.)"""
         async with self._lock:
             self.metrics.is_primary.set(1)
+            self.slot_traffic.forget()  # (the switch may have restarted: its counts with it)
             if self.store is not None:
                 # a standby taking over: the previous primary may have moved slots since we loaded
                 groups = await self.store.load_groups() or self.groups

@@ -4,7 +4,7 @@ This module owns
 
 * the snapshot (`SlotLoad`, `NfLoadInfo`, `LoadSnapshot`): the load balancer's only input;
 * `SlotRates`: per-slot packet and byte rates from two successive reads of the switch's
-  `slot_traffic` counter (one wildcard read per poll);
+  `slot_traffic` counter (read only in rounds with an NF above the high mark, `base` otherwise);
 * `CapacityTracker`: each NF's capacity in packets/s, configured (`capacity_pps`) or learnt at the
   rate where its queue starts to grow or it starts dropping for overload;
 * `SnapshotBuilder`: combines the NF load reports, the slot rates, the slot map and the balancer's
@@ -20,7 +20,7 @@ its packet rate at the switch: `load * slot_pps / sum of the owner's slot_pps`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from controlplane.config import ControllerConfig
@@ -124,6 +124,12 @@ class SlotRates:
         self._at = now
         return self.rates
 
+    def base(self, counters: Mapping[int, tuple[int, int]], at: float) -> None:
+        """Take a read made at `at` as the one the next `update` measures from, without computing
+        rates (the balancer's rounds where no NF is hot: the counter loop's reads, for free)."""
+        if self._at is None or at > self._at:
+            self._last, self._at = dict(counters), at
+
 
 @dataclass
 class _Capacity:
@@ -148,12 +154,13 @@ class CapacityTracker:
         self._nfs: dict[int, _Capacity] = {}
         self.drop_rates: dict[int, float] = {}
 
-    def update(self, nf_id: int, load: NfLoad) -> float:
-        st = self._nfs.setdefault(nf_id, _Capacity())
+    def _step(self, nf_id: int, load: NfLoad) -> tuple[_Capacity, float]:
+        """What `update` would keep for `nf_id` after `load`, and the drop rate (nothing kept)."""
+        old = self._nfs.get(nf_id)
+        st = _Capacity() if old is None else replace(old)
         drop_rate = 0.0
         if st.drops is not None and st.at is not None and load.at > st.at:
             drop_rate = max(0, load.overload_drops - st.drops) / (load.at - st.at)
-        self.drop_rates[nf_id] = drop_rate
         growing = load.queue_depth >= self.queue_growth and load.queue_depth > st.queue
         if (growing or drop_rate > 0) and load.packet_rate > 0:
             st.learnt = load.packet_rate if st.learnt is None else (
@@ -161,11 +168,22 @@ class CapacityTracker:
         elif st.learnt is not None and load.packet_rate > st.learnt and not growing:
             st.learnt = load.packet_rate
         st.queue, st.drops, st.at = load.queue_depth, load.overload_drops, load.at
+        return st, drop_rate
+
+    def update(self, nf_id: int, load: NfLoad) -> float:
+        st, self.drop_rates[nf_id] = self._step(nf_id, load)
+        self._nfs[nf_id] = st
         return self.capacity(nf_id)
 
+    def peek(self, nf_id: int, load: NfLoad) -> float:
+        """The capacity `update(nf_id, load)` would return, without keeping anything."""
+        return self._capacity(nf_id, self._step(nf_id, load)[0])
+
     def capacity(self, nf_id: int) -> float:
+        return self._capacity(nf_id, self._nfs.get(nf_id))
+
+    def _capacity(self, nf_id: int, st: _Capacity | None) -> float:
         configured = self.configured.get(nf_id, 10000.0)
-        st = self._nfs.get(nf_id)
         if st is None or st.learnt is None:
             return configured
         return max(1.0, min(configured, st.learnt))
@@ -210,16 +228,30 @@ class SnapshotBuilder:
         if flows > 0 and nbytes > 0:
             self.bytes_per_flow = (1 - EWMA) * self.bytes_per_flow + EWMA * nbytes / flows
 
+    def needs_rates(self, loads: Mapping[int, NfLoad | None], primaries: Iterable[int]) -> bool:
+        """Whether the next `build` with these reports finds an NF above the high-water mark: the
+        only NFs whose slots' rates the decision looks at (`load_balancer.decide`). The same load
+        `build` computes, from the capacity its update would give, without keeping it."""
+        th, lb = self.cfg.thresholds, self.lb
+        for nf_id in primaries:
+            report = loads.get(nf_id)
+            if report is not None and nf_load_fraction(
+                    report, self.capacity.peek(nf_id, report), lb.cpu_capacity_percent) > th.high_water:
+                return True
+        return False
+
     # -- the snapshot -------------------------------------------------------------------------------
     def build(self, now: float, loads: Mapping[int, NfLoad | None], primaries: Iterable[int],
               owners: Iterable[tuple[int, int]], counters: Mapping[int, tuple[int, int]] | None,
               scaling: Iterable[str] = (), cluster_scaled_at: Mapping[str, float] | None = None,
-              moves_in_flight: int = 0) -> LoadSnapshot:
+              moves_in_flight: int = 0, counters_at: float | None = None) -> LoadSnapshot:
         """`loads`: the last report of each live NF (None: no report yet, left out); `primaries`: the
         current primaries; `owners`: (slot, owner) for every slot; `counters`: this poll's read of
         `slot_traffic` (None: no read, the last rates are kept); `scaling`: clusters with a scale action
-        under way; `cluster_scaled_at`: when each cluster's last scale action ended."""
-        rates = self.rates.update(counters, now) if counters is not None else self.rates.rates
+        under way; `cluster_scaled_at`: when each cluster's last scale action ended;
+        `counters_at`: when the read was made (`now` if not given)."""
+        rates = (self.rates.update(counters, now if counters_at is None else counters_at)
+                 if counters is not None else self.rates.rates)
         per_nf: dict[int, list[int]] = {}
         for slot, owner in owners:
             per_nf.setdefault(owner, []).append(slot)

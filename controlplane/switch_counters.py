@@ -1,7 +1,10 @@
 """`SwitchCounters`: the controller's periodic reads of the switch's counters (packets and bytes
 per slot, the P4 program's drops and packets per port, p4sim's port losses) and their last
 values, which the status, the metrics and the web view show. It reads through the switch
-session of a `CounterHost` (the controller's core), only while that is the switch's primary."""
+session of a `CounterHost` (the controller's core), only while that is the switch's primary.
+The per-slot counter comes from the core's `slot_traffic` (controlplane/shared_read.py), the
+read the load balancer shares: a read the balancer made within the last half
+`counter_interval` serves this loop too, and the metrics take a read it has not seen only."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import aiohttp
 from controlplane import switch_stats
 from controlplane.cluster_view import ClusterView
 from controlplane.metrics import ControllerMetrics
-from controlplane.pipeline_state import SLOT_COUNTER
+from controlplane.shared_read import SharedRead
 from controlplane.switch_session import SwitchSession
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
@@ -26,6 +29,8 @@ class CounterHost(ClusterView, Protocol):
 
     @property
     def session(self) -> SwitchSession: ...
+    @property
+    def slot_traffic(self) -> SharedRead[dict[int, tuple[int, int]]]: ...
 
 
 class SwitchCounters:
@@ -36,7 +41,9 @@ class SwitchCounters:
         self.host = host
         self.metrics = metrics
         self.counter_interval = counter_interval
+        # the last `slot_traffic` read (shared with the balancer: never modified in place)
         self.slot_counters: dict[int, tuple[int, int]] = {}
+        self._slot_seq = 0  # the number of that read (SharedRead.seq)
         self.switch_drops: dict[str, int] = {}  # switch_stats.read_drops, every counter round
         # p4sim's port losses (switch.stats), "port/reason" -> packets; None: not read (yet)
         self.switch_ports: dict[str, int] | None = None
@@ -51,8 +58,11 @@ class SwitchCounters:
         while True:
             if self.host.session.is_primary:
                 try:
-                    self.slot_counters = await self.host.session.read_counter(SLOT_COUNTER)
-                    self.metrics.update_slot_traffic(self.slot_counters)
+                    # a read of the last half interval (the balancer's, while an NF is hot)
+                    read = await self.host.slot_traffic.get(self.counter_interval / 2)
+                    if read.seq != self._slot_seq:
+                        self.slot_counters, self._slot_seq = read.value, read.seq
+                        self.metrics.update_slot_traffic(self.slot_counters)
                     self.switch_drops = await switch_stats.read_drops(self.host.session)
                     self.metrics.update_switch_drops(self.switch_drops)
                     await self.refresh_port_packets()

@@ -30,6 +30,10 @@ bench-teardown: ## SIGKILL to the first evidence (EOF, gRPC channel) by process 
 bench-lb: ## load balancer decision time, 1,000 NFs x 65,536 slots (table; LB_BENCH_ARGS="--repeats 21")
 	$(PY) -m bench.load_balancer $(LB_BENCH_ARGS)
 
+.PHONY: bench-counter-reads
+bench-counter-reads: build ## controller CPU per second reading slot_traffic (4,096 slots), old two-reader finsy path vs the shared raw read (BENCH_ARGS="--seconds 4 --repeats 3")
+	$(PY) -m bench.counter_reads $(BENCH_ARGS)
+
 .PHONY: bench-chain
 bench-chain: setup build ## service chains: RTT p50/p99 and delivered pkt/s of 1, 2 and 3 stages (BENCH_ARGS="--quick")
 	$(PY) -m bench.chain $(BENCH_ARGS)

@@ -105,6 +105,7 @@ def test_push_pipeline_install_and_read_back_equal(p4sim_server):
             size = s.schema.counters[s.names.counter("slot_traffic")].size
             assert sorted(counters) == list(range(size))
             assert all(v == (0, 0) for v in counters.values())
+            assert counters == await s.read_counter_entries("slot_traffic")  # = finsy's decoding
 
     asyncio.run(run())
     if engines:
