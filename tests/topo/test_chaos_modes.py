@@ -298,3 +298,40 @@ def test_a_fault_of_another_part_waits_for_the_faults_in_flight_and_runs_alone(
     overlapping(inj, Sender(), 0.01, time.monotonic() + 5, 0, FailoverLog(), errors)  # type: ignore[arg-type]
     assert not errors
     assert events == ["primary starts", "primary ends", "controller starts", "controller ends"]
+
+
+def test_a_failover_a_later_leader_completed_is_not_a_failure() -> None:
+    rows = [{"dead": 8, "kind": "primary", "at": 10.0, "ok": False, "error": "NotPrimaryError"},
+            {"dead": 8, "kind": "primary", "at": 12.0, "ok": True},
+            {"dead": 3, "kind": "primary", "at": 20.0, "ok": True},
+            {"dead": 5, "kind": "primary", "at": 30.0, "ok": False, "error": "deadline"},
+            {"dead": 5, "kind": "backup", "at": 31.0, "ok": True}]
+    # NF 8's first attempt was done again; NF 5's never was (a backup replacement is not it)
+    assert [f["dead"] for f in chaos_modes.unfinished_failovers(rows)] == [5]
+
+
+class _SlowPool:
+    """An injector whose system settles after `calls` waits have run out (each a timeout)."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self.timeouts: list[float] = []
+
+    def wait_pool(self, timeout: float = 20.0) -> None:
+        self.timeouts.append(timeout)
+        if len(self.timeouts) <= self.calls:
+            raise TimeoutError(f"condition not met within {timeout} s")
+
+
+def test_a_slow_settle_is_recorded_and_waited_for_and_only_a_settle_that_never_comes_is_an_error(
+) -> None:
+    slow: list[str] = []
+    chaos_modes.settle(_SlowPool(0), slow)  # type: ignore[arg-type]
+    assert slow == []
+    pool = _SlowPool(1)
+    chaos_modes.settle(pool, slow)  # type: ignore[arg-type]
+    assert len(slow) == 1 and "over 20 s" in slow[0]
+    assert pool.timeouts[0] == 20.0 and 0 < pool.timeouts[1] <= chaos_modes.SETTLE_LONGEST
+    with pytest.raises(TimeoutError):
+        chaos_modes.settle(_SlowPool(2), slow)  # type: ignore[arg-type]
+    assert len(slow) == 1

@@ -96,6 +96,9 @@ def disturbance_tables(console: Console, dist: Disturbances, host_drops: int = 0
                       f"reordered {lo['reordered']}, checker counts repeated {lo['count_repeats']}")
     for err in dist.errors:
         console.print(f"[bold red]disturbance problem:[/] {err}")
+    if dist.slow_settles:
+        console.print(f"settles after a fault slower than 20 s (timing, not judged): "
+                      f"{len(dist.slow_settles)}: {'; '.join(dist.slow_settles[:5])}")
 
 
 def summarise(console: Console, verdict: Verdict, client: SideReport, server: SideReport,

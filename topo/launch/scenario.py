@@ -246,7 +246,7 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
             return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["the hot NF was not relieved "
                                                                    "by moves that all succeeded"])])
     if dist is not None and (dist.errors or any(not m["ok"] for m in dist.moves)
-                             or any(not f["ok"] for f in dist.failovers)):
+                             or chaos_modes.unfinished_failovers(dist.failovers)):
         return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a move or fail-over failed"])])
     if dist is not None and any(not f.ok for f in dist.faults):
         return Verdict([*verdict.flows, FlowVerdict(-1, 0, 0, ["a fault was not handled"])])
