@@ -103,7 +103,7 @@ soak: setup build ## chaos for 10 minutes, at least 100 faults, then 5 minutes w
 
 soak-all: setup build ## the soak with everything at once: random moves, the balancer with skewed traffic, overlapping faults, zombies, two CPU hogs (docs/chaos.md)
 	$(PY) -m topo chaos --target $(TARGET) --duration 600 --settle 300 --kill-every 1 \
-	  --moves 1 --hot --rate 400 --overlap --zombies 0.3 --busy 2 $(CHAOS_ARGS)
+	  --moves 1 --hot --rate 200 --overlap --zombies 0.3 --busy 2 $(CHAOS_ARGS)
 
 bench: setup ## run every benchmark in bench/ (prints tables)
 	@set -e; for b in bench/*.py; do \

@@ -69,7 +69,7 @@ def test_the_adopters_backup_gets_the_tail_waits_for_the_marker_and_goes_on_in_o
             c.w.on_frame(a.markers[-1])
             await until(lambda: len(c.out) == 3, "C's output of the tail")
             assert _counts(c.out) == [5, 6, 7]
-            assert rt.role == SlotRole.PRIMARY and c.w.c.unowned == 0
+            assert c.w.slots[SLOT].role == SlotRole.PRIMARY and c.w.c.unowned == 0
         finally:
             for n in (a, c):
                 await n.w.stop()

@@ -86,14 +86,14 @@ def test_a_copy_arriving_while_the_link_to_the_old_owner_comes_up_is_given_back_
         w, links, switch = _backup_of_adopter()
         w.linkset.link(A, "10.9.0.1:7000")
         links[A].connected.clear()  # not up yet
-        fence = asyncio.ensure_future(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
+        fence = asyncio.ensure_future(_result(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000")))
         await asyncio.sleep(0)  # (the fence waits for the link)
         _prim, copy = switch.stamp(SLOT, checker_frame(7, 4), B, BACKUP)
         assert copy is not None
         w.on_frame(copy)
         assert not fence.done()
         links[A].connected.set()
-        res = await _result(await fence)
+        res = await fence
         return w, list(links[A].sent), res
 
     w, given, res = asyncio.run(run())
