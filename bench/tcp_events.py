@@ -257,19 +257,38 @@ def kill_nat_primary(sys_: System) -> str:
     return f"NF {victim} killed; fail-over ok={done['ok']}"
 
 
+# a move the controller refuses before it starts, for now: asked again (as a user would) until
+# `MOVE_RETRY_S`; a fail-over of a falsely suspected NF on a loaded host made the move wait
+MOVE_WAITS = ("moves wait for it", "is not configured", "a slot is moved again")
+MOVE_RETRY_S = 30.0
+
+
 def move_live_slot(sys_: System) -> str:
-    """A NAT slot carrying an iperf3 connection's data to another NAT primary."""
+    """A NAT slot carrying an iperf3 connection's data to another NAT primary; a refusal that
+    says the move must wait (a fail-over first, an NF being configured, a slot moved just
+    before) is asked again, up to `MOVE_RETRY_S`."""
     api = sys_.api
-    prims = [r["id"] for r in nat_nfs(api) if r["role"] == "primary" and r["alive"]]
-    for slot, owner, _ in iperf_nat_slots(sys_):
-        to = next((p for p in prims if p != owner), None)
-        if to is None:
-            continue
-        code, body = http_post(f"{api}/slots/{slot}/move?to={to}")
-        if code != 200:
-            raise RuntimeError(f"move of slot {slot} to NF {to}: {code} {body}")
-        return f"slot {slot} NF {owner} -> NF {to}"
-    raise RuntimeError(f"no iperf3 connection at the NAT to move (primaries {prims})")
+    done: list[str] = []
+    waited: list[str] = []
+
+    def attempt() -> bool:
+        prims = [r["id"] for r in nat_nfs(api) if r["role"] == "primary" and r["alive"]]
+        for slot, owner, _ in iperf_nat_slots(sys_):
+            to = next((p for p in prims if p != owner), None)
+            if to is None:
+                continue
+            code, body = http_post(f"{api}/slots/{slot}/move?to={to}")
+            if code == 200:
+                done.append(f"slot {slot} NF {owner} -> NF {to}")
+                return True
+            if not any(w in str(body) for w in MOVE_WAITS):
+                raise RuntimeError(f"move of slot {slot} to NF {to}: {code} {body}")
+            waited.append(str(body))
+            return False
+        raise RuntimeError(f"no iperf3 connection at the NAT to move (primaries {prims})")
+
+    wait_for(attempt, timeout=MOVE_RETRY_S, interval=0.5, what="a move the controller takes")
+    return done[0] + (f" (asked {len(waited) + 1} times: {waited[0]})" if waited else "")
 
 
 def scale_out(sys_: System) -> str:
