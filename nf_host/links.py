@@ -109,28 +109,25 @@ class Links:
         versions: dict[int, int] = {}
         for slot, rt in self._w.slots.items():
             parked = self._w.markers.parked.get(slot) if rt.role == SlotRole.ADOPTING else None
+            st = rt.state
             if parked is not None:
                 # adopted, its marker not in yet: the state it starts from is ours to protect
                 # (an adopter's backup adopting in its place, M18: its own backup promoted the
                 # slot from nothing when it died too; simulation, adopter kills, seed 123)
                 st = parked.state
-                versions[slot] = st.version
-                rows.append(SlotRow(slot, rt.epoch, st.version, st.last_seq, st.everything(),
-                                    False, st.gen))
-                continue
             # a slot whose transfer is unanswered is still ours (it stays if the move fails), and
             # its last batches' output waits for this link's ack: its state is in the snapshot
-            if rt.role == SlotRole.PRIMARY:
-                rt.state.seal()  # new flows since the last batch get a version too
+            elif rt.role == SlotRole.PRIMARY:
+                st.seal()  # new flows since the last batch get a version too
             elif rt.role != SlotRole.RELEASED or rt.forward is not None or rt.given_back:
                 continue  # (given back: never owned here, nothing to sync)
             elif rt.release is not None and rt.release.to_nf == link.nf_id:
                 continue  # not to the adopter: one that started the slot refuses it (StaleSender)
-            versions[slot] = rt.state.version
-            rows.append(SlotRow(slot, rt.epoch, rt.state.version, rt.state.last_seq,
-                                rt.state.everything(), False, rt.state.gen))
-            if rt.state.last_seq is not None:
-                batch.slot_seqs[slot] = rt.state.last_seq
+            versions[slot] = st.version
+            rows.append(SlotRow(slot, rt.epoch, st.version, st.last_seq, st.everything(), False,
+                                st.gen))
+            if parked is None and st.last_seq is not None:  # (nothing processed here yet)
+                batch.slot_seqs[slot] = st.last_seq
         msg = Delta(batch.id, rows, True, self._w.cfg.nf_id)
         if link.nf_id == self._w.backup_id:
             # the batches still waiting for an ack may have reached no backup at all (a new

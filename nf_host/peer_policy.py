@@ -99,14 +99,35 @@ def _same_host(expected: str, actual: str | None) -> bool:
     return got == want or (got.is_loopback and want.is_loopback)
 
 
-def _count(counts: dict[int, int], nf: int, by: int) -> None:
-    """Add `by` to `nf`'s count (0: no NF), dropping a count that reaches 0."""
-    if nf:
-        n = counts.get(nf, 0) + by
-        if n > 0:
-            counts[nf] = n
-        else:
-            counts.pop(nf, None)
+class SlotSources:
+    """Slot -> the NF (and its host) its packets may come from, with how many slots name each
+    NF: an NF is known while any slot does."""
+
+    def __init__(self) -> None:
+        self._by_slot: dict[int, tuple[int, str]] = {}
+        self._count: dict[int, int] = {}
+
+    def set(self, slot: int, nf: int, host: str) -> None:
+        old = self._by_slot.get(slot)
+        if old is not None:
+            self._count[old[0]] -= 1
+            if not self._count[old[0]]:
+                del self._count[old[0]]
+        self._by_slot[slot] = (nf, host)
+        self._count[nf] = self._count.get(nf, 0) + 1
+
+    def get(self, slot: int) -> tuple[int, str] | None:
+        return self._by_slot.get(slot)
+
+    def nf_of(self, slot: int) -> int | None:
+        src = self._by_slot.get(slot)
+        return None if src is None else src[0]
+
+    def names(self, nf: int) -> bool:
+        return nf in self._count
+
+    def hosts(self, nf: int) -> list[str]:
+        return [h for src, h in self._by_slot.values() if src == nf and h]
 
 
 def _host(address: str) -> str:
@@ -121,8 +142,7 @@ class PeerPolicy:
         self.limits = limits
         self.peers: dict[int, str] = {}  # cluster peers: nf id -> replication host
         self.primaries: set[int] = set()  # NFs whose slots this NF backs up
-        self.adopting: dict[int, tuple[int, str]] = {}  # slot -> (nf, host) it is adopted from
-        self._sources: dict[int, int] = {}  # nf -> how many slots of `adopting` name it
+        self.adopting = SlotSources()  # slot -> (nf, host) it is adopted from
         # slot -> the NF it was last released to: that NF may give back the packets it buffered
         # for an adoption the move's fence cancelled (forwarded packets of that slot only)
         self.released_to: dict[int, int] = {}
@@ -130,8 +150,7 @@ class PeerPolicy:
         self.released_to_backup: dict[int, int] = {}
         # slot -> (old owner, its host): the adoption our primary makes of it, whose forwarded
         # tail that old owner copies here (M18)
-        self.tail_from: dict[int, tuple[int, str]] = {}
-        self._tail_sources: dict[int, int] = {}  # nf -> how many slots of `tail_from` name it
+        self.tail_from = SlotSources()
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
 
@@ -144,18 +163,9 @@ class PeerPolicy:
             self.primaries.add(cmd.primary)
             if cmd.adoption and cmd.from_nf:
                 for slot, _epoch, _next in cmd.slots:
-                    _count(self._tail_sources, self.tail_from.get(slot, (0, ""))[0], -1)
-                    self.tail_from[slot] = (cmd.from_nf, _host(cmd.from_address))
-                    _count(self._tail_sources, cmd.from_nf, +1)
+                    self.tail_from.set(slot, cmd.from_nf, _host(cmd.from_address))
         elif isinstance(cmd, Adopt):
-            slot, src = cmd.slot, cmd.from_nf
-            old = self.adopting.get(slot)
-            if old is not None:
-                self._sources[old[0]] -= 1
-                if not self._sources[old[0]]:
-                    del self._sources[old[0]]
-            self.adopting[slot] = (src, _host(cmd.from_address))
-            self._sources[src] = self._sources.get(src, 0) + 1
+            self.adopting.set(cmd.slot, cmd.from_nf, _host(cmd.from_address))
         elif isinstance(cmd, Release):
             self.released_to[cmd.slot] = cmd.to_nf
             if cmd.adopter_backup:
@@ -164,9 +174,9 @@ class PeerPolicy:
                 self.released_to_backup.pop(cmd.slot, None)
 
     def known(self, nf: int) -> bool:
-        return (nf in self.peers or nf in self.primaries or nf in self._sources
+        return (nf in self.peers or nf in self.primaries or self.adopting.names(nf)
                 or nf in self.released_to.values() or nf in self.released_to_backup.values()
-                or nf in self._tail_sources)
+                or self.tail_from.names(nf))
 
     def _trusted(self, nf: int | None) -> bool:
         """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
@@ -206,8 +216,7 @@ class PeerPolicy:
                 "or the source of a slot adopted here",
             )
         hosts = [h for n, h in self.peers.items() if n == nf]
-        hosts += [h for src, h in self.adopting.values() if src == nf and h]
-        hosts += [h for src, h in self.tail_from.values() if src == nf and h]
+        hosts += self.adopting.hosts(nf) + self.tail_from.hosts(nf)
         if hosts and not any(_same_host(h, remote) for h in hosts):
             raise Refused("wrong_address", f"NF {nf} connected from {remote}, expected {hosts[0]}")
         return nf
@@ -230,7 +239,7 @@ class PeerPolicy:
             # (or the tail an old owner forwards to the adopter we back up, copied here: M18)
             given_back = fwd and sender is not None and (self.released_to.get(slot) == sender
                                                          or self.released_to_backup.get(slot) == sender
-                                                         or self.tail_from.get(slot, (0, ""))[0] == sender
+                                                         or self.tail_from.nf_of(slot) == sender
                                                          or self._trusted(sender))
             if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
                 self.refuse("slot", sender, f"{'forwarded packet' if fwd else 'transfer'} "
@@ -255,7 +264,7 @@ class PeerPolicy:
                                           f"handled by worker {self.index} of {self.workers}")
             return msg
         # an NF this one only adopts from: keep the adopted slots' entries, drop the rest
-        keep = [item for item in items if self.adopting.get(item.slot, (None, ""))[0] == sender]
+        keep = [item for item in items if self.adopting.nf_of(item.slot) == sender]
         if len(keep) < len(items):
             for _ in range(len(items) - len(keep)):
                 self.refuse("slot", sender, f"delta entries from NF {sender} for slots not "
