@@ -17,22 +17,14 @@ import pytest
 from contract.commands import Assign
 from contract.replication import Forward
 from contract.roles import SlotRole
-from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
+from nf_host.harness import Switch, checker_frame
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from tests.nf_host.inprocess import NODES, SLOT, Node, run, until
+from tests.nf_host.test_move_fence_inprocess import counts
 
 pytestmark = pytest.mark.unit
 
 A, B, C = 1, 3, 4
-
-
-def _counts(frames: list[bytes | bytearray]) -> list[int]:
-    out = []
-    for f in frames:
-        rec = read_checker(strip_shim(f)[1])
-        assert rec is not None
-        out.append(rec[2])
-    return out
 
 
 def test_the_adopters_backup_gets_the_tail_waits_for_the_marker_and_goes_on_in_order() -> None:
@@ -68,7 +60,7 @@ def test_the_adopters_backup_gets_the_tail_waits_for_the_marker_and_goes_on_in_o
             assert rt.role == SlotRole.ADOPTING and c.out == []  # A's marker first
             c.w.on_frame(a.markers[-1])
             await until(lambda: len(c.out) == 3, "C's output of the tail")
-            assert _counts(c.out) == [5, 6, 7]
+            assert counts(c.out) == [5, 6, 7]
             assert c.w.slots[SLOT].role == SlotRole.PRIMARY and c.w.c.unowned == 0
         finally:
             for n in (a, c):
