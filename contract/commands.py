@@ -22,6 +22,7 @@ command, raising `ValueError` for an unknown name or a missing or mistyped argum
     release       Release        slot, to_nf, to_address, same_cluster, adopter_backup,
                                  adopter_backup_address
     arm_takeover  ArmTakeover    primary, successor, address
+    switch_restarted  SwitchRestarted  -
     promote       Promote        slots, dead, backup, address, epochs: {slot: epoch}
     update_nf     UpdateNf       params, dry_run  (run by the worker process: it builds the NF)
 """
@@ -155,6 +156,13 @@ class ArmTakeover(Returns[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class SwitchRestarted(Returns[None]):
+    """The switch restarted: the output logged here that is known released is dropped."""
+    RESULT: ClassVar[type[object]] = type(None)
+    NAME: ClassVar[str] = "switch_restarted"
+
+
+@dataclass(frozen=True, slots=True)
 class Promote(Returns[PromoteResult]):
     RESULT: ClassVar[type[object]] = PromoteResult
     NAME: ClassVar[str] = "promote"
@@ -174,9 +182,9 @@ class UpdateNf(Returns[None]):
 
 
 Command = (Ping | Status | Flows | SetRole | SetBackup | SetPeers | Assign | Adopt | CancelAdopt
-           | Release | ArmTakeover | Promote | UpdateNf)
+           | Release | ArmTakeover | SwitchRestarted | Promote | UpdateNf)
 COMMANDS = (Ping, Status, Flows, SetRole, SetBackup, SetPeers, Assign, Adopt, CancelAdopt, Release,
-            ArmTakeover, Promote, UpdateNf)
+            ArmTakeover, SwitchRestarted, Promote, UpdateNf)
 """Every command class (an isinstance check that a value is a `Command`)."""
 
 
@@ -273,6 +281,7 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
                                  _str(a, "adopter_backup_address", "")),
     "arm_takeover": lambda a: ArmTakeover(_int(a, "primary"), _int(a, "successor"),
                                           _str(a, "address")),
+    "switch_restarted": lambda a: SwitchRestarted(),
     "promote": lambda a: Promote([_int({"slot": s}, "slot") for s in _list(a, "slots")],
                                  _int(a, "dead", 0), _int(a, "backup", 0), _str(a, "address", ""),
                                  _epochs(a)),

@@ -155,6 +155,15 @@ class Released:
 
 
 @dataclass(frozen=True, slots=True)
+class SwitchRestart:
+    """To the backup, in order with the deltas: the switch restarted, and `sender` had released
+    the output of every batch up to `released` before it learnt so (P10, docs/protocols.md §9)."""
+    T: ClassVar[str] = "sw"
+    sender: int
+    released: int
+
+
+@dataclass(frozen=True, slots=True)
 class Bye:
     T: ClassVar[str] = "bye"
 
@@ -167,7 +176,7 @@ class Fragment:
 
 
 Message = (Hello | Delta | Ack | Transfer | TransferAck | SlotState | SlotStateAck | Forward
-           | InputCopy | Released | Bye | Fragment)
+           | InputCopy | Released | SwitchRestart | Bye | Fragment)
 
 
 # ---------------------------------------------------------------------------------- encoding
@@ -213,6 +222,8 @@ def to_wire(msg: Message) -> dict[str, object]:
                 m["e"] = msg.epoch
             if msg.gen is not None:
                 m["g"] = msg.gen
+        case SwitchRestart():
+            m = {"n": msg.sender, "rel": msg.released}
         case Bye():
             m = {}
         case Fragment():
@@ -299,6 +310,7 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Message]] = {
     "f": lambda m: Forward(_bytes(m, "f")),
     "c": lambda m: InputCopy(_bytes(m, "f")),
     "r": lambda m: Released(_int(m, "slot"), _opt_int(m, "e"), _opt_int(m, "g")),
+    "sw": lambda m: SwitchRestart(_int(m, "n"), _int(m, "rel")),
     "bye": lambda m: Bye(),
     "k": lambda m: Fragment(_bytes(m, "p"), bool(m.get("m"))),
 }

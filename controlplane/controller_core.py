@@ -39,6 +39,7 @@ from controlplane.slot_store import MoveIntent, SlotStore, load_or_build
 from controlplane.switch_session import SwitchSession
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
+RESTART_NOTICE_WAIT = 0.5  # s: how long the reconcile after a switch restart waits for each NF
 
 
 class ControllerCore:
@@ -202,7 +203,8 @@ class ControllerCore:
                     if not self.move_lock.locked():  # (our own move under way: ours is current)
                         await self._resume_moves()
                         await failover_journal.resume(self)
-            await self._resume_numbering(session)
+            if await self._resume_numbering(session):
+                await self._tell_restart()
             desired = session.builder.desired(self.cfg, self.pairs, self.slot_map, self.groups,
                                               session.seq_bases)
             changes = await session.reconcile(desired)
@@ -217,7 +219,21 @@ class ControllerCore:
             if self._digest_task is None or self._digest_task.done():
                 self._digest_task = asyncio.create_task(self._digest_loop())
 
-    async def _resume_numbering(self, session: SwitchSession) -> None:
+    async def _tell_restart(self) -> None:
+        """The switch restarted: every NF drops from its output log what it knows released
+        (P10, docs/protocols.md §9), before the reconcile lets output through again. An NF that
+        does not answer within the wait is not waited for (it may send such output again)."""
+        async def tell(nf_id: int) -> None:
+            try:
+                await self.registry.call(nf_id, "SwitchRestarted", pb.SwitchRestartedRequest(),
+                                         timeout=RESTART_NOTICE_WAIT)
+            except NfControlError as exc:
+                LOG.warning("NF %d not told of the switch's restart: %s", nf_id, exc)
+
+        await asyncio.gather(*(tell(n) for n, s in sorted(self.registry.nfs.items())
+                               if not s.declared_down and s.alive is not False))
+
+    async def _resume_numbering(self, session: SwitchSession) -> bool:
         """A restarted switch counts every slot's packets from 0 again, while the NFs expect the
         numbers after those they have seen: they would drop the new packets as duplicates. The
         switch stamps a slot's packets with its `slot_owner` entry's seq_base + that count, so
@@ -226,7 +242,8 @@ class ControllerCore:
         (base + count) is behind the highest number an NF received (processed, buffered or
         held as a backup's copy) gets the base that makes its next number the one after it.
         Every other slot keeps the base its entry holds (0 without one): after a mere
-        reconnect, or a standby's take-over, the switch is ahead and no base changes."""
+        reconnect, or a standby's take-over, the switch is ahead and no base changes. True if
+        some slot was behind: the switch restarted."""
         # the NFs first, the switch second: on a live switch (a reconnect) the numbers only grow,
         # so what it says then is at least what any NF saw before, and no base changes
         # (read the other way round, packets stamped in between would look like a switch behind)
@@ -251,6 +268,7 @@ class ControllerCore:
             LOG.warning("the switch restarted: numbering of %d slots resumed where the NFs are%s",
                         behind, f" (+{UNREAD_MARGIN}: an NF was not read)" if unread else "")
             self.metrics.numbering_resumed.inc(behind)
+        return bool(behind)
 
     async def _digest_loop(self) -> None:
         async for flows in self.session.new_flows():

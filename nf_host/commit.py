@@ -9,6 +9,7 @@ batch up to b, in order. Without a backup the output is released as soon as the 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -111,6 +112,7 @@ class OutputLog:
     covered: dict[int, int] = field(default_factory=dict)  # primary -> leading batches released
     frames: int = 0
     evicted: int = 0  # frames dropped by `max_frames` before they were `retain` old
+    dropped_at_restart: int = 0  # released frames dropped on a switch restart's notice
     retain: float = 0.5
     max_frames: int = 1 << 17
     # (read when the log is made, not when this module is imported: the simulation's virtual
@@ -155,6 +157,28 @@ class OutputLog:
                 self.evicted += len(frames)
             n -= 1
         self.covered[primary] = n
+
+    def forget_released_of(self, primary: int, released: int) -> None:
+        """`primary` tells (`SwitchRestart`) that the switch restarted after it had released
+        every batch up to `released`: those are dropped (`forget_released`)."""
+        self.record(primary, [], released, False)
+        self.forget_released()
+
+    def forget_released(self) -> None:
+        """Drop every batch a primary is known to have released (the switch restarted: it went
+        through the switch before, or was lost in the restart; sent again, output that had
+        passed would pass the emptied dedup registers a second time, P10), counted in
+        `dropped_at_restart`."""
+        dropped = 0
+        for primary, log in self.logs.items():
+            for _ in range(self.covered.get(primary, 0)):
+                dropped += len(log.popleft().frames)
+            self.covered[primary] = 0
+        self.frames -= dropped
+        self.dropped_at_restart += dropped
+        if dropped:
+            logging.getLogger("nf_host.worker").info(
+                "the switch restarted: %d frames of released output dropped from the log", dropped)
 
     def take_split(self, primary: int) -> tuple[list[bytes], list[bytes]]:
         """Remove the logged output of `primary` and return it in order, split into what it had

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from contract.replication import Delta, LoggedBatch, SlotRow, encode
+from contract.replication import Delta, LoggedBatch, SlotRow, SwitchRestart, encode
 from contract.roles import SlotRole
 from contract.seq import seq_after
-from nf_host.commit import Batch, OutputCommit
+from nf_host.commit import Batch, OutputCommit, OutputLog
 from nf_host.links import Links
 from nf_host.quiet_window import QuietWindow
 from nf_host.replication import Link
@@ -29,7 +29,8 @@ log = logging.getLogger("nf_host.worker")  # (the fail-over bench reads the take
 class PipelineHost(PartHost, Protocol):
     """What `CommitPipeline` sees of the worker: configuration, counters and `tx`, the owned slots
     (sealed into rows), the links and who is backup or peer, the takeover's clock (ended by its
-    first output) and quiet window (peers' deltas held)."""
+    first output) and quiet window (peers' deltas held), and the output log it keeps as a backup
+    (emptied of what is released on a switch restart)."""
 
     takeover_clock: TakeoverClock | None
 
@@ -49,6 +50,8 @@ class PipelineHost(PartHost, Protocol):
     def peer_ids(self) -> set[int]: ...
     @property
     def quiet(self) -> QuietWindow: ...
+    @property
+    def out_log(self) -> OutputLog: ...
 
 
 class CommitPipeline:
@@ -165,6 +168,15 @@ class CommitPipeline:
     def maybe_resume(self) -> None:
         if self.input_paused and self.commit.held_outputs <= self._w.cfg.max_held // 2:
             self._pause_input(False)
+
+    def switch_restarted(self) -> None:
+        """The switch restarted (the controller's notice, before its reconcile): as a backup,
+        the output logged here that is known released is dropped; as a primary, the backup is
+        told what had been released by now, in order with the deltas (P10)."""
+        self._w.out_log.forget_released()
+        link = self._w.links.get(self._w.backup_id) if self._w.backup_id else None
+        if link is not None:
+            link.send(SwitchRestart(self._w.cfg.nf_id, self.released_id))
 
     def for_backup(self, msg: Delta, logged: list[LoggedBatch]) -> Delta:
         """`msg` as the backup receives it: with the outputs to log and the released watermark

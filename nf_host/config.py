@@ -41,6 +41,8 @@ class NfHostConfig(BaseModel):
     gap_timeout_ms: float = Field(default=50.0, gt=0)
     # a promoted backup's longest wait for the dead primary's state it lacks (promote_wait.py)
     promote_wait_ms: float = Field(default=500.0, ge=0)
+    # ... extended while its deltas keep coming (alive, only slow), up to this in all
+    promote_wait_max_ms: float = Field(default=4000.0, ge=0)
     reorder_capacity: int = Field(default=4096, ge=1)
     backup_buffer_mb: float = Field(default=64.0, gt=0)
     max_held: int = Field(default=65536, ge=1)
@@ -85,6 +87,7 @@ class NfHostConfig(BaseModel):
             batch_time=self.batch_time_us / 1e6,
             gap_timeout=self.gap_timeout_ms / 1e3,
             promote_wait=self.promote_wait_ms / 1e3,
+            promote_wait_max=self.promote_wait_max_ms / 1e3,
             reorder_capacity=self.reorder_capacity,
             backup_buffer_bytes=int(self.backup_buffer_mb * 1024 * 1024),
             max_held=self.max_held,

@@ -284,6 +284,14 @@ class NfControlServicer(pb_grpc.NfControlServicer):
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
+    def SwitchRestarted(self, request: pb.SwitchRestartedRequest,
+                        context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            self._all(commands.SwitchRestarted())
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
     def DumpSlot(self, request: pb.DumpSlotRequest, context: grpc.ServicerContext) -> pb.DumpSlotReply:
         def run() -> pb.DumpSlotReply:
             _check16("slot", request.slot)

@@ -98,6 +98,33 @@ class DataPath:
 
     def __init__(self, host: DataPathHost) -> None:
         self._w = host
+        # frames dropped as not owned here since the last report: (why, slot) -> count; logged
+        # at most once a second (`_report_unowned`), so an operator sees which slots lose them
+        self._unowned: dict[tuple[str, int], int] = {}
+        self._unowned_since = 0.0
+
+    def _drop_unowned(self, slot: int, why: str) -> None:
+        """A frame of `slot` nobody here processes, keeps or forwards: counted (`unowned`)."""
+        self._w.c.unowned += 1
+        key = (why, slot)
+        self._unowned[key] = self._unowned.get(key, 0) + 1
+        now = time.monotonic()
+        if now - self._unowned_since >= 1.0:
+            self._report_unowned(now)
+
+    def _report_unowned(self, now: float) -> None:
+        by_why: dict[str, tuple[int, list[int]]] = {}
+        for (why, slot), n in sorted(self._unowned.items()):
+            total, slots = by_why.get(why, (0, []))
+            by_why[why] = (total + n, [*slots, slot])
+        if by_why:
+            log.warning("dropped frames of slots not owned here since %.1f s ago: %s",
+                        now - self._unowned_since if self._unowned_since else 0.0,
+                        "; ".join(f"{n} {why} (slots {', '.join(map(str, slots[:8]))}"
+                                  f"{' ...' if len(slots) > 8 else ''})"
+                                  for why, (n, slots) in by_why.items()))
+        self._unowned.clear()
+        self._unowned_since = now
 
     def tick(self, now: float) -> None:
         """The worker's timer: gaps skipped, idle flows expired, adoptions whose move marker did
@@ -160,7 +187,7 @@ class DataPath:
                 if rt.role != SlotRole.PRIMARY or nxt is None or seq == nxt or seq_after(seq, nxt):
                     self._primary_input(Shim.unpack(frame, ETH_HDR_LEN), frame)
                 return
-            w.c.unowned += 1
+            self._drop_unowned(slot, f"copies ({rt.role.name if rt is not None else 'no slot'})")
             return
         rep = w.replicas.get(slot)
         if rep is not None and rep.last_seq is not None and not seq_after(seq, rep.last_seq):
@@ -192,7 +219,7 @@ class DataPath:
             if shim.slot in w.backed_up:  # switch already points at us; promotion will replay it
                 self.backup_copy(shim.slot, shim.seq, frame)
             elif not (w.gave_back and self.follow_given_back(shim.slot, frame)):
-                w.c.unowned += 1
+                self._drop_unowned(shim.slot, "packets (no slot)")
             return
         role = rt.role
         if role == SlotRole.RELEASED:
@@ -216,7 +243,7 @@ class DataPath:
                 w.c.overflows += 1
             return
         if role != SlotRole.PRIMARY:
-            w.c.unowned += 1
+            self._drop_unowned(shim.slot, f"packets ({role.name})")
             return
         self.offer(rt, shim, frame, time.monotonic())
 

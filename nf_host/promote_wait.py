@@ -15,7 +15,11 @@ So a promotion first waits, at most `promote_wait`, until the worker holds A's s
 for every slot it backs up, copies that start right after its replica's last number (no
 hole). The wait ends at once when A's replication connection ends without a goodbye (A is dead:
 nothing more will come) and never happens for a backup that is complete (the common case, so a
-crash's takeover does not wait). Meanwhile the worker stays A's backup: it applies and
+crash's takeover does not wait). While A's deltas keep coming (A is alive, only slow: a busy
+host's queues hold seconds of packets), the wait goes on, `promote_wait` past the last one, up
+to `promote_wait_max` in all: with a bound of `promote_wait` alone, a backup given to A a
+moment before, promoted when A was suspected on a busy host, skipped the numbers A was still
+working through as a gap (`make bench-failover --busy 2`'s hang run: 759 packets of 6 flows). Meanwhile the worker stays A's backup: it applies and
 acknowledges A's deltas and keeps the packets the rewritten switch sends it as copies. A wait
 that ends at the bound with a hole left promotes anyway (the hole is skipped as a gap, counted)
 and is counted in `promote_wait_timeouts`.
@@ -45,6 +49,8 @@ class PrimarySync:
         self.timeouts = 0                # ... and ended at the bound with something missing
         self.waited_ms = 0.0             # the longest such wait
         self.waiting = 0                 # promotions waiting now (a copy's arrival tells them)
+        self.heard: dict[int, float] = {}  # primary -> when its last delta or state was applied
+        self._running: dict[int, asyncio.Task[str]] = {}  # primary -> its promotion's wait
         self._changed: asyncio.Event | None = None
 
     def assigned(self, primary: int, fresh: Iterable[int] = ()) -> None:
@@ -65,6 +71,7 @@ class PrimarySync:
     def whole(self, slot: int, sender: int) -> None:
         """The replica of `slot` became `sender`'s whole state."""
         self.holder[slot] = sender
+        self._heard(sender)
         self.changed()
 
     def delta(self, slot: int, sender: int) -> None:
@@ -75,7 +82,12 @@ class PrimarySync:
             self.holder[slot] = sender
         elif held is not None and held != sender:
             del self.holder[slot]
+        self._heard(sender)
         self.changed()
+
+    def _heard(self, sender: int) -> None:
+        if self.waiting:  # (only a waiting promotion reads it: no clock read per delta else)
+            self.heard[sender] = asyncio.get_running_loop().time()
 
     def peer_lost(self, sender: int) -> None:
         """`sender`'s newest connection ended without a goodbye: it is dead."""
@@ -107,11 +119,33 @@ class PrimarySync:
         return [s for s in slots if self.holder.get(s) not in (primary, UNNAMED)]
 
     async def wait(self, primary: int, slots: list[int],
-                   holes: Callable[[Iterable[int]], list[int]], timeout: float) -> str:
+                   holes: Callable[[Iterable[int]], list[int]], timeout: float,
+                   longest: float = 0.0) -> str:
         """Until this worker holds `primary`'s whole state of every slot of `slots` and
-        `holes()` finds none of them with a hole, `primary` is lost, or `timeout` s passed.
+        `holes()` finds none of them with a hole, `primary` is lost, or `timeout` s passed
+        without anything of `primary` applied here (at most `longest` s in all, if greater).
         Returns "" if it did not wait, else how the wait ended and how long it took, for the
-        log. Once found, only the slots still lacking something are checked again."""
+        log. Once found, only the slots still lacking something are checked again. A
+        `Promote` asked again while the first one's wait runs (its reply was late) joins it."""
+        running = self._running.get(primary)
+        if running is not None:
+            await asyncio.shield(running)
+            return ""
+        if timeout <= 0 or primary in self.lost or not (self.lacking(primary, slots)
+                                                        or holes(slots)):
+            return ""  # (the common case: no task, no turn of the loop before the promotion)
+        task = asyncio.get_running_loop().create_task(
+            self._wait(primary, slots, holes, timeout, longest))
+        self._running[primary] = task
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done() and self._running.get(primary) is task:
+                del self._running[primary]
+
+    async def _wait(self, primary: int, slots: list[int],
+                    holes: Callable[[Iterable[int]], list[int]], timeout: float,
+                    longest: float) -> str:
         pending = list(slots)
 
         def ready() -> bool:
@@ -130,13 +164,14 @@ class PrimarySync:
         self.waits += 1
         loop = asyncio.get_running_loop()  # (its clock: a simulation's may be virtual)
         started = loop.time()
-        deadline = started + timeout
+        last_call = started + max(timeout, longest)
         event = self._changed = self._changed or asyncio.Event()
         end = "complete"
         self.waiting += 1
         try:
             while not ready():
-                left = deadline - loop.time()
+                heard = max(started, self.heard.get(primary, started))
+                left = min(heard + timeout, last_call) - loop.time()
                 if left <= 0:
                     self.timeouts += 1
                     end = (f"the bound, {len(pending)} slots still lacking (promoted with what "
@@ -149,6 +184,8 @@ class PrimarySync:
                 end = "its connection was lost (dead)"
         finally:
             self.waiting -= 1
+            if not self.waiting:
+                self.heard.clear()
             took = (loop.time() - started) * 1000
             self.waited_ms = max(self.waited_ms, took)
         return f"lacked {missing}; waited {took:.0f} ms, until {end}"

@@ -22,6 +22,7 @@ from contract.replication import (
     Released,
     SlotRow,
     SlotStateAck,
+    SwitchRestart,
     Transfer,
     TransferAck,
 )
@@ -83,6 +84,7 @@ class ReplicaReceiver:
         table.on(Delta, self._on_delta)
         table.on(Transfer, self._on_transfer)
         table.on(Released, self._on_released)
+        table.on(SwitchRestart, lambda m: self._w.out_log.forget_released_of(m.sender, m.released))
         table.on(Forward, self._on_forward)
         table.on(SlotStateMsg, self._on_slot_state)
         table.on(InputCopy, self._on_input_copy)

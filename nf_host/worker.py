@@ -569,6 +569,7 @@ class Worker:
              lambda c: self.release(c.slot, c.to_nf, c.to_address, c.same_cluster,
                                     c.adopter_backup, c.adopter_backup_address))
         t.on(commands.ArmTakeover, lambda c: self.arm_takeover(c.primary, c.successor, c.address))
+        t.on(commands.SwitchRestarted, lambda c: self.pipeline.switch_restarted())
         t.on(commands.Promote, self._on_promote)
         return t
 
@@ -581,7 +582,8 @@ class Worker:
         if c.dead:  # a false alarm's primary is alive: first what we lack of it, if anything
             mine = [s for s in (c.slots or sorted(self.backed_up))
                     if self.owns(s) and s in self.backed_up]
-            how = await self.primary_sync.wait(c.dead, mine, self.holes, self.cfg.promote_wait)
+            how = await self.primary_sync.wait(c.dead, mine, self.holes, self.cfg.promote_wait,
+                                              self.cfg.promote_wait_max)
             if how:
                 log.warning("promotion for NF %d: %s", c.dead, how)
         if c.backup:  # in the same step: no output leaves unprotected

@@ -35,8 +35,10 @@ class WorkerConfig:
     batch_time: float = 0.0005
     gap_timeout: float = 0.05
     # a promotion's longest wait for the dead primary's state it lacks (nf_host/promote_wait.py)
-    # (well under the controller's Promote attempt, 2 s: a later reply fails the fail-over)
+    # without anything of it applied here; at most `promote_wait_max` while its deltas keep
+    # coming (the controller asks a late Promote again, which joins the wait, for 10 s in all)
     promote_wait: float = 0.5
+    promote_wait_max: float = 4.0
     reorder_capacity: int = 4096
     adopt_capacity: int = 65536
     backup_buffer_bytes: int = 64 * 1024 * 1024

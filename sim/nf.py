@@ -135,6 +135,8 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
     if name == "SetSuccessor":
         return "arm_takeover", {"primary": req.primary_nf_id, "successor": req.successor_nf_id,
                                 "address": req.successor_address}
+    if name == "SwitchRestarted":
+        return "switch_restarted", {}
     if name == "Status":
         return "status", {}
     raise NotImplementedError(f"the simulation does not model NfControl.{name}")

@@ -91,6 +91,8 @@ class Scenario:
     etcd_outage_max: float = 1.5   # seconds an etcd outage lasts at most
     adopter_kills: float = 0.0     # probability that a move's adopter dies in its first 30 ms
     peer_policy: bool = False      # replication servers admit known peers only (as nf-host run)
+    stalls: float = 0.0            # per second: an NF stalls (a busy host), overlapping anything
+    stall_max: float = 0.8         # seconds a stall lasts at most (then the NF goes on: a zombie)
 
 
 @dataclass
@@ -313,7 +315,7 @@ class System:
         sc = self.sc
         rates = {"kill": sc.kills, "hang": sc.hangs, "cut": sc.cuts, "slow": sc.slow_ports,
                  "leader": sc.leader_kills, "switch": sc.switch_restarts,
-                 "etcd": sc.etcd_outages}
+                 "etcd": sc.etcd_outages, "stall": sc.stalls}
         total = sum(rates.values())
         if total <= 0:
             return
@@ -340,6 +342,9 @@ class System:
                 self.log(f"etcd loses its quorum for {length:.3f} s")
                 self.etcd.outage(length)
                 continue
+            if kind == "stall":
+                self._stall(nf, rng.uniform(0.05, sc.stall_max))
+                continue
             if not self._protected():
                 continue  # one fault at a time for each pair (double faults lose state by design)
             if kind == "kill":
@@ -359,6 +364,16 @@ class System:
                 self.log(f"cut the controller ({lead.name}) from NF {nf} for {length:.3f} s")
                 self.net.cut(lead.name, self.nfs[nf].name)
                 self._later(self._heal_later(lead.name, nf, length))
+
+    def _stall(self, nf: int, length: float) -> None:
+        """NF `nf` stops for `length` seconds, then goes on, whatever else is down or under way:
+        a busy host starving its processes (no NF dies, so nothing may be lost)."""
+        if nf in self.down:
+            return  # (dead or stopped already)
+        self.log(f"stall NF {nf} for {length:.3f} s")
+        self.down.add(nf)
+        self.net.hang(self.nfs[nf].name)
+        self._later(self._resume_later(nf, length))
 
     def _kill(self, nf: int, rng: random.Random) -> None:
         self.down.add(nf)

@@ -317,6 +317,10 @@ class ReleaseReply(_message.Message):
     delta: bool
     def __init__(self, ok: _Optional[bool] = ..., error: _Optional[str] = ..., bytes_shipped: _Optional[int] = ..., last_seq: _Optional[int] = ..., flows_shipped: _Optional[int] = ..., delta: _Optional[bool] = ...) -> None: ...
 
+class SwitchRestartedRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class SetSuccessorRequest(_message.Message):
     __slots__ = ("primary_nf_id", "successor_nf_id", "successor_address")
     PRIMARY_NF_ID_FIELD_NUMBER: _ClassVar[int]

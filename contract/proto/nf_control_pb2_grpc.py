@@ -89,6 +89,11 @@ class NfControlStub:
                 request_serializer=contract_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
                 response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
                 _registered_method=True)
+        self.SwitchRestarted = channel.unary_unary(
+                '/nfcluster.nf.NfControl/SwitchRestarted',
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.SwitchRestartedRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
+                _registered_method=True)
         self.DumpSlot = channel.unary_unary(
                 '/nfcluster.nf.NfControl/DumpSlot',
                 request_serializer=contract_dot_proto_dot_nf__control__pb2.DumpSlotRequest.SerializeToString,
@@ -193,6 +198,16 @@ class NfControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SwitchRestarted(self, request, context):
+        """The switch restarted (its output dedup registers emptied): the output of other NFs this NF
+        logs as a backup and knows released went through the switch before, or was lost in the
+        restart; it is dropped from the log, so a promotion does not send it again (docs/protocols.md
+        §9, P10). The controller tells every NF before its reconcile gives the slots owners again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DumpSlot(self, request, context):
         """Debugging and tests: the per-flow state of one slot held here (owned or replicated).
         """
@@ -265,6 +280,11 @@ def add_NfControlServicer_to_server(servicer, server):
             'SetSuccessor': grpc.unary_unary_rpc_method_handler(
                     servicer.SetSuccessor,
                     request_deserializer=contract_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
+            ),
+            'SwitchRestarted': grpc.unary_unary_rpc_method_handler(
+                    servicer.SwitchRestarted,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.SwitchRestartedRequest.FromString,
                     response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'DumpSlot': grpc.unary_unary_rpc_method_handler(
@@ -574,6 +594,33 @@ class NfControl:
             target,
             '/nfcluster.nf.NfControl/SetSuccessor',
             contract_dot_proto_dot_nf__control__pb2.SetSuccessorRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SwitchRestarted(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nfcluster.nf.NfControl/SwitchRestarted',
+            contract_dot_proto_dot_nf__control__pb2.SwitchRestartedRequest.SerializeToString,
             contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,

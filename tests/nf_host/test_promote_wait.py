@@ -235,3 +235,54 @@ def test_an_empty_slot_taken_over_reaches_the_new_backup_with_its_generation() -
                 await n.w.stop()
 
     run(body)
+
+
+def _timed_wait(feed_until: float, longest: float, second: bool = False) -> tuple[float, str, str]:
+    """In virtual time: a promotion of slot 5 for primary 1 lacking its snapshot waits with a
+    silence bound of 0.1 s and `longest` in all, while the primary's deltas come every 50 ms
+    until `feed_until`; with `second`, a Promote asked again joins it. Returns when the wait
+    ended and both waits' words."""
+    from sim.loop import run as run_virtual
+
+    async def body() -> tuple[float, str, str]:
+        loop = asyncio.get_running_loop()
+        ps = PrimarySync()
+        ps.assigned(1)  # (A's snapshot never comes: C lacks it to the end)
+
+        async def feed() -> None:
+            while loop.time() < feed_until:
+                ps.delta(5, 1)
+                await asyncio.sleep(0.05)
+
+        feeder = loop.create_task(feed())
+        first = loop.create_task(ps.wait(1, [5], lambda s: [], 0.1, longest))
+        joined = loop.create_task(ps.wait(1, [5], lambda s: [], 0.1, longest)) if second else None
+        how = await first
+        ended = loop.time()
+        again = await joined if joined is not None else ""
+        feeder.cancel()
+        return ended, how, again
+
+    return run_virtual(body())
+
+
+def test_a_promotion_waits_while_a_slow_primarys_deltas_keep_coming() -> None:
+    """`make bench-failover --busy 2`'s hang run: a backup given to A a moment before, promoted
+    when A was (falsely) suspected, waited 500 ms, then skipped as a gap what A, alive but
+    seconds behind, was still working through (759 packets of 6 flows). The wait now goes on
+    `promote_wait` past A's last delta, up to `promote_wait_max`."""
+    ended, how, _ = _timed_wait(feed_until=0.6, longest=2.0)
+    assert 0.6 <= ended <= 0.75, ended  # 0.1 s after the last delta, not 0.1 s after the start
+    assert "until the bound" in how
+    ended, _, _ = _timed_wait(feed_until=0.0, longest=2.0)
+    assert ended <= 0.15  # a silent primary (hung, or dead without a goodbye) is not waited for
+    ended, _, _ = _timed_wait(feed_until=5.0, longest=1.0)
+    assert 1.0 <= ended <= 1.05  # a primary that never catches up: `promote_wait_max` in all
+
+
+def test_a_promote_asked_again_joins_the_wait_under_way() -> None:
+    """The controller asks a Promote again after 2 s without a reply: the second joins the
+    first's wait (one wait, one log line), instead of starting its own and delaying the reply."""
+    ended, how, again = _timed_wait(feed_until=0.3, longest=2.0, second=True)
+    assert "lacked its snapshot" in how and again == ""
+    assert ended <= 0.45
