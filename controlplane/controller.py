@@ -261,6 +261,10 @@ class Controller:
         return self.core.untold_epochs
 
     @property
+    def untold_cancels(self) -> dict[int, dict[int, int]]:
+        return self.core.untold_cancels
+
+    @property
     def moved_at(self) -> dict[int, float]:
         return self.core.moved_at
 

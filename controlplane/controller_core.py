@@ -95,6 +95,10 @@ class ControllerCore:
         # slots an undone move gave back to a primary that could not be told their epoch (it
         # was dying): primary -> {slot: epoch}, told to its promoted backup (failover.py)
         self.untold_epochs: dict[int, dict[int, int]] = {}
+        # adoptions a move's fence cancelled at the adopter's backup while the adopter was
+        # down (M14), not told to the adopter yet: adopter -> {slot: epoch}. One only slow
+        # holds the slot ADOPTING: told `CancelAdopt` once it answers (slot_moves.py)
+        self.untold_cancels: dict[int, dict[int, int]] = {}
         self.confirm_timeout = cfg.heartbeat.confirm_timeout_ms / 1000  # the probe before a fail-over
         # an NF's role commands come from one decision at a time: a configuration (decided
         # from the state when it starts) and a fail-over's Promote/AssignSlots to that NF never

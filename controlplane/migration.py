@@ -125,6 +125,8 @@ class MoveHost(ClusterView, Protocol):
     @property
     def untold_epochs(self) -> dict[int, dict[int, int]]: ...
     @property
+    def untold_cancels(self) -> dict[int, dict[int, int]]: ...
+    @property
     def moved_at(self) -> dict[int, float]: ...
     async def open_move(self, move: MoveIntent) -> None: ...
     async def close_move(self, slot: int) -> None: ...
@@ -304,12 +306,16 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
         # A answered that it kept the slot (B refused the transfer, or was never reached): B
         # cannot have started from this move, whatever it answers
         return await _undo(ctl, intent, error, result)
-    if decision == "down":  # B's fail-over owns the slot (it is B's in the slot map)
+    if decision == "down":  # B's fail-over owns the slot (it is B's in the slot map)...
+        # ...unless B was only slow and is not failed over: the move stays journalled, and is
+        # finished once B answers again (`SlotMoves.finish_open_moves`: its fence decides), or
+        # closed by B's fail-over. Closed here, it left B's slot ADOPTING for a transfer that
+        # never came, the switch sending it there (simulation `stalls`, seeds 44 and 58)
         LOG.warning("slot %d: the release by NF %d failed (%s) and NF %d is down: its fail-over "
-                    "decides", slot, src, error, to_nf)
-        await ctl.close_move(slot)
+                    "decides, or the fence once it answers again", slot, src, error, to_nf)
         return result(False, intent.epoch, fenced=True,
-                      error=f"{error}; the adopter is down: its fail-over owns the slot")
+                      error=f"{error}; the adopter is down: its fail-over owns the slot, or its "
+                            "fence decides once it answers again")
     if decision == "unknown":  # left journalled: decided later (a new leader asks again)
         return result(False, intent.epoch, fenced=True,
                       error=f"{error}; undecided: the adopter did not answer its fence")
@@ -423,6 +429,8 @@ async def fence_backup(ctl: MoveHost, intent: MoveIntent, back: GiveBack = NOWHE
     LOG.warning("slot %d: adopter NF %d is down or restarted; its backup NF %d %s", slot, to_nf, holder,
                 "holds the state it started the slot with" if reply.started
                 else f"holds no state of it: its copies go back to NF {src}")
+    if not reply.started:  # (B, only slow, still holds the adoption: told once it answers)
+        ctl.untold_cancels.setdefault(to_nf, {})[slot] = intent.epoch
     return "started" if reply.started else "cancelled"
 
 

@@ -289,6 +289,7 @@ class NfLifecycle:
                 result = await fail_over(self.host, dead, since, time.time() if not confirmed else emitted)
                 if result.ok:
                     self._acted_on(dead)
+                    self.moves.finish_open_moves()  # (a move left to this fail-over is over)
                 if result.ok or result.promoted is not None:
                     self.history.record_failover(result)
                     self._new_backup_down(result)
@@ -307,6 +308,7 @@ class NfLifecycle:
                         self.state.nfs.settle(dead)
             else:
                 self.state.nfs.settle(dead)
+                self.moves.finish_open_moves()  # (a move left to its fail-over: its fence decides)
 
     async def _orphan_back(self, nf_id: int) -> bool:
         """Orphaned primary `nf_id` (it died without a live backup) came back as a new process:

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Protocol
 
+from contract.proto import nf_control_pb2 as pb
 from controlplane.background import BackgroundTasks
 from controlplane.migration import (
     MOVE_AGAIN_AFTER,
@@ -19,6 +20,7 @@ from controlplane.migration import (
     finish_move,
     migrate_slot,
 )
+from controlplane.nf_registry import NfControlError
 from controlplane.run_history import RunHistory
 from controlplane.slot_store import MoveIntent
 
@@ -71,6 +73,7 @@ class SlotMoves:
         whose old owner is configured or down, one at a time with the other moves and
         fail-overs (`migration.finish_move`); forget one whose adopter was failed over. Called
         once the NFs are configured, and after each reconfiguration of an NF."""
+        self._tell_cancels()
         for slot, move in sorted(self.host.open_moves.items()):
             if move.dst not in self.pairs:  # B was failed over: its fail-over decided the slot
                 self.tasks.spawn(self.host.close_move(slot))
@@ -82,6 +85,34 @@ class SlotMoves:
             if ready and slot not in self._finishing:
                 self._finishing.add(slot)
                 self.tasks.spawn(self._finish_move(move))
+
+    def _tell_cancels(self) -> None:
+        """An adopter taken for dead whose backup cancelled its adoption (M14), only slow after
+        all, holds the slot ADOPTING while the switch sends it to the old owner: told
+        `CancelAdopt` once it answers and is configured (what it buffered is dropped, counted
+        in `cancelled`: the backup gave the copies back). Its backup no longer acknowledges the
+        slot's state, so it cannot have started it (nf_host/receiving.py); simulation `stalls`,
+        seeds 60 and 95."""
+        reg = self.host.registry
+        for nf_id, slots in list(self.host.untold_cancels.items()):
+            if reg.nfs[nf_id].declared_down or not self.host.state.nfs.configured(nf_id):
+                continue
+            for slot, epoch in sorted(slots.items()):
+                self.tasks.spawn(self._tell_cancel(nf_id, slot, epoch))
+
+    async def _tell_cancel(self, nf_id: int, slot: int, epoch: int) -> None:
+        try:
+            reply = await self.host.registry.call(nf_id, "CancelAdopt",
+                                                  pb.AdoptRequest(slot=slot, epoch=epoch))
+        except NfControlError as exc:
+            LOG.info("NF %d not told the cancelled adoption of slot %d yet: %s", nf_id, slot, exc)
+            return
+        if reply.started:
+            LOG.error("NF %d had started slot %d, whose adoption its backup cancelled (epoch "
+                      "%d): two NFs hold it", nf_id, slot, epoch)
+        self.host.untold_cancels.get(nf_id, {}).pop(slot, None)
+        if not self.host.untold_cancels.get(nf_id, True):
+            del self.host.untold_cancels[nf_id]
 
     async def _finish_move(self, move: MoveIntent) -> None:
         try:

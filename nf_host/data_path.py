@@ -270,8 +270,11 @@ class DataPath:
                 w.gapped.discard(slot)
                 continue
             since = rt.seq.waiting_since
-            if (rt.adopted_from is not None and not rt.epoch_seen and since is not None
-                    and now - since < w.cfg.tail_wait):
+            tail = rt.adopted_from is not None and not rt.epoch_seen
+            # (an undone move's packets, given back by its adopter: simulation `stalls`, seed
+            # 91, the old owner, assigned the slot back, skipped one that came 1 s later)
+            given_back = rt.taken_back_at is not None and now - rt.taken_back_at < w.cfg.tail_wait
+            if (tail or given_back) and since is not None and now - since < w.cfg.tail_wait:
                 continue  # the old owner's tail may still be queued (found by the simulation)
             ready: list[tuple[int, tuple[Shim, bytes]]] = []
             if rt.seq.expire(now, ready):

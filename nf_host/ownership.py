@@ -17,7 +17,7 @@ from contract.replication import Forward, Released, Transfer
 from contract.results import FenceResult, ReleaseResult
 from contract.roles import Role, SlotRole
 from contract.seq import older_owner
-from contract.shim import SLOT_BITS, Shim
+from contract.shim import FRAME_KIND, SLOT_BITS, Kind, Shim
 from contract.timing import GIVE_BACK_WAIT
 from nf_host.backup import InputBuffer
 from nf_host.backup_slots import BackupSlots
@@ -174,6 +174,7 @@ class Ownership:
         if slot in w.gave_back or slot in self._giving_back:
             return FenceResult(started=False)  # given back already, or being (asked again)
         reached: tuple[Link, ...] = ()
+        link: Link | None = None
         if from_nf and from_address:
             # the slot stays backed up while the links come up: a copy arriving meanwhile is
             # kept with the others (simulation, adopter kills, seed 106: one that came in that
@@ -200,7 +201,27 @@ class Ownership:
             w.follow_given_back(slot, frame)
         log.warning("slot %d: our primary died before it started the slot: %d copies given to "
                     "its old owner NF %d", slot, len(held), from_nf)
+        if link is not None and link not in reached:
+            # only the old owner's backup was reached (M16): the old owner, suspected down but
+            # maybe only slow, gets them too once its link is up (simulation `stalls`, seed
+            # 163: it went on, the undo gave it the slot, and it skipped them as a gap)
+            asyncio.get_running_loop().create_task(
+                self._give_late(slot, link, [frame for _seq, frame in held]))
         return FenceResult(started=False)
+
+    async def _give_late(self, slot: int, link: Link, frames: list[bytes]) -> None:
+        """`give_copies_back`'s copies, to an old owner whose link came up after the wait: sent
+        as input, then what still arrives follows them there too."""
+        if not await _connected(link, self._w.cfg.transfer_timeout):
+            return
+        links = self._w.gave_back.get(slot)
+        if links is None or link in links:
+            return  # (assigned here again meanwhile, or reached already)
+        for frame in frames:
+            data = bytearray(frame)
+            data[FRAME_KIND] = Kind.PRIMARY
+            link.send(Forward(bytes(data)))
+        self._w.gave_back[slot] = (*links, link)
 
     async def _give_back(self, rt: SlotRuntime, link: Link, copy: Link | None = None) -> None:
         """Send a cancelled adoption's packets to the old owner (and to `copy`, M16) once the
@@ -416,7 +437,7 @@ class Ownership:
         rt.epoch = epoch
         self._w.bounds.track(rt)
         held, rt.pending = rt.pending, []
-        now = time.monotonic()
+        now = rt.taken_back_at = time.monotonic()
         for shim, frame in held:
             self._w.offer(rt, shim, frame, now)
 

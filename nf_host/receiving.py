@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from typing import Protocol
 
@@ -40,6 +41,8 @@ from nf_host.replication import Link, Reply, StaleSender
 from nf_host.state_store import Replica, SlotState, entries_from_wire, key_from_wire
 from nf_host.worker_types import PartHost, SlotRuntime
 
+log = logging.getLogger("nf_host.worker")
+
 
 class ReceiverHost(PartHost, Protocol):
     """What `ReplicaReceiver` sees of the worker: the slots it owns, what it holds of other NFs'
@@ -61,6 +64,8 @@ class ReceiverHost(PartHost, Protocol):
     def markers(self) -> MarkerWait: ...
     @property
     def links(self) -> dict[int, Link]: ...
+    @property
+    def gave_back(self) -> dict[int, tuple[Link, ...]]: ...
     def on_frame(self, frame: bytes) -> None: ...
     def backup_copy(self, slot: int, seq: int, frame: bytes) -> None: ...
     def start_adopted(self, rt: SlotRuntime, parked: Parked) -> None: ...
@@ -166,9 +171,17 @@ class ReplicaReceiver:
             return True
         return False
 
-    def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck:
-        """The primary we back up adopted a slot: its whole state, first."""
+    def _on_slot_state(self, msg: SlotStateMsg) -> SlotStateAck | None:
+        """The primary we back up adopted a slot: its whole state, first. Not acknowledged for
+        a slot whose copies we gave back (M14: our primary was taken for dead before it started
+        it, and the move was undone): a primary only slow goes on, and acknowledged, it started
+        the slot beside the old owner, which had it back (simulation `stalls`, seed 60); not
+        acknowledged, it refuses the transfer (nf_host/adopt_commit.py)."""
         slot = msg.slot
+        if slot in self._w.gave_back:
+            log.warning("slot %d: our primary's adoption of it comes after we gave its copies "
+                        "back (the move was undone): not acknowledged", slot)
+            return None
         rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch)
         self._w.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
         # our primary starts it: promoted from here if it dies (and the old owner's tail may

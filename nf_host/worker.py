@@ -384,6 +384,7 @@ class Worker:
             return
         if newer:  # PRIMARY, or ADOPTING (its transfer completes it: next_seq is not needed)
             rt.epoch = epoch
+            rt.taken_back_at = time.monotonic()  # (an undo: what the adopter had comes back)
 
     def set_role(self, role: Role) -> None:
         """The whole instance's role. Becoming a backup or idle (a spare) from another role drops

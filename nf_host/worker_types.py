@@ -105,6 +105,10 @@ class SlotRuntime:
     # owner was suspected down when the fence came (M16); of a released slot's tail, the
     # adopter's backup (M18)
     forward_copy: Link | None = None
+    # when an undone move gave the slot back here at a newer epoch (`Ownership.take_back`, or
+    # `AssignSlots` of a slot owned here all along): the cancelled adoption's packets, given back
+    # by the adopter, may still be on their way, and a gap waits for them up to `tail_wait`
+    taken_back_at: float | None = None
 
     def __post_init__(self) -> None:
         if self.role not in SLOT_TRANSITIONS:

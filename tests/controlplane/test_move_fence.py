@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controlplane.migration import MoveError, finish_move
+from controlplane.migration import MoveError
 from controlplane.slot_map import SlotEntry
 from controlplane.slot_store import MoveIntent
 from tests.controlplane.test_migration import make, names, wait_until, with_controller
@@ -236,9 +236,9 @@ def test_a_move_whose_old_owner_was_failed_over_gives_back_to_the_primary_of_its
         await wait_until(lambda: bool(c.failovers))
         assert c.failovers[0].ok and c.failovers[0].promoted == 3
         assert slot not in fakes[3].promoted  # (the slot map gives it to the move)
-        async with c.move_lock:
-            res = await finish_move(c.core, intent, 0.3)
-        assert res.undone and c.slot_map.entry(slot) == SlotEntry(slot, 3, epoch + 2)
+        # A's fail-over finishes the moves that waited for it (`finish_open_moves`)
+        await wait_until(lambda: c.open_moves == {})
+        assert c.slot_map.entry(slot) == SlotEntry(slot, 3, epoch + 2)
         assert fakes[2].given_back_to and set(fakes[2].given_back_to) == {3}
         assert set(fakes[4].given_back_to) <= {3}  # (B's backup, asked when B forgot it: M14)
         assert ([slot], False) in fakes[3].assigned and c.open_moves == {}
