@@ -189,6 +189,10 @@ REGRESSIONS = [
     # reached only the old owner's backup, the old owner being stalled too (they follow later)
     (60, STALLED_MOVES_POLICY), (95, STALLED_MOVES_POLICY), (91, STALLS_WITH_MOVES),
     (163, STALLS_WITH_MOVES),
+    # a promotion that waited for a snapshot its live primary did not know it owed, extended
+    # while that primary's deltas kept coming, until the NF being promoted died (only a hole is
+    # waited for past `promote_wait` now)
+    (59, CI),
 ]
 SCENARIOS = {"CI": CI, "MOVE_REPLIES_LOST": MOVE_REPLIES_LOST,
              "ALL_REPLIES_LOST": ALL_REPLIES_LOST, "LEADER_KILLS": LEADER_KILLS,
