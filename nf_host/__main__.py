@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--promote-wait-ms", type=float,
                      help="a promoted backup waits at most this long for the state of a dead "
                           "primary it lacks while that primary may be alive (default 500; 0: never)")
+    run.add_argument("--promote-wait-max-ms", type=float,
+                     help="... longer while that primary's deltas keep filling a hole in the "
+                          "backup's copies, up to this in all (default 4000)")
     run.add_argument("--reorder-capacity", type=int, help="per-slot reorder buffer (packets)")
     run.add_argument("--backup-buffer-mb", type=float, help="memory for the backup's input copies per worker")
     run.add_argument("--max-held", type=int,

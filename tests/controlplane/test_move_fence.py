@@ -263,3 +263,56 @@ def test_while_the_old_owner_is_suspected_the_undo_gives_back_to_it_and_a_copy_t
     assert give_back_to(ctl({1}), intent) == GiveBack(1, 2)
     assert give_back_to(ctl(set()), intent) == GiveBack(1)
     assert give_back_to(ctl({1, 2}), intent) == GiveBack(1)
+
+
+def test_a_move_whose_adopter_is_taken_for_dead_stays_journalled_until_it_answers() -> None:
+    """M19 (simulation `stalls`, seeds 44 and 58): B and its backup are declared down while A's
+    Release is unanswered, so the move is left to B's fail-over, but B was only slow. The move
+    stays journalled; once B answers (no fail-over), its fence decides: B never had the
+    transfer, so the move is undone. Closed at once before, B kept the slot ADOPTING for a
+    transfer that never came while the switch sent the slot to it."""
+    async def body(c: Any, fakes: Any, servers: Any) -> None:
+        slot = c.slot_map.slots_of(1)[0]
+        epoch = c.slot_map.epoch(slot)
+        c.release_timeout = 0.3
+        fakes[1].release_delay = 2.0
+        move = asyncio.ensure_future(c.migrate([slot], 2))
+        await wait_until(lambda: "Release" in names(fakes[1]))
+        for nf in (2, 4):  # B and its backup taken for dead (a busy host)
+            c.registry.nfs[nf].declared_down = True
+        [res] = await move
+        assert not res.ok and not res.undone and "once it answers again" in res.error
+        assert c.open_moves == {slot: MoveIntent(slot, 1, 2, epoch + 1, c.groups[1])}
+        for nf in (2, 4):  # only slow: it answers again, and is not failed over
+            c.registry.nfs[nf].declared_down = False
+        c.slot_moves.finish_open_moves()
+        await wait_until(lambda: c.open_moves == {})
+        assert c.slot_map.entry(slot) == SlotEntry(slot, 1, epoch + 2)  # cancelled at B: undone
+        assert ("CancelAdopt", (slot, epoch + 1)) in fakes[2].calls
+
+    _run(body)
+
+
+def test_an_adopter_whose_backup_cancelled_its_adoption_is_told_once_it_answers() -> None:
+    """M19 (simulation `stalls`, seeds 60 and 95): B is taken for dead, its backup holds no state
+    of the slot and cancels the adoption (M14), and the move is undone; B, only slow, still
+    holds the slot ADOPTING. Once it answers, it is told `CancelAdopt`."""
+    async def body(c: Any, fakes: Any, servers: Any) -> None:
+        slot = c.slot_map.slots_of(1)[0]
+        epoch = c.slot_map.epoch(slot)
+        c.release_timeout = 0.3
+        fakes[1].release_delay = 2.0
+        move = asyncio.ensure_future(c.migrate([slot], 2))
+        await wait_until(lambda: "Release" in names(fakes[1]))
+        c.registry.nfs[2].declared_down = True
+        [res] = await move
+        assert res.undone and c.slot_map.entry(slot) == SlotEntry(slot, 1, epoch + 2)
+        assert ("CancelAdopt", (slot, epoch + 1)) in fakes[4].calls  # B's backup decided
+        assert ("CancelAdopt", (slot, epoch + 1)) not in fakes[2].calls
+        assert c.untold_cancels == {2: {slot: epoch + 1}}
+        c.registry.nfs[2].declared_down = False
+        c.slot_moves.finish_open_moves()
+        await wait_until(lambda: c.untold_cancels == {})
+        assert ("CancelAdopt", (slot, epoch + 1)) in fakes[2].calls
+
+    _run(body)

@@ -152,3 +152,47 @@ def test_the_old_owner_admits_the_copies_from_the_adopters_backup_only() -> None
     policy.learn(Release(SLOT + 8, B, "10.9.0.2:7000", False))
     with pytest.raises(Refused):
         policy.admit(hello(9, 0, 1), "10.9.0.9")
+
+
+def test_after_giving_the_copies_back_the_backup_does_not_take_the_adopters_state() -> None:
+    """M19 (simulation `stalls`, seed 60): B was only slow. Its backup, asked while B was taken
+    for dead, gave the copies back to A and the move was undone; B went on and sent the slot's
+    state to start it beside A. The backup no longer acknowledges it (no `SlotStateAck`), so
+    B's transfer is refused (nf_host/adopt_commit.py) and the slot stays A's only."""
+    async def run() -> tuple[Worker, Any, FenceResult]:
+        w, _links, _switch = _backup_of_adopter()
+        res = await _result(w.moves.cancel_adopt(SLOT, EPOCH, A, "10.9.0.1:7000"))
+        reply = w.on_replication(SlotState(1, SLOT, EPOCH, 5, 10, []))
+        return w, reply, res
+
+    w, reply, res = asyncio.run(run())
+    assert res.started is False and reply is None
+    assert SLOT not in w.replicas and SLOT not in w.backed_up
+
+
+def test_copies_given_only_to_the_old_owners_backup_follow_to_the_old_owner_later() -> None:
+    """M19 (simulation `stalls`, seed 163): A was stalled too when B's backup gave the copies
+    back, so only A's backup (M16) was reached within the wait. A went on, and the undo gave it
+    the slot: the copies go to A once its link is up, in order, then what still arrives."""
+    async def run() -> tuple[list[Any], list[Any], list[Any]]:
+        w, links, switch = _backup_of_adopter()
+        w.linkset.link(A, "10.9.0.1:7000")
+        links[A].connected.clear()  # A stalled: its link does not come up within the wait
+        copy = w.linkset.link(9, "10.9.0.9:7000")  # A's backup
+        fence = asyncio.ensure_future(_result(w.moves.give_copies_back(
+            SLOT, A, "10.9.0.1:7000", copy)))
+        res = await fence
+        assert res.started is False
+        to_copy = list(links[9].sent)
+        assert links[A].sent == []
+        links[A].connected.set()  # A goes on
+        for _ in range(3):
+            await asyncio.sleep(0)
+        prim, _copy = switch.stamp(SLOT, checker_frame(7, 4), BACKUP, 0)
+        w.on_frame(prim)  # (what still arrives before the undo's switch write follows)
+        return to_copy, list(links[A].sent), list(links[9].sent)
+
+    to_copy, to_a, copy_after = asyncio.run(run())
+    assert [_seq_kind(m.frame) for m in to_copy] == [(s, Kind.PRIMARY) for s in (11, 12, 13)]
+    assert [_seq_kind(m.frame) for m in to_a] == [(s, Kind.PRIMARY) for s in (11, 12, 13, 14)]
+    assert [_seq_kind(m.frame) for m in copy_after][-1] == (14, Kind.PRIMARY)
