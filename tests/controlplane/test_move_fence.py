@@ -265,6 +265,18 @@ def test_while_the_old_owner_is_suspected_the_undo_gives_back_to_it_and_a_copy_t
     assert give_back_to(ctl({1, 2}), intent) == GiveBack(1)
 
 
+async def _move_with_its_release_unanswered(c: Any, fakes: Any) -> tuple[int, int, Any]:
+    """A move of one of NF 1's slots to NF 2 whose `Release` is under way and will time out:
+    (slot, its epoch before the move, the move's task)."""
+    slot = c.slot_map.slots_of(1)[0]
+    epoch = c.slot_map.epoch(slot)
+    c.release_timeout = 0.3
+    fakes[1].release_delay = 2.0
+    move = asyncio.ensure_future(c.migrate([slot], 2))
+    await wait_until(lambda: "Release" in names(fakes[1]))
+    return slot, epoch, move
+
+
 def test_a_move_whose_adopter_is_taken_for_dead_stays_journalled_until_it_answers() -> None:
     """M19 (simulation `stalls`, seeds 44 and 58): B and its backup are declared down while A's
     Release is unanswered, so the move is left to B's fail-over, but B was only slow. The move
@@ -272,12 +284,7 @@ def test_a_move_whose_adopter_is_taken_for_dead_stays_journalled_until_it_answer
     transfer, so the move is undone. Closed at once before, B kept the slot ADOPTING for a
     transfer that never came while the switch sent the slot to it."""
     async def body(c: Any, fakes: Any, servers: Any) -> None:
-        slot = c.slot_map.slots_of(1)[0]
-        epoch = c.slot_map.epoch(slot)
-        c.release_timeout = 0.3
-        fakes[1].release_delay = 2.0
-        move = asyncio.ensure_future(c.migrate([slot], 2))
-        await wait_until(lambda: "Release" in names(fakes[1]))
+        slot, epoch, move = await _move_with_its_release_unanswered(c, fakes)
         for nf in (2, 4):  # B and its backup taken for dead (a busy host)
             c.registry.nfs[nf].declared_down = True
         [res] = await move
@@ -298,12 +305,7 @@ def test_an_adopter_whose_backup_cancelled_its_adoption_is_told_once_it_answers(
     of the slot and cancels the adoption (M14), and the move is undone; B, only slow, still
     holds the slot ADOPTING. Once it answers, it is told `CancelAdopt`."""
     async def body(c: Any, fakes: Any, servers: Any) -> None:
-        slot = c.slot_map.slots_of(1)[0]
-        epoch = c.slot_map.epoch(slot)
-        c.release_timeout = 0.3
-        fakes[1].release_delay = 2.0
-        move = asyncio.ensure_future(c.migrate([slot], 2))
-        await wait_until(lambda: "Release" in names(fakes[1]))
+        slot, epoch, move = await _move_with_its_release_unanswered(c, fakes)
         c.registry.nfs[2].declared_down = True
         [res] = await move
         assert res.undone and c.slot_map.entry(slot) == SlotEntry(slot, 1, epoch + 2)
