@@ -99,7 +99,8 @@ class DataPath:
     def __init__(self, host: DataPathHost) -> None:
         self._w = host
         # frames dropped as not owned here since the last report: (why, slot) -> count; logged
-        # at most once a second (`_report_unowned`), so an operator sees which slots lose them
+        # at most once a second (`_report_unowned`, also from the timer), so an operator sees
+        # which slots lose them, and when
         self._unowned: dict[tuple[str, int], int] = {}
         self._unowned_since = 0.0
 
@@ -131,6 +132,8 @@ class DataPath:
         not come started without it."""
         w = self._w
         self.expire_gaps(now)
+        if self._unowned and now - self._unowned_since >= 1.0:
+            self._report_unowned(now)  # (a burst's last drops, reported within a second)
         if w.flow_table.classes:
             w.bounds.expire(now)
         for slot, parked in w.markers.due(now):
