@@ -100,6 +100,14 @@ class Shim:
 _KINDS = frozenset(int(k) for k in Kind)
 
 
+def with_kind(frame: bytes | bytearray, kind: Kind) -> bytes:
+    """A copy of a shim-carrying frame with its kind set to `kind` (a copy made input, as an
+    NF forwards it, or input filed as a backup's copy)."""
+    data = bytearray(frame)
+    data[FRAME_KIND] = kind
+    return bytes(data)
+
+
 def decap(frame: bytes | bytearray | memoryview) -> tuple[Shim, bytes]:
     """Split an Ethernet frame carrying a shim into (shim, the frame without the shim).
 

@@ -45,6 +45,7 @@ class SlotMoves:
         self.history = history
         self.tasks = tasks
         self._finishing: set[int] = set()  # journalled moves a task is finishing
+        self._cancelling: set[tuple[int, int]] = set()  # (adopter, slot) a task is telling
 
     @property
     def pairs(self) -> dict[int, int | None]:
@@ -98,7 +99,9 @@ class SlotMoves:
             if reg.nfs[nf_id].declared_down or not self.host.state.nfs.configured(nf_id):
                 continue
             for slot, epoch in sorted(slots.items()):
-                self.tasks.spawn(self._tell_cancel(nf_id, slot, epoch))
+                if (nf_id, slot) not in self._cancelling:  # (one call at a time per adoption)
+                    self._cancelling.add((nf_id, slot))
+                    self.tasks.spawn(self._tell_cancel(nf_id, slot, epoch))
 
     async def _tell_cancel(self, nf_id: int, slot: int, epoch: int) -> None:
         try:
@@ -107,12 +110,16 @@ class SlotMoves:
         except NfControlError as exc:
             LOG.info("NF %d not told the cancelled adoption of slot %d yet: %s", nf_id, slot, exc)
             return
+        finally:
+            self._cancelling.discard((nf_id, slot))
         if reply.started:
             LOG.error("NF %d had started slot %d, whose adoption its backup cancelled (epoch "
                       "%d): two NFs hold it", nf_id, slot, epoch)
-        self.host.untold_cancels.get(nf_id, {}).pop(slot, None)
-        if not self.host.untold_cancels.get(nf_id, True):
-            del self.host.untold_cancels[nf_id]
+        untold = self.host.untold_cancels.get(nf_id, {})
+        if untold.get(slot) == epoch:  # (not a later adoption's, cancelled since)
+            del untold[slot]
+            if not untold:
+                del self.host.untold_cancels[nf_id]
 
     async def _finish_move(self, move: MoveIntent) -> None:
         try:

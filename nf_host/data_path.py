@@ -29,6 +29,7 @@ from contract.shim import (
     Kind,
     Shim,
     ShimError,
+    with_kind,
 )
 from nf_host.backup import InputBuffer
 from nf_host.backup_slots import BackupSlots
@@ -207,9 +208,7 @@ class DataPath:
         links = w.gave_back.get(slot)
         if links is None:
             return False
-        data = bytearray(frame)
-        data[FRAME_KIND] = Kind.PRIMARY
-        msg = Forward(bytes(data))
+        msg = Forward(with_kind(frame, Kind.PRIMARY))
         for link in links:
             link.send(msg)
         w.c.forwarded += 1

@@ -17,7 +17,7 @@ from contract.replication import Forward, Released, Transfer
 from contract.results import FenceResult, ReleaseResult
 from contract.roles import Role, SlotRole
 from contract.seq import older_owner
-from contract.shim import FRAME_KIND, SLOT_BITS, Kind, Shim
+from contract.shim import SLOT_BITS, Kind, Shim, with_kind
 from contract.timing import GIVE_BACK_WAIT
 from nf_host.backup import InputBuffer
 from nf_host.backup_slots import BackupSlots
@@ -218,9 +218,7 @@ class Ownership:
         if links is None or link in links:
             return  # (assigned here again meanwhile, or reached already)
         for frame in frames:
-            data = bytearray(frame)
-            data[FRAME_KIND] = Kind.PRIMARY
-            link.send(Forward(bytes(data)))
+            link.send(Forward(with_kind(frame, Kind.PRIMARY)))
         self._w.gave_back[slot] = (*links, link)
 
     async def _give_back(self, rt: SlotRuntime, link: Link, copy: Link | None = None) -> None:

@@ -30,7 +30,7 @@ from contract.replication import (
 from contract.replication import SlotState as SlotStateMsg
 from contract.roles import SlotRole
 from contract.seq import older_owner, seq_after, seq_next
-from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind
+from contract.shim import FRAME_KIND, FRAME_SLOT, SHIM_FRAME_LEN, SLOT_SEQ, Kind, with_kind
 from nf_host.adopt_commit import AdoptCommit
 from nf_host.backup import InputBuffer
 from nf_host.backup_slots import BackupSlots
@@ -156,9 +156,7 @@ class ReplicaReceiver:
             # the old owner's copy of the tail it forwards to the adopter we back up (M18), or
             # what an undone move gives back, copied to the old owner's backup (M16): kept as
             # the switch's copies are, replayed if we are promoted
-            copy = bytearray(frame)
-            copy[FRAME_KIND] = Kind.BACKUP
-            self._w.on_frame(bytes(copy))
+            self._w.on_frame(with_kind(frame, Kind.BACKUP))
             return True
         if slot in held.replicas:
             # given back by an undone move's adopter to the NF holding the old owner's state
@@ -212,9 +210,7 @@ class ReplicaReceiver:
             return
         link = self._w.links.get(self._w.backup_id)
         if link is not None:
-            copy = bytearray(frame)
-            copy[FRAME_KIND] = Kind.BACKUP
-            link.send(InputCopy(bytes(copy)))
+            link.send(InputCopy(with_kind(frame, Kind.BACKUP)))
 
     def _check_owner(self, sender: int, rows: list[SlotRow]) -> None:
         """Refuse a delta from a slot's former owner: one that was failed over while alive (it

@@ -343,7 +343,9 @@ class System:
                 self.etcd.outage(length)
                 continue
             if kind == "stall":
-                self._stall(nf, rng.uniform(0.05, sc.stall_max))
+                # (whatever else is down or under way: a busy host starving its processes; no
+                # NF dies, so nothing may be lost)
+                self._hang(nf, rng.uniform(0.05, sc.stall_max), "stall")
                 continue
             if not self._protected():
                 continue  # one fault at a time for each pair (double faults lose state by design)
@@ -351,11 +353,7 @@ class System:
                 self.log(f"kill NF {nf}")
                 self._kill(nf, rng)
             elif kind == "hang":
-                length = rng.uniform(0.05, 1.0)
-                self.log(f"hang NF {nf} for {length:.3f} s")
-                self.down.add(nf)
-                self.net.hang(self.nfs[nf].name)
-                self._later(self._resume_later(nf, length))
+                self._hang(nf, rng.uniform(0.05, 1.0), "hang")
             else:
                 lead = self.leader()
                 if lead is None:
@@ -365,12 +363,11 @@ class System:
                 self.net.cut(lead.name, self.nfs[nf].name)
                 self._later(self._heal_later(lead.name, nf, length))
 
-    def _stall(self, nf: int, length: float) -> None:
-        """NF `nf` stops for `length` seconds, then goes on, whatever else is down or under way:
-        a busy host starving its processes (no NF dies, so nothing may be lost)."""
+    def _hang(self, nf: int, length: float, what: str) -> None:
+        """NF `nf` stops for `length` seconds, then goes on (a zombie)."""
         if nf in self.down:
             return  # (dead or stopped already)
-        self.log(f"stall NF {nf} for {length:.3f} s")
+        self.log(f"{what} NF {nf} for {length:.3f} s")
         self.down.add(nf)
         self.net.hang(self.nfs[nf].name)
         self._later(self._resume_later(nf, length))
