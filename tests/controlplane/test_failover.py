@@ -444,3 +444,35 @@ def test_a_worker_stall_right_after_start_up_is_not_taken_for_a_hang(grace_ms, f
         assert (c.pairs.get(1) == 3) is not failed_over
 
     asyncio.run(with_controller(body))
+
+
+def test_a_suspected_backup_whose_replacement_failed_is_promoted_as_it_is_when_it_answers():
+    """Backup 3 is thought dead, and its primary 1 dies meanwhile: the replacement of 3 fails
+    (1 does not answer its SetBackup) and 1 is an orphan. 3 was only slow: it still holds 1's
+    state, so when it answers it is promoted as it is. It was treated as acted on, configured
+    anew first, and its promotion then lacked 1's snapshot (the busy fail-over bench of
+    2026-11-27: 4,579 packets lost, 100,913 counts repeated)."""
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        fakes[3].mute = True
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: c.orphans == {1} and not c.background_tasks(), timeout=10)
+        c.registry.nfs[3].declared_down = False  # 3's own run of misses: its replacement
+        for _ in range(3):
+            await c.registry.detector.heartbeat(3)
+        await wait_until(lambda: c.orphans == {1} and any(
+            f.kind == "backup" for f in c.failovers) and not c.background_tasks(), timeout=10)
+        [replacement] = c.failovers
+        assert not replacement.ok and c.pairs[1] == 3
+        answered = len(fakes[3].calls)
+        fakes[3].mute = False
+        await answers_again(c, 3)
+        await wait_until(lambda: len(c.failovers) == 2 and not c.background_tasks(), timeout=10)
+        fo = c.failovers[-1]
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+        before = [n for n, _ in fakes[3].calls[answered:]]
+        before = before[:before.index("Promote")]
+        assert not {"SetRole", "AssignSlots", "SetBackup"} & set(before), before
+
+    asyncio.run(with_controller(body))

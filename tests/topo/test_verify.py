@@ -197,3 +197,30 @@ def test_the_windows_of_a_runs_faults() -> None:
     assert [(w.kind, w.carries, w.slots, w.dropped) for w in ws] == [
         (OUTAGE, BOTH, None, None), (WIRE, INPUT, frozenset({1, 2}), 7)]
     assert windows_of([netem], chains=True)[0].slots is None
+
+
+@pytest.mark.unit
+def test_frames_inside_the_killed_switch_excuse_as_many_losses_sent_just_before_it() -> None:
+    """A busy switch is behind: packets sent before its kill may still be in its sockets'
+    queues when it dies. Its count of frames inside, read just before the kill, excuses that
+    many losses sent up to HELD_LEAD_S before the outage, and no more."""
+    from topo.faults.chaos import ControlFault
+    from topo.faults.loss_evidence import HELD_LEAD_S
+
+    # packet 3 was sent at 100.02, the kill at 100.5: before the outage
+    kill = ControlFault("switch", "restart", 0, 100.5, target="s1", window=(100.5, 101.0),
+                        ok=True, held=1)
+    ws = windows_of([kill])
+    assert [(w.carries, w.dropped, w.lead_s) for w in ws] == [
+        (BOTH, None, 0.0), (BOTH, 1, HELD_LEAD_S)]
+    v = _judge(BEFORE, 5, ws)
+    assert v.ok and v.losses.outage_before == 1, v.problems()
+    assert _judge(GAP, 5, ws).ok  # an output released just before, inside it at the kill
+    # two losses, one frame inside: the system's
+    two = [(1, 1), (2, 2), (5, 3)]
+    assert not _judge(two, 5, ws).ok
+    # none inside (or not counted): the outage alone does not reach back to the packet
+    for held in (0, None):
+        none = ControlFault("switch", "restart", 0, 100.5, window=(100.5, 101.0), ok=True,
+                            held=held)
+        assert not _judge(BEFORE, 5, windows_of([none])).ok

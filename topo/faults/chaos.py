@@ -53,6 +53,7 @@ from rich.table import Table
 from topo.etcd import EtcdCluster
 from topo.faults.injector import FaultInjector, percentiles
 from topo.faults.loss_evidence import system_line
+from topo.faults.port_accounting import frames_inside
 from topo.http_api import api_status, http_json
 from topo.procs import wait_for
 
@@ -88,13 +89,14 @@ class ControlFault:
     # switch: the outage; netem: the impairment (time.time() from, to): topo.faults.loss_evidence
     window: tuple[float, float] | None = None
     impair: dict[str, int] = field(default_factory=dict)  # netem by p4sim: what it counted
+    held: int | None = None  # switch: frames inside it at its kill, at most (None: not read)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
                 "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
                 "ok": self.ok, "error": self.error, "slots": len(self.slots), "promoted": None,
                 "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps,
-                "window": self.window, "impair": self.impair}
+                "window": self.window, "impair": self.impair, "held": self.held}
 
 
 def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
@@ -162,6 +164,8 @@ def kill_etcd_member(cluster: EtcdCluster, index: int, ctls: Controllers,
 
 def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> ControlFault:
     """SIGKILL the switch process and start it again; wait for the leader's next reconcile."""
+    leader = ctls.leader()
+    inside = frames_inside(ctls.apis[leader], switch) if leader is not None else None
     rec = ControlFault("switch", "restart", 0, time.time(), target=str(switch.name))
     switch.proc.kill()
     switch.proc.wait(timeout=10)
@@ -180,8 +184,14 @@ def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> Con
         rec.ok = True
     except (TimeoutError, RuntimeError) as exc:
         rec.error = str(exc)
-    # packets already inside the killed process, or sent until the entries were back, are lost
-    rec.window = (rec.at - 0.2, time.time())
+    # packets sent until the entries were back are lost, and those inside the killed switch:
+    # counted just before the kill (`held`: sent before the window, at most that many), else
+    # the window opens 0.2 s before the kill
+    if inside is None:
+        rec.window = (rec.at - 0.2, time.time())
+    else:
+        rec.held, since = inside
+        rec.window = (since, time.time())
     return rec
 
 

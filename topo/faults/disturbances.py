@@ -90,6 +90,7 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
             sender: subprocess.Popen[bytes], out: Disturbances) -> None:
     """Move slots, then kill a primary, while the sender runs (in a thread of the scenario)."""
     total = 2 * opts.flows * opts.packets
+    out.faults = faults.records  # the same list: what was injected shows even if this never ends
     try:
         if opts.move_slots:
             wait_for(lambda: sender.poll() is not None or _processed(api) >= total // 6,
@@ -132,7 +133,6 @@ def disturb(api: str, opts: RunOptions, faults: FaultInjector,
                 out.faults_ended_at = time.monotonic()
     except Exception as exc:  # reported in the summary and the JSON; the verdict still runs
         out.errors.append(f"{type(exc).__name__}: {exc}")
-    out.faults = faults.records
 
 
 def _victim(api: str, nf: int) -> int:

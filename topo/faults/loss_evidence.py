@@ -1,8 +1,9 @@
 """The evidence a run's verdict weighs its losses against, and the words that report them.
 
 The chaos faults that drop packets on purpose leave windows (`topo.verify.LossWindow`): a switch
-restart the outage, from its kill (less a margin for what was inside the killed process) to the
-leader's reconcile, on every port and both ways; a `netem` fault the impairment of one primary's
+restart the outage, from its kill to the leader's reconcile, on every port and both ways, and
+the frames inside the killed process (counted just before the kill: sent up to `HELD_LEAD_S`
+before it, at most that many; without the count, the outage opens 0.2 s before the kill); a `netem` fault the impairment of one primary's
 data link, on the switch's side, that is its input, for the slots that primary owned when it
 began, with the number of frames it dropped. `judge` hands them, with every packet's send and
 arrival times from the traffic reports and each flow's slot, to `topo.verify.verify`, which
@@ -27,6 +28,9 @@ from topo.verify import BOTH, INPUT, OUTAGE, WIRE, Evidence, Losses, LossWindow,
 # between the sender's socket and the switch's port on a busy 2-core machine (the impairment's
 # own count of drops bounds what it excuses, so this only widens where they may be found)
 IMPAIR_LEAD_S = 2.0
+# how long before a switch's kill a frame still inside it may have been sent (its sockets' queues
+# on a busy machine; the count of frames inside, read just before the kill, bounds what it excuses)
+HELD_LEAD_S = 2.0
 DUPLICATE_DROPS = "nf_output_drops/duplicate"  # the switch's counter of outputs dropped as such
 
 
@@ -42,6 +46,10 @@ def windows_of(faults: Sequence[Any], chains: bool = False) -> list[LossWindow]:
             continue
         if f.kind == "switch":
             out.append(LossWindow(OUTAGE, window[0], window[1], BOTH, name=f"switch {f.target}"))
+            held = getattr(f, "held", None)
+            if held:  # the frames inside the switch at its kill: sent before the outage
+                out.append(LossWindow(OUTAGE, window[0], window[0], BOTH, None, held, HELD_LEAD_S,
+                                      name=f"switch {f.target}: inside it at its kill"))
         elif f.kind == "netem" and f.ok:
             slots = None if chains else frozenset(f.slots)
             out.append(LossWindow(WIRE, window[0], window[1], INPUT, slots, f.wire_lost,

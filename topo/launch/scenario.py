@@ -145,8 +145,14 @@ def run(opts: RunOptions, console: Console | None = None) -> Verdict:
                         live.update(nf_table(http_json(f"{ctls.leader_api(api)}/nfs"),
                                              "NFs (live)"))
                 time.sleep(0.25)  # display refresh cadence, not synchronisation
-        if worker is not None:
-            worker.join(timeout=120 if opts.overlap or opts.moves else 30)
+        if worker is not None and dist is not None:
+            # the schedule ends with its last fault handled and the system settled (a settle
+            # on a loaded host may take up to SETTLE_LONGEST, then it fails with an error)
+            longest = faults.timeout + chaos_modes.SETTLE_LONGEST + 30
+            worker.join(timeout=longest)
+            if worker.is_alive():
+                dist.errors.append(f"the fault schedule did not end within {longest:.0f} s of "
+                                   "the traffic (its last fault or settle still waiting)")
         # the sender waited for the last replies; the sink has no idle deadline (a switch outage
         # may be longer than any), so it stops here and writes its report
         sink.terminate()
