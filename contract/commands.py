@@ -23,6 +23,7 @@ command, raising `ValueError` for an unknown name or a missing or mistyped argum
                                  adopter_backup_address
     arm_takeover  ArmTakeover    primary, successor, address
     switch_restarted  SwitchRestarted  -
+    expect_give_back  ExpectGiveBack  slot, from_nf, from_address
     promote       Promote        slots, dead, backup, address, epochs: {slot: epoch}
     update_nf     UpdateNf       params, dry_run  (run by the worker process: it builds the NF)
 """
@@ -156,6 +157,16 @@ class ArmTakeover(Returns[None]):
 
 
 @dataclass(frozen=True, slots=True)
+class ExpectGiveBack(Returns[None]):
+    """`from_nf` may give back here what it buffered for its adoption of `slot` (M15)."""
+    RESULT: ClassVar[type[object]] = type(None)
+    NAME: ClassVar[str] = "expect_give_back"
+    slot: int
+    from_nf: int
+    from_address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class SwitchRestarted(Returns[None]):
     """The switch restarted: the output logged here that is known released is dropped."""
     RESULT: ClassVar[type[object]] = type(None)
@@ -182,9 +193,9 @@ class UpdateNf(Returns[None]):
 
 
 Command = (Ping | Status | Flows | SetRole | SetBackup | SetPeers | Assign | Adopt | CancelAdopt
-           | Release | ArmTakeover | SwitchRestarted | Promote | UpdateNf)
+           | Release | ArmTakeover | SwitchRestarted | ExpectGiveBack | Promote | UpdateNf)
 COMMANDS = (Ping, Status, Flows, SetRole, SetBackup, SetPeers, Assign, Adopt, CancelAdopt, Release,
-            ArmTakeover, SwitchRestarted, Promote, UpdateNf)
+            ArmTakeover, SwitchRestarted, ExpectGiveBack, Promote, UpdateNf)
 """Every command class (an isinstance check that a value is a `Command`)."""
 
 
@@ -282,6 +293,8 @@ _DECODE: dict[str, Callable[[Mapping[str, object]], Command]] = {
     "arm_takeover": lambda a: ArmTakeover(_int(a, "primary"), _int(a, "successor"),
                                           _str(a, "address")),
     "switch_restarted": lambda a: SwitchRestarted(),
+    "expect_give_back": lambda a: ExpectGiveBack(_int(a, "slot"), _int(a, "from_nf"),
+                                                 _str(a, "from_address", "")),
     "promote": lambda a: Promote([_int({"slot": s}, "slot") for s in _list(a, "slots")],
                                  _int(a, "dead", 0), _int(a, "backup", 0), _str(a, "address", ""),
                                  _epochs(a)),

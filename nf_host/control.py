@@ -284,6 +284,19 @@ class NfControlServicer(pb_grpc.NfControlServicer):
 
         return self._guard(lambda e: pb.Result(ok=False, error=e), run)
 
+    def ExpectGiveBack(self, request: pb.AdoptRequest, context: grpc.ServicerContext) -> pb.Result:
+        def run() -> pb.Result:
+            _check16("slot", request.slot)
+            _check16("from_nf_id", request.from_nf_id)
+            _check_address("from_address", request.from_address)
+            if not request.from_nf_id:
+                raise BadRequest("a give-back needs the adopter's NF id")
+            self.pool.request(self.pool.worker_of(request.slot), commands.ExpectGiveBack(
+                request.slot, request.from_nf_id, request.from_address))
+            return pb.Result(ok=True)
+
+        return self._guard(lambda e: pb.Result(ok=False, error=e), run)
+
     def SwitchRestarted(self, request: pb.SwitchRestartedRequest,
                         context: grpc.ServicerContext) -> pb.Result:
         def run() -> pb.Result:

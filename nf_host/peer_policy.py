@@ -5,7 +5,8 @@ Every outgoing `Link` starts with a hello `{t: "h", nf, w, workers}` (`hello`). 
 (`ReplicationServer`) reads it within `HELLO_TIMEOUT` in a frame of at most `HELLO_MAX_FRAME`
 bytes, and `PeerPolicy.admit` lets the connection in only if the sender is a *known peer* of this
 NF: a member of its cluster (`SetClusterPeers`), an NF whose slots it backs up (`AssignSlots`
-with `as_backup` and `primary_nf_id`), or an NF it adopts a slot from (`Adopt.from_nf_id`); it
+with `as_backup` and `primary_nf_id`), an NF it adopts a slot from (`Adopt.from_nf_id`), or one
+that may give a slot back here (`ExpectGiveBack`); it
 also checks that the sender runs the same number of workers, is the same worker index, and, when
 its replication host is a known IP address, that the connection comes from that host. After the
 hello, frames may be up to `max_frame` bytes (configured), and `check` decides per message:
@@ -17,8 +18,9 @@ hello, frames may be up to `max_frame` bytes (configured), and `check` decides p
   others are dropped and counted (nothing of that NF's output waits for this ack);
 - a transfer (`x`) or a forwarded packet (`f`): only for a slot adopted from the sender (or from
   a cluster peer when the adoption named no source), or given back by the NF it was released
-  to or by that NF's backup (M11, M14); a released notice (`r`) only from a peer or
-  a primary it backs up. Otherwise the message is dropped and counted.
+  to or by that NF's backup (M11, M14), or by an adopter the controller said may give it back
+  (`ExpectGiveBack`, M15: the NF holding the old owner's state may be of another cluster than
+  the adopter); a released notice (`r`) only from a peer or a primary it backs up. Otherwise the message is dropped and counted.
 
 The number of connections is bounded (`max_connections`). Every refusal is counted by reason in
 `refused` (Status: `repl_refused`). The policy learns who is known from the control commands the
@@ -36,7 +38,7 @@ import ipaddress
 import logging
 from dataclasses import dataclass, replace
 
-from contract.commands import Adopt, Assign, Command, Release, SetPeers
+from contract.commands import Adopt, Assign, Command, ExpectGiveBack, Release, SetPeers
 from contract.replication import (
     Delta,
     Forward,
@@ -151,6 +153,9 @@ class PeerPolicy:
         # slot -> (old owner, its host): the adoption our primary makes of it, whose forwarded
         # tail that old owner copies here (M18)
         self.tail_from = SlotSources()
+        # slot -> the adopters (or their backups) the controller said may give it back here
+        # (`ExpectGiveBack`, M15): at most every NF for every slot
+        self.given_back_by: dict[int, set[int]] = {}
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
 
@@ -166,6 +171,8 @@ class PeerPolicy:
                     self.tail_from.set(slot, cmd.from_nf, _host(cmd.from_address))
         elif isinstance(cmd, Adopt):
             self.adopting.set(cmd.slot, cmd.from_nf, _host(cmd.from_address))
+        elif isinstance(cmd, ExpectGiveBack):  # (as a release to it would: M15)
+            self.given_back_by.setdefault(cmd.slot, set()).add(cmd.from_nf)
         elif isinstance(cmd, Release):
             self.released_to[cmd.slot] = cmd.to_nf
             if cmd.adopter_backup:
@@ -176,7 +183,8 @@ class PeerPolicy:
     def known(self, nf: int) -> bool:
         return (nf in self.peers or nf in self.primaries or self.adopting.names(nf)
                 or nf in self.released_to.values() or nf in self.released_to_backup.values()
-                or self.tail_from.names(nf))
+                or self.tail_from.names(nf)
+                or any(nf in by for by in self.given_back_by.values()))
 
     def _trusted(self, nf: int | None) -> bool:
         """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
@@ -240,6 +248,7 @@ class PeerPolicy:
             given_back = fwd and sender is not None and (self.released_to.get(slot) == sender
                                                          or self.released_to_backup.get(slot) == sender
                                                          or self.tail_from.nf_of(slot) == sender
+                                                         or sender in self.given_back_by.get(slot, ())
                                                          or self._trusted(sender))
             if slot % self.workers != self.index or not (given_back or self._adopted_from(slot, sender)):
                 self.refuse("slot", sender, f"{'forwarded packet' if fwd else 'transfer'} "

@@ -571,6 +571,7 @@ class Worker:
                                     c.adopter_backup, c.adopter_backup_address))
         t.on(commands.ArmTakeover, lambda c: self.arm_takeover(c.primary, c.successor, c.address))
         t.on(commands.SwitchRestarted, lambda c: self.pipeline.switch_restarted())
+        t.on(commands.ExpectGiveBack, lambda c: None)  # (the peer policy learns it: `learn`)
         t.on(commands.Promote, self._on_promote)
         return t
 

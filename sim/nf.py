@@ -137,6 +137,9 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
                                 "address": req.successor_address}
     if name == "SwitchRestarted":
         return "switch_restarted", {}
+    if name == "ExpectGiveBack":
+        return "expect_give_back", {"slot": req.slot, "from_nf": req.from_nf_id,
+                                    "from_address": req.from_address}
     if name == "Status":
         return "status", {}
     raise NotImplementedError(f"the simulation does not model NfControl.{name}")

@@ -74,6 +74,11 @@ class NfControlStub:
                 request_serializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
                 response_deserializer=contract_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
                 _registered_method=True)
+        self.ExpectGiveBack = channel.unary_unary(
+                '/nfcluster.nf.NfControl/ExpectGiveBack',
+                request_serializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+                response_deserializer=contract_dot_proto_dot_nf__control__pb2.Result.FromString,
+                _registered_method=True)
         self.Release = channel.unary_unary(
                 '/nfcluster.nf.NfControl/Release',
                 request_serializer=contract_dot_proto_dot_nf__control__pb2.ReleaseRequest.SerializeToString,
@@ -166,6 +171,17 @@ class NfControlServicer:
         packets counted; a transfer arriving later is refused) and `started` is false; if this NF
         already accepted the transfer (owns the slot at this epoch or later), `started` is true and
         nothing changes. A slot not held here at all answers `started` false.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExpectGiveBack(self, request, context):
+        """Before a fence: the adoption of `slot` by `from_nf_id` (at `from_address`) may be cancelled,
+        and what that adopter buffered for it given back here (this NF owns the slot once the move
+        is undone: the old owner, its backup, or the primary of its group, M15). This NF admits that
+        adopter's connection and its forwarded packets of that slot, also under the peer policy,
+        where an adopter of another cluster is no peer. Idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -266,6 +282,11 @@ def add_NfControlServicer_to_server(servicer, server):
                     servicer.CancelAdopt,
                     request_deserializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
                     response_serializer=contract_dot_proto_dot_nf__control__pb2.CancelAdoptReply.SerializeToString,
+            ),
+            'ExpectGiveBack': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExpectGiveBack,
+                    request_deserializer=contract_dot_proto_dot_nf__control__pb2.AdoptRequest.FromString,
+                    response_serializer=contract_dot_proto_dot_nf__control__pb2.Result.SerializeToString,
             ),
             'Release': grpc.unary_unary_rpc_method_handler(
                     servicer.Release,
@@ -514,6 +535,33 @@ class NfControl:
             '/nfcluster.nf.NfControl/CancelAdopt',
             contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
             contract_dot_proto_dot_nf__control__pb2.CancelAdoptReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExpectGiveBack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nfcluster.nf.NfControl/ExpectGiveBack',
+            contract_dot_proto_dot_nf__control__pb2.AdoptRequest.SerializeToString,
+            contract_dot_proto_dot_nf__control__pb2.Result.FromString,
             options,
             channel_credentials,
             insecure,

@@ -160,6 +160,10 @@ class FakeNf(pb_grpc.NfControlServicer):
         self.armed = (request.primary_nf_id, request.successor_nf_id) if request.primary_nf_id else None
         return pb.Result(ok=True)
 
+    async def ExpectGiveBack(self, request, context):
+        self.calls.append(("ExpectGiveBack", (request.slot, request.from_nf_id)))
+        return pb.Result(ok=True)
+
     async def Promote(self, request, context):
         self.calls.append(("Promote", (list(request.slots), request.dead_nf_id)))
         if self.promote_delay:

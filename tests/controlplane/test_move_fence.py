@@ -240,6 +240,8 @@ def test_a_move_whose_old_owner_was_failed_over_gives_back_to_the_primary_of_its
         await wait_until(lambda: c.open_moves == {})
         assert c.slot_map.entry(slot) == SlotEntry(slot, 3, epoch + 2)
         assert fakes[2].given_back_to and set(fakes[2].given_back_to) == {3}
+        # told first that B may give it back (B may be of another cluster: the peer policy)
+        assert ("ExpectGiveBack", (slot, 2)) in fakes[3].calls
         assert set(fakes[4].given_back_to) <= {3}  # (B's backup, asked when B forgot it: M14)
         assert ([slot], False) in fakes[3].assigned and c.open_moves == {}
 

@@ -141,3 +141,42 @@ def test_a_move_undone_while_its_old_owner_is_suspected_gives_back_to_it_and_to_
                 await n.w.stop()
 
     run(body)
+
+
+@pytest.mark.parametrize("told", [True, False])
+def test_an_adopter_of_another_cluster_gives_back_under_the_peer_policy_once_announced(
+        told: bool) -> None:
+    """The adopter B is no peer of the NF holding the old owner's state (another cluster), and
+    that NF admits known peers only: told by the controller first (`ExpectGiveBack`, which the
+    fence sends), it keeps what B gives back; untold, it refuses B and the packets are lost
+    (simulation stalls with moves under the peer policy, seeds 44, 58, 91 and 163)."""
+    async def body() -> None:
+        a, b, p = Node(1), Node(2, batch=1), Node(3, batch=1)
+        guard(b)
+        for n in (a, b, p):
+            await n.w.start()
+        try:
+            sw = await backed_up_and_flowing(a, b)  # (B: no peer of NF 3's)
+            p.w.adopt(SLOT, 2)
+            sw.epochs[SLOT] = 2
+            for no in (5, 6):
+                p.w.on_frame(sw.stamp(SLOT, checker_frame(1, no), 3)[0])
+            await a.w.stop()
+            if told:
+                await b.w.command("expect_give_back", {"slot": SLOT, "from_nf": 3,
+                                                       "from_address": p.addr})
+            assert await p.w.command("cancel_adopt", {
+                "slot": SLOT, "epoch": 2, "from_nf": 2, "from_address": b.addr}) == FenceResult(
+                started=False, held=True)
+            if told:
+                await until(lambda: len(b.w.inbuf.slots.get(SLOT, {})) == 2,
+                            "the packets given back, kept as input")
+                assert b.w.policy.refused_total == 0
+            else:
+                await until(lambda: b.w.policy.refused_total > 0, "the adopter refused")
+                assert not b.w.inbuf.slots.get(SLOT)
+        finally:
+            for n in (b, p):
+                await n.w.stop()
+
+    run(body)
