@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 
-from sim.system import Outcome, Scenario, run_seed
+from sim.system import Outcome, Scenario, config, run_seed
 
 
 def scenario(pairs: list[str]) -> Scenario:
@@ -103,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         sc = scenario(args.set)
     except ValueError as exc:
         ap.error(str(exc))
+    pki = config(sc.slot_bits).security.pki_dir
+    if not (pki / "ca.crt").exists():  # (else every seed times out waiting for a leader)
+        ap.error(f"{pki / 'ca.crt'} is missing: the simulated controllers and NFs run the real "
+                 "TLS code with the project's PKI; create it with `make pki`")
     level = logging.INFO if args.verbose else logging.CRITICAL
     _quiet(level)
     jobs = args.jobs if args.jobs > 0 else os.cpu_count() or 1

@@ -7,6 +7,7 @@ its fix and a regression seed that fails without it, never by a seed that stoppe
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -266,6 +267,17 @@ def test_the_cli_runs_seeds_and_names_a_wrong_setting(capsys: pytest.CaptureFixt
     assert scenario(["peer_policy=true"]) == Scenario(peer_policy=True)
     with pytest.raises(ValueError, match="not true or false"):
         scenario(["peer_policy=yes please"])
+
+
+def test_the_cli_names_a_missing_pki_before_any_seed(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run where `make pki` was not (a fresh clone): one clear error, not every seed failing
+    with "timed out waiting for the first leader"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["--seeds", "2"])
+    assert exc.value.code == 2 and "make pki" in capsys.readouterr().err
 
 
 def test_the_delivery_check_excuses_only_packets_lost_in_a_switch_restart() -> None:
