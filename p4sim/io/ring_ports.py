@@ -56,9 +56,8 @@ class RingPortSet(PortSet):
         self._rings[port] = PacketRing(sock, self.ring)
         self._tx_locks[port] = threading.Lock()
 
-    def _kernel_counts(self, port: int) -> tuple[int, int]:
-        _packets, drops, freezes = self._rings[port].stats()
-        return drops, freezes
+    def _kernel_counts(self, port: int) -> tuple[int, int, int]:
+        return self._rings[port].stats()
 
     # --------------------------------------------------------------- transmit
     def _transmit(self, port: int, data: bytes) -> None:

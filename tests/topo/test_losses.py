@@ -161,3 +161,16 @@ def test_gaps_an_nf_skipped_say_where_a_loss_no_counter_saw_showed() -> None:
                         {"id": 1, "role": "backup", "gaps": 3}, {"id": 5}])
     assert line.startswith("  where it showed: numbers skipped as gaps by NF 1 (backup) 3, "
                            "NF 2 (primary) 24 ")
+
+
+def test_the_frames_queued_in_p4sims_sockets_are_summed_over_its_ports(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from topo.faults import losses
+
+    doc = {"ports": {"1": {"queued": 3, "rx": 900}, "3": {"queued": 0}, "4": {"queued": 12}}}
+    monkeypatch.setattr(losses, "switch_status", lambda address: doc)
+    got = losses.queued_in_switch("127.0.0.1:9559")
+    assert got is not None and got[0] == 15
+    # no status (BMv2, or p4sim not answering): not counted, so the outage's fixed margin
+    monkeypatch.setattr(losses, "switch_status", lambda address: None)
+    assert losses.queued_in_switch("127.0.0.1:9559") is None

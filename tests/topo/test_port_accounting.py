@@ -18,7 +18,6 @@ from topo.faults.port_accounting import (
     PortAccount,
     Snapshot,
     accounting,
-    frames_inside,
     link_counters,
     snapshot,
     summary_line,
@@ -171,25 +170,6 @@ def test_snapshots_are_read_in_the_order_that_can_only_understate_a_drop(
     assert calls == ["interfaces", "p4"]
     monkeypatch.setattr(port_accounting, "p4_ports", lambda api: None)
     assert snapshot("http://ctl", FakeSwitch([]), lambda: None, first="p4") is None
-
-
-def test_frames_inside_the_switch_are_bounded_from_above_before_its_kill(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """What its interfaces received that its pipeline has not counted in, and what the pipeline
-    counted out that they have not sent: the P4 counters read first, so the bound is high."""
-    calls: list[str] = []
-
-    def p4_ports(api: str) -> dict[str, dict[str, int]] | None:
-        calls.append("p4")
-        # port 1: 6205 received, 6190 in (15 queued), 5790 out, 5793 + 3 sent (none held);
-        # port 3: 6130 received, all in; 12270 out, 12260 sent (10 held)
-        return {"1": {"rx": 6190, "tx": 5790}, "3": {"rx": 6130, "tx": 12270}}
-
-    monkeypatch.setattr(port_accounting, "p4_ports", p4_ports)
-    inside = frames_inside("http://ctl", FakeSwitch(calls))
-    assert calls == ["p4", "interfaces"] and inside is not None and inside[0] == 25
-    monkeypatch.setattr(port_accounting, "p4_ports", lambda api: None)
-    assert frames_inside("http://ctl", FakeSwitch([])) is None
 
 
 def test_a_run_with_a_switch_fault_or_without_p4_counters_computes_nothing() -> None:

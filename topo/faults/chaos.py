@@ -53,7 +53,7 @@ from rich.table import Table
 from topo.etcd import EtcdCluster
 from topo.faults.injector import FaultInjector, percentiles
 from topo.faults.loss_evidence import system_line
-from topo.faults.port_accounting import frames_inside
+from topo.faults.losses import queued_in_switch
 from topo.http_api import api_status, http_json
 from topo.procs import wait_for
 
@@ -89,7 +89,7 @@ class ControlFault:
     # switch: the outage; netem: the impairment (time.time() from, to): topo.faults.loss_evidence
     window: tuple[float, float] | None = None
     impair: dict[str, int] = field(default_factory=dict)  # netem by p4sim: what it counted
-    held: int | None = None  # switch: frames inside it at its kill, at most (None: not read)
+    held: int | None = None  # switch: frames queued in its sockets at its kill (None: not read)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "mode": self.mode, "nf": self.nf, "target": self.target,
@@ -162,10 +162,12 @@ def kill_etcd_member(cluster: EtcdCluster, index: int, ctls: Controllers,
     return rec
 
 
-def restart_switch(switch: Any, ctls: Controllers, timeout: float = 30.0) -> ControlFault:
-    """SIGKILL the switch process and start it again; wait for the leader's next reconcile."""
-    leader = ctls.leader()
-    inside = frames_inside(ctls.apis[leader], switch) if leader is not None else None
+def restart_switch(switch: Any, ctls: Controllers, stats: str | None = None,
+                   timeout: float = 30.0) -> ControlFault:
+    """SIGKILL the switch process and start it again; wait for the leader's next reconcile.
+    `stats`: p4sim's status server, whose count of the frames queued in its sockets, read just
+    before the kill, is how many of the packets sent before it the kill may have lost."""
+    inside = queued_in_switch(stats)
     rec = ControlFault("switch", "restart", 0, time.time(), target=str(switch.name))
     switch.proc.kill()
     switch.proc.wait(timeout=10)
@@ -222,7 +224,7 @@ def injector(sys_: System) -> FaultInjector:
         if kind == "etcd":
             return kill_etcd_member(sys_.etcd, target, ctls)
         if kind == "switch":
-            return restart_switch(switch_node, ctls)
+            return restart_switch(switch_node, ctls, sys_.switch_stats)
         port = cfg.nf(target).port
         slots = owned_slots(faults.leading(), target)  # the losses it may excuse: theirs
         if not netem_available() and sys_.switch_stats is not None:  # p4sim does it

@@ -17,6 +17,7 @@ drops that are losses (a duplicate's or a backup's copy's drop is not) and names
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,18 @@ def switch_status(address: str | None) -> dict[str, Any] | None:
     except Exception:  # a switch that died with a fault: no counters
         return None
     return doc
+
+
+def queued_in_switch(address: str | None) -> tuple[int, float] | None:
+    """How many frames wait in p4sim's sockets now (its ports' `queued`: what the kernel gave
+    them that p4sim has not read), and the time.time() that holds from: a switch killed right
+    after loses them, packets sent before its kill (`topo.faults.chaos.restart_switch`). None
+    without p4sim's status (BMv2, or no answer)."""
+    since = time.time()  # (a frame given a socket after this is sent after it too)
+    doc = switch_status(address)
+    if doc is None or not isinstance(doc.get("ports"), dict):
+        return None
+    return sum(int(p.get("queued", 0) or 0) for p in doc["ports"].values()), since
 
 
 KERNEL_REASONS = {  # counter of topo.faults.kernel_drops -> why, for "interface host/if", "host h"

@@ -175,27 +175,6 @@ def switch_interfaces(switch: Any) -> dict[str, dict[str, int]]:
     return {names[n]: c for n, c in links.items() if n in names}
 
 
-def frames_inside(api: str, switch: Any) -> tuple[int, float] | None:
-    """How many frames are inside the switch now, at most, and the time.time() that bound holds
-    from: what its interfaces received that its pipeline has not counted in (`port_rx`: queued
-    in its sockets), and what the pipeline counted out (`port_tx`) that its interfaces have not
-    sent yet. Read the P4 counters first, then the interfaces, so the bound can only be high (a
-    frame counted in after the first read is still in it). A switch killed right after loses
-    them: the evidence for the losses of packets sent before its kill (`topo.faults.chaos`,
-    `restart_switch`). None when the P4 counters cannot be read."""
-    p4 = p4_ports(api)
-    if p4 is None:
-        return None
-    since = time.time()  # a frame sent from here on reaches the interfaces after the read
-    interfaces = switch_interfaces(switch)
-    inside = 0
-    for port, link in interfaces.items():
-        counted = p4.get(port, {})
-        inside += max(0, link["rx_packets"] - int(counted.get("rx", 0) or 0))
-        inside += max(0, int(counted.get("tx", 0) or 0) - link["tx_packets"] - link["tx_dropped"])
-    return inside, since
-
-
 def snapshot(api: str, switch: Any, target_status: Any, first: str) -> Snapshot | None:
     """The counters now; `first` is "p4" before the traffic and "interfaces" after it (the
     order that can only understate a drop); `target_status`: a callable returning p4sim's

@@ -1,0 +1,50 @@
+"""What waits in a port's socket, not read yet (`PortStats.queued`): the frames a switch killed
+now would lose, which the chaos verdict weighs the losses of packets sent before a switch's kill
+against (topo/faults/chaos.py, `restart_switch`). Both receive variants, a real veth pair."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from p4sim.io.ports import PortSet
+from p4sim.io.ring_ports import RingPortSet
+
+pytestmark = [pytest.mark.netns]
+
+
+@pytest.fixture
+def veth() -> Iterator[tuple[str, str]]:
+    a, b = f"p4qa{os.getpid() % 100000}", f"p4qb{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    for dev in (a, b):
+        subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+    try:
+        yield a, b
+    finally:
+        subprocess.run(["ip", "link", "del", a], check=False, capture_output=True)
+
+
+@pytest.mark.parametrize("kind", [PortSet, RingPortSet])
+def test_frames_given_to_a_port_and_not_read_yet_are_counted_as_queued(
+        veth: tuple[str, str], kind: type[PortSet]) -> None:
+    a, b = veth
+    ports = kind({1: a})
+    ports.open()  # (its receive loop not started: nothing is read)
+    peer = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    try:
+        peer.bind((b, 0))
+        frame = b"\x02" * 6 + b"\x04" * 6 + b"\x88\xb5" + bytes(46)
+        for _ in range(7):
+            peer.send(frame)
+        snap = ports.snapshot()[1]
+        # (the kernel may give the socket chatter of its own too: IPv6 router solicitations)
+        assert snap["queued"] >= 7 and snap["rx"] == 0 and snap["kernel_drops"] == 0
+        assert snap["kernel_seen"] == snap["queued"]
+    finally:
+        peer.close()
+        ports.close()
