@@ -20,7 +20,8 @@ hello, frames may be up to `max_frame` bytes (configured), and `check` decides p
   a cluster peer when the adoption named no source), or given back by the NF it was released
   to or by that NF's backup (M11, M14), or by an adopter the controller said may give it back
   (`ExpectGiveBack`, M15: the NF holding the old owner's state may be of another cluster than
-  the adopter); a released notice (`r`) only from a peer or a primary it backs up. Otherwise the message is dropped and counted.
+  the adopter); a released notice (`r`) only from a peer or a primary it backs up. Otherwise
+  the message is dropped and counted.
 
 The number of connections is bounded (`max_connections`). Every refusal is counted by reason in
 `refused` (Status: `repl_refused`). The policy learns who is known from the control commands the
@@ -156,6 +157,7 @@ class PeerPolicy:
         # slot -> the adopters (or their backups) the controller said may give it back here
         # (`ExpectGiveBack`, M15): at most every NF for every slot
         self.given_back_by: dict[int, set[int]] = {}
+        self._givers: set[int] = set()  # every NF of those sets (`known` per message)
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
 
@@ -173,6 +175,7 @@ class PeerPolicy:
             self.adopting.set(cmd.slot, cmd.from_nf, _host(cmd.from_address))
         elif isinstance(cmd, ExpectGiveBack):  # (as a release to it would: M15)
             self.given_back_by.setdefault(cmd.slot, set()).add(cmd.from_nf)
+            self._givers.add(cmd.from_nf)
         elif isinstance(cmd, Release):
             self.released_to[cmd.slot] = cmd.to_nf
             if cmd.adopter_backup:
@@ -184,7 +187,7 @@ class PeerPolicy:
         return (nf in self.peers or nf in self.primaries or self.adopting.names(nf)
                 or nf in self.released_to.values() or nf in self.released_to_backup.values()
                 or self.tail_from.names(nf)
-                or any(nf in by for by in self.given_back_by.values()))
+                or nf in self._givers)
 
     def _trusted(self, nf: int | None) -> bool:
         """May send deltas of any of this worker's slots (a cluster peer, a primary backed up)."""
