@@ -2,10 +2,11 @@
 
 The chaos faults that drop packets on purpose leave windows (`topo.verify.LossWindow`): a switch
 restart the outage, from its kill to the leader's reconcile, on every port and both ways, and
-the frames inside the killed process (counted just before the kill: sent up to `HELD_LEAD_S`
-before it, at most that many; without the count, the outage opens 0.2 s before the kill); a `netem` fault the impairment of one primary's
-data link, on the switch's side, that is its input, for the slots that primary owned when it
-began, with the number of frames it dropped. `judge` hands them, with every packet's send and
+the frames queued in the killed switch's sockets (counted just before the kill: sent up to
+`HELD_LEAD_S` before it, at most that many; without the count, the outage opens 0.2 s before the
+kill); a `netem` fault the impairment of one primary's data link, on the switch's side, that is
+its input, for the slots that primary owned when it began, with the number of frames it
+dropped. `judge` hands them, with every packet's send and
 arrival times from the traffic reports and each flow's slot, to `topo.verify.verify`, which
 excuses a loss only by a window tied to it (docs/chaos.md, "What the verdict excuses").
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -226,3 +228,17 @@ def topo() -> Iterator[VethTopology]:
     t = VethTopology.create(2)
     yield t
     t.teardown()
+
+
+@pytest.fixture
+def veth() -> Iterator[tuple[str, str]]:
+    """A veth pair in the root namespace, both ends up, for tests of p4sim's ports on one end
+    (the other end sends); removed afterwards."""
+    a, b = f"p4va{os.getpid() % 100000}", f"p4vb{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    for dev in (a, b):
+        subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+    try:
+        yield a, b
+    finally:
+        subprocess.run(["ip", "link", "del", a], check=False, capture_output=True)

@@ -3,28 +3,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from p4sim.io.ports import PortSet
 
 pytestmark = [pytest.mark.netns]
-
-
-@pytest.fixture
-def veth() -> Iterator[tuple[str, str]]:
-    a, b = f"p4ga{os.getpid() % 100000}", f"p4gb{os.getpid() % 100000}"
-    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
-    for dev in (a, b):
-        subprocess.run(["ip", "link", "set", dev, "up"], check=True)
-    try:
-        yield a, b
-    finally:
-        subprocess.run(["ip", "link", "del", a], check=False, capture_output=True)
 
 
 def test_a_port_whose_interface_is_deleted_leaves_the_loop_and_is_counted(

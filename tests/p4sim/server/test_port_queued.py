@@ -4,10 +4,7 @@ against (topo/faults/chaos.py, `restart_switch`). Both receive variants, a real 
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,18 +12,6 @@ from p4sim.io.ports import PortSet
 from p4sim.io.ring_ports import RingPortSet
 
 pytestmark = [pytest.mark.netns]
-
-
-@pytest.fixture
-def veth() -> Iterator[tuple[str, str]]:
-    a, b = f"p4qa{os.getpid() % 100000}", f"p4qb{os.getpid() % 100000}"
-    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
-    for dev in (a, b):
-        subprocess.run(["ip", "link", "set", dev, "up"], check=True)
-    try:
-        yield a, b
-    finally:
-        subprocess.run(["ip", "link", "del", a], check=False, capture_output=True)
 
 
 @pytest.mark.parametrize("kind", [PortSet, RingPortSet])
