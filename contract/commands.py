@@ -182,6 +182,7 @@ class Promote(Returns[PromoteResult]):
     backup: int = 0
     address: str = ""
     epochs: dict[int, int] = field(default_factory=dict)  # the switch's epoch of listed slots
+    may_live: bool = False  # `dead` was declared down on silence alone (PromoteRequest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,8 +265,12 @@ async def _take_over(ctl: FailoverHost, dead: int, promoted: int, backup: int | 
         return reply
 
     # each slot's epoch: A' owns it at that epoch at least, even if its replica is gone or older
+    # A only silent may be alive (a false alarm on a busy host): a promoted backup that lacks
+    # its snapshot waits longer for it (nf_host/promote_wait.py)
+    dead_state = reg.nfs[dead]
     request = pb.PromoteRequest(slots=slots, dead_nf_id=dead,
-                                epochs=[ctl.slot_map.epoch(s) for s in slots])
+                                epochs=[ctl.slot_map.epoch(s) for s in slots],
+                                primary_may_live=dead_state.declared_down and dead_state.silent)
     if backup is not None:
         request.backup_nf_id = backup
         request.backup_address = ctl.cfg.nf(backup).replication_address()

@@ -96,6 +96,7 @@ class FailureDetector:
         if state.misses >= self.reg.cfg.heartbeat.misses and not state.declared_down:
             state.declared_down = True
             state.alive = False
+            state.silent = True
             await self.reg.emit(NfEvent("down", nf_id, state.misses, since=state.suspected_at))
         return False
 
@@ -198,7 +199,7 @@ class FailureDetector:
         """Declare `nf_id` down on evidence that needs no further probe (its connection closed
         and the probe was refused; its backup took over its slots)."""
         nf = self.reg.nfs[nf_id]
-        nf.declared_down, nf.alive = True, False
+        nf.declared_down, nf.alive, nf.silent = True, False, False
         await self.reg.emit(NfEvent("down", nf_id, nf.misses, confirmed=True, reason=reason,
                                  since=since))
 

@@ -73,6 +73,9 @@ class NfState:
     rtt_ms: float | None = None
     load: NfLoad | None = None
     declared_down: bool = False
+    # declared down on silence alone (missed heartbeats, a probe that timed out), not on its
+    # connection closing: it may be alive, only starved of CPU (`PromoteRequest.primary_may_live`)
+    silent: bool = False
     uptime_ms: int | None = None  # from the last heartbeat; a decrease means the NF restarted
     suspected_at: float | None = None  # time.time() of the first miss of the current run of misses
     answered_at: float = 0.0  # time.time() at which the last heartbeat it answered was sent

@@ -259,7 +259,7 @@ class NfControlServicer(pb_grpc.NfControlServicer):
                 # promoted slot leaves before the new backup holds its state
                 res = self.pool.request(w, commands.Promote(
                     mine, request.dead_nf_id, request.backup_nf_id, request.backup_address,
-                    {s: epochs[s] for s in mine if s in epochs}))
+                    {s: epochs[s] for s in mine if s in epochs}, request.primary_may_live))
                 parts.append(res)
             if request.backup_nf_id:
                 self.backup_id = request.backup_nf_id

@@ -121,10 +121,12 @@ class PrimarySync:
 
     async def wait(self, primary: int, slots: list[int],
                    holes: Callable[[Iterable[int]], list[int]], timeout: float,
-                   longest: float = 0.0) -> str:
+                   longest: float = 0.0, may_live: bool = False) -> str:
         """Until this worker holds `primary`'s whole state of every slot of `slots` and
         `holes()` finds none of them with a hole, `primary` is lost, or `timeout` s passed
         without anything of `primary` applied here (at most `longest` s in all, if greater).
+        State lacked (not a hole) is waited for `timeout` s, or `longest` if `may_live`: the
+        controller declared `primary` down on silence alone, and it told `primary` of us.
         Returns "" if it did not wait, else how the wait ended and how long it took, for the
         log. Once found, only the slots still lacking something are checked again. A
         `Promote` asked again while the first one's wait runs (its reply was late) joins it."""
@@ -136,7 +138,7 @@ class PrimarySync:
                                                         or holes(slots)):
             return ""  # (the common case: no task, no turn of the loop before the promotion)
         task = asyncio.get_running_loop().create_task(
-            self._wait(primary, slots, holes, timeout, longest))
+            self._wait(primary, slots, holes, timeout, longest, may_live))
         self._running[primary] = task
         try:
             return await asyncio.shield(task)
@@ -146,7 +148,7 @@ class PrimarySync:
 
     async def _wait(self, primary: int, slots: list[int],
                     holes: Callable[[Iterable[int]], list[int]], timeout: float,
-                    longest: float) -> str:
+                    longest: float, may_live: bool) -> str:
         pending = list(slots)
 
         def ready() -> bool:
@@ -171,12 +173,13 @@ class PrimarySync:
         self.waiting += 1
         try:
             while not ready():
-                # extended only for holes, which A's deltas fill as A works through its queue
-                # (a snapshot A does not know it owes never comes, however busy A is: simulation
-                # seed 59 waited for one until the promoted NF died)
+                # extended for holes, which A's deltas fill as A works through its queue; for
+                # lacked state only while A may live (only silent: a stalled A sends its
+                # snapshot once it runs again, with nothing heard of it meanwhile)
                 holes_only = not self.lacking(primary, pending)
                 heard = max(started, self.heard.get(primary, started)) if holes_only else started
-                left = min(heard + timeout, last_call) - loop.time()
+                left = (last_call if may_live and not holes_only
+                        else min(heard + timeout, last_call)) - loop.time()
                 if left <= 0:
                     self.timeouts += 1
                     end = (f"the bound, {len(pending)} slots still lacking (promoted with what "

@@ -443,12 +443,17 @@ class Worker:
             new = self.linkset.link(nf_id, address)
             new.uncork()
             new.kick()
-            if old != nf_id and new.connected.is_set():
+            if new.connected.is_set():
                 # a cluster peer's link, connected already: no (re)connection snapshot will come.
                 # Its replicas were built from peer deltas, without our output; the batches still
                 # waiting for the old backup's ack would be released by this one's next ack and,
                 # if we died then, be neither replayed (the state is there) nor logged. The
-                # snapshot logs their output there and replaces its replicas
+                # snapshot logs their output there and replaces its replicas. Told again of the
+                # backup it has, it sends one too: the controller tells it so when it gives that
+                # NF again, which may have been made a spare meanwhile (dropping what it held)
+                # over the same connection; without one, that backup lacked our snapshot for
+                # good, and a promotion of it took older state (the busy bench's hang run of
+                # 2026-11-28: a `SetBackup` answered late, then the same backup given again)
                 self.linkset.on_connected(new)
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
@@ -585,7 +590,7 @@ class Worker:
             mine = [s for s in (c.slots or sorted(self.backed_up))
                     if self.owns(s) and s in self.backed_up]
             how = await self.primary_sync.wait(c.dead, mine, self.holes, self.cfg.promote_wait,
-                                              self.cfg.promote_wait_max)
+                                              self.cfg.promote_wait_max, c.may_live)
             if how:
                 log.warning("promotion for NF %d: %s", c.dead, how)
         if c.backup:  # in the same step: no output leaves unprotected

@@ -131,7 +131,8 @@ def to_command(name: str, req: Any) -> tuple[str, dict[str, Any]]:
     if name == "Promote":
         return "promote", {"slots": list(req.slots), "dead": req.dead_nf_id,
                            "backup": req.backup_nf_id, "address": req.backup_address,
-                           "epochs": dict(zip(req.slots, req.epochs, strict=False))}
+                           "epochs": dict(zip(req.slots, req.epochs, strict=False)),
+                           "may_live": req.primary_may_live}
     if name == "SetSuccessor":
         return "arm_takeover", {"primary": req.primary_nf_id, "successor": req.successor_nf_id,
                                 "address": req.successor_address}

@@ -332,18 +332,20 @@ class SetSuccessorRequest(_message.Message):
     def __init__(self, primary_nf_id: _Optional[int] = ..., successor_nf_id: _Optional[int] = ..., successor_address: _Optional[str] = ...) -> None: ...
 
 class PromoteRequest(_message.Message):
-    __slots__ = ("slots", "dead_nf_id", "backup_nf_id", "backup_address", "epochs")
+    __slots__ = ("slots", "dead_nf_id", "backup_nf_id", "backup_address", "epochs", "primary_may_live")
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     DEAD_NF_ID_FIELD_NUMBER: _ClassVar[int]
     BACKUP_NF_ID_FIELD_NUMBER: _ClassVar[int]
     BACKUP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_MAY_LIVE_FIELD_NUMBER: _ClassVar[int]
     slots: _containers.RepeatedScalarFieldContainer[int]
     dead_nf_id: int
     backup_nf_id: int
     backup_address: str
     epochs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, slots: _Optional[_Iterable[int]] = ..., dead_nf_id: _Optional[int] = ..., backup_nf_id: _Optional[int] = ..., backup_address: _Optional[str] = ..., epochs: _Optional[_Iterable[int]] = ...) -> None: ...
+    primary_may_live: bool
+    def __init__(self, slots: _Optional[_Iterable[int]] = ..., dead_nf_id: _Optional[int] = ..., backup_nf_id: _Optional[int] = ..., backup_address: _Optional[str] = ..., epochs: _Optional[_Iterable[int]] = ..., primary_may_live: _Optional[bool] = ...) -> None: ...
 
 class PromoteReply(_message.Message):
     __slots__ = ("ok", "error", "replayed", "slots")

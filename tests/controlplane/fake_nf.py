@@ -46,6 +46,7 @@ class FakeNf(pb_grpc.NfControlServicer):
     setbackup_delay: float = 0.0  # SetBackup answers after this long (a hung NF)
     setrole_delay: float = 0.0  # SetRole takes effect after this long (a slow NF)
     promoted: list[int] = field(default_factory=list)
+    promoted_may_live: bool | None = None  # the last Promote's primary_may_live
     params: dict[str, Any] = field(default_factory=dict)  # as last set by UpdateNf
     on_update: Any = None  # called (no arguments) when UpdateNf arrives: a test's probe
     seen: dict[int, int] = field(default_factory=dict)  # slot -> highest sequence number received
@@ -169,6 +170,7 @@ class FakeNf(pb_grpc.NfControlServicer):
         if self.promote_delay:
             await asyncio.sleep(self.promote_delay)
         self.promoted = list(request.slots)
+        self.promoted_may_live = request.primary_may_live
         if request.backup_nf_id:
             self.backup = request.backup_nf_id
         self.backed_up_for = 0

@@ -59,6 +59,27 @@ def test_a_backup_that_only_missed_heartbeats_takes_over():
     asyncio.run(with_controller(body))
 
 
+@pytest.mark.parametrize("evidence", ["heartbeats", "connection"])
+def test_the_promotion_says_whether_the_dead_primary_may_be_alive(evidence):
+    """Declared down on missed heartbeats alone, the primary may be alive, only starved of CPU
+    (its snapshot for a backup given a moment before may still come: the busy bench's hang run
+    lost 2,338 packets to a promotion that did not wait for it); declared down on its control
+    connection closing and a refused probe, it is dead (nothing more will come)."""
+    async def body(c, fakes, servers):
+        await c.registry.detector.heartbeat_round()
+        if evidence == "heartbeats":
+            await kill_primary_1(c, servers)
+        else:
+            await servers[1].stop()
+            assert await c.registry.detector.suspect(1, "control connection idle")
+        await wait_until(lambda: bool(c.failovers))
+        [fo] = c.failovers
+        assert fo.ok and (fo.dead, fo.promoted) == (1, 3)
+        assert fakes[3].promoted_may_live is (evidence == "heartbeats")
+
+    asyncio.run(with_controller(body))
+
+
 def test_a_fail_over_waits_for_the_switch_to_be_ready():
     """An NF that dies (or is thought dead) at start-up, before the switch has its pipeline: the
     fail-over waits for the switch instead of failing half-done on the group write."""

@@ -11,6 +11,7 @@ import pytest
 
 from contract.commands import Promote
 from contract.results import PromoteResult
+from contract.roles import Role
 from contract.shim import Kind
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.promote_wait import UNNAMED, PrimarySync
@@ -43,6 +44,30 @@ async def _new_backup(a: Node, c: Node, *, primary_told: bool) -> None:
     if primary_told:
         a.w.set_backup(3, c.addr)
         await until(lambda: 1 in c.w.primary_sync.synced, "A's snapshot applied at C")
+
+
+def test_a_backup_given_again_over_the_same_connection_gets_the_snapshot_again() -> None:
+    """The busy bench's hang run of 2026-11-28: A's `SetBackup(C)` was answered late (A stalled),
+    so the controller recorded no pair, and C, made a spare meanwhile, dropped what it held of
+    A; C was then given to A again over A's open connection to it. A, told of the backup it
+    already had, sent no snapshot, C lacked it for good and, promoted at a false alarm, took
+    older state. Told again, A now sends its snapshot again."""
+    async def body() -> None:
+        a, c = Node(1), Node(3)
+        for n in (a, c):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            await _new_backup(a, c, primary_told=True)
+            c.w.set_role(Role.IDLE)  # a spare again: what it held of A is gone
+            assert 1 not in c.w.primary_sync.synced
+            await _new_backup(a, c, primary_told=True)  # (waits for the snapshot at C)
+            assert c.w.primary_sync.lacking(1, [SLOT]) == []
+        finally:
+            for n in (a, c):
+                await n.w.stop()
+
+    run(body)
 
 
 def test_a_backup_promoted_before_the_primarys_snapshot_waits_for_it() -> None:
@@ -239,11 +264,13 @@ def test_an_empty_slot_taken_over_reaches_the_new_backup_with_its_generation() -
 
 
 def _timed_wait(feed_until: float, longest: float, second: bool = False,
-                hole: bool = True) -> tuple[float, str, str]:
+                hole: bool = True, may_live: bool = False,
+                snapshot_at: float | None = None) -> tuple[float, str, str]:
     """In virtual time: a promotion of slot 5 for primary 1 lacking copies (a hole; else, A's
     snapshot) waits with a silence bound of 0.1 s and `longest` in all, while the primary's
-    deltas come every 50 ms until `feed_until`; with `second`, a Promote asked again joins it.
-    Returns when the wait ended and both waits' words."""
+    deltas come every 50 ms until `feed_until`; with `second`, a Promote asked again joins it;
+    `may_live` as the controller's Promote says; A's snapshot arrives at `snapshot_at`, if
+    given. Returns when the wait ended and both waits' words."""
     from sim.loop import run as run_virtual
 
     async def body() -> tuple[float, str, str]:
@@ -260,11 +287,15 @@ def _timed_wait(feed_until: float, longest: float, second: bool = False,
                 await asyncio.sleep(0.05)
 
         feeder = loop.create_task(feed())
+        if snapshot_at is not None:
+            loop.call_later(snapshot_at, lambda: (ps.snapshot(1), ps.whole(5, 1)))
+
         def holes(slots: Iterable[int]) -> list[int]:
             return list(slots) if hole else []  # (the hole is never filled here)
 
-        first = loop.create_task(ps.wait(1, [5], holes, 0.1, longest))
-        joined = loop.create_task(ps.wait(1, [5], holes, 0.1, longest)) if second else None
+        first = loop.create_task(ps.wait(1, [5], holes, 0.1, longest, may_live))
+        joined = loop.create_task(ps.wait(1, [5], holes, 0.1, longest, may_live)) \
+            if second else None
         how = await first
         ended = loop.time()
         again = await joined if joined is not None else ""
@@ -290,6 +321,22 @@ def test_a_promotion_waits_while_a_slow_primarys_deltas_keep_coming() -> None:
     # a snapshot A does not know it owes never comes, however long its deltas do (simulation
     # seed 59: the extended wait outlived the NF being promoted)
     assert ended <= 0.15 and "lacked its snapshot" in how
+
+
+def test_a_snapshot_of_a_primary_that_may_live_is_waited_for_through_its_silence() -> None:
+    """`make bench-failover --busy 2`'s hang run (2,338 lost): NF 6, stalled, was given NF 2 as
+    its backup and declared down 0.5 s later, before its snapshot came; NF 2 waited 500 ms,
+    promoted older replicas, and its new backup, holding newer ones, refused all its deltas.
+    Declared down on silence alone, A may be alive: the snapshot it owes comes once it runs
+    again, with nothing heard of it meanwhile, so it is waited for up to `promote_wait_max`."""
+    ended, how, _ = _timed_wait(feed_until=0.0, longest=2.0, hole=False, may_live=True,
+                                snapshot_at=1.2)
+    assert 1.2 <= ended <= 1.25 and "until complete" in how, (ended, how)
+    ended, how, _ = _timed_wait(feed_until=0.0, longest=2.0, hole=False, may_live=True)
+    assert 2.0 <= ended <= 2.05 and "until the bound" in how  # never comes: the bound
+    # its connection closed (a crash): the controller does not say it may live
+    ended, how, _ = _timed_wait(feed_until=0.0, longest=2.0, hole=False, snapshot_at=1.2)
+    assert ended <= 0.15 and "until the bound" in how
 
 
 def test_a_promote_asked_again_joins_the_wait_under_way() -> None:
