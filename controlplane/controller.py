@@ -337,6 +337,9 @@ class Controller:
     async def close_move(self, slot: int) -> None:
         await self.core.close_move(slot)
 
+    async def drop_unwritten_move(self, slot: int) -> bool:
+        return await self.core.drop_unwritten_move(slot)
+
     async def load_slot_map(self) -> None:
         await self.core.load_slot_map()
 

@@ -169,6 +169,20 @@ class ControllerCore:
             await self.store.save_move(move, self.groups)
         self.open_moves[move.slot] = move
 
+    async def drop_unwritten_move(self, slot: int) -> bool:
+        """The move of `slot` was journalled but its switch write failed (nothing written): its
+        entry is cleared, True. False if etcd did not clear it: the entry stays, and so does the
+        move in `open_moves`, to be finished (switch write first) by `finish_open_moves` or by a
+        next leader, which takes such an entry for a move under way (`_resume_moves`)."""
+        if self.store is not None:
+            try:
+                await self.store.clear_move(slot)
+            except Exception as exc:
+                LOG.warning("journalled move of slot %d not cleared: %s", slot, exc)
+                return False
+        self.open_moves.pop(slot, None)
+        return True
+
     async def close_move(self, slot: int) -> None:
         """The move of `slot` is complete or undone. An entry etcd did not delete is found
         over by the next leader (the slot's epoch has passed it, or it finishes it again:

@@ -45,6 +45,9 @@ LOG = logging.getLogger("controlplane.controller")  # one logger for the control
 # twice as long each time, until the wait would exceed a few seconds
 RECONFIGURE_RETRY = 0.05
 RECONFIGURE_PATIENCE = 3.0
+# how long a restarted primary waits for its backup, declared down on silence alone (it may only
+# be stalled, and holds the state), before that state is taken for lost (`_wait_for_backup`)
+ORPHAN_PATIENCE = 10.0
 
 
 class _Session(Protocol):
@@ -82,6 +85,8 @@ class NfLifecycle:
         self.tasks = tasks
         self.metrics = metrics
         self._nf_locks: dict[int, asyncio.Lock] = {}  # one reconfiguration of an NF at a time
+        # restarted primaries waiting for their silent backup: NF -> until when (monotonic)
+        self._restarted_orphans: dict[int, float] = {}
         host.registry.add_listener(self.on_nf_event)
 
     # what is read through the host (the configuration may be replaced, in tests)
@@ -320,6 +325,9 @@ class NfLifecycle:
                 return False
             self.state.nfs.to(nf_id, NfPhase.UNSETTLED)
             result = await fail_over(self.host, nf_id)
+            if not result.ok and result.promoted is None and self._wait_for_backup(nf_id):
+                return False
+            self._restarted_orphans.pop(nf_id, None)
             self.history.record_failover(result if result.ok else state_lost(self.host, nf_id))
             self._new_backup_down(result)
             if result.ok:
@@ -350,8 +358,44 @@ class NfLifecycle:
                 self._acted_on(nf_id)
                 self.history.record_failover(result)
                 self._new_backup_down(result)
-            elif result.promoted is None:  # no live backup: its slots' state is gone
+            elif result.promoted is None and not self._wait_for_backup(nf_id):
+                # no live backup: its slots' state is gone
                 self.history.record_failover(state_lost(self.host, nf_id))
+
+    def _wait_for_backup(self, primary: int) -> bool:
+        """Restarted `primary` found no live backup to fail over to: True if it waits for it
+        (an orphan, not configured, until the backup answers or `ORPHAN_PATIENCE` passed),
+        because that backup was declared down on silence alone: only stalled, it holds the
+        state, and its copies of what the switch sends meanwhile. Its state taken for lost at
+        once, the new process owned the slots from nothing while the backup, stalled for 0.64 s,
+        held them (simulation, adopter kills with stalls under the peer policy, seed 213)."""
+        backup = self.pairs.get(primary)
+        state = self.registry.nfs[backup] if backup is not None else None
+        if state is None or not (state.declared_down and state.silent):
+            self._restarted_orphans.pop(primary, None)
+            return False
+        now = time.monotonic()
+        until = self._restarted_orphans.get(primary)
+        if until is None:
+            until = self._restarted_orphans[primary] = now + ORPHAN_PATIENCE
+            self.tasks.spawn(self._orphan_patience(primary, ORPHAN_PATIENCE))
+        if now >= until:
+            del self._restarted_orphans[primary]
+            return False
+        if self.state.nfs[primary] is NfPhase.CONFIGURED:  # (settled by a "down" found false)
+            self.state.nfs.unsettle(primary)
+        self.state.nfs.to(primary, NfPhase.ORPHAN)
+        LOG.warning("NF %d restarted and its backup NF %d is silent: its state waits for that "
+                    "backup (up to %.0f s more) before it is taken for lost", primary, backup,
+                    until - now)
+        return True
+
+    async def _orphan_patience(self, primary: int, patience: float) -> None:
+        """`_wait_for_backup`'s bound: the restarted orphan is configured after `patience` s
+        if its backup has not answered by then (its state is then recorded as lost)."""
+        await asyncio.sleep(patience)  # (a protocol bound, not a synchronisation)
+        if primary in self._restarted_orphans and self.state.nfs[primary] is NfPhase.ORPHAN:
+            await self._reconfigure(primary, restarted=True)
 
     def _acted_on(self, nf_id: int) -> None:
         """`nf_id` was failed over or replaced: it holds a role it must lose. If it answered
@@ -371,13 +415,22 @@ class NfLifecycle:
         if self.registry.left_out.pop(nf_id, None) is not None:
             await self.registry.refresh_peers(self.cfg.nf(nf_id).cluster)
         await self._retry_orphans(nf_id)
+        # an adoption its backup cancelled while it was thought down is told now (the "down"'s
+        # own pass, when its probe answered, found it still declared down): else it held the
+        # slot ADOPTING for good while the switch sent it to the old owner (simulation, stalls
+        # with moves under the peer policy, seed 201)
+        self.moves.finish_open_moves()
 
     async def _retry_orphans(self, backup: int) -> None:
         """`backup` answers again without having restarted (a false alarm: it kept its state):
         fail over the orphaned primaries it backs up."""
         for dead in sorted(self.state.nfs.in_phase(NfPhase.ORPHAN)):
-            if self.pairs.get(dead) == backup and self.registry.nfs[dead].declared_down:
+            if self.pairs.get(dead) != backup:
+                continue
+            if self.registry.nfs[dead].declared_down:
                 await self._fail_over(dead, confirmed=True)
+            elif dead in self._restarted_orphans:  # restarted, waiting for this backup
+                await self._reconfigure(dead, restarted=True)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
         async with self.host.urgent_lock():
@@ -414,9 +467,13 @@ class NfLifecycle:
             # taken over by itself already). Fail over now; configuring it as the primary
             # again would give its slots to empty state (found by the simulation, seed 5)
             await self._restarted_primary(nf_id)
+            if self.state.nfs[nf_id] is NfPhase.ORPHAN:
+                return  # it waits for its silent backup (`_wait_for_backup`)
         if self.state.nfs[nf_id] is NfPhase.ORPHAN:
             if restarted:  # a new process: it holds nothing of its slots
                 await self._orphan_back(nf_id)
+                if self.state.nfs[nf_id] is NfPhase.ORPHAN:
+                    return  # (as above)
             else:  # alive all along (it was slow or hung, then went on): it keeps its slots
                 self.state.nfs.to(nf_id, NfPhase.UNSETTLED)
         wait = RECONFIGURE_RETRY

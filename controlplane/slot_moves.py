@@ -22,6 +22,7 @@ from controlplane.migration import (
 )
 from controlplane.nf_registry import NfControlError
 from controlplane.run_history import RunHistory
+from controlplane.slot_map import next_epoch
 from controlplane.slot_store import MoveIntent
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
@@ -126,6 +127,16 @@ class SlotMoves:
             async with self.host.move_lock:
                 if self.host.open_moves.get(move.slot) != move:
                     return
+                entry = self.host.slot_map.entry(move.slot)
+                if entry.owner == move.src and next_epoch(entry.epoch) == move.epoch:
+                    # its switch write failed and etcd kept its entry (`migrate_slot`): B
+                    # still adopts it, as a next leader would finish it, so is this one
+                    try:
+                        await self.host.move_slot(move.slot, move.dst)
+                    except Exception as exc:
+                        LOG.warning("journalled move of slot %d not written yet: %s", move.slot,
+                                    exc)
+                        return
                 result = await finish_move(self.host, move, self.host.release_timeout)
                 self.history.record_move(result)
                 LOG.warning("journalled move of slot %d finished: %s", move.slot,

@@ -11,6 +11,7 @@ Exit status 0 when every seed passed, 1 when one failed, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import gc
 import logging
@@ -58,8 +59,22 @@ def report(o: Outcome, trace: bool) -> None:
         print(f"  problem: {p}")
 
 
+class _VirtualTime(logging.Filter):
+    """Stamps each record with the run's virtual time (`vt`, as in the trace), so a replay's
+    log lines and its events read as one timeline."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            record.vt = f"{asyncio.get_running_loop().time():9.4f}"
+        except RuntimeError:  # (outside a run)
+            record.vt = " " * 9
+        return True
+
+
 def _quiet(level: int) -> None:
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format="%(vt)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_VirtualTime())
 
 
 def outcomes(seeds: Iterable[int], sc: Scenario, jobs: int = 1,

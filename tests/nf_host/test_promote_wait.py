@@ -13,6 +13,7 @@ from contract.commands import Promote
 from contract.results import PromoteResult
 from contract.roles import Role
 from contract.shim import Kind
+from contract.timing import SWITCH_QUEUE_BOUND
 from nf_host.harness import CheckerSink, OutputDedup, Switch, checker_frame
 from nf_host.promote_wait import UNNAMED, PrimarySync
 from tests.nf_host.inprocess import SLOT, Node, primary_with_backup, run, until
@@ -265,19 +266,23 @@ def test_an_empty_slot_taken_over_reaches_the_new_backup_with_its_generation() -
 
 def _timed_wait(feed_until: float, longest: float, second: bool = False,
                 hole: bool = True, may_live: bool = False,
-                snapshot_at: float | None = None) -> tuple[float, str, str]:
+                snapshot_at: float | None = None, complete: bool = False,
+                fresh: bool = False) -> tuple[float, str, str]:
     """In virtual time: a promotion of slot 5 for primary 1 lacking copies (a hole; else, A's
     snapshot) waits with a silence bound of 0.1 s and `longest` in all, while the primary's
     deltas come every 50 ms until `feed_until`; with `second`, a Promote asked again joins it;
     `may_live` as the controller's Promote says; A's snapshot arrives at `snapshot_at`, if
-    given. Returns when the wait ended and both waits' words."""
+    given; `complete`: C holds A's snapshot and no hole; `fresh`: C became A's backup just
+    now (else long ago). Returns when the wait ended and both waits' words."""
     from sim.loop import run as run_virtual
 
     async def body() -> tuple[float, str, str]:
         loop = asyncio.get_running_loop()
         ps = PrimarySync()
         ps.assigned(1)  # (without `hole`, A's snapshot never comes: C lacks it to the end)
-        if hole:
+        if not fresh:
+            ps.assigned_at[1] -= SWITCH_QUEUE_BOUND
+        if hole or complete:
             ps.snapshot(1)
             ps.whole(5, 1)
 
@@ -291,7 +296,7 @@ def _timed_wait(feed_until: float, longest: float, second: bool = False,
             loop.call_later(snapshot_at, lambda: (ps.snapshot(1), ps.whole(5, 1)))
 
         def holes(slots: Iterable[int]) -> list[int]:
-            return list(slots) if hole else []  # (the hole is never filled here)
+            return list(slots) if hole and not complete else []  # (never filled here)
 
         first = loop.create_task(ps.wait(1, [5], holes, 0.1, longest, may_live))
         joined = loop.create_task(ps.wait(1, [5], holes, 0.1, longest, may_live)) \
@@ -337,6 +342,26 @@ def test_a_snapshot_of_a_primary_that_may_live_is_waited_for_through_its_silence
     # its connection closed (a crash): the controller does not say it may live
     ended, how, _ = _timed_wait(feed_until=0.0, longest=2.0, hole=False, snapshot_at=1.2)
     assert ended <= 0.15 and "until the bound" in how
+
+
+def test_a_backup_given_just_now_waits_until_the_primarys_deltas_stop() -> None:
+    """`make bench-failover --busy 2`'s loop-echo hang run: NF 5 was made NF 9's backup, and NF
+    9 (alive, starved) failed over to it 60 ms later. NF 5 held NF 9's snapshot and no copy
+    showed a hole yet; it promoted at once, refused the deltas NF 9 sent of the packets
+    stamped before the switch's copies to NF 5 began, and skipped them as a gap (56 lost).
+    A backup given less than the switch queue bound ago, promoted for a primary that may
+    live, waits until that primary's deltas stop (the group write cut its input)."""
+    ended, how, _ = _timed_wait(feed_until=0.6, longest=2.0, complete=True, fresh=True,
+                                may_live=True)
+    assert 0.6 <= ended <= 0.75 and "until its deltas stopped" in how, (ended, how)
+    assert "a new backup" in how
+    ended, how, _ = _timed_wait(feed_until=5.0, longest=1.0, complete=True, fresh=True,
+                                may_live=True)
+    assert 1.0 <= ended <= 1.05 and "until the bound" in how  # deltas that never stop
+    # a crash (its connection closed), or a backup of long standing: no wait at all
+    for kw in ({"fresh": True}, {"may_live": True}):
+        ended, how, _ = _timed_wait(feed_until=0.6, longest=2.0, complete=True, **kw)
+        assert ended == 0.0 and how == "", kw
 
 
 def test_a_promote_asked_again_joins_the_wait_under_way() -> None:
