@@ -264,7 +264,7 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
     t0 = time.monotonic()
     error = ""
     reply: Any = None
-    if src in reg.nfs and not reg.nfs[src].declared_down:
+    if src in reg.nfs and not reg.nfs[src].declared_down and src in ctl.state.pairs:
         for full in ((False, True) if same_cluster else (True,)):
             try:
                 # asked again while unanswered (a lost reply: the release runs on, and the NF
@@ -290,6 +290,13 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
                             "full state" if full else "delta", exc)
                 if "refused" not in exc.error or "delta" not in exc.error:
                     break  # only a refused delta base is worth a full-state retry
+    elif src not in ctl.state.pairs:
+        # failed over since (a journalled move finished later): what it held of the slot went
+        # with its role, and its promoted backup holds the state the release began from; asked
+        # to release anyway, it answered 5 s later with a transfer the adopter accepted after
+        # the old owner had let the slot go, two NFs counting the slot (simulation, stalls with
+        # moves under the peer policy, seed 44)
+        error = f"NF {src} was failed over"
     else:
         error = f"NF {src} is down"
     if reply is not None and not error:
@@ -302,11 +309,12 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
     back_to = give_back_to(ctl, intent)
     decision = await fence(ctl, slot, to_nf, intent.epoch, back_to)
     if decision == "forgotten":  # B restarted: its backup holds the copies (M14)
-        # ...and decides; one that does not answer decides nothing (as for a B that is down):
-        # taken for "cancelled", the move was undone without the copies it held given back
-        # (simulation, adopter kills with stalls under the peer policy, seed 213: 2.3 s of the
-        # slot's packets, held by B's stalled backup)
-        decision = await fence_backup(ctl, intent, back_to)
+        # ...and decides; one that does not answer decides nothing: the move stays journalled,
+        # decided once it answers (`finish_open_moves`). Taken for "cancelled", the move was
+        # undone without the copies it held given back (simulation, adopter kills with stalls
+        # under the peer policy, seed 213: 2.3 s of the slot's packets, held by B's stalled
+        # backup); taken for "down", the slot stayed at a live B that held nothing (seed 44)
+        decision = {"down": "unknown"}.get(d := await fence_backup(ctl, intent, back_to), d)
     elif decision == "down":  # B's backup decides in its place (M14)
         decision = await fence_backup(ctl, intent, back_to)
     if decision == "started":  # the reply was lost, or A gave up first: B holds the slot
