@@ -169,6 +169,12 @@ class NfLifecycle:
         if not self.session.is_primary:
             return  # a standby watches but does not act
         nfs = self.state.nfs
+        if event.nf_id in self._restarted_orphans and nfs[event.nf_id] is NfPhase.ORPHAN:
+            # a new process holding nothing, waiting for its silent backup (`_wait_for_backup`):
+            # neither its "up" (taken for a false alarm's, it was marked configured, and its
+            # slots wedged: simulation seed 98 of adopter kills with stalls) nor its "down"
+            # changes that; its backup's answer or the bound does
+            return
         if event.kind in ("up", "restarted"):
             restarted = event.kind == "restarted" or event.restarted
             if restarted:
@@ -427,10 +433,10 @@ class NfLifecycle:
         for dead in sorted(self.state.nfs.in_phase(NfPhase.ORPHAN)):
             if self.pairs.get(dead) != backup:
                 continue
-            if self.registry.nfs[dead].declared_down:
-                await self._fail_over(dead, confirmed=True)
-            elif dead in self._restarted_orphans:  # restarted, waiting for this backup
+            if dead in self._restarted_orphans:  # restarted, waiting for this backup
                 await self._reconfigure(dead, restarted=True)
+            elif self.registry.nfs[dead].declared_down:
+                await self._fail_over(dead, confirmed=True)
 
     async def _replace_backup(self, dead: int, confirmed: bool = False, since: float = 0.0) -> None:
         async with self.host.urgent_lock():

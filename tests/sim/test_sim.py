@@ -209,8 +209,9 @@ REGRESSIONS = [
     # an adopter killed mid-move, restarted: (1) its backup, stalled, did not answer the fence,
     # taken for "cancelled": the move was undone without the copies that backup held (2.3 s of
     # the slot); (2) its own fail-over found that backup silent and took its state for lost at
-    # once (the restarted primary now waits for a backup only silent, `ORPHAN_PATIENCE`)
-    (213, ADOPTER_KILLS_STALLED),
+    # once (the restarted primary now waits for a backup only silent, `ORPHAN_PATIENCE`);
+    # (98) that waiting primary's flapping "up" marked it configured (its slots wedged)
+    (213, ADOPTER_KILLS_STALLED), (98, ADOPTER_KILLS_STALLED),
     # the leader lost its lease mid-move: the switch write refused, etcd out, the journal entry
     # not cleared, yet the adopter's adoption cancelled; the next leader took the entry for a
     # move under way and sent the slot to an adopter that dropped its packets as not owned (an
@@ -265,12 +266,15 @@ def test_leader_kill_seeds_pass() -> None:
 
 # found by the new fault kinds (docs/protocols.md, "Known limits"): 79, one packet lost in an
 # etcd outage, not diagnosed (it passes by another path since 2026-11-28)
-UNDIAGNOSED = [(79, "ETCD_OUTAGES")]
+UNDIAGNOSED = [(79, "ETCD_OUTAGES"),
+               # seeds past the first ones (docs/protocols.md, "Found by the simulation past its
+               # first seeds"): overlapping switch restarts with the controller cut from an NF;
+               # an adopter killed mid-move with its backup stalled (a flow's state short)
+               (202, "SWITCH_RESTARTS"), (80, "ADOPTER_KILLS_STALLED")]
 @pytest.mark.xfail(strict=False, reason="known limit (docs/protocols.md, Known limits)")
 @pytest.mark.parametrize(("seed", "name"), UNDIAGNOSED)
 def test_limit_not_diagnosed_yet(seed: int, name: str) -> None:
-    o = run_seed(seed, {"SWITCH_RESTARTS": SWITCH_RESTARTS, "ETCD_OUTAGES": ETCD_OUTAGES,
-                        "CI": CI}[name])
+    o = run_seed(seed, SCENARIOS[name])
     assert o.ok, o.problems[:2]
 
 
