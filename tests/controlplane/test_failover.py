@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from contract.proto import nf_control_pb2 as pb
+from controlplane import nf_lifecycle
 from controlplane.cluster_state import NfPhase
 from tests.controlplane.test_migration import wait_until, with_controller
 
@@ -139,6 +140,43 @@ def test_an_orphan_that_restarts_is_failed_over_to_its_backup_if_it_answers():
         fo = c.failovers[-1]
         assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
         assert fakes[1].role == pb.IDLE and not fakes[1].slots  # a spare now, owning nothing
+
+    asyncio.run(with_controller(body))
+
+
+@pytest.mark.parametrize("backup_answers", [True, False])
+def test_a_restarted_orphan_waits_for_a_backup_that_is_only_silent(backup_answers, monkeypatch):
+    """Simulation seed 213 of adopter kills on a busy host: a primary died and came back as a
+    new process while its backup was declared down on missed heartbeats alone (stalled 0.64 s,
+    holding the state). Its state was taken for lost at once and the new process owned the slots
+    from nothing. Now it waits, unconfigured, for that backup: promoted when it answers, the
+    loss recorded only once `ORPHAN_PATIENCE` has passed without an answer."""
+    monkeypatch.setattr(nf_lifecycle, "ORPHAN_PATIENCE", 0.5)
+
+    async def body(c, fakes, servers):
+        slots_of_1 = c.slot_map.slots_of(1)
+        await suspect_backup_3(c)
+        c.registry.nfs[3].silent = True  # (declared down on missed heartbeats)
+        fakes[3].mute = True
+        await kill_primary_1(c, servers)
+        await wait_until(lambda: c.orphans == {1})
+        fakes[1].restart()
+        await servers[1].start()
+        await answers_again(c, 1)
+        await wait_until(lambda: 1 in c.lifecycle._restarted_orphans)
+        assert not c.failovers and c.orphans == {1}
+        assert not fakes[1].slots  # not configured with its slots meanwhile
+        if backup_answers:
+            fakes[3].mute = False
+            await answers_again(c, 3)
+            await wait_until(lambda: len(c.failovers) == 1 and 1 not in c.orphans)
+            fo = c.failovers[-1]
+            assert fo.ok and (fo.dead, fo.promoted) == (1, 3) and fakes[3].promoted == slots_of_1
+            assert fakes[1].role == pb.IDLE and not fakes[1].slots
+        else:
+            await wait_until(lambda: any(f.kind == "lost" for f in c.failovers)
+                             and 1 in c.nfs_configured)
+            assert fakes[1].role == pb.PRIMARY and set(fakes[1].slots) == set(slots_of_1)
 
     asyncio.run(with_controller(body))
 

@@ -503,6 +503,50 @@ def test_a_failed_switch_write_changes_nothing_and_the_move_reports_it():
     asyncio.run(with_controller(body))
 
 
+def test_a_failed_switch_write_whose_journal_entry_stays_keeps_the_adoption_and_is_finished():
+    """Simulation seeds 242, 249, 250 and 258 of etcd outages: the leader lost its lease
+    mid-move (switch write refused) while etcd had no quorum, so the journal entry stayed, yet
+    the adoption was cancelled; the next leader took the entry for a move under way and sent the
+    slot to an adopter that dropped its packets as not owned. An entry etcd did not clear keeps
+    the adoption, and the move is finished (switch write first) once it can be."""
+    class Store:  # etcd without a quorum for the journal's clear until `out` is False
+        out = True
+
+        async def save_move(self, move, groups):
+            pass
+
+        async def clear_move(self, slot):
+            if self.out:
+                raise OSError("etcd: no quorum")
+
+        async def save_entry(self, entry, groups):
+            pass
+
+        async def close(self):
+            pass
+
+    async def body(c, fakes, servers):
+        slot = c.slot_map.slots_of(1)[0]
+        store = c.core.store = Store()
+        write = c.session.write_slot
+
+        async def failing(entry, group=None):
+            raise OSError("the switch went away")
+
+        c.session.write_slot = failing
+        [r] = await c.migrate([slot], 2)
+        assert not r.ok and "left journalled" in r.error, r.error
+        assert slot in c.open_moves and "CancelAdopt" not in names(fakes[2])
+        assert c.slot_map.owner(slot) == 1 and fakes[1].released == []
+        c.session.write_slot = write
+        store.out = False
+        c.slot_moves.finish_open_moves()
+        await wait_until(lambda: slot not in c.open_moves and not c.background_tasks())
+        assert c.slot_map.owner(slot) == 2 and [s for s, *_ in fakes[1].released] == [slot]
+
+    asyncio.run(with_controller(body))
+
+
 def test_a_standby_controller_refuses_moves_with_503():
     async def body(c, fakes, servers):
         c.session.is_primary = False
