@@ -88,6 +88,10 @@ def run(kind: str, faults: int, rate: int, heartbeat_ms: int, confirm_ms: int, o
         cmd += ["--busy", str(busy)]
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    # (its own summary says why a run failed: a verdict of 0 lost can fail on a fault or a
+    # fail-over not completed, which the table does not show)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.log").write_text(proc.stdout + proc.stderr)
     dist_path = out / "disturbances.json"
     if not dist_path.exists():
         raise RuntimeError(f"the {kind} run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -308,6 +308,12 @@ def test_a_failover_a_later_leader_completed_is_not_a_failure() -> None:
             {"dead": 5, "kind": "backup", "at": 31.0, "ok": True}]
     # NF 8's first attempt was done again; NF 5's never was (a backup replacement is not it)
     assert [f["dead"] for f in chaos_modes.unfinished_failovers(rows)] == [5]
+    # backup 7's replacement failed (its primary 3 hung); 3 was failed over (to 7) after it
+    moot = [{"dead": 7, "promoted": 3, "kind": "backup", "at": 1.0, "ok": False},
+            {"dead": 3, "promoted": 7, "kind": "primary", "at": 2.0, "ok": True},
+            {"dead": 9, "promoted": 4, "kind": "backup", "at": 3.0, "ok": False},
+            {"dead": 5, "promoted": 6, "kind": "primary", "at": 4.0, "ok": True}]
+    assert [f["dead"] for f in chaos_modes.unfinished_failovers(moot)] == [9]
 
 
 class _SlowPool:
