@@ -292,8 +292,12 @@ def _timed_wait(feed_until: float, longest: float, second: bool = False,
                 await asyncio.sleep(0.05)
 
         feeder = loop.create_task(feed())
+        def snapshot_comes() -> None:
+            ps.snapshot(1)
+            ps.whole(5, 1)
+
         if snapshot_at is not None:
-            loop.call_later(snapshot_at, lambda: (ps.snapshot(1), ps.whole(5, 1)))
+            loop.call_later(snapshot_at, snapshot_comes)
 
         def holes(slots: Iterable[int]) -> list[int]:
             return list(slots) if hole and not complete else []  # (never filled here)
