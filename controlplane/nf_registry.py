@@ -248,25 +248,6 @@ class NfRegistry:
             await self._call(nf_id, "AssignSlots", pb.AssignSlotsRequest(
                 slots=_slot_epochs(slot_map, slot_map.slots_of(primary), next_seqs),
                 as_backup=True, primary_nf_id=primary))
-            await self._resync_from(primary, nf_id, pairs)
-
-    async def _resync_from(self, primary: int, backup: int,
-                           pairs: Mapping[int, int | None]) -> None:
-        """Tell `primary` again of its backup `backup`, just configured: it sends its snapshot
-        again (`Worker.set_backup`). The `SetRole` above drops what a backup held, and a
-        snapshot `primary` sent before (its own configuration came first, or its link came up
-        before) went with it: the backup then lacked that snapshot for good, and its promotion
-        waited for it to the bound (the busy bench's hang run: 4 s, on the first fault).
-        Best effort: a primary not configured as one yet is told by its own configuration."""
-        state = self.nfs[primary]
-        if state.role != NfRole.PRIMARY or state.declared_down or pairs.get(primary) != backup:
-            return  # (`pairs` is the controller's own: a backup replaced meanwhile is not told)
-        try:
-            await self._call(primary, "SetBackup", pb.SetBackupRequest(
-                backup_nf_id=backup, address=self.nfs[backup].cfg.replication_address()),
-                timeout=0.5)
-        except NfControlError as exc:
-            LOG.info("NF %d not told again of its backup NF %d: %s", primary, backup, exc)
 
     async def _cancel_unjournalled(self, nf_id: int, known: set[int]) -> None:
         """Cancel every adoption of primary `nf_id` outside `known` (its journalled moves and

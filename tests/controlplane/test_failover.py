@@ -181,20 +181,6 @@ def test_a_restarted_orphan_waits_for_a_backup_that_is_only_silent(backup_answer
     asyncio.run(with_controller(body))
 
 
-def test_a_backup_configured_anew_has_its_primary_send_it_a_snapshot_again():
-    """The busy bench's hang run: a backup since start-up lacked its primary's snapshot at the
-    first fault and waited 4 s for it (its `SetRole` at configuration dropped the snapshot that
-    had come before). Configuring a backup tells its primary `SetBackup` again, which sends one."""
-    async def body(c, fakes, servers):
-        await wait_until(lambda: 3 in c.nfs_configured and 1 in c.nfs_configured)
-        fakes[1].calls.clear()
-        await c.lifecycle._reconfigure(3)
-        told = [args for name, args in fakes[1].calls if name == "SetBackup"]
-        assert told and told[-1][0] == 3, fakes[1].calls
-
-    asyncio.run(with_controller(body))
-
-
 def test_an_orphan_that_restarts_without_any_backup_left_has_its_state_loss_recorded():
     """A real double fault: primary and backup both gone. The restarted primary owns its slots
     again (nobody else can), from empty state; that loss is recorded, not silent."""
