@@ -147,7 +147,7 @@ class ControllerCore:
         for slot, move in (await self.store.load_moves(self.groups)).items():
             cur = self.slot_map.entry(slot) if 0 <= slot < self.slot_map.slot_count else None
             at_dst = cur is not None and (cur.owner, cur.epoch) == (move.dst, move.epoch)
-            at_src = cur is not None and cur.owner == move.src and next_epoch(cur.epoch) == move.epoch
+            at_src = cur is not None and move.unwritten_in(cur)
             if move.dst not in self.pairs or not (at_dst or at_src):
                 LOG.info("journalled move of slot %d (%d -> %d, epoch %d) is over: cleared",
                          slot, move.src, move.dst, move.epoch)
@@ -174,13 +174,10 @@ class ControllerCore:
         entry is cleared, True. False if etcd did not clear it: the entry stays, and so does the
         move in `open_moves`, to be finished (switch write first) by `finish_open_moves` or by a
         next leader, which takes such an entry for a move under way (`_resume_moves`)."""
-        if self.store is not None:
-            try:
-                await self.store.clear_move(slot)
-            except Exception as exc:
-                LOG.warning("journalled move of slot %d not cleared: %s", slot, exc)
-                return False
+        if not await self._clear_journal(slot):
+            return False
         self.open_moves.pop(slot, None)
+        self.moved_at[slot] = time.monotonic()
         return True
 
     async def close_move(self, slot: int) -> None:
@@ -189,11 +186,17 @@ class ControllerCore:
         `Release` and `Adopt` are idempotent)."""
         self.open_moves.pop(slot, None)
         self.moved_at[slot] = time.monotonic()
+        await self._clear_journal(slot)
+
+    async def _clear_journal(self, slot: int) -> bool:
+        """Delete the journal entry of `slot`'s move in etcd; False (logged) if etcd did not."""
         if self.store is not None:
             try:
                 await self.store.clear_move(slot)
             except Exception as exc:
                 LOG.warning("journalled move of slot %d not cleared: %s", slot, exc)
+                return False
+        return True
 
     def primary_of_group(self, group: int) -> int:
         """The primary whose replica group is `group` (after fail-overs, its promoted backup)."""

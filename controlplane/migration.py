@@ -225,7 +225,6 @@ async def migrate_slot(ctl: MoveHost, slot: int, to_nf: int,
                         "finished later", slot, to_nf)
             return result(False, old_epoch, error=f"{error}; left journalled, finished later")
         await _cancel_adoption(ctl, slot, to_nf, intent.epoch)  # (A was never told to release)
-        ctl.moved_at[slot] = time.monotonic()
         return result(False, old_epoch, error=error)
     if entry.epoch != intent.epoch:  # (the map changed under us: cannot happen under move_lock)
         LOG.error("slot %d written at epoch %d, journalled %d", slot, entry.epoch, intent.epoch)
@@ -314,7 +313,9 @@ async def finish_move(ctl: MoveHost, intent: MoveIntent, release_timeout: float,
         # undone without the copies it held given back (simulation, adopter kills with stalls
         # under the peer policy, seed 213: 2.3 s of the slot's packets, held by B's stalled
         # backup); taken for "down", the slot stayed at a live B that held nothing (seed 44)
-        decision = {"down": "unknown"}.get(d := await fence_backup(ctl, intent, back_to), d)
+        decision = await fence_backup(ctl, intent, back_to)
+        if decision == "down":
+            decision = "unknown"
     elif decision == "down":  # B's backup decides in its place (M14)
         decision = await fence_backup(ctl, intent, back_to)
     if decision == "started":  # the reply was lost, or A gave up first: B holds the slot

@@ -22,7 +22,6 @@ from controlplane.migration import (
 )
 from controlplane.nf_registry import NfControlError
 from controlplane.run_history import RunHistory
-from controlplane.slot_map import next_epoch
 from controlplane.slot_store import MoveIntent
 
 LOG = logging.getLogger("controlplane.controller")  # one logger for the controller's parts
@@ -127,8 +126,7 @@ class SlotMoves:
             async with self.host.move_lock:
                 if self.host.open_moves.get(move.slot) != move:
                     return
-                entry = self.host.slot_map.entry(move.slot)
-                if entry.owner == move.src and next_epoch(entry.epoch) == move.epoch:
+                if move.unwritten_in(self.host.slot_map.entry(move.slot)):
                     # its switch write failed and etcd kept its entry (`migrate_slot`): B
                     # still adopts it, as a next leader would finish it, so is this one
                     try:

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 import aetcd
 
-from controlplane.slot_map import SlotEntry, SlotMap
+from controlplane.slot_map import SlotEntry, SlotMap, next_epoch
 from mgmt.etcd_endpoints import ATTEMPT_TIMEOUT, etcd_client, with_retries
 from mgmt.tls import Identity
 
@@ -52,6 +52,11 @@ class MoveIntent:
     dst: int
     epoch: int
     src_group: int = -1  # A's replica group (its primary after a fail-over of A holds the state)
+
+    def unwritten_in(self, entry: SlotEntry) -> bool:
+        """`entry` (the slot's, in the map) is still the old owner's, the epoch before the
+        move's: its switch write has not happened, or not reached etcd."""
+        return entry.owner == self.src and next_epoch(entry.epoch) == self.epoch
 
 
 class SlotStoreError(Exception):

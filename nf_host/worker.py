@@ -443,18 +443,18 @@ class Worker:
             new = self.linkset.link(nf_id, address)
             new.uncork()
             new.kick()
-            if new.connected.is_set():
-                # a cluster peer's link, connected already: no (re)connection snapshot will come.
-                # Its replicas were built from peer deltas, without our output; the batches still
-                # waiting for the old backup's ack would be released by this one's next ack and,
-                # if we died then, be neither replayed (the state is there) nor logged. The
-                # snapshot logs their output there and replaces its replicas. Told again of the
-                # backup it has, it sends one too: the controller tells it so when it gives that
-                # NF again, which may have been made a spare meanwhile (dropping what it held)
-                # over the same connection; without one, that backup lacked our snapshot for
-                # good, and a promotion of it took older state (the busy bench's hang run of
-                # 2026-11-28: a `SetBackup` answered late, then the same backup given again)
-                self.linkset.on_connected(new)
+            # Connected already (a cluster peer's link), no (re)connection snapshot will come:
+            # its replicas were built from peer deltas, without our output; the batches still
+            # waiting for the old backup's ack would be released by this one's next ack and, if
+            # we died then, be neither replayed (the state is there) nor logged. The snapshot
+            # logs their output there and replaces its replicas. Told again of the backup it
+            # has, it sends one too: the controller tells it so when it gives that NF again,
+            # which may have been made a spare meanwhile (dropping what it held) over the same
+            # connection; without one, that backup lacked our snapshot for good, and a promotion
+            # of it took older state (the busy bench's hang run of 2026-11-28: a `SetBackup`
+            # answered late, then the same backup given again). Not connected: its connection
+            # brings the snapshot (`Links.on_connected`).
+            self.resync_backup()
         if old and old != nf_id and old not in self.peer_ids:
             link = self.links.pop(old, None)
             if link is not None:
