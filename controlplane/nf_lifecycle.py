@@ -148,6 +148,7 @@ class NfLifecycle:
             self.moves.finish_open_moves()
             if not all(nfs.configured(n) for n in self.registry.nfs):
                 await asyncio.sleep(retry)
+        await self.protect_pool()
 
     async def act_on_missed_downs(self) -> None:
         """Act on the NFs declared down while this controller was not the switch's primary:
@@ -162,6 +163,7 @@ class NfLifecycle:
         # finished now, as a restart this controller saw (§8, L3; failover_journal.py)
         for dead in failover_journal.pending(self.host):
             await self.on_nf_event(NfEvent("restarted", dead))
+        await self.protect_pool()  # (a primary again: its NFs are configured already)
 
     async def on_nf_event(self, event: NfEvent) -> None:
         """Act on an NF's event (down, up, restarted): the registry's listener."""
@@ -510,7 +512,16 @@ class NfLifecycle:
         if not restarted:
             await self._retry_orphans(nf_id)
         if self.registry.nfs[nf_id].role == "spare":  # the pool grew: protect who needs it
-            async with self.host.move_lock:
-                for given in await protect(self.host):
-                    self.history.record_failover(given)
-                    self._new_backup_down(given)
+            await self.protect_pool()
+
+    async def protect_pool(self) -> None:
+        """Give every live primary without a backup one from the pool, if one qualifies
+        (`failover.protect`): when an NF joins the pool, and when a leader has configured every
+        NF (a primary its predecessor left unprotected, with a spare idle beside it, stayed so
+        until the next NF joined: the soak of 2026-11-27 ended its settle tail that way)."""
+        if not self.session.is_primary:
+            return
+        async with self.host.move_lock:
+            for given in await protect(self.host):
+                self.history.record_failover(given)
+                self._new_backup_down(given)

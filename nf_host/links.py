@@ -63,7 +63,6 @@ class Links:
         self.pending_versions: dict[int, dict[int, dict[int, int]]] = {}  # nf -> batch -> slot->ver
         self.acked_versions: dict[int, dict[int, int]] = {}  # nf -> slot -> version it holds
         self.syncing: Link | None = None  # a link being sent its snapshot (see on_connected)
-        self.unsynced: set[int] = set()  # NFs linked to only to forward packets (`link`)
 
     def on_message(self, link: Link, msg: Message) -> None:
         """An answer on one of our links: an ack of our deltas, an adopter's answer to a
@@ -96,8 +95,13 @@ class Links:
         sending its delta to this link (the snapshot includes it). Otherwise the link's ack of that
         delta, cumulative, would release earlier batches sent while the link was down before the
         snapshot covering them is applied."""
-        if link.nf_id in self.unsynced and link.nf_id != self._w.backup_id \
-                and link.nf_id not in self._w.peer_ids:
+        if link.nf_id != self._w.backup_id and link.nf_id not in self._w.peer_ids:
+            # a move's partner in another cluster (or a link only packets are forwarded on):
+            # no delta goes to it, and it drops the rows of slots it did not adopt from us.
+            # Such a link stays after its move; once its NF refuses us (no longer a partner),
+            # each reconnection, every second, sent it a snapshot of every slot we own and
+            # kept that snapshot's versions waiting for an ack that never came: 44 MiB in
+            # 10 minutes at 1,012 slots (the soak of 2026-11-27)
             return
         self.syncing = link
         try:
@@ -135,20 +139,18 @@ class Links:
             held = [entry for b in self._w.commit.inflight for entry in b.logged()]
             msg = self._w.for_backup(msg, held)
         link.send(msg)
-        self.pending_versions.setdefault(link.nf_id, {})[batch.id] = versions
+        # the snapshot covers every batch sent on an earlier connection, which no ack will come
+        # for now (acks come on the connection that carried the batch): only its versions wait
+        self.pending_versions[link.nf_id] = {batch.id: versions}
         if link.nf_id == self._w.backup_id:
             self._w.commit.hold(batch)
 
-    def link(self, nf_id: int, address: str, sync: bool = True) -> Link:
-        """Our link to `nf_id` at `address` (made if new, remade if the address changed).
-        `sync=False`: a link only packets are forwarded on (the tail's copies to an adopter's
-        backup, M18), which gets no snapshot on connecting unless it is our backup or a cluster
-        peer: its NF holds the adopter's newer state of the released slot and refused the
-        slot's row as a stale sender's, closing the link the copies ride on."""
-        if sync:
-            self.unsynced.discard(nf_id)
-        elif nf_id not in self.links:
-            self.unsynced.add(nf_id)
+    def link(self, nf_id: int, address: str) -> Link:
+        """Our link to `nf_id` at `address` (made if new, remade if the address changed). Only
+        our backup and our cluster peers get a snapshot on connecting (`on_connected`): a
+        link to another NF carries a move's messages or forwarded packets (the tail's copies
+        to an adopter's backup, M18, whose NF holds the adopter's newer state of the released
+        slot and refused the slot's row as a stale sender's, closing the link they ride on)."""
         link = self.links.get(nf_id)
         addr = worker_address(address, self._w.cfg.index)
         if link is not None and link.address == addr:

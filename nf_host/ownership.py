@@ -339,7 +339,7 @@ class Ownership:
         if link is None or link.address != worker_address(to_address, self._w.cfg.index):
             link = self._w.linkset.link(to_nf, to_address)
         # (connecting while the adopter's link comes up and the transfer is answered)
-        copy_link = self._w.linkset.link(*copy, sync=False) if copy is not None else None
+        copy_link = self._w.linkset.link(*copy) if copy is not None else None
         try:
             await asyncio.wait_for(link.connected.wait(), self._w.cfg.transfer_timeout)
         except TimeoutError:

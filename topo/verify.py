@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 Arrivals = Mapping[int, Sequence[tuple[int, int]]]
@@ -237,6 +237,17 @@ def _gap_spans(sides: Sequence[FlowSide]) -> list[tuple[int, float, float]]:
     return spans
 
 
+def _excusing(windows: Sequence[LossWindow], capacity: WindowCapacity,
+              ties: Callable[[LossWindow], bool]) -> int | None:
+    """The window that excuses one loss (`ties` it to the loss, and one of its counted drops is
+    left: taken), uncounted windows (an outage's) before counted ones; None if none does."""
+    for counted in (False, True):
+        for i, w in enumerate(windows):
+            if (w.dropped is not None) == counted and ties(w) and capacity.take(i):
+                return i
+    return None
+
+
 def excuse_flow(slot: int | None, sides: Sequence[FlowSide], windows: Sequence[LossWindow],
                 capacity: WindowCapacity, counted: bool = True) -> Losses:
     """Weigh one flow's losses against the windows; what no window explains is the system's.
@@ -261,31 +272,42 @@ def excuse_flow(slot: int | None, sides: Sequence[FlowSide], windows: Sequence[L
     after_kinds = (OUTPUT, BOTH)
     unexcused_gaps = 0
     for _c, lo, hi in gaps:
-        for i, w in enumerate(windows):
-            if (w.carries in after_kinds and w.crosses(slot) and w.overlaps(lo, hi)
-                    and capacity.take(i)):
-                if w.kind == OUTAGE:
-                    out.outage_after += 1
-                else:
-                    out.wire_after += 1
-                break
-        else:
+        def lost_output(w: LossWindow, lo: float = lo, hi: float = hi) -> bool:
+            return w.carries in after_kinds and w.crosses(slot) and w.overlaps(lo, hi)
+
+        i = _excusing(windows, capacity, lost_output)
+        if i is None:
             unexcused_gaps += 1
+        elif windows[i].kind == OUTAGE:
+            out.outage_after += 1
+        else:
+            out.wire_after += 1
     out.system_after = max(unexcused_gaps, len(gaps) - len(lost))
     need = max(0, len(lost) - len(gaps))  # lost before any NF processed them
     before_kinds = (INPUT, BOTH) if counted else (INPUT, OUTPUT, BOTH)
-    for sent in lost:
-        if need == 0:
-            break
-        for i, w in enumerate(windows):
-            if (w.carries in before_kinds and w.crosses(slot) and w.met_by(sent)
-                    and capacity.take(i)):
-                if w.kind == OUTAGE:
+    # which of the lost packets were the processed ones the gaps stand for is not known: those
+    # no uncounted window met are taken to be them first, so that a counted window's drops (a
+    # switch's frames inside it at its kill, an impairment's) are spent only on packets that
+    # nothing else explains, and stay for the flows that need them
+    for counted_pass in (False, True):
+        left: list[float] = []
+        for sent in lost:
+            if need == 0:
+                break
+            def lost_input(w: LossWindow, c: bool = counted_pass, t: float = sent) -> bool:
+                return ((w.dropped is not None) == c and w.carries in before_kinds
+                        and w.crosses(slot) and w.met_by(t))
+
+            i = _excusing(windows, capacity, lost_input)
+            if i is None:
+                left.append(sent)
+            else:
+                need -= 1
+                if windows[i].kind == OUTAGE:
                     out.outage_before += 1
                 else:
                     out.wire_before += 1
-                need -= 1
-                break
+        lost = left
     out.system_before = need
     return out
 

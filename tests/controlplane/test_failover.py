@@ -535,3 +535,23 @@ def test_a_suspected_backup_whose_replacement_failed_is_promoted_as_it_is_when_i
         assert not {"SetRole", "AssignSlots", "SetBackup"} & set(before), before
 
     asyncio.run(with_controller(body))
+
+
+@pytest.mark.parametrize("how", ["configured every NF", "primary again"])
+def test_a_leader_protects_the_primaries_its_predecessor_left_without_a_backup(how):
+    """A new leader finds primary 1 without a backup (its predecessor died before it gave one)
+    and spare 5 idle on another node: it gives it at once, once it has configured every NF
+    (or became the switch's primary again), not at the next NF that joins the pool (the soak of
+    2026-11-27 ended its settle tail with two primaries unprotected beside an idle spare)."""
+    async def body(c, fakes, servers):
+        c.state.pairs[1] = None
+        c.registry.nfs[3].role = "spare"  # (the backup it had: failed, configured a spare again)
+        fakes[5].assigned.clear()
+        if how == "configured every NF":
+            await c.lifecycle.configure_nfs()
+        else:
+            await c.lifecycle.act_on_missed_downs()
+        assert c.pairs[1] in (3, 5) and fakes[c.pairs[1]].backed_up_for == 1
+        assert [f.kind for f in c.failovers] == ["protect"]
+
+    asyncio.run(with_controller(body))

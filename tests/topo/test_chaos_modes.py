@@ -83,13 +83,19 @@ def test_the_pairs_a_fault_claimed_are_settled_once_protected_and_armed(
     inj = FaultInjector("http://ctl", {}, _no_restart)
     assert inj.settled_for({1, 2})  # NF 3's pair and the configuration are not this fault's
     assert not inj.settled_for({3, 4})  # NF 3 has no backup, and spare 5 (node a) could be it
+    assert inj.unsettled({3, 4}) == ["primary NF 3 without a backup while a spare could be one"]
     assert not inj.settled()
+    assert inj.unsettled(None) == ["4 of 5 NFs configured"]
     status["pairs"]["3"] = 5
     assert not inj.settled_for({3, 4})  # 5 not armed yet
+    assert inj.unsettled({3, 4}) == ["backup NF 5 not armed for primary NF 3"]
     status["armed"]["5"] = {"primary": 3}
     assert inj.settled_for({3, 4})
     rows[3]["alive"] = False
     assert not inj.settled_for({3, 4})  # the victim is not back yet
+    assert inj.unsettled({3, 4}) == [f"NF {rows[3]['id']} not alive"]
+    with pytest.raises(TimeoutError, match=r"protected again .*\(still: NF \d not alive\)"):
+        inj.wait_settled({3, 4}, 0.1, "the pairs of NFs [3, 4] protected again")
 
 
 class ZombieController:

@@ -96,7 +96,8 @@ class ControlFault:
                 "at": self.at, "detection_ms": self.detection_ms, "takeover_ms": self.takeover_ms,
                 "ok": self.ok, "error": self.error, "slots": len(self.slots), "promoted": None,
                 "new_backup": None, "wire_lost": self.wire_lost, "gaps": self.gaps,
-                "window": self.window, "impair": self.impair, "held": self.held}
+                "window": self.window, "impair": self.impair, "held": self.held,
+                "slot_ids": self.slots}
 
 
 def kill_leader(ctls: Controllers, timeout: float = 30.0) -> ControlFault:
@@ -226,14 +227,16 @@ def injector(sys_: System) -> FaultInjector:
         if kind == "switch":
             return restart_switch(switch_node, ctls, sys_.switch_stats)
         port = cfg.nf(target).port
-        slots = owned_slots(faults.leading(), target)  # the losses it may excuse: theirs
+        # the losses it may excuse: those of the slots the NF owned when it began, and of those
+        # moved or failed over to it while it lasted (owned at its end; its count bounds them)
+        slots = owned_slots(faults.leading(), target)
         if not netem_available() and sys_.switch_stats is not None:  # p4sim does it
             seed = opts.seed * 1000 + len(faults.records)
             rec = impair_on_data_link(sys_.switch_stats, port, target, faults.leading, seed)
         else:
             intf = switch_node.intfs[port].name
             rec = netem_on_data_link(switch_node.cmd, intf, target, faults.leading)
-        rec.slots = slots
+        rec.slots = sorted(set(slots) | set(owned_slots(faults.leading(), target)))
         return rec
 
     faults.control = control_fault

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 from topo.faults.injector import CONTROL_KINDS, FaultInjector
 from topo.http_api import http_json, http_post
-from topo.procs import wait_for
 from topo.verify import LossWindow
 
 if TYPE_CHECKING:
@@ -231,8 +230,8 @@ def overlapping(faults: FaultInjector, sender: subprocess.Popen[bytes], kill_eve
             with lock:
                 claim |= {n for n in (getattr(rec, "promoted", None),
                                       getattr(rec, "new_backup", None)) if n is not None}
-            wait_for(lambda: faults.settled_for(claim), timeout=settle_timeout, interval=0.05,
-                     what=f"the pairs of NFs {sorted(claim)} protected again")
+            faults.wait_settled(claim, settle_timeout,
+                                f"the pairs of NFs {sorted(claim)} protected again")
         except Exception as exc:  # reported; the verdict still runs
             errors.append(f"fault of NF {nf} ({kind}): {type(exc).__name__}: {exc}")
 

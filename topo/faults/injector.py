@@ -362,9 +362,18 @@ class FaultInjector:
 
     def wait_pool(self, timeout: float = 20.0) -> None:
         """Until the system has settled after a fault (`settled`), so that every fault starts
-        from a protected system rather than during the last one's recovery."""
-        wait_for(self.settled, timeout=timeout, interval=0.05,
-                 what="every NF alive again, every primary protected, every backup armed")
+        from a protected system rather than during the last one's recovery. The TimeoutError
+        names what was still unsettled at the deadline."""
+        self.wait_settled(None, timeout,
+                          "every NF alive again, every primary protected, every backup armed")
+
+    def wait_settled(self, claimed: set[int] | None, timeout: float, what: str) -> None:
+        """Until `settled_for(claimed)`; the TimeoutError names what was still unsettled."""
+        try:
+            wait_for(lambda: self.settled_for(claimed), timeout=timeout, interval=0.05,
+                     what=what)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc} (still: {'; '.join(self.unsettled(claimed))})") from exc
 
     def settled(self) -> bool:
         """Every NF alive again (restarted victims back in the pool) and configured; every
@@ -377,25 +386,33 @@ class FaultInjector:
         """`settled`, for the pairs one fault in flight put at risk (--overlap): the `claimed`
         NFs alive again, and every pair with a claimed member protected and armed as `settled`
         says (None: every NF and every pair, and every NF configured)."""
+        return not self.unsettled(claimed)
+
+    def unsettled(self, claimed: set[int] | None) -> list[str]:
+        """What keeps `settled_for(claimed)` false, in words ([]: settled)."""
         api = self.leading()
         rows = _get(f"{api}/nfs")
         status = _get(f"{api}/status")
-        if not all(r["alive"] for r in rows if claimed is None or r["id"] in claimed):
-            return False
+        dead = [r["id"] for r in rows if not r["alive"] and (claimed is None or r["id"] in claimed)]
+        if dead:
+            return [f"NF {', '.join(map(str, dead))} not alive"]
         nfs = status.get("nfs", {})
         if claimed is None and nfs.get("configured", 0) < nfs.get("total", 0):
-            return False
+            return [f"{nfs.get('configured', 0)} of {nfs.get('total', 0)} NFs configured"]
         pairs = {int(p): b for p, b in status.get("pairs", {}).items()
                  if claimed is None or int(p) in claimed or b in claimed}
         by_id = {r["id"]: r for r in rows}
         spares = [r for r in rows if r["role"] == "spare"]
+        out: list[str] = []
         for p in (p for p, b in pairs.items() if b is None and p in by_id):
             me = by_id[p]  # a spare that could protect it (controlplane/failover.choose_backup)
             if any(r["cluster"] == me["cluster"] and r["node"] != me["node"] for r in spares):
-                return False
-        armed = status.get("armed", {})
-        return not status.get("self_takeover") or all(
-            armed.get(str(b), {}).get("primary") == p for p, b in pairs.items() if b is not None)
+                out.append(f"primary NF {p} without a backup while a spare could be one")
+        if status.get("self_takeover"):
+            armed = status.get("armed", {})
+            out += [f"backup NF {b} not armed for primary NF {p}" for p, b in pairs.items()
+                    if b is not None and armed.get(str(b), {}).get("primary") != p]
+        return out
 
 
 def primary_fault(rec: Any) -> bool:
