@@ -154,6 +154,14 @@ class BackupSlots:
         if next_seq is not None:
             self._next_seq[slot] = next_seq
 
+    def not_whole(self, slots: list[int]) -> None:
+        """Rows of `slots` were dropped (`PeerPolicy.on_rows_dropped`): their replicas lack
+        what those rows held, so no delta transfer is taken against them (`Replica.whole`)."""
+        for slot in slots:
+            rep = self.replicas.get(slot)
+            if rep is not None:
+                rep.whole = False
+
     def released(self, slot: int, epoch: int | None) -> None:
         """Our primary released `slot` (its release notice): no longer backed up; with the
         move's `epoch`, a cancelled move's (empty) replica at that epoch goes too."""

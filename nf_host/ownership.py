@@ -288,7 +288,7 @@ class Ownership:
         # ours, it outranked the slot's real owner, whose deltas it then refused as a stale
         # sender's, closing the link its moves' transfers ride on (simulation, adopter kills,
         # seed 61: the transfers went unanswered and the moves undecided)
-        rep = Replica(slot, epoch=rt.epoch, gen=max(rt.state.gen - 1, 0))
+        rep = Replica(slot, epoch=rt.epoch, gen=max(rt.state.gen - 1, 0), whole=True)
         rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
         self._w.backups.given_up(slot, rep)
         del self._w.slots[slot]

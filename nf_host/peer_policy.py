@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from contract.commands import Adopt, Assign, Command, ExpectGiveBack, Release, SetPeers
@@ -160,6 +161,8 @@ class PeerPolicy:
         self._givers: set[int] = set()  # every NF of those sets (`known` per message)
         self.refused: dict[str, int] = {}
         self._logged: set[tuple[str, int | None]] = set()
+        # told the slots whose delta rows were dropped (their replicas are no longer whole)
+        self.on_rows_dropped: Callable[[list[int]], None] | None = None
 
     # ------------------------------------------------------------------ learning
     def learn(self, cmd: Command) -> None:
@@ -281,6 +284,8 @@ class PeerPolicy:
             for _ in range(len(items) - len(keep)):
                 self.refuse("slot", sender, f"delta entries from NF {sender} for slots not "
                                             "adopted from it (dropped)")
+            if self.on_rows_dropped is not None:  # those replicas now miss what the rows held
+                self.on_rows_dropped([item.slot for item in items if item not in keep])
             msg = replace(msg, rows=keep)
         return msg
 

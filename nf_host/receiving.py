@@ -119,7 +119,7 @@ class ReplicaReceiver:
                 # outlive the replacement, and promoted from it later (made the backup by
                 # AssignSlots), this NF would skip the numbers after the new owner's last
                 # without counting them (tests/nf_host/test_replica_last_seq.py)
-                rep = self._w.backups.replicas[slot] = Replica(slot)
+                rep = self._w.backups.replicas[slot] = Replica(slot, whole=whole)
             rep.epoch = row.epoch
             rep.gen = row.gen
             rep.apply(row.entries, row.version, row.last_seq, row.deleted)
@@ -180,7 +180,7 @@ class ReplicaReceiver:
             log.warning("slot %d: our primary's adoption of it comes after we gave its copies "
                         "back (the move was undone): not acknowledged", slot)
             return None
-        rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch)
+        rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch, whole=True)
         self._w.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
         # our primary starts it: promoted from here if it dies (and the old owner's tail may
         # still come for a while, M18)
@@ -251,9 +251,11 @@ class ReplicaReceiver:
         entries = entries_from_wire(msg.flows)
         if base >= 0:
             rep = self._w.backups.replicas.get(slot)
-            if rep is None or rep.version < base:
+            if rep is None or rep.version < base or not rep.whole:
                 held = rep.version if rep is not None else None
-                return TransferAck(xid, False, f"delta against version {base} but this NF holds {held}")
+                what = "" if rep is None or rep.whole else " of some flows only"
+                return TransferAck(xid, False, f"delta against version {base} but this NF holds "
+                                               f"{held}{what}")
             state, bad = rep.to_slot_state()
             self._w.c.repl_errors += bad
         else:

@@ -165,6 +165,7 @@ class Worker:
     async def start(self) -> None:
         """Serve replication (a connection that ends without its goodbye: `on_peer_lost`) and
         start the timers (gaps, idle flows, move markers)."""
+        self.policy.on_rows_dropped = self.backups.not_whole  # (the policy in force now)
         self.server = ReplicationServer(
             self.cfg.repl_host, self.cfg.repl_port, self.on_replication, self.policy,
             on_lost=self.on_peer_lost,

@@ -15,6 +15,7 @@ from nf_host.harness import Switch, checker_frame, read_checker, strip_shim
 from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from nf_host.replication import Link, ReplicationServer, Reply, read_message
 from nf_host.worker_process import FrameSender
+from nf_host.worker_types import CommandError
 from tests.nf_host.inprocess import SLOT, Node, run, until
 from tests.nf_host.raw_frames import raw_frame
 from tests.support.procs import free_port
@@ -382,6 +383,51 @@ def test_a_peer_that_keeps_refusing_leaves_one_snapshot_waiting_not_one_per_reco
             assert len(waiting) == 1 and set(next(iter(waiting.values()))) == {SLOT, 7}
         finally:
             for n in (a, c):
+                await n.w.stop()
+
+    run(body)
+
+
+def test_a_delta_move_against_a_replica_that_lost_rows_is_refused() -> None:
+    """NF 3, NF 1's cluster peer, holds a whole replica of SLOT. Its view of the cluster drops
+    NF 1 for a while (NF 1 stays known: NF 3 adopts slot 7 from it), so NF 1's rows of SLOT are
+    dropped; back as a peer, NF 1's later deltas raise the replica's version over the hole. A
+    delta move of SLOT against it would ship only the flows changed since that version: it is
+    refused, and the whole state goes instead (simulation `ADOPTER_KILLS_STALLED` seed 80)."""
+
+    async def body() -> None:
+        a, p = guarded(1), guarded(3)
+        for n in (a, p):
+            await n.w.start()
+        try:
+            a.w.assign([(SLOT, 1, 1), (7, 1, 1)], as_backup=False)
+            a.w.set_peers([(3, p.addr)])
+            await p.w.command("set_peers", {"peers": [[1, a.addr]]})
+            sw = Switch()
+            for flow in (1, 2):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()
+            await until(lambda: SLOT in p.w.replicas and p.w.replicas[SLOT].whole
+                        and a.w.acked_versions.get(3, {}).get(SLOT) == a.w.slots[SLOT].state.version,
+                        "NF 3's whole replica acknowledged")
+            await p.w.command("adopt", {"slot": 7, "epoch": 2, "from_nf": 1,
+                                        "from_address": a.addr})
+            await p.w.command("set_peers", {"peers": []})
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(1, 2), 1)[0])  # flow 1's row: dropped
+            a.w.close_batch()
+            await until(lambda: p.w.policy.refused.get("slot", 0) >= 1, "the row dropped")
+            assert not p.w.replicas[SLOT].whole
+            await p.w.command("set_peers", {"peers": [[1, a.addr]]})
+            a.w.on_frame(sw.stamp(SLOT, checker_frame(2, 2), 1)[0])  # flow 2's row: applied
+            a.w.close_batch()
+            await until(lambda: p.w.replicas[SLOT].version == a.w.slots[SLOT].state.version,
+                        "the replica's version past the hole")
+            await p.w.command("adopt", {"slot": SLOT, "epoch": 2, "from_nf": 1,
+                                        "from_address": a.addr})
+            with pytest.raises(CommandError, match="of some flows only"):
+                await a.w.release(SLOT, 3, p.addr, same_cluster=True)
+        finally:
+            for n in (a, p):
                 await n.w.stop()
 
     run(body)

@@ -217,6 +217,11 @@ REGRESSIONS = [
     # move under way and sent the slot to an adopter that dropped its packets as not owned (an
     # entry not cleared now keeps the adoption, and the move is finished)
     (242, ETCD_OUTAGES), (249, ETCD_OUTAGES), (250, ETCD_OUTAGES), (258, ETCD_OUTAGES),
+    # a delta move against a peer's replica that had lost rows: the peer policy dropped the old
+    # owner's deltas while it was not trusted (its view of the cluster changing), and the later
+    # ones raised the replica's version over the hole; the adopter started two flows 21 and 17
+    # counts short (a delta transfer is taken on a whole replica only now, `Replica.whole`)
+    (80, ADOPTER_KILLS_STALLED),
 ]
 SCENARIOS = {"CI": CI, "MOVE_REPLIES_LOST": MOVE_REPLIES_LOST,
              "ALL_REPLIES_LOST": ALL_REPLIES_LOST, "LEADER_KILLS": LEADER_KILLS,
@@ -268,9 +273,10 @@ def test_leader_kill_seeds_pass() -> None:
 # etcd outage, not diagnosed (it passes by another path since 2026-11-28)
 UNDIAGNOSED = [(79, "ETCD_OUTAGES"),
                # seeds past the first ones (docs/protocols.md, "Found by the simulation past its
-               # first seeds"): overlapping switch restarts with the controller cut from an NF;
-               # an adopter killed mid-move with its backup stalled (a flow's state short)
-               (202, "SWITCH_RESTARTS"), (80, "ADOPTER_KILLS_STALLED")]
+               # first seeds"): overlapping switch restarts with the controller cut from an NF
+               # (it passes by another path since 2026-11-28, the leader's protection of its
+               # unprotected primaries at each reconcile changing the schedule)
+               (202, "SWITCH_RESTARTS")]
 @pytest.mark.xfail(strict=False, reason="known limit (docs/protocols.md, Known limits)")
 @pytest.mark.parametrize(("seed", "name"), UNDIAGNOSED)
 def test_limit_not_diagnosed_yet(seed: int, name: str) -> None:

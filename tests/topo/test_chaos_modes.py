@@ -347,3 +347,15 @@ def test_a_slow_settle_is_recorded_and_waited_for_and_only_a_settle_that_never_c
     with pytest.raises(TimeoutError):
         chaos_modes.settle(_SlowPool(2), slow)  # type: ignore[arg-type]
     assert len(slow) == 1
+
+
+def test_an_nf_that_owns_slots_is_never_picked_as_a_spare(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader that has not configured an NF yet reports its configured role: a primary of the
+    slot map (slots_owned) shown as a spare is not hung as one."""
+    rows = [dict(r) for r in ROWS]
+    rows[4]["slots_owned"] = 1016
+    _rows(monkeypatch, rows)
+    inj = FaultInjector("http://ctl", {}, _no_restart, seed=3)
+    assert {inj.pick("spare") for _ in range(10)} == {None}
+    rows[4]["slots_owned"] = 0
+    assert {inj.pick("spare") for _ in range(10)} == {("spare", 5)}

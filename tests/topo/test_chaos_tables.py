@@ -14,7 +14,15 @@ from rich.console import Console
 
 from topo.faults.chaos import kind_table
 from topo.faults.injector import FaultRecord
-from topo.faults.memory import RssLife, RssSampler, incarnations, long_enough, plot_lines, rss_table
+from topo.faults.memory import (
+    RssLife,
+    RssSampler,
+    incarnations,
+    long_enough,
+    plot_lines,
+    rss_table,
+    trend,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -162,16 +170,33 @@ def test_a_life_is_judged_from_twice_the_warmup_on() -> None:
 
 
 def test_a_part_restarted_early_is_judged_over_its_own_long_life() -> None:
-    # etcd m1 killed at 20 s, back at 30 s: 40 MiB until 310 s, 50 MiB from its own warm sample
+    # etcd m1 killed at 20 s, back at 30 s: 40 MiB until 310 s, 50 MiB at its own warm sample
     # (the first at least half-way through its life from 30 to 600 s: 320 s), 51 at the end
     series = _series({"etcd m1 [1]": (0, 20, lambda t: 40), "etcd m1 [2]": (30, 600, lambda t:
-                      40 if t < 320 else 50 if t < 600 else 51)})
+                      40 if t < 320 else 50 + (t - 320) / 280)})
     lives = incarnations(series, warmup=60.0)
     late = next(x for x in lives if x.key == "etcd m1 [2]")
     assert (late.warm_t, late.warm, late.growth) == (320.0, 50 * MIB, 2.0)
     row = _row(_text(rss_table(_snapshots(series), lives)), "etcd m1")
     assert "(restarted; longest life 570 s)" in row
     assert "50.0" in row and "+2.0 %" in row and "+27.5 %" in row  # not +27.5 % from 300 s
+
+
+def test_growth_is_read_off_the_trend_not_two_samples() -> None:
+    """A process whose RSS swings by a few MiB and does not grow is not judged by a swing at the
+    end; a leak, linear, keeps its whole growth (`trend`)."""
+    swings = [65.0, 65.3, 64.1, 63.9, 67.3, 66.2]  # the soak of 2026-11-28, a minute apart
+    flat = _series({"nf-host 7 [1]": (0, 600, lambda t: 64 + (2 if int(t) % 20 else -1)
+                                                         + (3 if t >= 590 else 0)),
+                    "nf-host 8 [2]": (0, 600, lambda t: 60 + t / 100)})
+    lives = {x.key: x for x in incarnations(flat, warmup=60.0)}
+    swung = lives["nf-host 7 [1]"]
+    assert swung.growth is not None and swung.growth < 2.0
+    two_samples = (flat[-1][1]["nf-host 7 [1]"] / flat[30][1]["nf-host 7 [1]"] - 1) * 100
+    assert flat[30][0] == swung.warm_t and two_samples > 4.5  # what two samples made of it
+    assert lives["nf-host 8 [2]"].growth == pytest.approx(100 * 3 / 63, abs=0.01)  # a leak
+    assert trend([(0.0, 1), (10.0, 2)], 0.0, 10.0) == (1, 2)  # too few points: as they are
+    assert max(swings) - min(swings) > 0.05 * 64  # (the swing alone was over the target)
 
 
 def test_a_short_lived_incarnation_is_not_judged() -> None:
@@ -271,14 +296,15 @@ def _settled_run() -> list[tuple[float, dict[str, int]]]:
         "etcd m1 [12]": (100, 900, lambda t: 30 + min(t, 600) / 30),
         # a life a fault ended: +16.7 % over its second half, shown but not judged
         "p4sim [20]": (0, 400, lambda t: 100 + t / 10),
-        "p4sim [21]": (410, 900, lambda t: 100 if t < 800 else 102)}, until=900)  # +2.0 %
+        "p4sim [21]": (410, 900, lambda t: 100 if t < 750 else 100 + (t - 750) / 75)},
+        until=900)  # +2.0 % over the tail's second half
 
 
 def test_with_a_settle_tail_a_restarted_process_is_judged_over_the_tails_second_half() -> None:
     lives = {x.key: x for x in incarnations(_settled_run(), warmup=60.0, settled_from=600.0)}
     m1 = lives["etcd m1 [12]"]
     assert m1.judged and m1.warm_t == 750.0 and m1.growth == 0.0  # not +7.1 % from 500 s
-    assert lives["p4sim [21]"].judged and lives["p4sim [21]"].growth == 2.0
+    assert lives["p4sim [21]"].judged and lives["p4sim [21]"].growth == pytest.approx(2.0)
     # alive throughout: over the run's second half, as without a tail
     m0 = lives["etcd m0 [10]"]
     assert m0.judged and m0.warm_t == 450.0 and m0.growth == pytest.approx(100 * 1.5 / 41.5)

@@ -195,8 +195,12 @@ class FaultInjector:
                         return k, self.rng.choice(sorted(busy) or primaries)
                     continue
                 return k, self.rng.randrange(self.etcd_members) if k == "etcd" else 0
+            # (a spare owns no slot in the map: a leader that has not configured an NF yet may
+            # report the role of its configuration file; the soak of 2026-11-28 hung a primary
+            # of 1,016 slots as a "spare", and waited for it as a spare for 30 s)
             pool = sorted(r["id"] for r in nfs if r["role"] == k
-                          and (k != "primary" or r.get("backup") in alive))
+                          and (k != "primary" or r.get("backup") in alive)
+                          and (k != "spare" or not r.get("slots_owned")))
             if pool:
                 return k, self.rng.choice(pool)
         return None

@@ -8,7 +8,13 @@ chaos run's disturbances.json).
 
 Growth is judged over the run's second half: from the **warm** snapshot, the first taken at
 least half-way through the run and at least `warmup` seconds (60) into it, to the end; it is
-shown from the start as well. The start (just after start-up) precedes everything a process
+shown from the start as well. Both ends are read off the least-squares line through every
+sample from the warm one to the last (`trend`): a Python process's RSS swings by a few MiB
+from one sample to the next (its collector, gRPC's buffers), and two single samples took a
+swing for growth (the soak of 2026-11-28: +6.4 % for an nf-host whose samples a minute apart
+over its last 300 s went 65.0, 65.3, 64.1, 63.9, 67.3, 66.2 MiB). A leak, which grows all the
+way, keeps its whole growth on the line (exactly, if it is linear); a swing at either end is
+weighed against every sample between. The start (just after start-up) precedes everything a process
 builds once and then keeps at a plateau: an allocator's arenas, the Go heap of an etcd member
 that has just caught up, its key index up to the first compaction, the first fail-over's code
 paths in the controller. A leak grows after that too; a warm-up does not. The
@@ -174,6 +180,8 @@ def incarnations(series: Sequence[tuple[float, Mapping[str, int]]],
                 at = max(settled_from + (end_t - settled_from) / 2, t0 + warmup)
                 at = at if end_t - at >= warmup / 2 else None  # the tail too short to judge it
         warm_t, warm = next(p for p in pts if p[0] >= at) if at is not None else (None, None)
+        if warm_t is not None:
+            warm, m1 = trend([p for p in pts if p[0] >= warm_t], warm_t, t1)
         out.append(RssLife(key, t0, t1, len(pts), m0, m1, warm_t, warm, judged))
     return out
 
@@ -205,9 +213,16 @@ class RssSampler:
 
     def snapshots(self) -> dict[str, dict[str, int]]:
         """{"start", "warm", "end"}: process -> bytes."""
-        half = warm_at(self.series[0][0], self.series[-1][0], self.warmup)
-        warm = next((s for t, s in self.series if t >= half), self.series[-1][1])
-        return {"start": self.series[0][1], "warm": warm, "end": self.series[-1][1]}
+        first, last = self.series[0][0], self.series[-1][0]
+        half = warm_at(first, last, self.warmup)
+        warm_t = next((t for t, _s in self.series if t >= half), last)
+        judged = [(t, snap) for t, snap in self.series if t >= warm_t]
+        warm: dict[str, int] = {}
+        end: dict[str, int] = {}
+        for key in set().union(*(snap for _t, snap in judged)):
+            warm[key], end[key] = trend([(t, snap[key]) for t, snap in judged if key in snap],
+                                        warm_t, last)
+        return {"start": self.series[0][1], "warm": warm, "end": end}
 
     def incarnations(self, settled_from: float | None = None) -> list[RssLife]:
         """Every process incarnation of the series (`incarnations`): judged over its own life,
@@ -220,6 +235,19 @@ class RssSampler:
 
     def series_json(self) -> list[dict[str, Any]]:
         return [{"t": round(t, 1), "rss": s} for t, s in self.series]
+
+
+def trend(points: Sequence[tuple[float, int]], lo: float, hi: float) -> tuple[int, int]:
+    """The least-squares line through `points` ((t, bytes), at least one), read at `lo` and
+    `hi` (see the module docstring); with fewer than 3 points, the first and last as they are."""
+    if len(points) < 3:
+        return points[0][1], points[-1][1]
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    mm = sum(m for _, m in points) / n
+    var = sum((t - mt) ** 2 for t, _ in points)
+    slope = sum((t - mt) * (m - mm) for t, m in points) / var if var else 0.0
+    return round(mm + slope * (lo - mt)), round(mm + slope * (hi - mt))
 
 
 def _pct(a: int, b: int) -> str:
