@@ -16,7 +16,7 @@ from nf_host.peer_policy import PeerLimits, PeerPolicy, hello
 from nf_host.replication import Link, ReplicationServer, Reply, read_message
 from nf_host.worker_process import FrameSender
 from nf_host.worker_types import CommandError
-from tests.nf_host.inprocess import SLOT, Node, run, until
+from tests.nf_host.inprocess import SLOT, Node, run, running, until
 from tests.nf_host.raw_frames import raw_frame
 from tests.support.procs import free_port
 
@@ -373,17 +373,12 @@ def test_a_peer_that_keeps_refusing_leaves_one_snapshot_waiting_not_one_per_reco
 
     async def body() -> None:
         a, c = guarded(1), guarded(3)
-        for n in (a, c):
-            await n.w.start()
-        try:
+        async with running(a, c):
             a.w.assign([(SLOT, 1, 1), (7, 1, 1)], as_backup=False)
             a.w.set_peers([(3, c.addr)])
             await until(lambda: c.w.policy.refused.get("unknown_peer", 0) >= 3, "three refusals")
             waiting = a.w.linkset.pending_versions.get(3, {})
             assert len(waiting) == 1 and set(next(iter(waiting.values()))) == {SLOT, 7}
-        finally:
-            for n in (a, c):
-                await n.w.stop()
 
     run(body)
 
@@ -397,9 +392,7 @@ def test_a_delta_move_against_a_replica_that_lost_rows_is_refused() -> None:
 
     async def body() -> None:
         a, p = guarded(1), guarded(3)
-        for n in (a, p):
-            await n.w.start()
-        try:
+        async with running(a, p):
             a.w.assign([(SLOT, 1, 1), (7, 1, 1)], as_backup=False)
             a.w.set_peers([(3, p.addr)])
             await p.w.command("set_peers", {"peers": [[1, a.addr]]})
@@ -426,8 +419,5 @@ def test_a_delta_move_against_a_replica_that_lost_rows_is_refused() -> None:
                                         "from_address": a.addr})
             with pytest.raises(CommandError, match="of some flows only"):
                 await a.w.release(SLOT, 3, p.addr, same_cluster=True)
-        finally:
-            for n in (a, p):
-                await n.w.stop()
 
     run(body)
