@@ -280,12 +280,13 @@ class PeerPolicy:
             return msg
         # an NF this one only adopts from: keep the adopted slots' entries, drop the rest
         keep = [item for item in items if self.adopting.nf_of(item.slot) == sender]
-        if len(keep) < len(items):
-            for _ in range(len(items) - len(keep)):
+        dropped = [item.slot for item in items if self.adopting.nf_of(item.slot) != sender]
+        if dropped:
+            for _ in dropped:
                 self.refuse("slot", sender, f"delta entries from NF {sender} for slots not "
                                             "adopted from it (dropped)")
             if self.on_rows_dropped is not None:  # those replicas now miss what the rows held
-                self.on_rows_dropped([item.slot for item in items if item not in keep])
+                self.on_rows_dropped(dropped)
             msg = replace(msg, rows=keep)
         return msg
 

@@ -238,10 +238,12 @@ def _gap_spans(sides: Sequence[FlowSide]) -> list[tuple[int, float, float]]:
 
 
 def _excusing(windows: Sequence[LossWindow], capacity: WindowCapacity,
-              ties: Callable[[LossWindow], bool]) -> int | None:
+              ties: Callable[[LossWindow], bool],
+              passes: tuple[bool, ...] = (False, True)) -> int | None:
     """The window that excuses one loss (`ties` it to the loss, and one of its counted drops is
-    left: taken), uncounted windows (an outage's) before counted ones; None if none does."""
-    for counted in (False, True):
+    left: taken), uncounted windows (an outage's) before counted ones; None if none does.
+    `passes`: which of the two kinds to try (False: uncounted, True: counted), in that order."""
+    for counted in passes:
         for i, w in enumerate(windows):
             if (w.dropped is not None) == counted and ties(w) and capacity.take(i):
                 return i
@@ -294,11 +296,10 @@ def excuse_flow(slot: int | None, sides: Sequence[FlowSide], windows: Sequence[L
         for sent in lost:
             if need == 0:
                 break
-            def lost_input(w: LossWindow, c: bool = counted_pass, t: float = sent) -> bool:
-                return ((w.dropped is not None) == c and w.carries in before_kinds
-                        and w.crosses(slot) and w.met_by(t))
+            def lost_input(w: LossWindow, t: float = sent) -> bool:
+                return w.carries in before_kinds and w.crosses(slot) and w.met_by(t)
 
-            i = _excusing(windows, capacity, lost_input)
+            i = _excusing(windows, capacity, lost_input, (counted_pass,))
             if i is None:
                 left.append(sent)
             else:

@@ -130,7 +130,9 @@ def warm_at(first: float, last: float, warmup: float = WARMUP_S) -> float:
 @dataclass(frozen=True)
 class RssLife:
     """One incarnation (a name with one pid) as sampled: its first, warm (None: not
-    `long_enough` to be judged) and last samples' times (s into the run) and bytes."""
+    `long_enough` to be judged) and last samples' times (s into the run), its first sample's
+    bytes, and the warm and end bytes read off the trend from the warm sample on (`trend`;
+    the last sample's bytes when not judged)."""
 
     key: str
     first_t: float
@@ -188,8 +190,9 @@ def incarnations(series: Sequence[tuple[float, Mapping[str, int]]],
 
 class RssSampler:
     """`rss(root_pid)` now (`start`), then every `interval` s in a thread until `stop()`, which
-    takes the last (`end`). `warm` is the first sample at least half-way through the run and at
-    least `warmup` s after the start (the end's if the run was shorter)."""
+    takes the last (`end`). `snapshots` reads each process's warm and end bytes off the trend
+    from the warm sample (the first at least half-way through the run and at least `warmup` s
+    after the start; the end's if the run was shorter) to the last."""
 
     def __init__(self, root_pid: int, interval: float = INTERVAL_S,
                  warmup: float = WARMUP_S) -> None:
