@@ -288,9 +288,10 @@ class Ownership:
         # ours, it outranked the slot's real owner, whose deltas it then refused as a stale
         # sender's, closing the link its moves' transfers ride on (simulation, adopter kills,
         # seed 61: the transfers went unanswered and the moves undecided)
-        rep = Replica(slot, epoch=rt.epoch, gen=max(rt.state.gen - 1, 0), whole=True)
+        rep = Replica(slot, epoch=rt.epoch, gen=max(rt.state.gen - 1, 0))
         rep.apply(rt.state.everything(), rt.state.version, rt.state.last_seq)
         self._w.backups.given_up(slot, rep)
+        self._w.backups.holes.discard(slot)  # (our whole state of it)
         del self._w.slots[slot]
         self._unprotect(slot, rt.epoch)
         # and every replica our deltas of it made at our cluster peers (our backup's went with

@@ -109,6 +109,7 @@ class ReplicaReceiver:
             whole = full or row.replace
             if whole:
                 self._w.primary_sync.whole(slot, sender)  # (promote_wait.py)
+                self._w.backups.holes.discard(slot)
                 if msg.outputs is not None:  # (our primary's: it has started the slot, M14)
                     self._w.backups.started(slot)
             else:
@@ -119,7 +120,7 @@ class ReplicaReceiver:
                 # outlive the replacement, and promoted from it later (made the backup by
                 # AssignSlots), this NF would skip the numbers after the new owner's last
                 # without counting them (tests/nf_host/test_replica_last_seq.py)
-                rep = self._w.backups.replicas[slot] = Replica(slot, whole=whole)
+                rep = self._w.backups.replicas[slot] = Replica(slot)
             rep.epoch = row.epoch
             rep.gen = row.gen
             rep.apply(row.entries, row.version, row.last_seq, row.deleted)
@@ -180,7 +181,8 @@ class ReplicaReceiver:
             log.warning("slot %d: our primary's adoption of it comes after we gave its copies "
                         "back (the move was undone): not acknowledged", slot)
             return None
-        rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch, whole=True)
+        rep = self._w.backups.replicas[slot] = Replica(slot, epoch=msg.epoch)
+        self._w.backups.holes.discard(slot)
         self._w.primary_sync.whole(slot, UNNAMED)  # (its sender's next delta names it)
         # our primary starts it: promoted from here if it dies (and the old owner's tail may
         # still come for a while, M18)
@@ -251,9 +253,10 @@ class ReplicaReceiver:
         entries = entries_from_wire(msg.flows)
         if base >= 0:
             rep = self._w.backups.replicas.get(slot)
-            if rep is None or rep.version < base or not rep.whole:
+            holed = slot in self._w.backups.holes
+            if rep is None or rep.version < base or holed:
                 held = rep.version if rep is not None else None
-                what = "" if rep is None or rep.whole else " of some flows only"
+                what = " of some flows only" if rep is not None and holed else ""
                 return TransferAck(xid, False, f"delta against version {base} but this NF holds "
                                                f"{held}{what}")
             state, bad = rep.to_slot_state()

@@ -175,12 +175,6 @@ class Replica:
     last_seq: int | None = None  # the last committed seq; None until one is known (0 is a number)
     epoch: int = 0
     gen: int = 0  # the owner generation of the last delta applied (see ReplicaReceiver._check_owner)
-    # every flow of the slot as of `version` (made from a whole row: a snapshot, a new owner's
-    # replace, an adoption's state), not only those some deltas carried: a delta transfer is
-    # taken on a whole replica only (ReplicaReceiver._on_transfer). A replica begun by deltas
-    # alone, or whose sender's rows were dropped (the peer policy, while the sender was not
-    # trusted), is not: simulation seed 80 of adopter kills with stalls, counts 21 short
-    whole: bool = False
 
     def apply(self, raw_entries: object, version: int, last_seq: int | None,
               deleted: object = None) -> None:

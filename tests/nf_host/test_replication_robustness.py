@@ -400,7 +400,7 @@ def test_a_delta_move_against_a_replica_that_lost_rows_is_refused() -> None:
             for flow in (1, 2):
                 a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
             a.w.close_batch()
-            await until(lambda: SLOT in p.w.replicas and p.w.replicas[SLOT].whole
+            await until(lambda: SLOT in p.w.replicas and SLOT not in p.w.backups.holes
                         and a.w.acked_versions.get(3, {}).get(SLOT) == a.w.slots[SLOT].state.version,
                         "NF 3's whole replica acknowledged")
             await p.w.command("adopt", {"slot": 7, "epoch": 2, "from_nf": 1,
@@ -409,7 +409,7 @@ def test_a_delta_move_against_a_replica_that_lost_rows_is_refused() -> None:
             a.w.on_frame(sw.stamp(SLOT, checker_frame(1, 2), 1)[0])  # flow 1's row: dropped
             a.w.close_batch()
             await until(lambda: p.w.policy.refused.get("slot", 0) >= 1, "the row dropped")
-            assert not p.w.replicas[SLOT].whole
+            assert SLOT in p.w.backups.holes
             await p.w.command("set_peers", {"peers": [[1, a.addr]]})
             a.w.on_frame(sw.stamp(SLOT, checker_frame(2, 2), 1)[0])  # flow 2's row: applied
             a.w.close_batch()
@@ -420,4 +420,32 @@ def test_a_delta_move_against_a_replica_that_lost_rows_is_refused() -> None:
             with pytest.raises(CommandError, match="of some flows only"):
                 await a.w.release(SLOT, 3, p.addr, same_cluster=True)
 
+    run(body)
+
+
+def test_a_peer_replica_begun_by_deltas_takes_a_delta_move() -> None:
+    """NF 1's link to its peer NF 3 came up before NF 1 owned SLOT: its snapshot had no row of
+    it, and NF 3's replica of SLOT was begun by NF 1's deltas, on the same connection, from the
+    slot's empty start. Nothing of it is missing: a move of SLOT to NF 3 is a delta (a first
+    version of the hole check refused it and sent the whole state: the migration-bytes
+    experiment's intra-cluster move was no longer a delta)."""
+
+    async def body() -> None:
+        a, p = guarded(1), guarded(3)
+        async with running(a, p):
+            await p.w.command("set_peers", {"peers": [[1, a.addr]]})
+            a.w.set_peers([(3, p.addr)])
+            await until(lambda: a.w.links[3].writer is not None and 3 in a.w.acked_versions,
+                        "the snapshot without SLOT acknowledged")
+            a.w.assign([(SLOT, 1, 1)], as_backup=False)
+            sw = Switch()
+            for flow in (1, 2):
+                a.w.on_frame(sw.stamp(SLOT, checker_frame(flow, 1), 1)[0])
+            a.w.close_batch()
+            await until(lambda: a.w.acked_versions.get(3, {}).get(SLOT)
+                        == a.w.slots[SLOT].state.version, "NF 3's replica acknowledged")
+            await p.w.command("adopt", {"slot": SLOT, "epoch": 2, "from_nf": 1,
+                                        "from_address": a.addr})
+            res = await a.w.release(SLOT, 3, p.addr, same_cluster=True)
+            assert res.delta and res.flows_shipped == 0
     run(body)
