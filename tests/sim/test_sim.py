@@ -220,7 +220,7 @@ REGRESSIONS = [
     # a delta move against a peer's replica that had lost rows: the peer policy dropped the old
     # owner's deltas while it was not trusted (its view of the cluster changing), and the later
     # ones raised the replica's version over the hole; the adopter started two flows 21 and 17
-    # counts short (a delta transfer is taken on a whole replica only now, `Replica.whole`)
+    # counts short (a delta transfer is refused against a slot with holes now, `BackupSlots.holes`)
     (80, ADOPTER_KILLS_STALLED),
 ]
 SCENARIOS = {"CI": CI, "MOVE_REPLIES_LOST": MOVE_REPLIES_LOST,
